@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
+)
+
+// Config is the server's configuration: redis.conf directives, given in a
+// configuration file and/or as --flags of the same names (flags win).
+type Config struct {
+	Bind        string
+	Port        int
+	RequirePass string
+	MaxClients  int
+	Timeout     int // idle seconds; 0 never
+	LogLevel    string
+	Shards      int // 0: shards' default for this machine
+	SLMaxLimit  int64
+	// Persist is standalone persistence (dir, dbfilename, save,
+	// snapshot-ignore-corrupt; see persist.go).
+	Persist snapshot.Config
+	// File is the configuration file read, if any.
+	File string
+}
+
+// DefaultConfig returns Redis's defaults (and cellserver's own).
+func DefaultConfig() Config {
+	return Config{
+		Bind:       "127.0.0.1",
+		Port:       6379,
+		MaxClients: 10000,
+		LogLevel:   "notice",
+		SLMaxLimit: engine.DefaultMaxLogLimit,
+		Persist:    snapshot.DefaultConfig(),
+	}
+}
+
+// directive is one configuration setting: its name (as in redis.conf and
+// as a --flag), its help, and how to set it from text. Adding a setting is
+// one entry here plus its field in Config.
+type directive struct {
+	name  string
+	usage string
+	set   func(c *Config, v string) error
+}
+
+var directives = append([]directive{
+	{"bind", "address to listen on", func(c *Config, v string) error { c.Bind = v; return nil }},
+	{"port", "TCP port to listen on (0: any free port)", func(c *Config, v string) error { return setInt(&c.Port, v) }},
+	{"requirepass", "password clients must AUTH with (empty: none)", func(c *Config, v string) error { c.RequirePass = v; return nil }},
+	{"maxclients", "maximum connected clients", func(c *Config, v string) error { return setInt(&c.MaxClients, v) }},
+	{"timeout", "close clients idle for this many seconds (0: never)", func(c *Config, v string) error { return setInt(&c.Timeout, v) }},
+	{"loglevel", "debug, verbose, notice or warning", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{"shards", "keyspace shards, a power of two (0: 16 per CPU, at most 1024)", func(c *Config, v string) error { return setInt(&c.Shards, v) }},
+	{"sl-max-limit", "largest SL.ADD limit (a sliding log keeps one entry per request)", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		c.SLMaxLimit = n
+		return nil
+	}},
+}, persistDirectives...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go
+
+func setInt(dst *int, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", v)
+	}
+	*dst = n
+	return nil
+}
+
+// Validate reports whether c can start a server.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Port < 0 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d is not in 0..65535", c.Port))
+	}
+	if c.MaxClients < 1 {
+		errs = append(errs, fmt.Errorf("maxclients %d must be at least 1", c.MaxClients))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %d must not be negative", c.Timeout))
+	}
+	if _, err := resp.ParseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("loglevel: %w", err))
+	}
+	if err := (shards.Config{Shards: c.Shards}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Persist.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SLMaxLimit < 1 || c.SLMaxLimit > engine.MaxCount {
+		errs = append(errs, fmt.Errorf("sl-max-limit %d is not in 1..%d", c.SLMaxLimit, engine.MaxCount))
+	}
+	return errors.Join(errs...)
+}
+
+// Addr is the listen address.
+func (c *Config) Addr() string { return net.JoinHostPort(c.Bind, strconv.Itoa(c.Port)) }
+
+// ServerConfig maps c to the RESP server's configuration.
+func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Config {
+	rc := resp.DefaultConfig()
+	rc.Addr = c.Addr()
+	rc.RequirePass = c.RequirePass
+	rc.MaxClients = c.MaxClients
+	rc.Timeout = time.Duration(c.Timeout) * time.Second
+	rc.Parse = engine.ParseOptions{MaxLogLimit: c.SLMaxLimit}
+	rc.Logger = logger
+	rc.LogLevel = level
+	rc.ConfigFile = c.File
+	rc.Settings = []resp.Setting{
+		{Name: "shards", Get: func() string { return strconv.Itoa(c.Shards) }},
+		{Name: "sl-max-limit", Get: func() string { return strconv.FormatInt(c.SLMaxLimit, 10) }},
+	}
+	return rc
+}
+
+// options are the command line's actions besides serving.
+type options struct {
+	version bool
+	genDocs bool
+}
+
+// parseArgs reads an optional configuration file (the first argument, when
+// it is not a flag) and then the flags, which win over the file.
+func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
+	cfg := DefaultConfig()
+	var opt options
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cfg.File = args[0]
+		if err := readConfigFile(&cfg, args[0]); err != nil {
+			return cfg, opt, err
+		}
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("cellserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: cellserver [config-file] [--directive value ...]\n\nDirectives (also in the config file, redis.conf syntax):\n")
+		fs.PrintDefaults()
+	}
+	for _, d := range directives {
+		fs.Func(d.name, d.usage, func(v string) error { return d.set(&cfg, v) })
+	}
+	fs.BoolVar(&opt.version, "version", false, "print the version and exit")
+	fs.BoolVar(&opt.genDocs, "gen-docs", false, "print docs/commands.md (generated from the command table) and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, opt, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, opt, fmt.Errorf("unexpected argument %q (the config file must come first)", fs.Arg(0))
+	}
+	return cfg, opt, nil
+}
+
+// readConfigFile applies a redis.conf-style file: one directive per line,
+// its arguments separated by spaces (double or single quotes group words),
+// # starts a comment line. An unknown directive is an error naming the file
+// and line.
+func readConfigFile(cfg *Config, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		words, err := splitConfigLine(text)
+		if err != nil {
+			return fmt.Errorf("config %s:%d: %w", path, line, err)
+		}
+		name := strings.ToLower(words[0])
+		var d *directive
+		for i := range directives {
+			if directives[i].name == name {
+				d = &directives[i]
+			}
+		}
+		if d == nil {
+			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
+		}
+		if err := d.set(cfg, strings.Join(words[1:], " ")); err != nil {
+			return fmt.Errorf("config %s:%d: %s: %w", path, line, name, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+func splitConfigLine(s string) ([]string, error) {
+	var words []string
+	for i := 0; i < len(s); {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		if q := s[i]; q == '"' || q == '\'' {
+			j := strings.IndexByte(s[i+1:], q)
+			if j < 0 {
+				return nil, errors.New("unbalanced quotes")
+			}
+			words = append(words, s[i+1:i+1+j])
+			i += j + 2
+			continue
+		}
+		j := i
+		for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+			j++
+		}
+		words = append(words, s[i:j])
+		i = j
+	}
+	return words, nil
+}

@@ -1,0 +1,120 @@
+// Command cellserver is a rate-limiting server that speaks the Redis
+// protocol: a drop-in replacement for the redis-cell module plus token
+// bucket, leaky bucket, fixed window, sliding window and sliding log limiters.
+//
+//	cellserver [config-file] [--port 6379] [--bind 127.0.0.1] [--requirepass pw] ...
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// shutdownGrace bounds how long a stopping server waits for replies in flight.
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "cellserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	// 1. Configuration: the file, then flags over it.
+	cfg, opt, err := parseArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	switch {
+	case opt.version:
+		fmt.Fprintf(stdout, "cellserver %s\n", resp.Version)
+		return nil
+	case opt.genDocs:
+		_, err := stdout.Write(resp.CommandsMarkdown())
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	// 2. Logging.
+	level := new(slog.LevelVar)
+	l, _ := resp.ParseLogLevel(cfg.LogLevel)
+	level.Set(l)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// 3. The keyspace and its expiry sweeper.
+	store, err := shards.New(shards.Config{Shards: cfg.Shards})
+	if err != nil {
+		return err
+	}
+	cfg.Shards = store.NumShards() // CONFIG GET shows the count in use
+	clock := func() int64 { return time.Now().UnixNano() }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		store.RunSweeper(sweepCtx, clock, 100*time.Millisecond)
+	}()
+	defer func() {
+		stopSweep()
+		<-sweepDone
+	}()
+
+	// 4. Persistence: load the snapshot before serving anything.
+	persist, err := startPersistence(&cfg, store, clock, logger)
+	if err != nil {
+		return err
+	}
+
+	// 5. The RESP server.
+	rc := cfg.ServerConfig(level, logger)
+	persist.configure(&rc)
+	srv, err := resp.NewServer(rc, resp.NewLocal(store, clock))
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ListenAndServe() }()
+	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "shards", store.NumShards())
+
+	// 6. Serve until a signal or SHUTDOWN; then stop accepting, finish the
+	// replies in flight and exit.
+	signalled := false
+	select {
+	case err := <-serveErr:
+		return errors.Join(err, persist.stop(false, logger))
+	case <-ctx.Done():
+		logger.Info("signal received; shutting down")
+		signalled = true
+	case <-srv.ShutdownRequested():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown grace expired; connections closed", "err", err)
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, resp.ErrServerClosed) {
+		return errors.Join(err, persist.stop(false, logger))
+	}
+	// A signal saves once every reply in flight is done; SHUTDOWN saved
+	// (or skipped the save) itself.
+	if err := persist.stop(signalled, logger); err != nil {
+		return err
+	}
+	logger.Info("cellserver stopped")
+	return nil
+}

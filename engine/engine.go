@@ -1,0 +1,190 @@
+package engine
+
+import "errors"
+
+// Kind names the limiter algorithm a key holds. A key holds exactly one kind.
+type Kind uint8
+
+// The limiter kinds. KindNone marks a missing (or expired) key.
+const (
+	KindNone          Kind = iota
+	KindGCRA               // CL.THROTTLE, CL.THROTTLEALL
+	KindTokenBucket        // TB.TAKE
+	KindLeakyBucket        // LB.ADD
+	KindFixedWindow        // FW.INCR
+	KindSlidingWindow      // SW.INCR
+	KindSlidingLog         // SL.ADD
+	numKinds
+)
+
+var kindNames = [numKinds]string{"none", "gcra", "token-bucket", "leaky-bucket", "fixed-window", "sliding-window", "sliding-log"}
+
+// String returns the name TYPE replies with: "gcra", "token-bucket",
+// "leaky-bucket", "fixed-window", "sliding-window", "sliding-log", or "none".
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// ParseKind returns the kind named s (as String spells it, any letter case).
+func ParseKind(s string) (Kind, bool) {
+	for k := Kind(0); k < numKinds; k++ {
+		if equalFold(s, kindNames[k]) {
+			return k, true
+		}
+	}
+	return KindNone, false
+}
+
+// Valid reports whether k is one of the limiter kinds (not KindNone).
+func (k Kind) Valid() bool { return k > KindNone && k < numKinds }
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}
+
+// LogEntry is one admitted request of a sliding-window log: the instant it
+// was admitted (Unix ns) and how many units it counted.
+type LogEntry struct {
+	At    int64
+	Count int64
+}
+
+// State is the stored state of one limiter key. The zero State (Kind ==
+// KindNone) is a missing key. Apart from Log, a State holds no pointers, so a
+// store of millions of them costs the garbage collector almost nothing.
+//
+// The meaning of A, B and C depends on Kind and is documented beside each
+// algorithm. For KindGCRA, A is the theoretical arrival time (TAT) in Unix
+// nanoseconds, and ExpireAt == A.
+type State struct {
+	Kind Kind
+	// ExpireAt is the instant (Unix ns) at which the state is back to fresh;
+	// the key is deleted then. A State returned with ExpireAt <= now is fresh
+	// and must not be stored.
+	ExpireAt int64
+	A, B, C  int64
+	// Log holds a sliding log's entries, oldest first; nil for other kinds.
+	Log []LogEntry
+}
+
+// Request is one parsed limiter request: the kind and its parameters. It is
+// built by ParseRequest and is valid (in range) when built that way.
+type Request struct {
+	Kind Kind
+	// Burst is max_burst for GCRA, capacity for the token and leaky buckets,
+	// and limit for the window limiters. Range 0..MaxCount (>= 1 except GCRA).
+	Burst int64
+	// Rate is count_per_period for GCRA, refill_tokens for the token bucket
+	// and leak_count for the leaky bucket; unused (0) by the window limiters.
+	// Range 1..MaxCount.
+	Rate int64
+	// Period is GCRA's period, the refill or leak period, or the window,
+	// in nanoseconds. Range 1ns..MaxPeriod.
+	Period int64
+	// Quantity is quantity/tokens/count: the units this request takes.
+	// 0 peeks. Negative only for GCRA (a refund). |Quantity| <= MaxCount.
+	Quantity int64
+	// Interval selects the token bucket's refill-all-at-once variant.
+	Interval bool
+}
+
+// Result is the reply of one limiter request. All durations are nanoseconds
+// at full precision; the wire layer rounds them (CL.THROTTLE to whole seconds
+// by redis-cell's rule, the others up to whole milliseconds).
+type Result struct {
+	// Limited is true when the request was refused (and consumed nothing).
+	Limited bool
+	// Limit is the key's total limit (X-RateLimit-Limit).
+	Limit int64
+	// Remaining is what is left after this request, never below 0.
+	Remaining int64
+	// RetryAfter is the time until this same request would be allowed;
+	// -1 when allowed, and -1 when it can never be allowed.
+	RetryAfter int64
+	// ResetAfter is the time until the key is back to fresh; 0 when it holds
+	// nothing.
+	ResetAfter int64
+	// Wait is the leaky bucket's time until this request reaches the head
+	// of the queue; -1 when limited. Unused (0) by other kinds.
+	Wait int64
+}
+
+// Limits on request parameters. Any combination inside them either works
+// exactly or is refused with ErrOverflow; nothing overflows silently.
+const (
+	// MaxCount bounds every count parameter (bursts, limits, rates,
+	// quantities): 2^40.
+	MaxCount = int64(1) << 40
+	// MaxPeriod bounds every period and window: 3660 days, a little over
+	// ten years.
+	MaxPeriod = int64(3660) * 24 * 3600 * 1e9
+	// MaxSpan bounds any derived duration the state must represent (a GCRA
+	// tolerance, a bucket's time to refill or drain completely): 2^62 ns,
+	// about 146 years, so that now + span never overflows int64.
+	MaxSpan = int64(1) << 62
+)
+
+// Sentinel errors. The wire layer maps each to Redis's wording.
+var (
+	// ErrNotInteger is returned when a number argument is not a decimal
+	// integer or is outside its range.
+	ErrNotInteger = errors.New("value is not an integer or out of range")
+	// ErrSyntax is returned for an unknown option or a malformed argument list.
+	ErrSyntax = errors.New("syntax error")
+	// ErrNegative is returned for a negative burst, limit, rate or cost.
+	ErrNegative = errors.New("negative value")
+	// ErrZero is returned for a zero rate, period, window, limit or capacity.
+	ErrZero = errors.New("zero rate or period")
+	// ErrInvalidDuration is returned for a duration that does not parse.
+	ErrInvalidDuration = errors.New("invalid duration")
+	// ErrOverflow is returned when parameters are in range one by one but a
+	// derived quantity (e.g. a tolerance) does not fit in 64-bit nanoseconds.
+	ErrOverflow = errors.New("parameters overflow")
+	// ErrLogLimit is returned when a sliding log's limit exceeds the
+	// server's configured maximum.
+	ErrLogLimit = errors.New("limit exceeds the sliding log maximum")
+)
+
+// Apply runs req against st at now and returns the next state and the reply.
+// st is the key's current state: the zero State for a missing key, otherwise a
+// State of req.Kind (the caller answers WRONGTYPE for any other kind before
+// calling). req must be valid (built by ParseRequest). The returned State is
+// to be stored when its ExpireAt > now, and the key deleted otherwise. A
+// limited request returns st unchanged.
+//
+// Apply is pure: the same arguments always give the same results.
+func Apply(st State, req *Request, now int64) (State, Result) {
+	switch req.Kind {
+	case KindGCRA:
+		return throttle(st, req, now)
+	case KindTokenBucket:
+		return takeTokens(st, req, now)
+	case KindLeakyBucket:
+		return addLeaky(st, req, now)
+	case KindFixedWindow:
+		return incrFixedWindow(st, req, now)
+	case KindSlidingWindow:
+		return incrSlidingWindow(st, req, now)
+	case KindSlidingLog:
+		return addSlidingLog(st, req, now)
+	}
+	return st, Result{Limited: true, RetryAfter: -1}
+}

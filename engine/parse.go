@@ -1,0 +1,406 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// ErrArity is returned by ParseRequest and ParseThrottleAll when the number
+// of arguments does not fit the command. The wire layer answers it with
+// Redis's "wrong number of arguments for '<command>' command".
+var ErrArity = errors.New("wrong number of arguments")
+
+// DefaultMaxLogLimit is the largest sliding-log limit accepted by default:
+// a sliding log keeps one entry per admitted request, O(limit) memory per key.
+const DefaultMaxLogLimit = 100000
+
+// ParseOptions holds the server policy applied when parsing requests.
+type ParseOptions struct {
+	// MaxLogLimit is the largest limit SL.ADD accepts (ErrLogLimit above
+	// it). 0 means DefaultMaxLogLimit.
+	MaxLogLimit int64
+}
+
+// DefaultParseOptions returns the options of a server started without
+// flags: MaxLogLimit = DefaultMaxLogLimit.
+func DefaultParseOptions() ParseOptions {
+	return ParseOptions{MaxLogLimit: DefaultMaxLogLimit}
+}
+
+// ParseInt parses a decimal integer as strictly as Redis's string2ll: an
+// optional '-', then digits with no leading zero (except "0" itself), no
+// spaces, no '+', at most 20 bytes, within int64. Anything else is
+// ErrNotInteger. It does not allocate.
+func ParseInt(b []byte) (int64, error) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, ErrNotInteger
+	}
+	if len(b) == 1 && b[0] == '0' {
+		return 0, nil
+	}
+	neg := false
+	i := 0
+	if b[0] == '-' {
+		neg = true
+		i = 1
+		if len(b) == 1 {
+			return 0, ErrNotInteger
+		}
+	}
+	if b[i] < '1' || b[i] > '9' {
+		return 0, ErrNotInteger
+	}
+	var v uint64
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c < '0' || c > '9' {
+			return 0, ErrNotInteger
+		}
+		if v > math.MaxUint64/10 {
+			return 0, ErrNotInteger
+		}
+		v *= 10
+		if v > math.MaxUint64-uint64(c-'0') {
+			return 0, ErrNotInteger
+		}
+		v += uint64(c - '0')
+	}
+	if neg {
+		if v > 1<<63 {
+			return 0, ErrNotInteger
+		}
+		return int64(-v), nil // -(1<<63) wraps to math.MinInt64, as intended
+	}
+	if v > math.MaxInt64 {
+		return 0, ErrNotInteger
+	}
+	return int64(v), nil
+}
+
+// ParseDuration parses a duration argument and returns nanoseconds: an
+// integer as ParseInt accepts it, optionally followed by a unit in any
+// letter case: ms, s, m, h or d. No unit means seconds ("60" is a minute).
+// A malformed argument or unknown unit is ErrInvalidDuration; a number that
+// overflows int64 nanoseconds is ErrNotInteger (out of range). Negative
+// values are returned as such; range checks belong to the caller.
+func ParseDuration(b []byte) (int64, error) {
+	i := len(b)
+	for i > 0 && isLetter(b[i-1]) {
+		i--
+	}
+	num, unitText := b[:i], b[i:]
+	var unit int64
+	switch {
+	case len(unitText) == 0:
+		unit = 1e9
+	case len(unitText) == 1:
+		switch unitText[0] | 0x20 {
+		case 's':
+			unit = 1e9
+		case 'm':
+			unit = 60e9
+		case 'h':
+			unit = 3600e9
+		case 'd':
+			unit = 86400e9
+		}
+	case len(unitText) == 2 && unitText[0]|0x20 == 'm' && unitText[1]|0x20 == 's':
+		unit = 1e6
+	}
+	if unit == 0 {
+		return 0, ErrInvalidDuration
+	}
+	n, err := ParseInt(num)
+	if err != nil {
+		if wellFormedInt(num) {
+			return 0, ErrNotInteger // digits, but beyond int64
+		}
+		return 0, ErrInvalidDuration
+	}
+	if n > math.MaxInt64/unit || n < math.MinInt64/unit {
+		return 0, ErrNotInteger
+	}
+	return n * unit, nil
+}
+
+func isLetter(c byte) bool { c |= 0x20; return 'a' <= c && c <= 'z' }
+
+// wellFormedInt reports whether b has ParseInt's syntax, ignoring range.
+func wellFormedInt(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
+		return len(b) == 1 && b[0] == '0'
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// paramNames names each Request field in the words of each command, for
+// error messages: burst, rate, period, quantity.
+var paramNames = [numKinds][4]string{
+	KindNone:          {"burst", "rate", "period", "quantity"},
+	KindGCRA:          {"max_burst", "count_per_period", "period", "quantity"},
+	KindTokenBucket:   {"capacity", "refill_tokens", "refill_period", "tokens"},
+	KindLeakyBucket:   {"capacity", "leak_count", "leak_period", "count"},
+	KindFixedWindow:   {"limit", "rate", "window", "count"},
+	KindSlidingWindow: {"limit", "rate", "window", "count"},
+	KindSlidingLog:    {"limit", "rate", "window", "count"},
+}
+
+func paramErr(k Kind, field int, err error) error {
+	name := "argument"
+	if k < numKinds {
+		name = paramNames[k][field]
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+const (
+	fBurst = iota
+	fRate
+	fPeriod
+	fQuantity
+)
+
+// ParseRequest parses the arguments after the key of one limiter command:
+//
+//	KindGCRA          CL.THROTTLE  max_burst count_per_period period [quantity]
+//	KindTokenBucket   TB.TAKE      capacity refill_tokens refill_period [tokens] [INTERVAL]
+//	KindLeakyBucket   LB.ADD       capacity leak_count leak_period [count]
+//	KindFixedWindow   FW.INCR      limit window [count]
+//	KindSlidingWindow SW.INCR      limit window [count]
+//	KindSlidingLog    SL.ADD       limit window [count]
+//
+// Counts are integers (ParseInt); the quantity defaults to 1. CL.THROTTLE's
+// period is whole seconds, as in redis-cell; other periods and windows are
+// durations (ParseDuration). INTERVAL is matched in any letter case. The
+// result is checked with Validate, and a sliding log's limit against
+// opt.MaxLogLimit.
+//
+// Errors wrap, with the parameter's name: ErrArity (argument count),
+// ErrSyntax (an unknown option), ErrNotInteger (not a number, or out of
+// range), ErrInvalidDuration, ErrNegative, ErrZero, ErrOverflow and
+// ErrLogLimit. ParseRequest does not allocate unless it fails.
+func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
+	r := Request{Kind: kind, Quantity: 1}
+	var err error
+	switch kind {
+	case KindGCRA:
+		if len(args) < 3 || len(args) > 4 {
+			return Request{}, ErrArity
+		}
+		if r.Burst, err = ParseInt(args[0]); err != nil {
+			return Request{}, paramErr(kind, fBurst, err)
+		}
+		if r.Rate, err = ParseInt(args[1]); err != nil {
+			return Request{}, paramErr(kind, fRate, err)
+		}
+		sec, err := ParseInt(args[2])
+		switch {
+		case err != nil:
+			return Request{}, paramErr(kind, fPeriod, err)
+		case sec < 0:
+			return Request{}, paramErr(kind, fPeriod, ErrNegative)
+		case sec > MaxPeriod/1e9:
+			return Request{}, paramErr(kind, fPeriod, ErrNotInteger)
+		}
+		r.Period = sec * 1e9
+		if len(args) == 4 {
+			if r.Quantity, err = ParseInt(args[3]); err != nil {
+				return Request{}, paramErr(kind, fQuantity, err)
+			}
+		}
+	case KindTokenBucket, KindLeakyBucket:
+		if len(args) < 3 || len(args) > 5 || (len(args) == 5 && kind == KindLeakyBucket) {
+			return Request{}, ErrArity
+		}
+		if r.Burst, err = ParseInt(args[0]); err != nil {
+			return Request{}, paramErr(kind, fBurst, err)
+		}
+		if r.Rate, err = ParseInt(args[1]); err != nil {
+			return Request{}, paramErr(kind, fRate, err)
+		}
+		if r.Period, err = ParseDuration(args[2]); err != nil {
+			return Request{}, paramErr(kind, fPeriod, err)
+		}
+		rest := args[3:]
+		if kind == KindTokenBucket && len(rest) > 0 && isInterval(rest[len(rest)-1]) {
+			r.Interval = true
+			rest = rest[:len(rest)-1]
+		}
+		switch len(rest) {
+		case 0:
+		case 1:
+			if r.Quantity, err = ParseInt(rest[0]); err != nil {
+				return Request{}, paramErr(kind, fQuantity, err)
+			}
+		default:
+			return Request{}, ErrSyntax // two trailing arguments and the last is not INTERVAL
+		}
+	case KindFixedWindow, KindSlidingWindow, KindSlidingLog:
+		if len(args) < 2 || len(args) > 3 {
+			return Request{}, ErrArity
+		}
+		if r.Burst, err = ParseInt(args[0]); err != nil {
+			return Request{}, paramErr(kind, fBurst, err)
+		}
+		if r.Period, err = ParseDuration(args[1]); err != nil {
+			return Request{}, paramErr(kind, fPeriod, err)
+		}
+		if len(args) == 3 {
+			if r.Quantity, err = ParseInt(args[2]); err != nil {
+				return Request{}, paramErr(kind, fQuantity, err)
+			}
+		}
+	default:
+		return Request{}, fmt.Errorf("kind %d: %w", kind, ErrSyntax)
+	}
+	if err := r.Validate(); err != nil {
+		return Request{}, err
+	}
+	if kind == KindSlidingLog {
+		max := opt.MaxLogLimit
+		if max <= 0 {
+			max = DefaultMaxLogLimit
+		}
+		if r.Burst > max {
+			return Request{}, paramErr(kind, fBurst, ErrLogLimit)
+		}
+	}
+	return r, nil
+}
+
+func isInterval(b []byte) bool {
+	const word = "interval"
+	if len(b) != len(word) {
+		return false
+	}
+	for i := range b {
+		if b[i]|0x20 != word[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseThrottleAll parses CL.THROTTLEALL's arguments (everything after the
+// command name): groups of five, key max_burst count_per_period period
+// quantity. The quantity is required and must not be negative. It returns
+// the keys (sub-slices of args, not copies) and the requests, in order.
+// Errors are those of ParseRequest, prefixed by the group's position.
+func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, error) {
+	if len(args) == 0 || len(args)%5 != 0 {
+		return nil, nil, ErrArity
+	}
+	n := len(args) / 5
+	keys := make([][]byte, 0, n)
+	reqs := make([]Request, 0, n)
+	for g := 0; g < n; g++ {
+		a := args[5*g : 5*g+5]
+		r, err := ParseRequest(KindGCRA, a[1:], opt)
+		if err == nil && r.Quantity < 0 {
+			err = paramErr(KindGCRA, fQuantity, ErrNegative)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("limit %d: %w", g+1, err)
+		}
+		keys = append(keys, a[0])
+		reqs = append(reqs, r)
+	}
+	return keys, reqs, nil
+}
+
+// Validate checks that r is a well-formed request of its kind, whether it was
+// parsed from a command or decoded from a replicated log or a snapshot. Every
+// check that does not depend on server configuration is here (the sliding
+// log's MaxLogLimit is applied by ParseRequest only, so that replicas apply
+// whatever the leader accepted).
+//
+// Ranges: Burst in 0..MaxCount (1..MaxCount except for GCRA); Rate in
+// 1..MaxCount for GCRA and the buckets, 0 for the windows; Period in
+// 1..MaxPeriod ns; |Quantity| <= MaxCount and Quantity >= 0 except for GCRA;
+// Interval only for the token bucket. A negative value is ErrNegative, a zero
+// rate, period or limit ErrZero, a value beyond its bound ErrNotInteger.
+//
+// Span rule — every derived duration fits in MaxSpan, so algorithms may add
+// any of them to a time without overflow checks (ErrOverflow otherwise):
+//   - GCRA: T = period/count_per_period (redis-cell's float division,
+//     truncated) is at least 1 ns (else ErrZero), and the tolerance
+//     T × (max_burst+1) <= MaxSpan;
+//   - token bucket and leaky bucket: the time to refill or drain completely,
+//     rounded up to whole periods, ⌈capacity/rate⌉ × period <= MaxSpan; this
+//     also bounds capacity × period / rate and, since a request above the
+//     capacity is refused, quantity × period / rate;
+//   - windows: 2 × window <= 2 × MaxPeriod < MaxSpan always holds.
+func (r *Request) Validate() error {
+	k := r.Kind
+	if !k.Valid() {
+		return fmt.Errorf("kind %d: %w", k, ErrSyntax)
+	}
+	switch {
+	case r.Burst < 0:
+		return paramErr(k, fBurst, ErrNegative)
+	case r.Burst == 0 && k != KindGCRA:
+		return paramErr(k, fBurst, ErrZero)
+	case r.Burst > MaxCount:
+		return paramErr(k, fBurst, ErrNotInteger)
+	}
+	switch k {
+	case KindGCRA, KindTokenBucket, KindLeakyBucket:
+		switch {
+		case r.Rate < 0:
+			return paramErr(k, fRate, ErrNegative)
+		case r.Rate == 0:
+			return paramErr(k, fRate, ErrZero)
+		case r.Rate > MaxCount:
+			return paramErr(k, fRate, ErrNotInteger)
+		}
+	default:
+		if r.Rate != 0 {
+			return paramErr(k, fRate, ErrSyntax)
+		}
+	}
+	switch {
+	case r.Period < 0:
+		return paramErr(k, fPeriod, ErrNegative)
+	case r.Period == 0:
+		return paramErr(k, fPeriod, ErrZero)
+	case r.Period > MaxPeriod:
+		return paramErr(k, fPeriod, ErrNotInteger)
+	}
+	switch {
+	case r.Quantity < 0 && k != KindGCRA:
+		return paramErr(k, fQuantity, ErrNegative)
+	case r.Quantity > MaxCount || r.Quantity < -MaxCount:
+		return paramErr(k, fQuantity, ErrNotInteger)
+	}
+	if r.Interval && k != KindTokenBucket {
+		return fmt.Errorf("INTERVAL: %w", ErrSyntax)
+	}
+	switch k {
+	case KindGCRA:
+		t := emissionInterval(r.Period, r.Rate)
+		if t == 0 {
+			return paramErr(k, fRate, ErrZero)
+		}
+		hi, lo := bits.Mul64(uint64(t), uint64(r.Burst+1))
+		if hi != 0 || lo > uint64(MaxSpan) {
+			return paramErr(k, fBurst, ErrOverflow)
+		}
+	case KindTokenBucket, KindLeakyBucket:
+		periods := (r.Burst + r.Rate - 1) / r.Rate
+		hi, lo := bits.Mul64(uint64(periods), uint64(r.Period))
+		if hi != 0 || lo > uint64(MaxSpan) {
+			return paramErr(k, fBurst, ErrOverflow)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,385 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/shards"
+)
+
+// The submit path. Every write on this node, from every connection and from
+// forwarding followers, becomes a pending on one queue. One goroutine (run)
+// packs whatever is queued, up to MaxBatch operations, into one log entry,
+// stamps it and hands it to raft.Apply (the only call site); another
+// (complete) waits for each entry's commit and apply in log order and fans
+// the results back. On a follower the same batches are forwarded to the
+// leader instead.
+
+// pending is one caller's write: its operations and where its results go.
+type pending struct {
+	ops        []shards.Op
+	res        []shards.Result
+	leaderOnly bool      // forwarded from a follower: never forward again
+	deadline   time.Time // when waiting for a leader gives up
+	member     *memberChange
+	state      atomic.Int32 // pendingWaiting, pendingClaimed, pendingAbandoned
+	err        error
+	done       chan struct{}
+}
+
+// memberChange is a membership entry riding the submit path (so that every
+// entry is stamped in one place).
+type memberChange struct {
+	id, respAddr string
+	remove       bool
+}
+
+// A pending is waiting until the submit path claims it (before reading its
+// operations, whose keys the caller owns). Until then the caller may abandon
+// it (its context ended) and return; once claimed, the caller waits for the
+// outcome, which comes within the bounds of raft and NoLeaderTimeout.
+const (
+	pendingWaiting = iota
+	pendingClaimed
+	pendingAbandoned
+)
+
+// claim reports whether the submit path may use p (it was waiting or is
+// already claimed, e.g. requeued), marking it claimed.
+func (p *pending) claim() bool {
+	return p.state.CompareAndSwap(pendingWaiting, pendingClaimed) || p.state.Load() == pendingClaimed
+}
+
+// deliver hands the outcome to the caller unless it gave up. fill copies
+// results into p.res.
+func (p *pending) deliver(err error, fill func()) {
+	if !p.claim() {
+		return
+	}
+	if err == nil && fill != nil {
+		fill()
+	}
+	p.err = err
+	close(p.done)
+}
+
+// abandon reports whether the caller may return without waiting for done
+// (nothing has touched or will touch p.ops and p.res).
+func (p *pending) abandon() bool {
+	return p.state.CompareAndSwap(pendingWaiting, pendingAbandoned)
+}
+
+// flight is one submitted log entry.
+type flight struct {
+	f     raft.ApplyFuture
+	batch []*pending
+	seq   uint64
+}
+
+// submit queues p and waits for its outcome.
+func (n *Node) submit(ctx context.Context, p *pending) error {
+	p.done = make(chan struct{})
+	p.deadline = time.Now().Add(n.cfg.NoLeaderTimeout)
+	select {
+	case n.queue <- p:
+	case <-n.ctx.Done():
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		if p.abandon() {
+			return ctx.Err()
+		}
+	case <-n.ctx.Done():
+		if p.abandon() {
+			return ErrShutdown
+		}
+	}
+	<-p.done
+	return p.err
+}
+
+// run is the batching goroutine.
+func (n *Node) run() {
+	defer n.wg.Done()
+	defer close(n.inflight)
+	var carry *pending
+	for {
+		var first *pending
+		if carry != nil {
+			first, carry = carry, nil
+		} else {
+			select {
+			case first = <-n.queue:
+			case <-n.ctx.Done():
+				n.failQueued(ErrShutdown)
+				return
+			}
+		}
+		if !first.claim() {
+			continue // abandoned by its caller
+		}
+		// Wait for an in-flight slot before packing: whatever queues while
+		// earlier entries commit goes into this one (group commit).
+		select {
+		case n.slots <- struct{}{}:
+		case <-n.ctx.Done():
+			first.deliver(ErrShutdown, nil)
+			n.failQueued(ErrShutdown)
+			return
+		}
+		batch := []*pending{first}
+		nops := len(first.ops)
+	fill:
+		for nops < n.cfg.MaxBatch && first.member == nil {
+			select {
+			case p := <-n.queue:
+				if !p.claim() {
+					continue
+				}
+				if p.member != nil || nops+len(p.ops) > n.cfg.MaxBatch {
+					carry = p
+					break fill
+				}
+				batch = append(batch, p)
+				nops += len(p.ops)
+			default:
+				break fill
+			}
+		}
+		n.dispatch(batch)
+	}
+}
+
+func (n *Node) failQueued(err error) {
+	for {
+		select {
+		case p := <-n.queue:
+			p.deliver(err, nil)
+		default:
+			return
+		}
+	}
+}
+
+// dispatch submits a batch to raft on a ready leader, forwards it from a
+// follower, and waits (bounded) while a new leader catches up. It holds one
+// in-flight slot, released once the batch is answered.
+func (n *Node) dispatch(batch []*pending) {
+	for {
+		if n.ready.Load() {
+			n.submitLocal(batch)
+			return
+		}
+		if n.raft.State() != raft.Leader {
+			var fwd []*pending
+			for _, p := range batch {
+				switch {
+				case p.leaderOnly, p.member != nil:
+					p.deliver(fmt.Errorf("replication: submit: %w", ErrNotLeader), nil)
+				default:
+					fwd = append(fwd, p)
+				}
+			}
+			if len(fwd) > 0 {
+				n.forwardAsync(fwd)
+			} else {
+				<-n.slots
+			}
+			return
+		}
+		// Leader, but entries of earlier terms are not all applied yet:
+		// stamping now could run time backwards. Wait for the barrier.
+		change := n.leaderChanged()
+		wait := time.Until(batch[0].deadline)
+		if wait <= 0 {
+			n.failAll(batch, fmt.Errorf("replication: submit: %w", ErrNoLeader))
+			<-n.slots
+			return
+		}
+		t := time.NewTimer(min(wait, 50*time.Millisecond))
+		select {
+		case <-change:
+		case <-t.C:
+		case <-n.ctx.Done():
+			t.Stop()
+			n.failAll(batch, ErrShutdown)
+			<-n.slots
+			return
+		}
+		t.Stop()
+	}
+}
+
+func (n *Node) failAll(batch []*pending, err error) {
+	for _, p := range batch {
+		p.deliver(err, nil)
+	}
+}
+
+// submitLocal stamps, encodes and applies one entry. This is the one call
+// site of raft.Apply.
+func (n *Node) submitLocal(batch []*pending) {
+	groups := make([][]shards.Op, len(batch))
+	nops := 0
+	for i, p := range batch {
+		groups[i] = p.ops
+		nops += len(p.ops)
+	}
+	n.stampMu.Lock()
+	now := max(n.clock(), n.lastStamp, n.fsm.LastTime())
+	n.lastStamp = now
+	n.seq++
+	seq := n.seq
+	n.stampMu.Unlock()
+
+	var data []byte
+	if m := batch[0].member; m != nil {
+		data = encodeMemberEntry(now, m.id, m.respAddr, m.remove)
+	} else {
+		data = encodeOpsEntry(make([]byte, 0, 64*nops+16), now, groups...)
+		n.batches.Add(1)
+		n.batchedOps.Add(uint64(nops))
+	}
+	f := n.raft.Apply(data, n.cfg.NoLeaderTimeout)
+	n.inflight <- &flight{f: f, batch: batch, seq: seq}
+}
+
+// complete waits for each submitted entry in log order and fans its results
+// out to the callers, then records the entry as done (for reads).
+func (n *Node) complete() {
+	defer n.wg.Done()
+	for fl := range n.inflight {
+		err := fl.f.Error()
+		var ap *applied
+		if err == nil {
+			ap, _ = fl.f.Response().(*applied)
+			if ap != nil && ap.err != nil {
+				err = ap.err
+			}
+		} else {
+			err = translate("apply", err)
+		}
+		off := 0
+		for _, p := range fl.batch {
+			k := len(p.ops)
+			if ap != nil && err == nil {
+				part := ap.res[off : off+k]
+				p.deliver(nil, func() { copy(p.res, part) })
+			} else {
+				p.deliver(err, nil)
+			}
+			off += k
+		}
+		n.done.advance(fl.seq)
+		<-n.slots
+	}
+}
+
+// forwardAsync forwards a batch to the leader on its own goroutine, which
+// releases the batch's in-flight slot when done.
+func (n *Node) forwardAsync(batch []*pending) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() { <-n.slots }()
+		n.forward(batch)
+	}()
+}
+
+// forward sends a batch to the leader (RAFT.APPLY) and relays the results,
+// retrying while the attempt certainly applied nothing (no leader known, the
+// target was not the leader, the connection could not be made) until the
+// batch's deadline.
+func (n *Node) forward(batch []*pending) {
+	groups := make([][]shards.Op, len(batch))
+	nops := 0
+	for i, p := range batch {
+		groups[i] = p.ops
+		nops += len(p.ops)
+	}
+	payload := encodeForward(groups...)
+	deadline := batch[0].deadline
+	for {
+		if n.ready.Load() || n.raft.State() == raft.Leader {
+			// This node became the leader meanwhile: submit locally.
+			n.requeue(batch)
+			return
+		}
+		addr, ok := n.leaderResp()
+		if ok {
+			ctx, cancel := context.WithDeadline(n.ctx, deadline.Add(n.cfg.NoLeaderTimeout))
+			rep, err := n.fwd.do(ctx, addr, false, []byte(CmdApply), payload)
+			cancel()
+			if err == nil {
+				res := make([]shards.Result, nops)
+				if err = decodeResults(rep.str, res); err == nil {
+					off := 0
+					for _, p := range batch {
+						part := res[off : off+len(p.ops)]
+						p.deliver(nil, func() { copy(p.res, part) })
+						off += len(p.ops)
+					}
+					return
+				}
+			}
+			retry := errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errNotSent)
+			if !retry {
+				var re *RemoteError
+				if !errors.As(err, &re) && !errors.Is(err, ErrBadPayload) && !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, ErrShutdown) {
+					// Sent, then the connection failed: the leader may
+					// have applied it.
+					err = fmt.Errorf("replication: forward to %s: %w (%v)", addr, ErrLeadershipLost, err)
+				}
+				if errors.Is(err, ErrShutdown) {
+					err = fmt.Errorf("replication: forward to %s: %w", addr, ErrLeadershipLost)
+				}
+				n.failAll(batch, err)
+				return
+			}
+		}
+		if !n.waitLeaderChange(deadline) {
+			n.failAll(batch, fmt.Errorf("replication: forward: %w", ErrNoLeader))
+			return
+		}
+	}
+}
+
+// requeue puts a batch back on the submit queue.
+func (n *Node) requeue(batch []*pending) {
+	for _, p := range batch {
+		select {
+		case n.queue <- p:
+		case <-n.ctx.Done():
+			p.deliver(ErrShutdown, nil)
+		}
+	}
+}
+
+// waitLeaderChange waits for a leader change, at most a short poll interval
+// and never past deadline; it reports false once deadline has passed.
+func (n *Node) waitLeaderChange(deadline time.Time) bool {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return false
+	}
+	change := n.leaderChanged()
+	t := time.NewTimer(min(wait, 50*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-change:
+	case <-t.C:
+	case <-n.ctx.Done():
+		return false
+	}
+	return time.Now().Before(deadline)
+}

@@ -1,0 +1,431 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// This file is the one place replicated commands are encoded and decoded.
+//
+// A log entry (version 1):
+//
+//	byte    version (1)
+//	byte    type: entryOps, entrySetMember or entryRemoveMember
+//	int64   stamped now, Unix ns, little endian
+//	entryOps:          ops (below)
+//	entrySetMember:    string id, string RESP address
+//	entryRemoveMember: string id
+//
+// ops is uvarint count, then per op: byte code, uvarint key count, keys
+// (uvarint length + bytes), uvarint request count, requests (byte kind, byte
+// flags (bit 0: Interval), varint burst, rate, period, quantity).
+//
+// A forwarded batch (RAFT.APPLY payload) is byte version followed by ops: it
+// carries no time, because only the leader stamps. Its reply is byte version,
+// uvarint count, then per op: uvarint error code (0 none, errOther followed
+// by a string, else 1+index in resultErrs), varint N, uvarint result count,
+// results (byte limited, varint limit, remaining, retry_after, reset_after,
+// wait).
+
+const codecVersion = 1
+
+// Entry types.
+const (
+	entryOps          = 1
+	entrySetMember    = 2
+	entryRemoveMember = 3
+)
+
+const entryHeader = 10 // version, type, now
+
+// errOther marks an op error that is not in resultErrs; its text follows.
+const errOther = 255
+
+// resultErrs are the per-operation errors that keep their identity across a
+// forwarded call (errors.Is works on the forwarding node).
+var resultErrs = [...]error{
+	shards.ErrWrongType, shards.ErrBadOp, shards.ErrKeyTooLarge, shards.ErrShardFull,
+	engine.ErrNotInteger, engine.ErrSyntax, engine.ErrNegative, engine.ErrZero,
+	engine.ErrInvalidDuration, engine.ErrOverflow, engine.ErrLogLimit,
+}
+
+// appendEntryHeader starts a log entry of type typ stamped at now.
+func appendEntryHeader(dst []byte, typ byte, now int64) []byte {
+	dst = append(dst, codecVersion, typ)
+	return binary.LittleEndian.AppendUint64(dst, uint64(now))
+}
+
+// appendOps appends the encoding of the operations of every group, in
+// order, as one list.
+func appendOps(dst []byte, groups ...[]shards.Op) []byte {
+	n := 0
+	for _, g := range groups {
+		n += len(g)
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, g := range groups {
+		for i := range g {
+			dst = appendOp(dst, &g[i])
+		}
+	}
+	return dst
+}
+
+func appendOp(dst []byte, op *shards.Op) []byte {
+	dst = append(dst, byte(op.Code))
+	dst = binary.AppendUvarint(dst, uint64(len(op.Keys)))
+	for _, k := range op.Keys {
+		dst = appendBytes(dst, k)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(op.Reqs)))
+	for j := range op.Reqs {
+		r := &op.Reqs[j]
+		var flags byte
+		if r.Interval {
+			flags |= 1
+		}
+		dst = append(dst, byte(r.Kind), flags)
+		dst = binary.AppendVarint(dst, r.Burst)
+		dst = binary.AppendVarint(dst, r.Rate)
+		dst = binary.AppendVarint(dst, r.Period)
+		dst = binary.AppendVarint(dst, r.Quantity)
+	}
+	return dst
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// encodeOpsEntry encodes a log entry applying the operations of every
+// group, in order, at now.
+func encodeOpsEntry(dst []byte, now int64, groups ...[]shards.Op) []byte {
+	return appendOps(appendEntryHeader(dst, entryOps, now), groups...)
+}
+
+// encodeMemberEntry encodes a membership change: set id's RESP address, or
+// remove id when remove is true.
+func encodeMemberEntry(now int64, id, respAddr string, remove bool) []byte {
+	typ := byte(entrySetMember)
+	if remove {
+		typ = entryRemoveMember
+	}
+	b := appendEntryHeader(nil, typ, now)
+	b = appendBytes(b, []byte(id))
+	if !remove {
+		b = appendBytes(b, []byte(respAddr))
+	}
+	return b
+}
+
+// encodeForward encodes the operations of every group, in order, for
+// forwarding to the leader.
+func encodeForward(groups ...[]shards.Op) []byte {
+	return appendOps([]byte{codecVersion}, groups...)
+}
+
+// encodeReadIndex encodes the reply of RAFT.READINDEX.
+func encodeReadIndex(index uint64, now int64) []byte {
+	b := binary.AppendUvarint([]byte{codecVersion}, index)
+	return binary.AppendVarint(b, now)
+}
+
+func decodeReadIndex(b []byte) (uint64, int64, error) {
+	if len(b) < 1 || b[0] != codecVersion {
+		return 0, 0, fmt.Errorf("%w: read index version", ErrBadPayload)
+	}
+	r := reader{b: b[1:]}
+	idx := r.uvarint("read index")
+	now := r.varint("read time")
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
+	}
+	return idx, now, r.err
+}
+
+// reader decodes; the first error sticks and every later read returns zeros.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: truncated or malformed %s", ErrBadPayload, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) byte1(what string) byte {
+	if len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a uvarint element count and checks it against the bytes left
+// (each element takes at least min bytes), so a corrupt count cannot make
+// the decoder allocate wildly.
+func (r *reader) count(what string, min int) int {
+	v := r.uvarint(what)
+	if r.err != nil {
+		return 0
+	}
+	if v > uint64(len(r.b)/min) {
+		r.fail(what)
+		return 0
+	}
+	return int(v)
+}
+
+// bytes returns a slice of the input (no copy).
+func (r *reader) bytes(what string) []byte {
+	n := r.uvarint(what)
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(what)
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
+}
+
+// decodeOps decodes what appendOps wrote. Keys alias the input.
+func (r *reader) ops() []shards.Op {
+	n := r.count("op count", 3)
+	if r.err != nil {
+		return nil
+	}
+	ops := make([]shards.Op, n)
+	for i := range ops {
+		op := &ops[i]
+		op.Code = shards.OpCode(r.byte1("op code"))
+		nk := r.count("key count", 1)
+		if nk > 0 {
+			op.Keys = make([][]byte, nk)
+			for j := range op.Keys {
+				op.Keys[j] = r.bytes("key")
+			}
+		}
+		nr := r.count("request count", 6)
+		if nr > 0 {
+			op.Reqs = make([]engine.Request, nr)
+			for j := range op.Reqs {
+				q := &op.Reqs[j]
+				q.Kind = engine.Kind(r.byte1("request kind"))
+				q.Interval = r.byte1("request flags")&1 != 0
+				q.Burst = r.varint("burst")
+				q.Rate = r.varint("rate")
+				q.Period = r.varint("period")
+				q.Quantity = r.varint("quantity")
+			}
+		}
+		if r.err != nil {
+			return nil
+		}
+		if err := checkOp(op); err != nil {
+			r.err = err
+			return nil
+		}
+	}
+	return ops
+}
+
+// checkOp rejects an op whose shape the keyspace does not accept, so that a
+// corrupt entry is refused as a whole instead of half applied.
+func checkOp(op *shards.Op) error {
+	switch op.Code {
+	case shards.OpLimit:
+		if len(op.Keys) != 1 || len(op.Reqs) != 1 {
+			return fmt.Errorf("%w: limit op with %d keys, %d requests", ErrBadPayload, len(op.Keys), len(op.Reqs))
+		}
+	case shards.OpLimitAll:
+		if len(op.Keys) == 0 || len(op.Keys) != len(op.Reqs) {
+			return fmt.Errorf("%w: limit-all op with %d keys, %d requests", ErrBadPayload, len(op.Keys), len(op.Reqs))
+		}
+	case shards.OpDel:
+		if len(op.Reqs) != 0 {
+			return fmt.Errorf("%w: del op with requests", ErrBadPayload)
+		}
+	case shards.OpFlush:
+		if len(op.Keys) != 0 || len(op.Reqs) != 0 {
+			return fmt.Errorf("%w: flush op with arguments", ErrBadPayload)
+		}
+	default:
+		return fmt.Errorf("%w: unknown op code %d", ErrBadPayload, op.Code)
+	}
+	for i := range op.Reqs {
+		if !op.Reqs[i].Kind.Valid() {
+			return fmt.Errorf("%w: unknown limiter kind %d", ErrBadPayload, op.Reqs[i].Kind)
+		}
+	}
+	return nil
+}
+
+// entry is a decoded log entry.
+type entry struct {
+	typ      byte
+	now      int64
+	ops      []shards.Op
+	id, addr string
+}
+
+func decodeEntry(b []byte) (entry, error) {
+	var e entry
+	if len(b) < entryHeader {
+		return e, fmt.Errorf("%w: entry of %d bytes", ErrBadPayload, len(b))
+	}
+	if b[0] != codecVersion {
+		return e, fmt.Errorf("%w: entry version %d, want %d", ErrBadPayload, b[0], codecVersion)
+	}
+	e.typ = b[1]
+	e.now = int64(binary.LittleEndian.Uint64(b[2:]))
+	r := reader{b: b[entryHeader:]}
+	switch e.typ {
+	case entryOps:
+		e.ops = r.ops()
+	case entrySetMember:
+		e.id = string(r.bytes("member id"))
+		e.addr = string(r.bytes("member address"))
+	case entryRemoveMember:
+		e.id = string(r.bytes("member id"))
+	default:
+		return e, fmt.Errorf("%w: unknown entry type %d", ErrBadPayload, e.typ)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
+	}
+	return e, r.err
+}
+
+// decodeForward decodes a forwarded batch.
+func decodeForward(b []byte) ([]shards.Op, error) {
+	if len(b) < 1 || b[0] != codecVersion {
+		return nil, fmt.Errorf("%w: forwarded batch version", ErrBadPayload)
+	}
+	r := reader{b: b[1:]}
+	ops := r.ops()
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
+	}
+	if r.err == nil && len(ops) == 0 {
+		r.err = fmt.Errorf("%w: empty batch", ErrBadPayload)
+	}
+	return ops, r.err
+}
+
+// encodeResults encodes the replies of a forwarded batch.
+func encodeResults(dst []byte, res []shards.Result) []byte {
+	dst = append(dst, codecVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(res)))
+	for i := range res {
+		rs := &res[i]
+		switch code := errCode(rs.Err); code {
+		case errOther:
+			dst = append(dst, errOther)
+			dst = appendBytes(dst, []byte(rs.Err.Error()))
+		default:
+			dst = append(dst, code)
+		}
+		dst = binary.AppendVarint(dst, rs.N)
+		dst = binary.AppendUvarint(dst, uint64(len(rs.Results)))
+		for j := range rs.Results {
+			x := &rs.Results[j]
+			var limited byte
+			if x.Limited {
+				limited = 1
+			}
+			dst = append(dst, limited)
+			dst = binary.AppendVarint(dst, x.Limit)
+			dst = binary.AppendVarint(dst, x.Remaining)
+			dst = binary.AppendVarint(dst, x.RetryAfter)
+			dst = binary.AppendVarint(dst, x.ResetAfter)
+			dst = binary.AppendVarint(dst, x.Wait)
+		}
+	}
+	return dst
+}
+
+func errCode(err error) byte {
+	if err == nil {
+		return 0
+	}
+	for i, e := range resultErrs {
+		if errors.Is(err, e) {
+			return byte(i + 1)
+		}
+	}
+	return errOther
+}
+
+// decodeResults fills res (len(res) must equal the forwarded op count).
+func decodeResults(b []byte, res []shards.Result) error {
+	if len(b) < 1 || b[0] != codecVersion {
+		return fmt.Errorf("%w: reply version", ErrBadPayload)
+	}
+	r := reader{b: b[1:]}
+	n := r.count("result count", 3)
+	if r.err == nil && n != len(res) {
+		return fmt.Errorf("%w: %d results for %d operations", ErrBadPayload, n, len(res))
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		rs := &res[i]
+		*rs = shards.Result{Results: rs.Results[:0]}
+		switch code := r.byte1("error code"); {
+		case code == 0:
+		case code == errOther:
+			rs.Err = &RemoteError{Msg: string(r.bytes("error text"))}
+		case int(code) <= len(resultErrs):
+			rs.Err = resultErrs[code-1]
+		default:
+			r.fail("error code")
+		}
+		rs.N = r.varint("count")
+		nr := r.count("limiter result count", 6)
+		for j := 0; j < nr && r.err == nil; j++ {
+			var x engine.Result
+			x.Limited = r.byte1("limited") == 1
+			x.Limit = r.varint("limit")
+			x.Remaining = r.varint("remaining")
+			x.RetryAfter = r.varint("retry_after")
+			x.ResetAfter = r.varint("reset_after")
+			x.Wait = r.varint("wait")
+			rs.Results = append(rs.Results, x)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
+	}
+	return r.err
+}

@@ -1,0 +1,219 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Node. Build it with DefaultConfig, set the fields that
+// identify the node, and call Validate (NewNode does).
+type Config struct {
+	// NodeID is this node's stable, unique name in the cluster (raft server
+	// id). It must not change across restarts.
+	NodeID string
+	// RaftAddr is the host:port the raft transport listens on. The port may
+	// be 0 (tests). The listening address is also what other nodes dial
+	// unless RaftAdvertise is set; an unspecified host (0.0.0.0) therefore
+	// needs RaftAdvertise.
+	RaftAddr string
+	// RaftAdvertise, when not empty, is the host:port other nodes use to
+	// reach this node's raft transport.
+	RaftAdvertise string
+	// RespAddr is the advertised host:port of this node's RESP server; other
+	// nodes forward commands there. It is replicated through the log.
+	RespAddr string
+	// Dir holds the raft log and stable store (raft.db) and the snapshots
+	// (snapshots/). Created if missing.
+	Dir string
+	// Bootstrap makes this node the first member of a new cluster when Dir
+	// holds no raft state yet. Ignored when state exists.
+	Bootstrap bool
+	// Join is the RESP address of any member; a node with no raft state asks
+	// it (RAFT.JOIN) to be added, retrying until it is. Ignored when state
+	// exists or when Bootstrap is set.
+	Join string
+
+	// HeartbeatTimeout is how long a follower waits without contact from the
+	// leader before it starts an election (randomised between 1× and 2×).
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits before a new election
+	// round (randomised between 1× and 2×).
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without contact
+	// with a quorum; a partitioned leader steps down after it. At most
+	// HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is the longest the leader waits before sending an
+	// AppendEntries that carries only the commit index.
+	CommitTimeout time.Duration
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger a new one (checked every SnapshotInterval).
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks whether to snapshot
+	// (randomised between 1× and 2×).
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many log entries are kept after a snapshot, so a
+	// slightly lagging follower catches up from the log instead of a
+	// snapshot install.
+	TrailingLogs uint64
+	// SnapshotRetain is how many snapshots are kept on disk (at least 1).
+	SnapshotRetain int
+	// NoLeaderTimeout bounds how long a command waits for a leader (or for a
+	// leader to be reachable) before it fails with ErrNoLeader. Never a hang.
+	NoLeaderTimeout time.Duration
+	// LocalReads lets every node answer reads from its own state at its own
+	// last applied time, without confirming leadership: faster, but a read
+	// may miss a write acknowledged moments ago on another node (stale by at
+	// most the replication lag). Off by default: reads are linearizable.
+	LocalReads bool
+	// MaxBatch is the most operations packed into one raft log entry by the
+	// group commit (>= 1).
+	MaxBatch int
+	// MaxInflight is how many log entries (on the leader) or forwarded
+	// batches (on a follower) may be in flight at once (>= 1). While they
+	// are, new writes queue and are packed together into the next entry:
+	// fewer slots make larger batches, more slots lower latency at light
+	// load.
+	MaxInflight int
+	// ForwardPool is the most idle connections kept to the leader for
+	// forwarding (>= 1).
+	ForwardPool int
+	// SweepInterval is how often expired keys are deleted actively, at the
+	// last applied stamped time. 0 disables active expiry (lazy expiry still
+	// hides expired keys).
+	SweepInterval time.Duration
+	// SweepBudget is the most keys one sweep examines.
+	SweepBudget int
+
+	// Clock returns the current time in Unix nanoseconds. Only the leader
+	// reads it, to stamp log entries and to answer reads; nil means the
+	// system clock.
+	Clock func() int64
+	// RaftLogOutput receives raft's own log lines (nil: stderr) at
+	// RaftLogLevel ("trace", "debug", "info", "warn", "error"; default
+	// "warn").
+	RaftLogOutput io.Writer
+	RaftLogLevel  string
+}
+
+// DefaultConfig returns a configuration with defaults suited to a LAN:
+// failover well under two seconds (a follower notices a dead leader after
+// 0.5–1 s, and an election takes one round trip; a partitioned leader steps
+// down after 0.5 s without a quorum), snapshots every 8192 entries,
+// linearizable reads, commands waiting at most 3 s for a leader. The lease
+// equals the heartbeat timeout rather than half of it: on a loaded machine a
+// 250 ms scheduling stall made healthy leaders step down.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      20 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		SnapshotRetain:     2,
+		NoLeaderTimeout:    3 * time.Second,
+		MaxBatch:           1024,
+		MaxInflight:        4,
+		ForwardPool:        16,
+		SweepInterval:      100 * time.Millisecond,
+		SweepBudget:        1000,
+		RaftLogLevel:       "warn",
+	}
+}
+
+// Validate reports the first invalid field, wrapped with context.
+func (c *Config) Validate() error {
+	bad := func(field, why string) error {
+		return fmt.Errorf("replication: config: %s %s", field, why)
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID", "is empty")
+	case c.Dir == "":
+		return bad("Dir", "is empty")
+	case c.RespAddr == "":
+		return bad("RespAddr", "is empty")
+	case c.Bootstrap && c.Join != "":
+		return errors.New("replication: config: Bootstrap and Join are exclusive")
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout", "is below 5ms")
+	case c.ElectionTimeout < 5*time.Millisecond:
+		return bad("ElectionTimeout", "is below 5ms")
+	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout", "must be between 5ms and HeartbeatTimeout")
+	case c.CommitTimeout <= 0:
+		return bad("CommitTimeout", "must be positive")
+	case c.SnapshotThreshold == 0:
+		return bad("SnapshotThreshold", "must be positive")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval", "is below 5ms")
+	case c.SnapshotRetain < 1:
+		return bad("SnapshotRetain", "must be at least 1")
+	case c.NoLeaderTimeout <= 0:
+		return bad("NoLeaderTimeout", "must be positive")
+	case c.MaxBatch < 1:
+		return bad("MaxBatch", "must be at least 1")
+	case c.MaxInflight < 1:
+		return bad("MaxInflight", "must be at least 1")
+	case c.ForwardPool < 1:
+		return bad("ForwardPool", "must be at least 1")
+	case c.SweepInterval < 0 || c.SweepBudget < 0:
+		return bad("SweepInterval/SweepBudget", "must not be negative")
+	}
+	if _, _, err := net.SplitHostPort(c.RespAddr); err != nil {
+		return fmt.Errorf("replication: config: RespAddr: %w", err)
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		return fmt.Errorf("replication: config: RaftAddr: %w", err)
+	}
+	if c.RaftAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil {
+			return fmt.Errorf("replication: config: RaftAdvertise: %w", err)
+		}
+	}
+	if c.Join != "" {
+		if _, _, err := net.SplitHostPort(c.Join); err != nil {
+			return fmt.Errorf("replication: config: Join: %w", err)
+		}
+	}
+	return nil
+}
+
+// raftConfig is the one place Config is mapped onto raft's settings.
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	// Group commit already packs many operations into one entry; raft
+	// packs up to MaxAppendEntries entries into one disk write and one
+	// AppendEntries RPC, and a buffered apply channel lets the submit path
+	// queue the next entry while the previous is being written.
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.ShutdownOnRemove = true
+	out := c.RaftLogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	level := c.RaftLogLevel
+	if level == "" {
+		level = "warn"
+	}
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: out, Level: hclog.LevelFromString(level)})
+	return rc
+}

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package replication
+
+import "net"
+
+// connAlive cannot peek on this platform; a closed connection is detected
+// when used.
+func connAlive(net.Conn) bool { return true }

@@ -1,0 +1,245 @@
+package replication
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
+)
+
+// FSM is the raft state machine: a thin adapter that decodes each committed
+// entry and runs its operations on the keyspace at the entry's stamped time.
+// It holds no limiter logic (the engine does the maths, shards the storage)
+// and never reads a clock: the same log gives the same state on every
+// replica.
+//
+// Apply, ApplyBatch, Snapshot and Restore are called by raft from one
+// goroutine; the accessors (LastTime, LastIndex, Members) are safe for
+// concurrent use.
+type FSM struct {
+	store *shards.Store
+	log   *slog.Logger
+
+	lastTime  atomic.Int64  // last applied stamped time, Unix ns
+	lastIndex watermark     // raft index of the last applied entry
+	entries   atomic.Uint64 // command entries applied
+	ops       atomic.Uint64 // operations applied
+
+	mu      sync.Mutex
+	members map[string]string // node id → RESP address; guarded by mu
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+	_ raft.FSMSnapshot = (*fsmSnapshot)(nil)
+)
+
+// NewFSM returns a state machine applying to store. A nil logger discards.
+func NewFSM(store *shards.Store, log *slog.Logger) *FSM {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &FSM{store: store, log: log, members: map[string]string{}}
+	f.lastTime.Store(math.MinInt64)
+	return f
+}
+
+// applied is the response of a command entry: one Result per operation, in
+// entry order, or the reason the entry was refused as a whole.
+type applied struct {
+	res []shards.Result
+	err error
+}
+
+// Apply applies one committed entry. Its response (ApplyFuture.Response on
+// the leader) is an *applied for a command entry, nil otherwise.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	r := f.apply(l)
+	f.lastIndex.wake()
+	return r
+}
+
+// ApplyBatch applies consecutive committed entries.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	for i, l := range logs {
+		out[i] = f.apply(l)
+	}
+	f.lastIndex.wake()
+	return out
+}
+
+func (f *FSM) apply(l *raft.Log) interface{} {
+	defer f.lastIndex.set(l.Index)
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	e, err := decodeEntry(l.Data)
+	if err != nil {
+		// Every replica decodes the same bytes and refuses them alike.
+		f.log.Error("replication: refusing log entry", "index", l.Index, "err", err)
+		return &applied{err: err}
+	}
+	// Time never runs backwards: an entry stamped before the last applied
+	// instant applies at that instant. Deterministic, since every replica
+	// sees the same sequence (and a snapshot carries the last time).
+	now := max(e.now, f.lastTime.Load())
+	f.lastTime.Store(now)
+	switch e.typ {
+	case entryOps:
+		res := make([]shards.Result, len(e.ops))
+		for i := range e.ops {
+			f.store.Exec(&e.ops[i], now, &res[i])
+		}
+		f.entries.Add(1)
+		f.ops.Add(uint64(len(e.ops)))
+		return &applied{res: res}
+	case entrySetMember:
+		f.mu.Lock()
+		f.members[e.id] = e.addr
+		f.mu.Unlock()
+	case entryRemoveMember:
+		f.mu.Lock()
+		delete(f.members, e.id)
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// appliedCh returns a channel closed once the entry at index has been
+// applied (already closed if it has).
+func (f *FSM) appliedCh(index uint64) <-chan struct{} { return f.lastIndex.reach(index) }
+
+// LastTime returns the stamped time of the last applied entry (Unix ns),
+// math.MinInt64 before the first. It is the instant active expiry and local
+// reads use on this replica.
+func (f *FSM) LastTime() int64 { return f.lastTime.Load() }
+
+// LastIndex returns the raft index of the last applied entry.
+func (f *FSM) LastIndex() uint64 { return f.lastIndex.load() }
+
+// Members returns a copy of the node id → RESP address map.
+func (f *FSM) Members() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]string, len(f.members))
+	for k, v := range f.members {
+		m[k] = v
+	}
+	return m
+}
+
+func (f *FSM) member(id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, ok := f.members[id]
+	return a, ok
+}
+
+// snapMeta is the metadata stored in each raft snapshot's header.
+type snapMeta struct {
+	Version int          `json:"v"`
+	Time    int64        `json:"time"`  // last applied stamped time, Unix ns
+	Index   uint64       `json:"index"` // raft index of the last applied entry
+	Members []metaMember `json:"members"`
+}
+
+type metaMember struct {
+	ID   string `json:"id"`
+	Resp string `json:"resp"`
+}
+
+const metaVersion = 1
+
+// Snapshot captures the keyspace and metadata between two applies. It only
+// copies (each shard under its own lock; readers keep going); encoding and
+// I/O happen in Persist, concurrently with later applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	now := f.lastTime.Load()
+	m := snapMeta{Version: metaVersion, Time: now, Index: f.lastIndex.load()}
+	f.mu.Lock()
+	for id, addr := range f.members {
+		m.Members = append(m.Members, metaMember{ID: id, Resp: addr})
+	}
+	f.mu.Unlock()
+	slices.SortFunc(m.Members, func(a, b metaMember) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	meta, err := json.Marshal(&m)
+	if err != nil {
+		return nil, fmt.Errorf("replication: snapshot metadata: %w", err)
+	}
+	return &fsmSnapshot{cap: snapshot.CaptureStore(f.store, now), meta: meta}, nil
+}
+
+type fsmSnapshot struct {
+	cap  *snapshot.Captured
+	meta []byte
+}
+
+// Persist writes the capture in the snapshot/ format to sink.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 256<<10)
+	_, err := s.cap.Write(w, s.meta)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("replication: persist snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("replication: close snapshot: %w", err)
+	}
+	return nil
+}
+
+// Release drops the capture.
+func (s *fsmSnapshot) Release() { s.cap = nil }
+
+// Restore replaces the state with a snapshot. The snapshot is verified in
+// full before anything is installed, so a corrupt one leaves the FSM as it
+// was.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	// math.MinInt64 keeps every record: expiry is decided by the stamped
+	// times of later entries, never by this replica's clock.
+	st, err := snapshot.Load(bufio.NewReaderSize(rc, 256<<10), f.store, math.MinInt64)
+	if err != nil {
+		return fmt.Errorf("replication: restore snapshot: %w", err)
+	}
+	var m snapMeta
+	if err := json.Unmarshal(st.Header.Meta, &m); err != nil {
+		return fmt.Errorf("replication: restore snapshot metadata: %w", err)
+	}
+	if m.Version != metaVersion {
+		return fmt.Errorf("replication: restore snapshot: metadata version %d, want %d", m.Version, metaVersion)
+	}
+	members := make(map[string]string, len(m.Members))
+	for _, mm := range m.Members {
+		members[mm.ID] = mm.Resp
+	}
+	f.mu.Lock()
+	f.members = members
+	f.mu.Unlock()
+	f.lastTime.Store(m.Time)
+	f.lastIndex.advance(m.Index)
+	return nil
+}

@@ -1,0 +1,199 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// memSink is an in-memory raft.SnapshotSink.
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { return nil }
+
+func newTestFSM(t *testing.T) *FSM {
+	t.Helper()
+	st, err := shards.New(shards.Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewFSM(st, nil)
+}
+
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var sink memSink
+	if err := s.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
+// testLog builds a log of command entries exercising every limiter kind,
+// deletes, a flush, membership changes and one entry stamped in the past.
+func testLog() []*raft.Log {
+	base := int64(1_700_000_000) * int64(time.Second)
+	var logs []*raft.Log
+	add := func(data []byte) {
+		logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Term: 1, Type: raft.LogCommand, Data: data})
+	}
+	add(encodeMemberEntry(base, "n0", "127.0.0.1:7000", false))
+	add(encodeMemberEntry(base, "n1", "127.0.0.1:7001", false))
+	kinds := []engine.Request{
+		{Kind: engine.KindGCRA, Burst: 5, Rate: 10, Period: int64(time.Minute), Quantity: 1},
+		{Kind: engine.KindTokenBucket, Burst: 10, Rate: 1, Period: int64(time.Second), Quantity: 3},
+		{Kind: engine.KindLeakyBucket, Burst: 10, Rate: 2, Period: int64(time.Second), Quantity: 1},
+		{Kind: engine.KindFixedWindow, Burst: 100, Period: int64(time.Hour), Quantity: 7},
+		{Kind: engine.KindSlidingWindow, Burst: 100, Period: int64(time.Minute), Quantity: 2},
+		{Kind: engine.KindSlidingLog, Burst: 50, Period: int64(time.Minute), Quantity: 1},
+	}
+	for step := 0; step < 200; step++ {
+		now := base + int64(step)*int64(37*time.Millisecond)
+		if step == 120 {
+			now = base // a stamp in the past: applied at the last time instead
+		}
+		var ops []shards.Op
+		for j := 0; j < 5; j++ {
+			k := (step*5 + j) % 60
+			ops = append(ops, shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte(fmt.Sprintf("key:%d", k))}, Reqs: []engine.Request{kinds[k%len(kinds)]}})
+		}
+		if step%50 == 49 {
+			ops = append(ops, shards.Op{Code: shards.OpDel, Keys: [][]byte{[]byte("key:3"), []byte("key:4")}})
+		}
+		if step == 100 {
+			ops = append(ops, shards.Op{Code: shards.OpFlush})
+		}
+		ops = append(ops, shards.Op{Code: shards.OpLimitAll,
+			Keys: [][]byte{[]byte("all:a"), []byte("all:b")},
+			Reqs: []engine.Request{kinds[0], {Kind: engine.KindGCRA, Burst: 2, Rate: 1, Period: int64(time.Second), Quantity: 1}}})
+		add(encodeOpsEntry(nil, now, ops))
+	}
+	add(encodeMemberEntry(base, "n1", "", true))
+	return logs
+}
+
+// Two FSMs fed the same log produce byte-identical snapshots, and a third
+// restored from that snapshot snapshots to the same bytes again.
+func TestDeterministicSnapshots(t *testing.T) {
+	logs := testLog()
+	a, b := newTestFSM(t), newTestFSM(t)
+	for _, l := range logs {
+		a.Apply(l)
+	}
+	// b applies the same log in batches of varying size.
+	for i := 0; i < len(logs); {
+		j := min(len(logs), i+1+i%7)
+		b.ApplyBatch(logs[i:j])
+		i = j
+	}
+	sa, sb := snapshotBytes(t, a), snapshotBytes(t, b)
+	if !bytes.Equal(sa, sb) {
+		t.Fatalf("snapshots differ: %d and %d bytes", len(sa), len(sb))
+	}
+	if a.LastIndex() != uint64(len(logs)) || a.LastTime() != b.LastTime() {
+		t.Fatalf("last index/time = %d/%d and %d, want %d", a.LastIndex(), a.LastTime(), b.LastTime(), len(logs))
+	}
+	if got := a.Members(); len(got) != 1 || got["n0"] != "127.0.0.1:7000" {
+		t.Fatalf("members = %v, want only n0", got)
+	}
+	c := newTestFSM(t)
+	if err := c.Restore(io.NopCloser(bytes.NewReader(sa))); err != nil {
+		t.Fatal(err)
+	}
+	if sc := snapshotBytes(t, c); !bytes.Equal(sa, sc) {
+		t.Fatal("snapshot of the restored FSM differs from the original")
+	}
+	if c.LastIndex() != a.LastIndex() || c.LastTime() != a.LastTime() {
+		t.Fatalf("restored index/time = %d/%d, want %d/%d", c.LastIndex(), c.LastTime(), a.LastIndex(), a.LastTime())
+	}
+}
+
+// A corrupt snapshot is refused and leaves the FSM as it was.
+func TestRestoreCorruptLeavesState(t *testing.T) {
+	a := newTestFSM(t)
+	for _, l := range testLog() {
+		a.Apply(l)
+	}
+	good := snapshotBytes(t, a)
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0xff
+	before := a.store.Len(a.LastTime())
+	if err := a.Restore(io.NopCloser(bytes.NewReader(bad))); err == nil {
+		t.Fatal("Restore(corrupt) = nil, want an error")
+	}
+	if got := a.store.Len(a.LastTime()); got != before || got == 0 {
+		t.Fatalf("keys after a refused restore = %d, want %d", got, before)
+	}
+}
+
+// Entries round-trip through the codec; malformed ones are refused whole.
+func TestCodec(t *testing.T) {
+	ops := []shards.Op{
+		{Code: shards.OpLimit, Keys: [][]byte{[]byte("a\r\n\x00b")}, Reqs: []engine.Request{{Kind: engine.KindTokenBucket, Burst: 1 << 40, Rate: 3, Period: engine.MaxPeriod, Quantity: -5, Interval: true}}},
+		{Code: shards.OpDel, Keys: [][]byte{[]byte("x"), []byte("")}},
+		{Code: shards.OpFlush},
+	}
+	e, err := decodeEntry(encodeOpsEntry(nil, -42, ops))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.now != -42 || len(e.ops) != 3 || string(e.ops[0].Keys[0]) != "a\r\n\x00b" || e.ops[0].Reqs[0] != ops[0].Reqs[0] || len(e.ops[1].Keys) != 2 {
+		t.Fatalf("round trip = %+v", e)
+	}
+	fw, err := decodeForward(encodeForward(ops[:1], ops[1:]))
+	if err != nil || len(fw) != 3 {
+		t.Fatalf("forward round trip = %d ops, %v", len(fw), err)
+	}
+	res := []shards.Result{
+		{Results: []engine.Result{{Limited: true, Limit: 10, Remaining: 0, RetryAfter: 5, ResetAfter: 9, Wait: -1}}},
+		{Err: shards.ErrWrongType},
+		{Err: errors.New("odd"), N: 3},
+	}
+	got := make([]shards.Result, 3)
+	if err := decodeResults(encodeResults(nil, res), got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Results[0] != res[0].Results[0] || !errors.Is(got[1].Err, shards.ErrWrongType) || got[2].Err.Error() != "odd" || got[2].N != 3 {
+		t.Fatalf("results round trip = %+v", got)
+	}
+	good := encodeOpsEntry(nil, 1, ops)
+	bad := [][]byte{
+		nil,
+		good[:len(good)-1],
+		append(bytes.Clone(good), 0),
+		append([]byte{9}, good[1:]...),
+		encodeOpsEntry(nil, 1, []shards.Op{{Code: 99}}),
+		encodeOpsEntry(nil, 1, []shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte("k")}}}),
+		encodeOpsEntry(nil, 1, []shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte("k")}, Reqs: []engine.Request{{Kind: 77}}}}),
+		append(appendEntryHeader(nil, entryOps, 1), 0xff, 0xff, 0xff, 0xff, 0x0f),
+	}
+	for i, b := range bad {
+		if _, err := decodeEntry(b); !errors.Is(err, ErrBadPayload) {
+			t.Errorf("decodeEntry(bad[%d]) = %v, want ErrBadPayload", i, err)
+		}
+	}
+	// The FSM refuses a bad entry as a whole and changes nothing.
+	f := newTestFSM(t)
+	r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: bad[1]})
+	if ap, ok := r.(*applied); !ok || !errors.Is(ap.err, ErrBadPayload) {
+		t.Fatalf("Apply(bad) = %v, want ErrBadPayload", r)
+	}
+}

@@ -1,0 +1,339 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// testClock is a per-node clock: real time plus an adjustable offset, so a
+// test can give nodes skewed clocks.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) now() int64 { return time.Now().UnixNano() + c.offset.Load() }
+
+// testNode is one member of an in-process cluster: a Node plus a RESP
+// listener that serves the internal commands as the wire layer does.
+type testNode struct {
+	id       string
+	dir      string
+	respAddr string
+	raftAddr string
+	clock    *testClock
+	node     *Node
+	srv      *redcon.Server
+	done     chan struct{}
+}
+
+// testCluster runs nodes on real loopback TCP transports.
+type testCluster struct {
+	t      *testing.T
+	nodes  []*testNode
+	tweak  func(*Config)
+	stopMu sync.Mutex
+}
+
+// testConfig returns the configuration the package tests use: the default
+// LAN timeouts, a short no-leader bound, quiet raft logs.
+func testConfig(id, dir, respAddr string) Config {
+	cfg := DefaultConfig()
+	cfg.NodeID = id
+	cfg.Dir = dir
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.RespAddr = respAddr
+	cfg.NoLeaderTimeout = 2 * time.Second
+	cfg.RaftLogOutput = io.Discard
+	cfg.RaftLogLevel = "error"
+	return cfg
+}
+
+// newTestCluster starts n nodes: the first bootstraps, the others join
+// through it. It waits until every node is a member and knows the leader.
+func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, tweak: tweak}
+	t.Cleanup(c.closeAll)
+	for i := 0; i < n; i++ {
+		c.addNode()
+		if i == 0 {
+			c.WaitForLeader(10 * time.Second)
+		}
+	}
+	c.waitMembers(n, 15*time.Second)
+	return c
+}
+
+// addNode starts a new node; the first bootstraps, later ones join node 0
+// (or any running node).
+func (c *testCluster) addNode() *testNode {
+	c.t.Helper()
+	tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tn.respAddr = ln.Addr().String()
+	cfg := testConfig(tn.id, tn.dir, tn.respAddr)
+	if len(c.nodes) == 0 {
+		cfg.Bootstrap = true
+	} else {
+		for _, o := range c.nodes {
+			if o.node != nil {
+				cfg.Join = o.respAddr
+				break
+			}
+		}
+	}
+	c.start(tn, cfg, ln)
+	c.nodes = append(c.nodes, tn)
+	return tn
+}
+
+func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
+	c.t.Helper()
+	cfg.Clock = tn.clock.now
+	if tn.raftAddr != "" {
+		cfg.RaftAddr = tn.raftAddr
+	}
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	store, err := shards.New(shards.Config{Shards: 8})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	node, err := NewNode(cfg, store, nil)
+	if err != nil {
+		ln.Close()
+		c.t.Fatalf("NewNode(%s): %v", tn.id, err)
+	}
+	tn.node = node
+	tn.raftAddr = node.RaftAddr()
+	tn.srv = redcon.NewServerNetwork("tcp", tn.respAddr, func(conn redcon.Conn, cmd redcon.Command) {
+		serveInternal(node, conn, cmd)
+	}, nil, nil)
+	tn.done = make(chan struct{})
+	go func(srv *redcon.Server, done chan struct{}) {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}(tn.srv, tn.done)
+}
+
+// serveInternal answers the internal commands exactly as the wire layer's
+// cluster commands do.
+func serveInternal(node *Node, conn redcon.Conn, cmd redcon.Command) {
+	ctx := context.Background()
+	reply := func(b []byte, err error) {
+		if err != nil {
+			if txt, ok := ReplyText(err); ok {
+				conn.WriteError(txt)
+			} else {
+				conn.WriteError("ERR " + err.Error())
+			}
+			return
+		}
+		if b == nil {
+			conn.WriteString("OK")
+			return
+		}
+		conn.WriteBulk(b)
+	}
+	switch strings.ToUpper(string(cmd.Args[0])) {
+	case CmdApply:
+		reply(node.ApplyEncoded(ctx, cmd.Args[1]))
+	case CmdReadIndex:
+		reply(node.ReadIndexEncoded(ctx))
+	case CmdJoin:
+		reply(nil, node.Join(ctx, string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])))
+	case CmdRemove:
+		reply(nil, node.Remove(ctx, string(cmd.Args[1])))
+	default:
+		conn.WriteError("ERR unknown command")
+	}
+}
+
+// stop closes node i (as a crash would, minus the disk: its raft state
+// stays in its directory).
+func (c *testCluster) stop(i int) {
+	c.t.Helper()
+	tn := c.nodes[i]
+	if tn.node == nil {
+		return
+	}
+	_ = tn.srv.Close()
+	<-tn.done
+	if err := tn.node.Close(); err != nil {
+		c.t.Logf("close %s: %v", tn.id, err)
+	}
+	tn.node = nil
+}
+
+// restart starts a stopped node again on the same directory and addresses.
+func (c *testCluster) restart(i int) {
+	c.t.Helper()
+	tn := c.nodes[i]
+	var ln net.Listener
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err = net.Listen("tcp", tn.respAddr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the port is being released
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.start(tn, testConfig(tn.id, tn.dir, tn.respAddr), ln)
+}
+
+func (c *testCluster) closeAll() {
+	for i := range c.nodes {
+		c.stop(i)
+	}
+}
+
+// Leader returns the index of the ready leader, or -1.
+func (c *testCluster) Leader() int {
+	for i, tn := range c.nodes {
+		if tn.node != nil && tn.node.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitForLeader polls until a ready leader exists (other than the excluded
+// nodes) and returns its index; it fails the test at the deadline.
+func (c *testCluster) WaitForLeader(timeout time.Duration, exclude ...int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for i, tn := range c.nodes {
+			skip := false
+			for _, e := range exclude {
+				skip = skip || e == i
+			}
+			if !skip && tn.node != nil && tn.node.IsLeader() {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no leader within %v", timeout)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+}
+
+// Partition cuts node i's raft traffic (both directions) or restores it.
+func (c *testCluster) Partition(i int, cut bool) {
+	c.nodes[i].node.stream.setPartitioned(cut)
+}
+
+// waitMembers polls until every running node sees want members, each with
+// its RESP address, and knows a leader.
+func (c *testCluster) waitMembers(want int, timeout time.Duration) {
+	c.t.Helper()
+	c.eventually(timeout, func() error {
+		for _, tn := range c.nodes {
+			if tn.node == nil {
+				continue
+			}
+			inf := tn.node.Info()
+			if len(inf.Members) != want {
+				return fmt.Errorf("%s sees %d members, want %d", tn.id, len(inf.Members), want)
+			}
+			for _, m := range inf.Members {
+				if m.RespAddr == "" {
+					return fmt.Errorf("%s: member %s has no RESP address yet", tn.id, m.ID)
+				}
+			}
+			if inf.LeaderRespAddr == "" {
+				return fmt.Errorf("%s knows no leader", tn.id)
+			}
+		}
+		return nil
+	})
+}
+
+// waitConverged polls until every running node has applied as far as the
+// leader.
+func (c *testCluster) waitConverged(timeout time.Duration) {
+	c.t.Helper()
+	c.eventually(timeout, func() error {
+		var max uint64
+		for _, tn := range c.nodes {
+			if tn.node != nil {
+				max = maxU(max, tn.node.fsm.LastIndex())
+			}
+		}
+		for _, tn := range c.nodes {
+			if tn.node != nil && tn.node.fsm.LastIndex() != max {
+				return fmt.Errorf("%s applied %d, want %d", tn.id, tn.node.fsm.LastIndex(), max)
+			}
+		}
+		return nil
+	})
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// eventually polls f until it returns nil, failing the test with f's last
+// error at the deadline.
+func (c *testCluster) eventually(timeout time.Duration, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not reached within %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+}
+
+// throttle is CL.THROTTLE key burst rate period(s) qty as an Op.
+func throttle(key string, burst, rate, periodSec, qty int64) shards.Op {
+	return shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte(key)}, Reqs: []engine.Request{{
+		Kind: engine.KindGCRA, Burst: burst, Rate: rate, Period: periodSec * int64(time.Second), Quantity: qty,
+	}}}
+}
+
+// write runs one op on node and returns its limiter result.
+func write(t *testing.T, n *Node, op shards.Op) (engine.Result, error) {
+	t.Helper()
+	res := make([]shards.Result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Write(ctx, []shards.Op{op}, res); err != nil {
+		return engine.Result{}, err
+	}
+	if res[0].Err != nil {
+		return engine.Result{}, res[0].Err
+	}
+	if len(res[0].Results) != 1 {
+		return engine.Result{}, errors.New("no limiter result")
+	}
+	return res[0].Results[0], nil
+}

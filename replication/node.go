@@ -1,0 +1,528 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Internal commands nodes send each other over RESP. The wire layer routes
+// them to the Node methods named beside each.
+const (
+	// CmdApply carries a forwarded batch: RAFT.APPLY <payload> → ApplyEncoded.
+	CmdApply = "RAFT.APPLY"
+	// CmdReadIndex asks the leader for a read point: RAFT.READINDEX →
+	// ReadIndexEncoded.
+	CmdReadIndex = "RAFT.READINDEX"
+	// CmdJoin adds a member: RAFT.JOIN id raft-addr resp-addr → Join.
+	CmdJoin = "RAFT.JOIN"
+	// CmdRemove removes a member: RAFT.REMOVE id → Remove.
+	CmdRemove = "RAFT.REMOVE"
+)
+
+// Node is one member of a raft-replicated cellserver cluster. It implements
+// the wire layer's backend: Write replicates operations through the log and
+// returns once they are committed and applied; ReadNow confirms a read may
+// be served and gives the instant to evaluate it at; Store is the local
+// keyspace, which only the FSM writes.
+//
+// All methods are safe for concurrent use. Close stops every goroutine the
+// Node started.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  func() int64
+	store  *shards.Store
+	fsm    *FSM
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	stream *tcpStream
+	bolt   *raftboltdb.BoltStore
+	fwd    *forwarder
+	verify verifier
+
+	queue    chan *pending
+	inflight chan *flight
+	slots    chan struct{} // one per entry or forwarded batch in flight
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   sync.Once
+	closeErr error
+
+	leadMu        sync.Mutex
+	leadChange    chan struct{} // closed and replaced on every leader change; guarded by leadMu
+	ready         atomic.Bool   // leader, and every entry of earlier terms applied
+	leadGen       atomic.Uint64 // bumped on every own leadership change
+	leaderChanges atomic.Uint64
+
+	stampMu   sync.Mutex
+	lastStamp int64  // last stamped or read time; guarded by stampMu
+	seq       uint64 // entries submitted; guarded by stampMu
+	done      watermark
+
+	batches    atomic.Uint64
+	batchedOps atomic.Uint64
+}
+
+// NewNode opens (or creates) the raft state under cfg.Dir, starts the raft
+// transport on cfg.RaftAddr and the node's goroutines, and bootstraps or
+// joins as configured. store is the keyspace the FSM applies to; it should
+// be empty (a restart restores it from the snapshot and log). log may be nil.
+func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("node", cfg.NodeID)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replication: create %s: %w", cfg.Dir, err)
+	}
+	n := &Node{
+		cfg:        cfg,
+		log:        log,
+		clock:      cfg.Clock,
+		store:      store,
+		fsm:        NewFSM(store, log),
+		queue:      make(chan *pending, 4096),
+		inflight:   make(chan *flight, cfg.MaxInflight),
+		slots:      make(chan struct{}, cfg.MaxInflight),
+		leadChange: make(chan struct{}),
+		lastStamp:  math.MinInt64,
+		fwd:        newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second),
+	}
+	if n.clock == nil {
+		n.clock = func() int64 { return time.Now().UnixNano() }
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.open(); err != nil {
+		n.cancel()
+		n.shutdownStores()
+		return nil, err
+	}
+	n.verify.r = n.raft
+
+	n.wg.Add(4)
+	go n.run()
+	go n.complete()
+	go n.watchLeadership()
+	go func() {
+		defer n.wg.Done()
+		if cfg.SweepInterval > 0 {
+			n.store.RunSweeper(n.ctx, n.sweepClock, cfg.SweepInterval)
+		}
+	}()
+	return n, nil
+}
+
+func (n *Node) open() error {
+	cfg := &n.cfg
+	rc := cfg.raftConfig()
+	var err error
+	n.bolt, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return fmt.Errorf("replication: open raft store: %w", err)
+	}
+	logs, err := raft.NewLogCache(1024, n.bolt)
+	if err != nil {
+		return fmt.Errorf("replication: log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, rc.Logger.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("replication: open snapshot store: %w", err)
+	}
+	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise)
+	if err != nil {
+		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
+	}
+	n.trans = raft.NewNetworkTransportWithLogger(n.stream, 3, 10*time.Second, rc.Logger.Named("net"))
+	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
+	if err != nil {
+		return fmt.Errorf("replication: inspect raft state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("replication: start raft: %w", err)
+	}
+	switch {
+	case hasState:
+		n.log.Info("replication: restarting from existing raft state", "dir", cfg.Dir)
+	case cfg.Bootstrap:
+		c := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
+		}}}
+		if err := n.raft.BootstrapCluster(c).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("replication: bootstrap: %w", err)
+		}
+		n.log.Info("replication: bootstrapped a new cluster")
+	case cfg.Join != "":
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
+	return nil
+}
+
+// sweepClock is the instant active expiry runs at: the last applied stamped
+// time, never the local clock, so that every replica deletes the same keys
+// at the same point of the log.
+func (n *Node) sweepClock() int64 { return n.fsm.LastTime() }
+
+// Close shuts the node down: pending commands fail with ErrShutdown, raft
+// stops, every goroutine exits, and the stores are closed. The raft state
+// stays on disk. Close is idempotent.
+func (n *Node) Close() error {
+	n.closed.Do(func() {
+		n.cancel()
+		if err := n.raft.Shutdown().Error(); err != nil {
+			n.closeErr = fmt.Errorf("replication: shut down raft: %w", err)
+		}
+		n.fwd.close()
+		n.wg.Wait()
+		n.shutdownStores()
+	})
+	return n.closeErr
+}
+
+func (n *Node) shutdownStores() {
+	if n.trans != nil {
+		_ = n.trans.Close()
+	} else if n.stream != nil {
+		_ = n.stream.Close()
+	}
+	if n.bolt != nil {
+		if err := n.bolt.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = fmt.Errorf("replication: close raft store: %w", err)
+		}
+	}
+}
+
+// Store returns the local keyspace. Only the FSM writes to it; readers use
+// it after ReadNow.
+func (n *Node) Store() *shards.Store { return n.store }
+
+// Write replicates ops and fills res (len(res) == len(ops)) with their
+// results, in order. It returns once the entry holding them is committed
+// and applied (on the leader; a follower forwards and relays), so an
+// acknowledged decision survives any failover. Per-operation failures
+// (WRONGTYPE ...) are in res[i].Err; the returned error is about the whole
+// write: ErrNoLeader (none within NoLeaderTimeout; nothing applied),
+// ErrLeadershipLost (outcome unknown), ErrShutdown, or ctx's error.
+func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) error {
+	if len(ops) != len(res) {
+		return fmt.Errorf("replication: write: %d results for %d operations", len(res), len(ops))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return n.submit(ctx, &pending{ops: ops, res: res})
+}
+
+// ApplyEncoded runs a batch forwarded by a follower (the RAFT.APPLY
+// payload) through this leader's submit path and returns the encoded
+// results. On a node that is not the leader it fails with ErrNotLeader
+// without applying anything.
+func (n *Node) ApplyEncoded(ctx context.Context, payload []byte) ([]byte, error) {
+	ops, err := decodeForward(payload)
+	if err != nil {
+		return nil, err
+	}
+	if !n.ready.Load() && n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	res := make([]shards.Result, len(ops))
+	if err := n.submit(ctx, &pending{ops: ops, res: res, leaderOnly: true}); err != nil {
+		return nil, err
+	}
+	return encodeResults(make([]byte, 0, 32*len(res)), res), nil
+}
+
+// ReadNow confirms that this node may serve a read and returns the instant
+// (Unix ns) to evaluate it at.
+//
+// By default reads are linearizable: the leader confirms its leadership
+// with a quorum (one heartbeat round, shared by concurrent reads), waits
+// until every entry it stamped before the read is applied, and answers
+// max(clock, last stamped time), raising its stamp floor to that instant so
+// no later entry is stamped earlier. A follower asks the leader for that
+// read point (RAFT.READINDEX), waits until it has applied up to it, and
+// answers the leader's instant (or its own last applied time if later).
+//
+// With LocalReads every node answers at once with its last applied stamped
+// time: no network round trip, possibly stale.
+//
+// Errors: ErrNoLeader within NoLeaderTimeout, ErrShutdown, ctx's error.
+func (n *Node) ReadNow(ctx context.Context) (int64, error) {
+	if n.cfg.LocalReads {
+		return max(n.fsm.LastTime(), 0), nil
+	}
+	deadline := time.Now().Add(n.cfg.NoLeaderTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for {
+		if err := n.ctx.Err(); err != nil {
+			return 0, ErrShutdown
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		var err error
+		if n.ready.Load() {
+			var now int64
+			now, _, err = n.readIndex(ctx, deadline)
+			if err == nil {
+				return now, nil
+			}
+		} else if n.raft.State() != raft.Leader {
+			var now int64
+			now, err = n.readViaLeader(ctx, deadline)
+			if err == nil {
+				return now, nil
+			}
+		}
+		if err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) && !errors.Is(err, errNotSent) {
+			return 0, err
+		}
+		if !n.waitLeaderChange(deadline) {
+			return 0, fmt.Errorf("replication: read: %w", ErrNoLeader)
+		}
+	}
+}
+
+// readIndex is the leader's side of a linearizable read: it returns the
+// read instant and the FSM index a follower must reach before reading.
+func (n *Node) readIndex(ctx context.Context, deadline time.Time) (int64, uint64, error) {
+	n.stampMu.Lock()
+	now := max(n.clock(), n.lastStamp, n.fsm.LastTime())
+	n.lastStamp = now
+	target := n.seq
+	n.stampMu.Unlock()
+	if err := n.verify.verify(ctx, deadline); err != nil {
+		return 0, 0, err
+	}
+	if !n.ready.Load() {
+		return 0, 0, ErrNotLeader
+	}
+	// Every entry stamped before now must be applied here before a read
+	// at now may reclaim what expired by then.
+	if err := n.waitCh(ctx, n.done.reach(target), deadline); err != nil {
+		return 0, 0, err
+	}
+	return now, n.fsm.LastIndex(), nil
+}
+
+// ReadIndexEncoded answers RAFT.READINDEX on the leader: the encoded read
+// instant and FSM index (see ReadNow). ErrNotLeader on any other node.
+func (n *Node) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
+	if !n.ready.Load() {
+		return nil, ErrNotLeader
+	}
+	now, idx, err := n.readIndex(ctx, time.Now().Add(n.cfg.NoLeaderTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return encodeReadIndex(idx, now), nil
+}
+
+func (n *Node) readViaLeader(ctx context.Context, deadline time.Time) (int64, error) {
+	addr, ok := n.leaderResp()
+	if !ok {
+		return 0, ErrNoLeader
+	}
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	rep, err := n.fwd.do(cctx, addr, true, []byte(CmdReadIndex))
+	if err != nil {
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errNotSent) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("replication: read index from %s: %w", addr, err)
+	}
+	idx, now, err := decodeReadIndex(rep.str)
+	if err != nil {
+		return 0, err
+	}
+	if err := n.waitCh(ctx, n.fsm.appliedCh(idx), deadline); err != nil {
+		return 0, err
+	}
+	return max(now, n.fsm.LastTime()), nil
+}
+
+func (n *Node) waitCh(ctx context.Context, ch <-chan struct{}, deadline time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("replication: read: %w", ErrNoLeader)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.ctx.Done():
+		return ErrShutdown
+	}
+}
+
+// verifier coalesces concurrent VerifyLeader calls: a caller joins the next
+// round that has not started yet, so the round it waits for began after the
+// caller arrived (which is what linearizability needs), and one heartbeat
+// round serves every read that queued meanwhile.
+type verifier struct {
+	r       *raft.Raft
+	mu      sync.Mutex
+	running bool        // guarded by mu
+	next    *verifyWave // guarded by mu
+}
+
+type verifyWave struct {
+	done chan struct{}
+	err  error
+}
+
+func (v *verifier) verify(ctx context.Context, deadline time.Time) error {
+	v.mu.Lock()
+	if v.next == nil {
+		v.next = &verifyWave{done: make(chan struct{})}
+	}
+	w := v.next
+	if !v.running {
+		v.running = true
+		go v.loop()
+	}
+	v.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return w.err
+	case <-t.C:
+		return fmt.Errorf("replication: verify leadership: %w", ErrNoLeader)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loop runs rounds while callers wait and exits when none do. VerifyLeader
+// always returns (raft answers or fails it on step-down and shutdown).
+func (v *verifier) loop() {
+	for {
+		v.mu.Lock()
+		w := v.next
+		v.next = nil
+		if w == nil {
+			v.running = false
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
+		if err := v.r.VerifyLeader().Error(); err != nil {
+			w.err = translate("verify leadership", err)
+		}
+		close(w.done)
+	}
+}
+
+// leaderChanged returns a channel closed at the next leader change.
+func (n *Node) leaderChanged() <-chan struct{} {
+	n.leadMu.Lock()
+	defer n.leadMu.Unlock()
+	return n.leadChange
+}
+
+func (n *Node) broadcastChange() {
+	n.leadMu.Lock()
+	close(n.leadChange)
+	n.leadChange = make(chan struct{})
+	n.leadMu.Unlock()
+}
+
+// leaderResp returns the leader's RESP address, if a leader is known and
+// its address has been replicated.
+func (n *Node) leaderResp() (string, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return "", false
+	}
+	if string(id) == n.cfg.NodeID {
+		return n.cfg.RespAddr, true
+	}
+	return n.fsm.member(string(id))
+}
+
+// watchLeadership follows leader changes: it counts them, wakes waiters,
+// and when this node becomes leader runs a barrier so that every entry of
+// earlier terms is applied (and the last stamped time known) before it
+// stamps or serves anything.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	obsCh := make(chan raft.Observation, 64)
+	obs := raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-n.ctx.Done():
+			n.ready.Store(false)
+			return
+		case <-obsCh:
+			n.leaderChanges.Add(1)
+			n.broadcastChange()
+		case isLeader := <-n.raft.LeaderCh():
+			n.ready.Store(false)
+			gen := n.leadGen.Add(1)
+			if isLeader {
+				n.wg.Add(1)
+				go n.becomeReady(gen)
+			}
+			n.broadcastChange()
+		}
+	}
+}
+
+func (n *Node) becomeReady(gen uint64) {
+	defer n.wg.Done()
+	for n.leadGen.Load() == gen && n.ctx.Err() == nil {
+		err := n.raft.Barrier(n.cfg.NoLeaderTimeout).Error()
+		if n.leadGen.Load() != gen {
+			return
+		}
+		if err == nil {
+			n.ready.Store(true)
+			n.broadcastChange()
+			n.log.Info("replication: leader ready", "term", n.raft.CurrentTerm(), "time", n.fsm.LastTime())
+			if addr, ok := n.fsm.member(n.cfg.NodeID); !ok || addr != n.cfg.RespAddr {
+				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
+				if err := n.submit(ctx, &pending{member: &memberChange{id: n.cfg.NodeID, respAddr: n.cfg.RespAddr}}); err != nil {
+					n.log.Warn("replication: record own address", "err", err)
+				}
+				cancel()
+			}
+			return
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) || n.raft.State() != raft.Leader {
+			return
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package resp
+
+import (
+	"context"
+
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Backend executes keyspace operations. Implementations: Local (standalone)
+// and the cluster's replicated node. A Server calls a Backend from many
+// connections at once; implementations must be safe for concurrent use.
+type Backend interface {
+	// Write applies ops in order and fills res[i] for ops[i] (len(res) ==
+	// len(ops)); it returns only once they are applied (in a cluster:
+	// committed). ctx bounds the wait. A non-nil error means the ops may not
+	// have been applied and every reply answers that error. The ops' keys
+	// are valid only during the call: an implementation that keeps them
+	// must copy them.
+	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
+	// ReadNow confirms this node may serve a read (in a cluster: leadership
+	// confirmed, or local reads allowed) and returns the instant (Unix ns)
+	// at which reads evaluate expiry.
+	ReadNow(ctx context.Context) (int64, error)
+	// Store is the keyspace reads are served from.
+	Store() *shards.Store
+}
+
+// Local is the standalone Backend: operations apply directly to a Store at
+// the instant its clock returns, read once per Write call so that a pipelined
+// batch shares one instant.
+type Local struct {
+	store *shards.Store
+	now   func() int64
+}
+
+var _ Backend = (*Local)(nil)
+
+// NewLocal returns a Backend over store whose time comes from now (Unix ns;
+// it must be safe for concurrent use).
+func NewLocal(store *shards.Store, now func() int64) *Local {
+	return &Local{store: store, now: now}
+}
+
+// Write applies ops in order at one instant; it never fails.
+func (l *Local) Write(_ context.Context, ops []shards.Op, res []shards.Result) error {
+	now := l.now()
+	for i := range ops {
+		l.store.Exec(&ops[i], now, &res[i])
+	}
+	return nil
+}
+
+// ReadNow returns the clock's instant; a standalone server may always read.
+func (l *Local) ReadNow(context.Context) (int64, error) { return l.now(), nil }
+
+// Store returns the keyspace.
+func (l *Local) Store() *shards.Store { return l.store }
+
+// Persistence saves the keyspace to disk. nil in Config means persistence is
+// off. Implementations must be safe for concurrent use.
+type Persistence interface {
+	// Save writes a snapshot and returns once it is durable (SAVE).
+	Save() error
+	// BGSave starts a snapshot in the background (BGSAVE); it returns an
+	// error when one is already running ("Background save already in
+	// progress") or cannot start.
+	BGSave() error
+	// LastSave returns the Unix time (seconds) of the last successful save.
+	LastSave() int64
+	// InfoFields returns the INFO persistence fields, in order.
+	InfoFields() [][2]string
+}
+
+// Cluster describes this node's place in a replicated cluster. nil in Config
+// means standalone.
+type Cluster interface {
+	// Role returns what ROLE answers.
+	Role() RoleInfo
+	// InfoFields returns the INFO replication fields, in order.
+	InfoFields() [][2]string
+}
+
+// RoleInfo is the ROLE reply. A leader answers like a Redis master
+// ("master", offset, replicas); a follower like a replica ("slave", leader
+// host and port, state, offset).
+type RoleInfo struct {
+	// Leader is true on the node that accepts writes.
+	Leader bool
+	// Offset is the replication offset (for Raft: the applied index).
+	Offset int64
+	// Replicas lists the followers (leader only).
+	Replicas []ReplicaInfo
+	// LeaderHost and LeaderPort locate the leader's RESP listener
+	// (follower only).
+	LeaderHost string
+	LeaderPort int
+	// State is the follower's link state: "connect", "connecting", "sync"
+	// or "connected".
+	State string
+}
+
+// ReplicaInfo is one follower in a leader's ROLE reply.
+type ReplicaInfo struct {
+	Host   string
+	Port   int
+	Offset int64
+}

@@ -1,0 +1,313 @@
+package resp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// flushAt is the reply size at which a batch's replies are written out
+// before the batch ends, so that a large reply never waits whole in memory.
+const flushAt = 64 << 10
+
+// Conn is one client connection. Its handlers run on the connection's own
+// goroutine, one command at a time; only the fields under mu and the atomics
+// are read by other goroutines (CLIENT LIST, INFO).
+type Conn struct {
+	srv   *Server
+	nc    net.Conn
+	rd    *reader
+	out   []byte
+	id    int64
+	addr  string
+	laddr string
+	start int64 // Unix ns
+
+	proto  int  // 2 or 3
+	authed bool // passed AUTH, or no password was required at connect
+	quit   bool // close after this batch (QUIT, SHUTDOWN)
+
+	// now caches the read instant of the batch (0: not read yet); writes
+	// invalidate it.
+	now int64
+
+	// Scratch reused by every batch so that the hot path does not allocate.
+	ops   []shards.Op
+	res   []shards.Result
+	slots []slot
+	tmp   []byte
+
+	cur      *Command   // the command running now
+	stats    []cmdStats // per command, indexed by Command.index
+	lastCmd  atomic.Pointer[Command]
+	lastSeen atomic.Int64 // Unix ns of the last batch
+
+	mu      sync.Mutex // guards the fields below
+	name    string
+	libName string
+	libVer  string
+	pubProto int
+}
+
+// slot is one command of a batch of writes.
+type slot struct {
+	cmd  *Command
+	args [][]byte
+	err  error
+	op   int // index into ops/res, -1 when Prepare failed
+}
+
+func newConn(s *Server, nc net.Conn) *Conn {
+	c := &Conn{
+		srv:   s,
+		nc:    nc,
+		id:    s.nextID.Add(1),
+		addr:  nc.RemoteAddr().String(),
+		laddr: nc.LocalAddr().String(),
+		start: s.now(),
+		proto: 2,
+		stats: make([]cmdStats, len(s.table.all)),
+	}
+	c.authed = *s.requirePass.Load() == ""
+	c.pubProto = 2
+	c.rd = newReader(nc, s.cfg.MaxBulkLen, s.cfg.MaxArgs)
+	c.lastSeen.Store(c.start)
+	return c
+}
+
+// ID returns the connection's CLIENT ID.
+func (c *Conn) ID() int64 { return c.id }
+
+// Proto returns the protocol version the connection speaks (2 or 3).
+func (c *Conn) Proto() int { return c.proto }
+
+// Server returns the server the connection belongs to.
+func (c *Conn) Server() *Server { return c.srv }
+
+// serve reads batches of commands and answers them until the client leaves,
+// a protocol error, the idle timeout, or the server's shutdown.
+func (c *Conn) serve() {
+	s := c.srv
+	defer func() {
+		if r := recover(); r != nil {
+			// A bug must cost one connection, never the server.
+			s.log.Error("panic serving client; connection closed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
+		}
+		c.nc.Close()
+		s.removeConn(c)
+		s.wg.Done()
+	}()
+	for {
+		if s.draining.Load() {
+			return
+		}
+		if t := s.timeout.Load(); t > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t)))
+		}
+		cmds, err := c.rd.next()
+		if err != nil {
+			var perr *protocolError
+			if errors.As(err, &perr) {
+				c.WriteError(err)
+				_ = c.flush()
+				s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("read failed; client closed", "client", c.addr, "err", err)
+			}
+			return
+		}
+		c.now = 0
+		c.execBatch(cmds)
+		if err := c.flush(); err != nil || c.quit {
+			return
+		}
+	}
+}
+
+// flush writes the pending replies.
+func (c *Conn) flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.out)
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// execBatch runs the commands of one batch, in order. Consecutive batchable
+// writes go to the backend in one Write call.
+func (c *Conn) execBatch(cmds []span) {
+	t := c.srv.table
+	args := c.rd.args
+	t0 := time.Now()
+	c.lastSeen.Store(t0.UnixNano())
+	for i := 0; i < len(cmds); {
+		a := args[cmds[i].lo:cmds[i].hi]
+		cmd, err := t.resolve(a)
+		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {
+			err = ErrNoAuth
+		}
+		if err != nil {
+			c.reject(cmd, err)
+			i++
+			continue
+		}
+		if cmd.Prepare == nil {
+			c.setCurrent(cmd)
+			if err := cmd.Handler(c, a); err != nil {
+				c.fail(cmd, err)
+			}
+			t0 = c.account(cmd, 1, t0)
+			i++
+		} else {
+			c.slots = c.slots[:0]
+			c.slots = append(c.slots, slot{cmd: cmd, args: a})
+			for i++; i < len(cmds); i++ {
+				a := args[cmds[i].lo:cmds[i].hi]
+				next, err := t.resolve(a)
+				if err != nil || next.Prepare == nil || (!c.authed && next.Flags&FlagNoAuth == 0) {
+					break
+				}
+				c.slots = append(c.slots, slot{cmd: next, args: a})
+			}
+			c.runWrites(c.slots)
+			t0 = c.accountSlots(c.slots, t0)
+		}
+		if c.quit {
+			return
+		}
+		if len(c.out) > flushAt {
+			if c.flush() != nil {
+				c.quit = true
+				return
+			}
+		}
+	}
+}
+
+// runWrites prepares the ops of a run of batchable writes, submits them in
+// one Backend.Write, and appends every reply in order.
+func (c *Conn) runWrites(slots []slot) {
+	n := 0
+	for k := range slots {
+		sl := &slots[k]
+		if n == len(c.ops) {
+			c.ops = append(c.ops, shards.Op{})
+			c.res = append(c.res, shards.Result{})
+		}
+		op := &c.ops[n]
+		op.Keys = op.Keys[:0]
+		op.Reqs = op.Reqs[:0]
+		if sl.err = sl.cmd.Prepare(c, sl.args, op); sl.err != nil {
+			sl.op = -1
+			continue
+		}
+		sl.op = n
+		n++
+	}
+	var werr error
+	if n > 0 {
+		werr = c.srv.backend.Write(c.srv.ctx, c.ops[:n], c.res[:n])
+		c.now = 0
+	}
+	for k := range slots {
+		sl := &slots[k]
+		c.setCurrent(sl.cmd)
+		switch {
+		case sl.op < 0:
+			c.fail(sl.cmd, sl.err)
+		case werr != nil:
+			c.fail(sl.cmd, werr)
+		case c.res[sl.op].Err != nil:
+			c.fail(sl.cmd, c.res[sl.op].Err)
+		default:
+			sl.cmd.Finish(c, sl.args, &c.res[sl.op])
+		}
+	}
+	// Drop references to the batch's keys (they live in the read buffer).
+	for k := 0; k < n; k++ {
+		clear(c.ops[k].Keys)
+	}
+}
+
+// readNow returns the instant reads of this batch evaluate expiry at,
+// asking the backend once per batch (and again after a write).
+func (c *Conn) readNow() (int64, error) {
+	if c.now != 0 {
+		return c.now, nil
+	}
+	now, err := c.srv.backend.ReadNow(c.srv.ctx)
+	if err != nil {
+		return 0, err
+	}
+	c.now = now
+	return now, nil
+}
+
+func (c *Conn) setCurrent(cmd *Command) {
+	c.cur = cmd
+	if c.lastCmd.Load() != cmd {
+		c.lastCmd.Store(cmd)
+	}
+}
+
+// reject answers a command refused before it ran (unknown, arity, auth).
+func (c *Conn) reject(cmd *Command, err error) {
+	c.srv.stats.errors.Add(1)
+	if cmd != nil {
+		c.stats[cmd.index].rejected.Add(1)
+	}
+	c.WriteError(err)
+}
+
+// fail answers a command that ran and failed.
+func (c *Conn) fail(cmd *Command, err error) {
+	if errors.Is(err, engine.ErrArity) {
+		err = &arityError{cmd.fullName}
+	}
+	c.srv.stats.errors.Add(1)
+	c.stats[cmd.index].failed.Add(1)
+	c.WriteError(err)
+}
+
+// account adds n calls of cmd and the time since t0; it returns the new t0.
+func (c *Conn) account(cmd *Command, n int64, t0 time.Time) time.Time {
+	t1 := time.Now()
+	st := &c.stats[cmd.index]
+	st.calls.Add(n)
+	st.nanos.Add(int64(t1.Sub(t0)))
+	return t1
+}
+
+// accountSlots shares the time of a write batch evenly among its commands.
+func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
+	t1 := time.Now()
+	per := int64(t1.Sub(t0)) / int64(len(slots))
+	for k := range slots {
+		st := &c.stats[slots[k].cmd.index]
+		st.calls.Add(1)
+		st.nanos.Add(per)
+	}
+	return t1
+}
+
+// countDecision records a limiter decision of the current command.
+func (c *Conn) countDecision(limited bool) {
+	if limited {
+		c.stats[c.cur.index].limited.Add(1)
+	} else {
+		c.stats[c.cur.index].allowed.Add(1)
+	}
+}

@@ -1,0 +1,180 @@
+package resp
+
+import (
+	"errors"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Errors of the wire layer. Their reply texts are Redis's, made in
+// appendErrorText.
+var (
+	// ErrNoAuth is returned for a command other than AUTH, HELLO and QUIT on
+	// a connection that has not authenticated while a password is required.
+	ErrNoAuth = errors.New("authentication required")
+	// ErrWrongPass is returned by AUTH and HELLO AUTH for a wrong user name
+	// or password.
+	ErrWrongPass = errors.New("invalid username-password pair")
+	// ErrNoPasswordSet is returned by AUTH with a password when none is
+	// configured.
+	ErrNoPasswordSet = errors.New("no password is configured")
+	// ErrHelloNoAuth is returned by HELLO without AUTH on a connection that
+	// must authenticate first.
+	ErrHelloNoAuth = errors.New("HELLO needs authentication")
+	// ErrNoProto is returned by HELLO for a protocol version other than 2 or 3.
+	ErrNoProto = errors.New("unsupported protocol version")
+	// ErrDBIndex is returned by SELECT for a database other than 0.
+	ErrDBIndex = errors.New("DB index is out of range")
+	// ErrMaxClients is sent to a connection refused by --maxclients.
+	ErrMaxClients = errors.New("max number of clients reached")
+	// ErrInvalidCursor is returned by SCAN for a cursor that is not an
+	// unsigned integer.
+	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrPersistenceOff is returned by SAVE, BGSAVE and SHUTDOWN SAVE when
+	// the server runs without persistence.
+	ErrPersistenceOff = errors.New("persistence is off")
+	// ErrShutdownFailed is returned by SHUTDOWN when the final save failed
+	// (the server keeps running).
+	ErrShutdownFailed = errors.New("errors trying to shutdown")
+)
+
+// RESPError is implemented by errors of other packages (for example the
+// cluster's "not the leader") that carry their own reply text, such as
+// "TRYAGAIN ..." or "CLUSTERDOWN ...". The text must not contain CR or LF.
+type RESPError interface {
+	error
+	RESPError() string
+}
+
+// arityError is a command called with the wrong number of arguments.
+type arityError struct{ name string }
+
+func (e *arityError) Error() string { return "wrong number of arguments for '" + e.name + "'" }
+
+// unknownCommandError is a command name missing from the table.
+type unknownCommandError struct{ args [][]byte }
+
+func (e *unknownCommandError) Error() string { return "unknown command" }
+
+// unknownSubcommandError is a subcommand missing from its container.
+type unknownSubcommandError struct {
+	sub       []byte
+	container string
+}
+
+func (e *unknownSubcommandError) Error() string { return "unknown subcommand" }
+
+// textError carries its reply text verbatim (CONFIG and SCAN errors in
+// Redis's words).
+type textError struct{ text string }
+
+func (e *textError) Error() string { return e.text }
+
+// appendErrorText appends the reply text of err (without the leading '-').
+// It is the only place where errors become RESP error replies, so every
+// message stays in Redis's wording.
+func appendErrorText(b []byte, err error) []byte {
+	var (
+		re    RESPError
+		arity *arityError
+		unk   *unknownCommandError
+		sub   *unknownSubcommandError
+		text  *textError
+		perr  *protocolError
+	)
+	switch {
+	case errors.As(err, &re):
+		return appendLine(b, re.RESPError())
+	case errors.As(err, &arity):
+		b = append(b, "ERR wrong number of arguments for '"...)
+		b = appendLine(b, arity.name)
+		return append(b, "' command"...)
+	case errors.As(err, &unk):
+		b = append(b, "ERR unknown command '"...)
+		if len(unk.args) > 0 {
+			b = appendLine(b, clip(unk.args[0]))
+		}
+		b = append(b, "', with args beginning with: "...)
+		for _, a := range unk.args[1:] {
+			if len(b) > 256 {
+				break
+			}
+			b = append(b, '\'')
+			b = appendLine(b, clip(a))
+			b = append(b, "' "...)
+		}
+		return b
+	case errors.As(err, &sub):
+		b = append(b, "ERR unknown subcommand '"...)
+		b = appendLine(b, clip(sub.sub))
+		b = append(b, "'. Try "...)
+		b = appendUpper(b, sub.container)
+		return append(b, " HELP."...)
+	case errors.As(err, &text):
+		return appendLine(b, text.text)
+	case errors.As(err, &perr):
+		return appendLine(append(b, "ERR "...), perr.Error())
+	case errors.Is(err, engine.ErrNotInteger):
+		return append(b, "ERR value is not an integer or out of range"...)
+	case errors.Is(err, engine.ErrSyntax):
+		return append(b, "ERR syntax error"...)
+	case errors.Is(err, shards.ErrWrongType):
+		return append(b, "WRONGTYPE Operation against a key holding the wrong kind of value"...)
+	case errors.Is(err, ErrNoAuth):
+		return append(b, "NOAUTH Authentication required."...)
+	case errors.Is(err, ErrWrongPass):
+		return append(b, "WRONGPASS invalid username-password pair or user is disabled."...)
+	case errors.Is(err, ErrNoPasswordSet):
+		return append(b, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"...)
+	case errors.Is(err, ErrHelloNoAuth):
+		return append(b, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"...)
+	case errors.Is(err, ErrNoProto):
+		return append(b, "NOPROTO unsupported protocol version"...)
+	case errors.Is(err, ErrDBIndex):
+		return append(b, "ERR DB index is out of range"...)
+	case errors.Is(err, ErrMaxClients):
+		return append(b, "ERR max number of clients reached"...)
+	case errors.Is(err, ErrInvalidCursor):
+		return append(b, "ERR invalid cursor"...)
+	case errors.Is(err, ErrPersistenceOff):
+		return append(b, "ERR persistence is off: start the server with a save directory to use SAVE, BGSAVE or SHUTDOWN SAVE"...)
+	case errors.Is(err, ErrShutdownFailed):
+		return append(b, "ERR Errors trying to SHUTDOWN. Check logs."...)
+	}
+	// Engine range errors and anything else: "ERR " and the message, which
+	// names the argument at fault.
+	return appendLine(append(b, "ERR "...), err.Error())
+}
+
+// appendLine appends s with CR and LF replaced by spaces, so that no text
+// can break the reply framing.
+func appendLine[T string | []byte](b []byte, s T) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// clip shortens an echoed argument as Redis does (128 bytes).
+func clip(b []byte) []byte {
+	if len(b) > 128 {
+		return b[:128]
+	}
+	return b
+}
+
+func appendUpper(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}

@@ -1,0 +1,212 @@
+package resp
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/cellserver/cellserver/engine"
+)
+
+// INFO sections, in the order Redis prints them. The default set leaves
+// out commandstats, as Redis does.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "commandstats"}
+
+func infoHandler(c *Conn, args [][]byte) error {
+	want := map[string]bool{}
+	if len(args) == 1 {
+		want["default"] = true
+	}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := want["all"] || want["everything"]
+	def := want["default"]
+	var b []byte
+	for _, sec := range infoSections {
+		if !(all || want[sec] || def && sec != "commandstats") {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		b = c.srv.appendInfo(b, sec)
+	}
+	c.WriteBulk(b)
+	return nil
+}
+
+func field(b []byte, name, value string) []byte {
+	b = append(b, name...)
+	b = append(b, ':')
+	b = append(b, value...)
+	return append(b, "\r\n"...)
+}
+
+func fieldInt(b []byte, name string, v int64) []byte {
+	b = append(b, name...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, "\r\n"...)
+}
+
+func (s *Server) appendInfo(b []byte, sec string) []byte {
+	now := s.now()
+	switch sec {
+	case "server":
+		b = append(b, "# Server\r\n"...)
+		b = field(b, "redis_version", redisVersion)
+		b = field(b, "cellserver_version", Version)
+		b = field(b, "redis_mode", "standalone")
+		b = field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
+		b = fieldInt(b, "arch_bits", strconv.IntSize)
+		b = field(b, "go_version", runtime.Version())
+		b = fieldInt(b, "process_id", int64(os.Getpid()))
+		port := "0"
+		if st := s.setting["port"]; st != nil {
+			port = st.Get()
+		}
+		b = field(b, "tcp_port", port)
+		b = fieldInt(b, "server_time_usec", now/1e3)
+		b = fieldInt(b, "uptime_in_seconds", s.uptime())
+		b = fieldInt(b, "uptime_in_days", s.uptime()/86400)
+		exe, _ := os.Executable()
+		b = field(b, "executable", exe)
+		b = field(b, "config_file", s.cfg.ConfigFile)
+	case "clients":
+		b = append(b, "# Clients\r\n"...)
+		b = fieldInt(b, "connected_clients", s.clients.Load())
+		b = fieldInt(b, "maxclients", s.maxClients.Load())
+		b = fieldInt(b, "blocked_clients", 0)
+	case "memory":
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		st := s.backend.Store().Stats(now)
+		b = append(b, "# Memory\r\n"...)
+		b = fieldInt(b, "used_memory", int64(m.HeapAlloc))
+		b = field(b, "used_memory_human", humanBytes(int64(m.HeapAlloc)))
+		b = fieldInt(b, "used_memory_rss", int64(m.Sys))
+		b = field(b, "used_memory_rss_human", humanBytes(int64(m.Sys)))
+		b = fieldInt(b, "used_memory_dataset", st.Bytes)
+		b = fieldInt(b, "maxmemory", 0)
+		b = field(b, "maxmemory_policy", "noeviction")
+		b = field(b, "mem_allocator", "go")
+		b = fieldInt(b, "gc_cycles", int64(m.NumGC))
+	case "persistence":
+		b = append(b, "# Persistence\r\n"...)
+		if p := s.cfg.Persistence; p != nil {
+			for _, f := range p.InfoFields() {
+				b = field(b, f[0], f[1])
+			}
+		} else {
+			b = fieldInt(b, "loading", 0)
+			b = fieldInt(b, "async_loading", 0)
+			b = fieldInt(b, "rdb_changes_since_last_save", int64(s.backend.Store().Changes()))
+			b = fieldInt(b, "rdb_bgsave_in_progress", 0)
+			b = fieldInt(b, "rdb_last_save_time", s.started/1e9)
+			b = field(b, "rdb_last_bgsave_status", "ok")
+			b = fieldInt(b, "aof_enabled", 0)
+			b = fieldInt(b, "aof_rewrite_in_progress", 0)
+		}
+	case "stats":
+		cs := s.commandStats()
+		var calls, allowed, limited int64
+		for i := range cs {
+			calls += cs[i].calls
+			allowed += cs[i].allowed
+			limited += cs[i].limited
+		}
+		st := s.backend.Store().Stats(now)
+		b = append(b, "# Stats\r\n"...)
+		b = fieldInt(b, "total_connections_received", s.stats.connections.Load())
+		b = fieldInt(b, "total_commands_processed", calls)
+		b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
+		b = fieldInt(b, "expired_keys", int64(st.Expired))
+		b = fieldInt(b, "evicted_keys", 0)
+		b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
+		b = fieldInt(b, "limiter_allowed", allowed)
+		b = fieldInt(b, "limiter_limited", limited)
+		for _, cmd := range s.table.all {
+			if cmd.Group != "ratelimit" {
+				continue
+			}
+			b = fieldInt(b, "allowed_"+cmd.fullName, cs[cmd.index].allowed)
+			b = fieldInt(b, "limited_"+cmd.fullName, cs[cmd.index].limited)
+		}
+	case "replication":
+		b = append(b, "# Replication\r\n"...)
+		if cl := s.cfg.Cluster; cl != nil {
+			for _, f := range cl.InfoFields() {
+				b = field(b, f[0], f[1])
+			}
+		} else {
+			b = field(b, "role", "master")
+			b = fieldInt(b, "connected_slaves", 0)
+			b = fieldInt(b, "master_repl_offset", 0)
+		}
+	case "cpu":
+		b = append(b, "# CPU\r\n"...)
+		b = fieldInt(b, "go_max_procs", int64(runtime.GOMAXPROCS(0)))
+		b = fieldInt(b, "goroutines", int64(runtime.NumGoroutine()))
+	case "keyspace":
+		b = append(b, "# Keyspace\r\n"...)
+		st := s.backend.Store().Stats(now)
+		if st.Keys > 0 {
+			b = append(b, "db0:keys="...)
+			b = strconv.AppendInt(b, st.Keys, 10)
+			b = append(b, ",expires="...)
+			b = strconv.AppendInt(b, st.Keys, 10)
+			b = append(b, ",avg_ttl=0\r\n"...)
+		}
+		for k := engine.KindNone + 1; k.Valid(); k++ {
+			if n := st.KeysByKind[k]; n > 0 {
+				b = fieldInt(b, "keys_"+strings.ReplaceAll(k.String(), "-", "_"), n)
+			}
+		}
+	case "commandstats":
+		cs := s.commandStats()
+		b = append(b, "# Commandstats\r\n"...)
+		for _, cmd := range s.table.all {
+			st := cs[cmd.index]
+			if st.calls == 0 && st.rejected == 0 && st.failed == 0 {
+				continue
+			}
+			b = append(b, "cmdstat_"...)
+			b = append(b, cmd.fullName...)
+			b = append(b, ":calls="...)
+			b = strconv.AppendInt(b, st.calls, 10)
+			b = append(b, ",usec="...)
+			b = strconv.AppendInt(b, st.nanos/1e3, 10)
+			b = append(b, ",usec_per_call="...)
+			per := 0.0
+			if st.calls > 0 {
+				per = float64(st.nanos) / 1e3 / float64(st.calls)
+			}
+			b = strconv.AppendFloat(b, per, 'f', 2, 64)
+			b = append(b, ",rejected_calls="...)
+			b = strconv.AppendInt(b, st.rejected, 10)
+			b = append(b, ",failed_calls="...)
+			b = strconv.AppendInt(b, st.failed, 10)
+			if cmd.Group == "ratelimit" {
+				b = append(b, ",allowed="...)
+				b = strconv.AppendInt(b, st.allowed, 10)
+				b = append(b, ",limited="...)
+				b = strconv.AppendInt(b, st.limited, 10)
+			}
+			b = append(b, "\r\n"...)
+		}
+	}
+	return b
+}
+
+func humanBytes(n int64) string {
+	units := []string{"B", "K", "M", "G", "T"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	return strconv.FormatFloat(f, 'f', 2, 64) + units[i]
+}

@@ -1,0 +1,373 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+)
+
+// Version is cellserver's version, reported by HELLO, INFO and --version.
+const Version = "0.1.0"
+
+// redisVersion is the Redis protocol level cellserver answers as, in INFO's
+// redis_version (client libraries read it to pick features).
+const redisVersion = "7.2.0"
+
+// ErrServerClosed is returned by Serve and ListenAndServe after Close or
+// Shutdown.
+var ErrServerClosed = errors.New("resp: server closed")
+
+// Config configures a Server. Start from DefaultConfig.
+type Config struct {
+	// Addr is the TCP address to listen on ("127.0.0.1:6379").
+	Addr string
+	// RequirePass, when not empty, is the password of the default user:
+	// clients must AUTH before other commands. Changeable live.
+	RequirePass string
+	// MaxClients bounds the connected clients (>= 1); more are refused
+	// with "ERR max number of clients reached". Changeable live.
+	MaxClients int
+	// Timeout closes a client idle for that long (0: never). Whole seconds
+	// on the wire. Changeable live.
+	Timeout time.Duration
+	// MaxBulkLen bounds one argument in bytes (proto-max-bulk-len).
+	MaxBulkLen int
+	// MaxArgs bounds the arguments of one command.
+	MaxArgs int
+	// Parse holds the limits limiter requests are parsed with (the sliding
+	// log's maximum limit).
+	Parse engine.ParseOptions
+	// Logger receives the server's logs; nil uses slog.Default().
+	Logger *slog.Logger
+	// LogLevel, when not nil, is the level CONFIG GET/SET loglevel reads and
+	// changes.
+	LogLevel *slog.LevelVar
+	// Now is the server's clock in Unix ns (TIME, uptime); nil uses the
+	// system clock. Limiter decisions take their time from the Backend.
+	Now func() int64
+	// Persistence saves the keyspace; nil means persistence is off.
+	Persistence Persistence
+	// Cluster describes the node's replication role; nil means standalone.
+	Cluster Cluster
+	// ExtraCommands are registered after the built-in commands (a name
+	// registered twice panics).
+	ExtraCommands []*Command
+	// Settings are extra CONFIG GET/SET parameters (for example shards, dir,
+	// save). A setting named like a built-in fallback (save, dir,
+	// dbfilename, appendonly) replaces it; any other duplicate is an error.
+	Settings []Setting
+	// ConfigFile is the configuration file the server started with (INFO).
+	ConfigFile string
+}
+
+// DefaultConfig returns the configuration of a server on 127.0.0.1:6379
+// with Redis's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:       "127.0.0.1:6379",
+		MaxClients: 10000,
+		MaxBulkLen: defaultMaxBulkLen,
+		MaxArgs:    defaultMaxArgs,
+		Parse:      engine.DefaultParseOptions(),
+	}
+}
+
+// Validate reports whether c is usable by NewServer.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxClients < 1:
+		return fmt.Errorf("resp: maxclients %d must be at least 1", c.MaxClients)
+	case c.Timeout < 0:
+		return fmt.Errorf("resp: timeout %v must not be negative", c.Timeout)
+	case c.MaxBulkLen < 1:
+		return fmt.Errorf("resp: proto-max-bulk-len %d must be at least 1", c.MaxBulkLen)
+	case c.MaxArgs < 1:
+		return fmt.Errorf("resp: max args %d must be at least 1", c.MaxArgs)
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("resp: address %q: %w", c.Addr, err)
+	}
+	return nil
+}
+
+// Server serves the RESP protocol over TCP. Its methods are safe for
+// concurrent use. A Server serves once: after Close or Shutdown, make a new
+// one.
+type Server struct {
+	cfg     Config
+	backend Backend
+	log     *slog.Logger
+	now     func() int64
+	table   *table
+	setting map[string]*Setting
+	setlist []*Setting
+
+	requirePass atomic.Pointer[string]
+	maxClients  atomic.Int64
+	timeout     atomic.Int64 // ns
+
+	started  int64 // Unix ns
+	nextID   atomic.Int64
+	clients  atomic.Int64
+	stats    serverStats
+	shutdown chan struct{} // closed by the SHUTDOWN command
+	shutOnce sync.Once
+
+	ctx    context.Context // canceled by Close: aborts backend waits
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*Conn]struct{}
+	closed   bool
+	draining atomic.Bool
+	wg       sync.WaitGroup // one per connection goroutine
+	served   chan struct{}  // closed when Serve's accept loop returns
+}
+
+// NewServer returns a server for cfg executing commands on backend. It does
+// not listen yet: call ListenAndServe or Serve.
+func NewServer(cfg Config, backend Backend) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if backend == nil {
+		return nil, errors.New("resp: nil backend")
+	}
+	s := &Server{
+		cfg:      cfg,
+		backend:  backend,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		table:    newTable(),
+		conns:    make(map[*Conn]struct{}),
+		shutdown: make(chan struct{}),
+		served:   make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = func() int64 { return time.Now().UnixNano() }
+	}
+	s.started = s.now()
+	s.requirePass.Store(&cfg.RequirePass)
+	s.maxClients.Store(int64(cfg.MaxClients))
+	s.timeout.Store(int64(cfg.Timeout))
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, cmd := range builtinCommands() {
+		s.table.add(cmd)
+	}
+	for _, cmd := range cfg.ExtraCommands {
+		s.table.add(cmd)
+	}
+	if err := s.initSettings(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ShutdownRequested is closed when a client sent SHUTDOWN (after the final
+// save, if any). The owner of the server then calls Shutdown or Close.
+func (s *Server) ShutdownRequested() <-chan struct{} { return s.shutdown }
+
+// Addr returns the address the server listens on, or nil before it listens.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// ListenAndServe listens on the configured address and serves until Close
+// or Shutdown, then returns ErrServerClosed.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("resp: listen: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Close or Shutdown, then returns
+// ErrServerClosed. It takes ownership of ln. It may be called once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed || s.ln != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.table.sealed = true
+	s.stats.closed = make([]cmdStats, len(s.table.all))
+	s.mu.Unlock()
+	defer close(s.served)
+	s.log.Info("ready to accept connections", "addr", ln.Addr().String())
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of file descriptors or a transient failure: back off
+				// rather than spin, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.ctx.Done():
+				}
+				continue
+			}
+			return fmt.Errorf("resp: accept: %w", err)
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// startConn admits nc (or refuses it beyond maxclients) and starts its
+// goroutine.
+func (s *Server) startConn(nc net.Conn) {
+	s.stats.connections.Add(1)
+	if s.clients.Add(1) > s.maxClients.Load() {
+		s.clients.Add(-1)
+		s.stats.rejectedConns.Add(1)
+		var b []byte
+		b = append(b, '-')
+		b = appendErrorText(b, ErrMaxClients)
+		b = append(b, '\r', '\n')
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = nc.Write(b)
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.clients.Add(-1)
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+func (s *Server) removeConn(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.clients.Add(-1)
+	s.stats.absorb(c)
+}
+
+// Shutdown stops the server gracefully: it stops accepting, lets every
+// connection finish the commands it has received and flush their replies,
+// then closes it. If ctx ends first, the remaining connections are closed
+// at once (as by Close) and ctx's error is returned. Every goroutine of the
+// server has exited when Shutdown returns.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+	s.draining.Store(true)
+	if ln != nil {
+		ln.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	// Wake connections blocked in a read; repeat, because a connection
+	// between batches may set its own deadline after a poke.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.pokeConns()
+		select {
+		case <-done:
+			s.finish(ln)
+			return nil
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Close stops the server at once: it closes the listener and every
+// connection, and returns after every goroutine of the server has exited.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.draining.Store(true)
+	s.cancel()
+	if ln != nil {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	s.wg.Wait()
+	s.finish(ln)
+	return nil
+}
+
+func (s *Server) finish(ln net.Listener) {
+	if ln != nil {
+		<-s.served
+	}
+	s.cancel()
+}
+
+func (s *Server) pokeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	past := time.Unix(1, 0)
+	for c := range s.conns {
+		_ = c.nc.SetReadDeadline(past)
+	}
+}
+
+// requestShutdown is SHUTDOWN's signal to the owner.
+func (s *Server) requestShutdown() {
+	s.shutOnce.Do(func() { close(s.shutdown) })
+}
+
+func (s *Server) uptime() int64 { return (s.now() - s.started) / 1e9 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,208 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting is one parameter of CONFIG GET and CONFIG SET.
+type Setting struct {
+	// Name is the parameter's name, lower case, as in redis.conf.
+	Name string
+	// Get returns the current value.
+	Get func() string
+	// Set changes the value live; nil makes the parameter read-only
+	// ("can't set immutable config"). Its error is shown to the client.
+	Set func(value string) error
+}
+
+// fallbackSettings may be replaced by Config.Settings of the same name.
+var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": true, "dbfilename": true}
+
+func (s *Server) initSettings() error {
+	host, port, _ := net.SplitHostPort(s.cfg.Addr)
+	constant := func(v string) func() string { return func() string { return v } }
+	builtin := []Setting{
+		{Name: "bind", Get: constant(host)},
+		{Name: "port", Get: func() string {
+			if a, ok := s.Addr().(*net.TCPAddr); ok {
+				return strconv.Itoa(a.Port)
+			}
+			return port
+		}},
+		{Name: "requirepass", Get: func() string { return *s.requirePass.Load() }, Set: func(v string) error {
+			s.requirePass.Store(&v)
+			return nil
+		}},
+		{Name: "maxclients", Get: func() string { return itoa(s.maxClients.Load()) }, Set: func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return errors.New("argument must be an integer of at least 1")
+			}
+			s.maxClients.Store(n)
+			return nil
+		}},
+		{Name: "timeout", Get: func() string { return itoa(s.timeout.Load() / int64(time.Second)) }, Set: func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 1<<31 {
+				return errors.New("argument couldn't be parsed into an integer")
+			}
+			s.timeout.Store(n * int64(time.Second))
+			return nil
+		}},
+		{Name: "loglevel", Get: func() string {
+			if s.cfg.LogLevel == nil {
+				return "notice"
+			}
+			return LogLevelName(s.cfg.LogLevel.Level())
+		}},
+		{Name: "proto-max-bulk-len", Get: constant(strconv.Itoa(s.cfg.MaxBulkLen))},
+		{Name: "databases", Get: constant("1")},
+		{Name: "appendonly", Get: constant("no")},
+		{Name: "save", Get: constant("")},
+		{Name: "dbfilename", Get: constant("dump.rdb")},
+		{Name: "dir", Get: func() string { d, _ := os.Getwd(); return d }},
+	}
+	if s.cfg.LogLevel != nil {
+		builtin[5].Set = func(v string) error {
+			l, err := ParseLogLevel(v)
+			if err != nil {
+				return err
+			}
+			s.cfg.LogLevel.Set(l)
+			return nil
+		}
+	}
+	s.setting = make(map[string]*Setting)
+	for i := range builtin {
+		s.setting[builtin[i].Name] = &builtin[i]
+	}
+	for i := range s.cfg.Settings {
+		st := &s.cfg.Settings[i]
+		name := strings.ToLower(st.Name)
+		if _, dup := s.setting[name]; dup && !fallbackSettings[name] {
+			return fmt.Errorf("resp: setting %q defined twice", name)
+		}
+		if st.Get == nil {
+			return fmt.Errorf("resp: setting %q has no getter", name)
+		}
+		s.setting[name] = st
+	}
+	for _, st := range s.setting {
+		s.setlist = append(s.setlist, st)
+	}
+	sort.Slice(s.setlist, func(i, j int) bool { return s.setlist[i].Name < s.setlist[j].Name })
+	return nil
+}
+
+// ParseLogLevel maps Redis's log levels to slog: debug → Debug, verbose →
+// Debug+2, notice → Info, warning → Warn.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "verbose":
+		return slog.LevelDebug + 2, nil
+	case "notice":
+		return slog.LevelInfo, nil
+	case "warning":
+		return slog.LevelWarn, nil
+	}
+	return 0, fmt.Errorf("invalid log level %q (want debug, verbose, notice or warning)", s)
+}
+
+// LogLevelName is the Redis name of an slog level (see ParseLogLevel).
+func LogLevelName(l slog.Level) string {
+	switch {
+	case l < slog.LevelDebug+2:
+		return "debug"
+	case l < slog.LevelInfo:
+		return "verbose"
+	case l < slog.LevelWarn:
+		return "notice"
+	}
+	return "warning"
+}
+
+func configCommand() *Command {
+	return &Command{
+		Name: "config", Arity: -2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+		Summary: "Reads and changes the server's settings.", Complexity: "Depends on the subcommand",
+		Subcommands: []*Command{
+			{
+				Name: "get", Arity: -3, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary: "Returns the settings matching glob patterns.", Complexity: "O(N) where N is the number of settings",
+				Args:  []Arg{{Name: "parameter", Type: "string", Multiple: true, Doc: "a glob pattern over setting names"}},
+				Reply: "Map (flat array in RESP2) of setting names to values.",
+				Handler: func(c *Conn, args [][]byte) error {
+					var match []*Setting
+					for _, st := range c.srv.setlist {
+						for _, p := range args[2:] {
+							if globMatch([]byte(strings.ToLower(string(p))), []byte(st.Name)) {
+								match = append(match, st)
+								break
+							}
+						}
+					}
+					c.WriteMap(len(match))
+					for _, st := range match {
+						c.WriteBulkString(st.Name)
+						c.WriteBulkString(st.Get())
+					}
+					return nil
+				},
+			},
+			{
+				Name: "set", Arity: -4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary: "Changes settings live: requirepass, maxclients, timeout, loglevel (and those other components declare).", Complexity: "O(N) where N is the number of settings",
+				Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
+					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"},
+				}}},
+				Reply:  "Simple string OK.",
+				Errors: []string{"`ERR Unknown option or number of arguments for CONFIG SET - '<name>'`.", "`ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>` for a read-only setting or a bad value."},
+				Handler: func(c *Conn, args [][]byte) error {
+					if len(args)%2 != 0 {
+						return &arityError{"config|set"}
+					}
+					// Check every pair first so that a bad one changes nothing.
+					sts := make([]*Setting, 0, len(args)/2)
+					for i := 2; i < len(args); i += 2 {
+						name := strings.ToLower(string(args[i]))
+						st := c.srv.setting[name]
+						if st == nil {
+							return &textError{"ERR Unknown option or number of arguments for CONFIG SET - '" + string(clip(args[i])) + "'"}
+						}
+						if st.Set == nil {
+							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config"}
+						}
+						sts = append(sts, st)
+					}
+					for k, st := range sts {
+						if err := st.Set(string(args[2+2*k+1])); err != nil {
+							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
+						}
+					}
+					c.WriteOK()
+					return nil
+				},
+			},
+			{
+				Name: "resetstat", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary: "Resets the statistics INFO reports.", Complexity: "O(N) where N is the number of clients",
+				Reply: "Simple string OK.",
+				Handler: func(c *Conn, _ [][]byte) error {
+					c.srv.resetStats()
+					c.WriteOK()
+					return nil
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,382 @@
+package resp
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Flag tags a command, as the flags of Redis's COMMAND INFO do.
+type Flag uint16
+
+// Command flags.
+const (
+	// FlagWrite marks a command that changes the keyspace.
+	FlagWrite Flag = 1 << iota
+	// FlagReadonly marks a command that reads the keyspace only.
+	FlagReadonly
+	// FlagFast marks a command that runs in O(1) or O(log N).
+	FlagFast
+	// FlagAdmin marks an administrative command.
+	FlagAdmin
+	// FlagNoAuth marks a command allowed before authentication.
+	FlagNoAuth
+	// FlagLoading marks a command allowed while the dataset loads.
+	FlagLoading
+	// FlagStale marks a command allowed on a replica that is not in sync.
+	FlagStale
+	// FlagDenyOOM marks a command refused when memory is exhausted.
+	FlagDenyOOM
+	// FlagNoScript marks a command not allowed in scripts.
+	FlagNoScript
+)
+
+var flagNames = []struct {
+	f    Flag
+	name string
+}{
+	{FlagWrite, "write"}, {FlagReadonly, "readonly"}, {FlagDenyOOM, "denyoom"},
+	{FlagAdmin, "admin"}, {FlagNoScript, "noscript"}, {FlagLoading, "loading"},
+	{FlagStale, "stale"}, {FlagFast, "fast"}, {FlagNoAuth, "no_auth"},
+}
+
+// names returns the Redis names of the flags set in f, in Redis's order.
+func (f Flag) names() []string {
+	var out []string
+	for _, n := range flagNames {
+		if f&n.f != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
+type Arg struct {
+	// Name is the argument's name (lower case, as in the syntax).
+	Name string
+	// Type is one of Redis's argument types: "key", "integer", "string",
+	// "pattern", "pure-token", "oneof", "block".
+	Type string
+	// Token is the literal keyword that introduces the argument (MATCH,
+	// INTERVAL), if any.
+	Token string
+	// Optional and Multiple mirror Redis's argument flags.
+	Optional, Multiple bool
+	// Args are the members of a "oneof" or "block" argument.
+	Args []Arg
+	// Doc states the argument's meaning, unit and range for docs/commands.md.
+	Doc string
+}
+
+// Command is one entry of the command table. The dispatcher checks arity,
+// authentication and subcommands before calling the handler, so handlers
+// see a well-formed argument count.
+type Command struct {
+	// Name is the command name in lower case ("cl.throttle"; for a
+	// subcommand, its own word: "setname").
+	Name string
+	// Arity counts the arguments including the name, as Redis does: N means
+	// exactly N, -N at least N. For a subcommand it includes both words.
+	Arity int
+	// MaxArgs, when positive, is the largest argument count accepted (with
+	// a negative Arity); more answers the arity error.
+	MaxArgs int
+	// Flags tag the command (FlagWrite, FlagReadonly, ...).
+	Flags Flag
+	// FirstKey, LastKey and KeyStep give the key positions as COMMAND INFO
+	// reports them (LastKey -1: up to the last argument; 0: no keys).
+	FirstKey, LastKey, KeyStep int
+	// Group is the COMMAND DOCS group ("ratelimit", "generic", "server",
+	// "connection").
+	Group string
+	// Since is the cellserver version that introduced the command.
+	Since string
+	// Summary is a one-line description.
+	Summary string
+	// Complexity is the time complexity, as in Redis's documentation.
+	Complexity string
+	// Args document the arguments after the name (after both words for a
+	// subcommand); the syntax line is generated from them.
+	Args []Arg
+	// Reply describes the reply, and Errors the error replies beyond the
+	// generic ones, for docs/commands.md (Markdown).
+	Reply  string
+	Errors []string
+	// Notes are further paragraphs for docs/commands.md (Markdown).
+	Notes []string
+
+	// Handler runs the command and appends its reply. A non-nil error is
+	// answered as the reply instead (and counted as a failed call); the
+	// handler must then have appended nothing.
+	Handler func(c *Conn, args [][]byte) error
+
+	// Prepare and Finish make a write command batchable: Prepare parses the
+	// arguments into op (whose slices it may reuse by appending to them);
+	// the ops of consecutive batchable commands in a pipeline go to the
+	// Backend in one Write call; Finish appends the reply from the result
+	// (it runs only when Prepare and the write succeeded and res.Err is nil).
+	// A command has either Handler or both Prepare and Finish.
+	Prepare func(c *Conn, args [][]byte, op *shards.Op) error
+	Finish  func(c *Conn, args [][]byte, res *shards.Result)
+
+	// Subcommands, when set, make this a container (CLIENT, CONFIG): the
+	// second word selects one. Handler, if set, runs when the container is
+	// called with no subcommand.
+	Subcommands []*Command
+
+	fullName string // "client|setname": the name errors and stats use
+	index    int    // position in the per-connection statistics
+	subs     map[string]*Command
+}
+
+// FullName returns the name used in errors and statistics: the command name,
+// or "container|sub" for a subcommand.
+func (cmd *Command) FullName() string { return cmd.fullName }
+
+// Syntax returns the command's syntax line generated from its Args, e.g.
+// "CL.THROTTLE key max_burst count_per_period period [quantity]".
+func (cmd *Command) Syntax() string {
+	var b strings.Builder
+	b.WriteString(strings.ToUpper(strings.ReplaceAll(cmd.fullName, "|", " ")))
+	for _, a := range cmd.Args {
+		b.WriteByte(' ')
+		writeArgSyntax(&b, a)
+	}
+	return b.String()
+}
+
+func writeArgSyntax(b *strings.Builder, a Arg) {
+	if a.Optional {
+		b.WriteByte('[')
+	}
+	if a.Token != "" {
+		b.WriteString(a.Token)
+		if a.Type != "pure-token" {
+			b.WriteByte(' ')
+		}
+	}
+	switch a.Type {
+	case "pure-token":
+	case "oneof":
+		if !a.Optional {
+			b.WriteByte('<')
+		}
+		for i, s := range a.Args {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			writeArgSyntax(b, s)
+		}
+		if !a.Optional {
+			b.WriteByte('>')
+		}
+	case "block":
+		for i, s := range a.Args {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			writeArgSyntax(b, s)
+		}
+	default:
+		b.WriteString(a.Name)
+	}
+	if a.Multiple {
+		b.WriteString(" [")
+		if a.Token != "" {
+			b.WriteString(a.Token)
+			b.WriteByte(' ')
+		}
+		switch a.Type {
+		case "block":
+			for i, s := range a.Args {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				writeArgSyntax(b, s)
+			}
+		default:
+			b.WriteString(a.Name)
+		}
+		b.WriteString(" ...]")
+	}
+	if a.Optional {
+		b.WriteByte(']')
+	}
+}
+
+// table is the command table: one entry per name; registering a name twice
+// panics (a programming error, found by the first test that builds a server).
+type table struct {
+	byName map[string]*Command
+	all    []*Command // every command and subcommand, by index
+	sealed bool
+}
+
+func newTable() *table { return &table{byName: make(map[string]*Command)} }
+
+// add registers cmd and its subcommands. It panics on a duplicate name, on a
+// malformed entry, or once the server has started serving.
+func (t *table) add(cmd *Command) {
+	if t.sealed {
+		panic("resp: command " + cmd.Name + " registered after the server started")
+	}
+	name := strings.ToLower(cmd.Name)
+	if _, dup := t.byName[name]; dup {
+		panic("resp: command " + name + " registered twice")
+	}
+	t.check(cmd, "")
+	cmd.Name = name
+	cmd.fullName = name
+	t.byName[name] = cmd
+	cmd.index = len(t.all)
+	t.all = append(t.all, cmd)
+	if len(cmd.Subcommands) > 0 {
+		cmd.Subcommands = append(cmd.Subcommands, helpSubcommand(cmd))
+		cmd.subs = make(map[string]*Command, len(cmd.Subcommands))
+		for _, sub := range cmd.Subcommands {
+			sn := strings.ToLower(sub.Name)
+			if _, dup := cmd.subs[sn]; dup {
+				panic("resp: subcommand " + name + "|" + sn + " registered twice")
+			}
+			t.check(sub, name)
+			sub.Name = sn
+			sub.fullName = name + "|" + sn
+			sub.index = len(t.all)
+			t.all = append(t.all, sub)
+			cmd.subs[sn] = sub
+		}
+	}
+}
+
+func (t *table) check(cmd *Command, container string) {
+	full := cmd.Name
+	if container != "" {
+		full = container + "|" + cmd.Name
+	}
+	switch {
+	case cmd.Name == "":
+		panic("resp: command without a name")
+	case cmd.Arity == 0:
+		panic("resp: command " + full + " has arity 0")
+	case cmd.Handler == nil && (cmd.Prepare == nil || cmd.Finish == nil) && len(cmd.Subcommands) == 0:
+		panic("resp: command " + full + " has no handler")
+	case cmd.Handler != nil && cmd.Prepare != nil:
+		panic("resp: command " + full + " has both a handler and a batch writer")
+	case container != "" && len(cmd.Subcommands) > 0:
+		panic("resp: subcommand " + full + " has subcommands")
+	case cmd.Summary == "":
+		panic("resp: command " + full + " has no summary")
+	}
+}
+
+// sorted returns the top-level commands by name.
+func (t *table) sorted() []*Command {
+	out := make([]*Command, 0, len(t.byName))
+	for _, c := range t.byName {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// lookup finds the command named b in any letter case, without allocating.
+func (t *table) lookup(b []byte) *Command {
+	var lower [32]byte
+	if len(b) > len(lower) {
+		return nil
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	return t.byName[string(lower[:len(b)])]
+}
+
+// resolve finds the command args name, descending into a subcommand, and
+// checks its arity. It has no side effects.
+func (t *table) resolve(args [][]byte) (*Command, error) {
+	cmd := t.lookup(args[0])
+	if cmd == nil {
+		return nil, &unknownCommandError{args: args}
+	}
+	if cmd.subs != nil {
+		if len(args) < 2 {
+			if cmd.Handler != nil {
+				return cmd, nil
+			}
+			return cmd, &arityError{cmd.fullName}
+		}
+		sub := lookupSub(cmd.subs, args[1])
+		if sub == nil {
+			return cmd, &unknownSubcommandError{sub: args[1], container: cmd.Name}
+		}
+		cmd = sub
+	}
+	if !arityOK(cmd, len(args)) {
+		return cmd, &arityError{cmd.fullName}
+	}
+	return cmd, nil
+}
+
+func lookupSub(subs map[string]*Command, b []byte) *Command {
+	var lower [32]byte
+	if len(b) > len(lower) {
+		return nil
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	return subs[string(lower[:len(b)])]
+}
+
+func arityOK(cmd *Command, n int) bool {
+	if cmd.Arity > 0 {
+		return n == cmd.Arity
+	}
+	if n < -cmd.Arity {
+		return false
+	}
+	return cmd.MaxArgs <= 0 || n <= cmd.MaxArgs
+}
+
+// Handle registers an additional command (for example the cluster's). It
+// must be called before the server starts serving; it panics on a name
+// already registered.
+func (s *Server) Handle(cmd *Command) { s.table.add(cmd) }
+
+// Commands returns the top-level commands, sorted by name (for documentation).
+func (s *Server) Commands() []*Command { return s.table.sorted() }
+
+func (f Flag) String() string { return fmt.Sprint(f.names()) }
+
+// helpSubcommand generates a container's HELP from its subcommands' syntax
+// and summaries, as Redis's "<CMD> HELP" lists them.
+func helpSubcommand(container *Command) *Command {
+	return &Command{
+		Name: "help", Arity: 2, Flags: FlagLoading | FlagStale, Group: container.Group, Since: container.Since,
+		Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
+		Reply: "Array of simple strings.",
+		Handler: func(c *Conn, _ [][]byte) error {
+			up := strings.ToUpper(container.Name)
+			lines := []string{up + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+			for _, sub := range container.Subcommands {
+				syn := sub.Syntax()
+				syn = strings.TrimSpace(strings.TrimPrefix(syn, up))
+				lines = append(lines, syn, "    "+sub.Summary)
+			}
+			c.WriteArray(len(lines))
+			for _, l := range lines {
+				c.WriteSimple(l)
+			}
+			return nil
+		},
+	}
+}

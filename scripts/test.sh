@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the tests need (redis-cli, redis-benchmark and redis-server
+# from Debian's packages, when missing), then runs go vet and the whole test
+# suite under the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if ((${#missing[@]} > 0)); then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	echo "installing: ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+go vet ./...
+go test -race -timeout 40m ./...

@@ -1,0 +1,370 @@
+package shards
+
+import (
+	"errors"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/cellserver/cellserver/engine"
+)
+
+// Errors reported in Result.Err by Exec. In every case nothing changed.
+var (
+	// ErrWrongType is returned when an operation names a key that holds
+	// another kind of limiter.
+	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	// ErrBadOp is returned for a malformed Op: an unknown code, Keys and
+	// Reqs of different lengths, or a request without a valid kind.
+	ErrBadOp = errors.New("shards: malformed operation")
+	// ErrKeyTooLarge is returned for a key longer than MaxKeyLen bytes.
+	ErrKeyTooLarge = errors.New("shards: key too large")
+	// ErrShardFull is returned when a shard's keys would exceed 4 GiB.
+	ErrShardFull = errors.New("shards: shard key space full")
+)
+
+// Store is the sharded keyspace. All methods are safe for concurrent use;
+// each key's operations are linearizable (one lock per shard), and
+// OpLimitAll is atomic across the shards it touches.
+type Store struct {
+	shards    []shard
+	mask      uint64
+	shardBits uint
+	sweepNext uint64 // next shard the sweeper visits; guarded by sweepMu
+	sweepMu   chanMutex
+}
+
+// chanMutex is a try-lockable mutex so that concurrent Sweep calls do not
+// queue behind each other.
+type chanMutex chan struct{}
+
+// New returns an empty store.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := cfg.Shards
+	if n == 0 {
+		n = defaultShards()
+	}
+	s := &Store{
+		shards:    make([]shard, n),
+		mask:      uint64(n - 1),
+		shardBits: uint(bits.TrailingZeros(uint(n))),
+		sweepMu:   make(chanMutex, 1),
+	}
+	for i := range s.shards {
+		s.shards[i].init()
+	}
+	return s, nil
+}
+
+// NumShards returns the number of shards (a power of two).
+func (s *Store) NumShards() int { return len(s.shards) }
+
+// route returns the shard of a key's hash and the in-shard hash.
+func (s *Store) route(key []byte) (*shard, uint32) {
+	h := xxhash.Sum64(key)
+	return &s.shards[h&s.mask], uint32(h >> 32)
+}
+
+func (s *Store) shardIndex(key []byte) (int, uint32) {
+	h := xxhash.Sum64(key)
+	return int(h & s.mask), uint32(h >> 32)
+}
+
+// Exec applies one write operation at the instant now (Unix ns) and fills
+// res, reusing res.Results' capacity. On any error in res.Err nothing
+// changed and res.Results is empty.
+//
+// OpLimit runs Reqs[0] on Keys[0]: an expired key counts as missing, a key of
+// another kind fails with ErrWrongType, and the new state is stored when its
+// ExpireAt is after now and deleted otherwise. OpLimitAll runs every request
+// at the same instant with the shards involved locked in ascending order; it
+// commits all if all allow and none otherwise (see execAll). OpDel sets res.N
+// to the number of live keys deleted. OpFlush deletes every key.
+func (s *Store) Exec(op *Op, now int64, res *Result) {
+	res.Err = nil
+	res.N = 0
+	res.Results = res.Results[:0]
+	switch op.Code {
+	case OpLimit:
+		if len(op.Keys) != 1 || len(op.Reqs) != 1 || !op.Reqs[0].Kind.Valid() {
+			res.Err = ErrBadOp
+			return
+		}
+		s.execOne(op.Keys[0], &op.Reqs[0], now, res)
+	case OpLimitAll:
+		if len(op.Keys) != len(op.Reqs) {
+			res.Err = ErrBadOp
+			return
+		}
+		for i := range op.Reqs {
+			if !op.Reqs[i].Kind.Valid() {
+				res.Err = ErrBadOp
+				return
+			}
+		}
+		s.execAll(op, now, res)
+	case OpDel:
+		res.N = s.del(op.Keys, now)
+	case OpFlush:
+		s.Flush()
+	default:
+		res.Err = ErrBadOp
+	}
+}
+
+func (s *Store) execOne(key []byte, req *engine.Request, now int64, res *Result) {
+	if len(key) > MaxKeyLen {
+		res.Err = ErrKeyTooLarge
+		return
+	}
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	pos, idx := sh.find(h, key)
+	var st engine.State
+	expired := false
+	if idx >= 0 {
+		if sh.recs[idx].w() <= now {
+			expired = true // reuse the record in place if the key lives on
+			sh.expired.Add(1)
+		} else {
+			if sh.recs[idx].kind() != req.Kind {
+				sh.mu.Unlock()
+				res.Err = ErrWrongType
+				return
+			}
+			st = sh.state(idx)
+		}
+	}
+	next, r := engine.Apply(st, req, now)
+	changed := true
+	switch {
+	case next.ExpireAt > now && next.Kind == req.Kind:
+		if idx >= 0 {
+			if expired || !sameState(&st, &next) {
+				sh.set(idx, &next)
+			} else {
+				changed = false
+			}
+		} else if err := sh.insert(h, key, &next); err != nil {
+			sh.mu.Unlock()
+			res.Err = err
+			return
+		}
+	case idx >= 0:
+		sh.removeAt(pos, idx)
+		changed = !expired
+		sh.maybeShrink()
+	default:
+		changed = false
+	}
+	if changed {
+		sh.changes.Add(1)
+	}
+	sh.mu.Unlock()
+	res.Results = append(res.Results, r)
+}
+
+// sameState reports whether storing b over a would change nothing. A
+// sliding log compares by length and its oldest and newest entries: the
+// engine only ever drops old entries and appends new ones, so a log that
+// changed differs in one of these.
+func sameState(a, b *engine.State) bool {
+	if a.Kind != b.Kind || a.ExpireAt != b.ExpireAt || a.A != b.A || a.B != b.B || a.C != b.C || len(a.Log) != len(b.Log) {
+		return false
+	}
+	if n := len(a.Log); n > 0 {
+		return a.Log[0] == b.Log[0] && a.Log[n-1] == b.Log[n-1] && &a.Log[0] == &b.Log[0]
+	}
+	return true
+}
+
+func (s *Store) del(keys [][]byte, now int64) int64 {
+	var n int64
+	for _, key := range keys {
+		sh, h := s.route(key)
+		sh.mu.Lock()
+		if pos, idx := sh.find(h, key); idx >= 0 {
+			if sh.recs[idx].w() > now {
+				n++
+				sh.changes.Add(1)
+			} else {
+				sh.expired.Add(1)
+			}
+			sh.removeAt(pos, idx)
+			sh.maybeShrink()
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Lookup returns a copy of the state of key (its Log copied) and true when
+// the key is live at now; the zero State and false when it is missing or
+// expired (an expired key found is reclaimed).
+func (s *Store) Lookup(key []byte, now int64) (engine.State, bool) {
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, idx := sh.find(h, key)
+	if idx < 0 {
+		return engine.State{}, false
+	}
+	if sh.recs[idx].w() <= now {
+		sh.removeAt(pos, idx)
+		sh.expired.Add(1)
+		sh.maybeShrink()
+		return engine.State{}, false
+	}
+	st := sh.state(idx)
+	if st.Log != nil {
+		st.Log = append([]engine.LogEntry(nil), st.Log...)
+	}
+	return st, true
+}
+
+// Exists returns how many of keys are live at now, counting a key named
+// twice twice (Redis's EXISTS).
+func (s *Store) Exists(keys [][]byte, now int64) int64 {
+	var n int64
+	for _, key := range keys {
+		sh, h := s.route(key)
+		sh.mu.Lock()
+		if _, idx := sh.find(h, key); idx >= 0 && sh.recs[idx].w() > now {
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Put stores st under key, replacing whatever was there (snapshot
+// restore). The Log is copied. A state of no valid kind deletes the key; a
+// key longer than MaxKeyLen (which Exec can never have stored) is ignored.
+// Put does not count as a change for Changes.
+func (s *Store) Put(key []byte, st engine.State) {
+	if len(key) > MaxKeyLen {
+		return
+	}
+	if st.Log != nil {
+		st.Log = append([]engine.LogEntry(nil), st.Log...)
+	}
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, idx := sh.find(h, key)
+	switch {
+	case !st.Kind.Valid():
+		if idx >= 0 {
+			sh.removeAt(pos, idx)
+			sh.maybeShrink()
+		}
+	case idx >= 0:
+		sh.set(idx, &st)
+	default:
+		_ = sh.insert(h, key, &st) // only fails beyond 4 GiB of keys in one shard
+	}
+}
+
+// Flush deletes every key (FLUSHALL), atomically: all shards are locked in
+// ascending order first.
+func (s *Store) Flush() {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		if sh.count > 0 {
+			sh.changes.Add(1)
+		}
+		sh.init()
+	}
+	for i := range s.shards {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// Len returns the number of live keys at now (DBSIZE). It first reclaims
+// every expired key, a shard at a time in chunks (never a long hold of one
+// lock), so its cost is O(keys); use Stats for an O(shards) figure.
+func (s *Store) Len(now int64) int {
+	total := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for attempt := 0; ; attempt++ {
+			sh.mu.Lock()
+			gen := sh.gen
+			sh.mu.Unlock()
+			for pos, done := 0, false; !done; {
+				sh.mu.Lock()
+				if sh.gen != gen {
+					sh.mu.Unlock()
+					break
+				}
+				pos, _, _ = sh.reclaim(pos, reclaimChunk, reclaimChunk, now)
+				done = pos >= len(sh.recs)
+				sh.mu.Unlock()
+			}
+			sh.mu.Lock()
+			if sh.gen == gen || attempt >= 3 {
+				// No record moved during the pass: every key expired at
+				// now has been reclaimed, so count is exact.
+				total += sh.count
+				sh.maybeShrink()
+				sh.mu.Unlock()
+				break
+			}
+			sh.mu.Unlock()
+		}
+	}
+	return total
+}
+
+// reclaimChunk bounds the records examined under one lock hold by Len and Sweep.
+const reclaimChunk = 1024
+
+// Stats describes the store at one moment.
+type Stats struct {
+	// Keys is the number of keys held, including keys expired but not yet
+	// reclaimed (as Redis's INFO keyspace counts them).
+	Keys int64
+	// KeysByKind is Keys by limiter kind, indexed by engine.Kind.
+	KeysByKind [8]int64
+	// Expired is the total number of expired keys reclaimed, lazily on
+	// access or by the sweeper, since the store was created.
+	Expired uint64
+	// Bytes approximates the memory held by the store's tables, records,
+	// key bytes and side tables.
+	Bytes int64
+}
+
+// Stats returns counters summed over the shards (each read under its lock;
+// O(shards), plus O(keys) of non-compact kinds for Bytes).
+func (s *Store) Stats(now int64) Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += int64(sh.count)
+		for k, n := range sh.byKind {
+			st.KeysByKind[k] += int64(n)
+		}
+		st.Bytes += sh.bytes()
+		sh.mu.Unlock()
+		st.Expired += sh.expired.Load()
+	}
+	return st
+}
+
+// Changes returns the total number of write operations applied that changed
+// something (Redis's rdb_changes_since_last_save is its difference from the
+// value at the last save). It never decreases.
+func (s *Store) Changes() uint64 {
+	var n uint64
+	for i := range s.shards {
+		n += s.shards[i].changes.Load()
+	}
+	return n
+}

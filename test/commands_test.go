@@ -1,0 +1,376 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ints converts a limiter reply (a flat array of integers) to []int64.
+func ints(t testing.TB, v any) []int64 {
+	t.Helper()
+	arr, ok := v.([]any)
+	if !ok {
+		t.Fatalf("reply %#v is not an array", v)
+	}
+	out := make([]int64, len(arr))
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok {
+			t.Fatalf("reply element %d = %#v, want an integer", i, e)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLimiterCommands runs every limiter command of the contract through
+// go-redis with RESP3 (the default) and RESP2, on fresh keys, and checks the
+// replies a client would compute from the contract by hand.
+func TestLimiterCommands(t *testing.T) {
+	s := startServer(t)
+	for _, proto := range []int{3, 2} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
+			c := s.client(t, proto)
+			ctx := ctxT(t)
+			p := fmt.Sprintf("p%d:", proto)
+			tests := []struct {
+				args []any
+				want []int64
+			}{
+				// GCRA: limit 16, one used → 15 left; T = 60s/30 = 2s, so the key is fresh again in 2s.
+				{[]any{"CL.THROTTLE", p + "gcra", 15, 30, 60}, []int64{0, 16, 15, -1, 2}},
+				// quantity 0 peeks: nothing consumed, reset still 2s.
+				{[]any{"CL.THROTTLE", p + "gcra", 15, 30, 60, 0}, []int64{0, 16, 15, -1, 2}},
+				// more than the whole limit: limited, can never succeed.
+				{[]any{"CL.THROTTLE", p + "gcra", 15, 30, 60, 17}, []int64{1, 16, 15, -1, 2}},
+				// token bucket of 10 refilling 1/s: take 3 → 7 left; full again in 3s = 3000 ms.
+				{[]any{"TB.TAKE", p + "tb", 10, 1, "1s", 3}, []int64{0, 10, 7, -1, 3000}},
+				// leaky bucket of 40 leaking 2/s: first request is admitted, waits 0; empty in 500 ms.
+				{[]any{"LB.ADD", p + "lb", 40, 2, "1s"}, []int64{0, 40, 39, -1, 500, 0}},
+				// sliding log limit 5 per minute: 2 used → 3 left; the entry leaves the window in 60000 ms.
+				{[]any{"SL.ADD", p + "sl", 5, "1m", 2}, []int64{0, 5, 3, -1, 60000}},
+			}
+			for _, tc := range tests {
+				v, err := c.Do(ctx, tc.args...).Result()
+				if err != nil {
+					t.Fatalf("%v: %v", tc.args, err)
+				}
+				if got := ints(t, v); !equalInts(got, tc.want) {
+					t.Errorf("%v = %v, want %v", tc.args, got, tc.want)
+				}
+			}
+			// count above the limit is never possible; the entry of 2 leaves
+			// the window 60 s after it was admitted, a few ms ago.
+			if got := ints(t, c.Do(ctx, "SL.ADD", p+"sl", 5, "1m", 6).Val()); len(got) != 5 || !equalInts(got[:4], []int64{1, 5, 3, -1}) || got[4] < 55000 || got[4] > 60000 {
+				t.Errorf("SL.ADD count 6 = %v, want [1 5 3 -1 ~60000]", got)
+			}
+			// Window limiters reply with times that depend on where now falls
+			// in the epoch-aligned window: check the fields that don't, and the
+			// range of those that do.
+			for _, cmd := range []string{"FW.INCR", "SW.INCR"} {
+				v, err := c.Do(ctx, cmd, p+cmd, 10, "1h", 4).Result()
+				if err != nil {
+					t.Fatalf("%s: %v", cmd, err)
+				}
+				got := ints(t, v)
+				if len(got) != 5 || got[0] != 0 || got[1] != 10 || got[2] != 6 || got[3] != -1 {
+					t.Errorf("%s = %v, want [0 10 6 -1 reset]", cmd, got)
+				}
+				maxReset := int64(3600_000)
+				if cmd == "SW.INCR" {
+					maxReset = 2 * 3600_000 // both windows must slide out
+				}
+				if got[4] <= 0 || got[4] > maxReset {
+					t.Errorf("%s reset_after = %d ms, want in (0, %d]", cmd, got[4], maxReset)
+				}
+			}
+			// CL.THROTTLEALL: one array per key, in order.
+			v, err := c.Do(ctx, "CL.THROTTLEALL", p+"all:a", 1, 1, 1, 1, p+"all:b", 0, 1, 10, 1).Result()
+			if err != nil {
+				t.Fatalf("CL.THROTTLEALL: %v", err)
+			}
+			arr := v.([]any)
+			if len(arr) != 2 {
+				t.Fatalf("CL.THROTTLEALL = %v, want 2 arrays", v)
+			}
+			// a: limit 2, T = 1s → 1 left, fresh in 1s. b: limit 1, T = 10s → 0 left, fresh in 10s.
+			if got := ints(t, arr[0]); !equalInts(got, []int64{0, 2, 1, -1, 1}) {
+				t.Errorf("THROTTLEALL[a] = %v", got)
+			}
+			if got := ints(t, arr[1]); !equalInts(got, []int64{0, 1, 0, -1, 10}) {
+				t.Errorf("THROTTLEALL[b] = %v", got)
+			}
+			// b is now exhausted, so the next call refuses and consumes nothing from a.
+			v, err = c.Do(ctx, "CL.THROTTLEALL", p+"all:a", 1, 1, 1, 1, p+"all:b", 0, 1, 10, 1).Result()
+			if err != nil {
+				t.Fatalf("CL.THROTTLEALL: %v", err)
+			}
+			arr = v.([]any)
+			if got := ints(t, arr[0]); got[0] != 0 || got[2] != 1 {
+				t.Errorf("refused THROTTLEALL[a] = %v, want a peek: allowed with 1 remaining", got)
+			}
+			if got := ints(t, arr[1]); got[0] != 1 || got[3] <= 0 {
+				t.Errorf("refused THROTTLEALL[b] = %v, want limited with a retry_after", got)
+			}
+		})
+	}
+}
+
+// TestKeyCommands checks the key commands over go-redis.
+func TestKeyCommands(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t, 3)
+	ctx := ctxT(t)
+	must := func(args ...any) any {
+		t.Helper()
+		v, err := c.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	must("CL.THROTTLE", "k:gcra", 10, 1, 100)
+	must("TB.TAKE", "k:tb", 10, 1, "1m")
+	must("FW.INCR", "k:fw", 10, "1h")
+	if got := must("TYPE", "k:gcra"); got != "gcra" {
+		t.Errorf("TYPE k:gcra = %v, want gcra", got)
+	}
+	if got := must("TYPE", "k:tb"); got != "token-bucket" {
+		t.Errorf("TYPE k:tb = %v, want token-bucket", got)
+	}
+	if got := must("TYPE", "missing"); got != "none" {
+		t.Errorf("TYPE missing = %v, want none", got)
+	}
+	if got := must("EXISTS", "k:gcra", "k:tb", "missing", "k:gcra"); got != int64(3) {
+		t.Errorf("EXISTS = %v, want 3", got)
+	}
+	if got := must("DBSIZE"); got != int64(3) {
+		t.Errorf("DBSIZE = %v, want 3", got)
+	}
+	// T = 100s/1 = 100s: one used, so the TAT is 100s ahead.
+	if ttl := must("TTL", "k:gcra").(int64); ttl < 99 || ttl > 100 {
+		t.Errorf("TTL k:gcra = %d, want 99..100", ttl)
+	}
+	if pttl := must("PTTL", "k:gcra").(int64); pttl < 99_000 || pttl > 100_000 {
+		t.Errorf("PTTL k:gcra = %d, want 99000..100000", pttl)
+	}
+	if got := must("TTL", "missing"); got != int64(-2) {
+		t.Errorf("TTL missing = %v, want -2", got)
+	}
+	tat, err := c.Get(ctx, "k:gcra").Int64()
+	if err != nil {
+		t.Fatalf("GET k:gcra: %v", err)
+	}
+	if now := time.Now().UnixNano(); tat < now+90e9 || tat > now+101e9 {
+		t.Errorf("GET k:gcra = %d, want a TAT about 100s after %d", tat, now)
+	}
+	if err := c.Get(ctx, "k:tb").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Errorf("GET k:tb err = %v, want WRONGTYPE", err)
+	}
+	if err := c.Get(ctx, "missing").Err(); err != redis.Nil {
+		t.Errorf("GET missing err = %v, want nil reply", err)
+	}
+	if err := c.Do(ctx, "TB.TAKE", "k:gcra", 10, 1, "1m").Err(); err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
+		t.Errorf("TB.TAKE on a gcra key: %v, want WRONGTYPE", err)
+	}
+	keys, err := c.Keys(ctx, "k:*").Result()
+	if err != nil || len(keys) != 3 {
+		t.Errorf("KEYS k:* = %v, %v; want 3 keys", keys, err)
+	}
+	var scanned []string
+	iter := c.Scan(ctx, 0, "k:*", 1).Iterator()
+	for iter.Next(ctx) {
+		scanned = append(scanned, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(scanned) != 3 {
+		t.Errorf("SCAN MATCH k:* = %v, %v; want 3 keys", scanned, err)
+	}
+	typed, _, err := c.ScanType(ctx, 0, "*", 100, "token-bucket").Result()
+	if err != nil || len(typed) != 1 || typed[0] != "k:tb" {
+		t.Errorf("SCAN TYPE token-bucket = %v, %v; want [k:tb]", typed, err)
+	}
+	if got := must("DEL", "k:gcra", "missing"); got != int64(1) {
+		t.Errorf("DEL = %v, want 1", got)
+	}
+	// After DEL the limiter starts fresh.
+	if got := ints(t, must("CL.THROTTLE", "k:gcra", 10, 1, 100)); got[2] != 10 {
+		t.Errorf("CL.THROTTLE after DEL = %v, want remaining 10", got)
+	}
+	must("FLUSHALL")
+	if got := must("DBSIZE"); got != int64(0) {
+		t.Errorf("DBSIZE after FLUSHALL = %v, want 0", got)
+	}
+}
+
+// TestErrors checks error replies in Redis's wording and that the connection
+// stays usable after each.
+func TestErrors(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t, 2)
+	ctx := ctxT(t)
+	tests := []struct {
+		args   []any
+		prefix string
+	}{
+		{[]any{"CL.THROTTLE", "k", 15, 30}, "ERR wrong number of arguments for 'cl.throttle' command"},
+		{[]any{"CL.THROTTLE", "k", "x", 30, 60}, "ERR value is not an integer or out of range"},
+		{[]any{"CL.THROTTLE", "k", 15, 0, 60}, "ERR"},
+		{[]any{"CL.THROTTLE", "k", -1, 30, 60}, "ERR"},
+		{[]any{"CL.THROTTLE", "k", 15, 30, "99999999999999999999"}, "ERR"},
+		{[]any{"TB.TAKE", "k2", 10, 1, "1s", -1}, "ERR"},
+		{[]any{"FW.INCR", "k3", 10, "5x"}, "ERR"},
+		{[]any{"SL.ADD", "k4", 100000000, "1s"}, "ERR"},
+		{[]any{"NOSUCHCOMMAND"}, "ERR unknown command"},
+		{[]any{"SELECT", 1}, "ERR"},
+	}
+	for _, tc := range tests {
+		err := c.Do(ctx, tc.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.prefix) {
+			t.Errorf("%v: err = %v, want prefix %q", tc.args, err, tc.prefix)
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("connection unusable after %v: %v", tc.args, err)
+		}
+	}
+	// Nothing of the above created a key.
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("DBSIZE after errors = %d, %v; want 0", n, err)
+	}
+}
+
+// TestServerCommands checks the server and connection commands that client
+// libraries probe at connection time.
+func TestServerCommands(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t, 3)
+	ctx := ctxT(t)
+	if got, err := c.Echo(ctx, "hi").Result(); err != nil || got != "hi" {
+		t.Errorf("ECHO = %q, %v", got, err)
+	}
+	if err := c.Do(ctx, "SELECT", 0).Err(); err != nil {
+		t.Errorf("SELECT 0: %v", err)
+	}
+	if _, err := c.Time(ctx).Result(); err != nil {
+		t.Errorf("TIME: %v", err)
+	}
+	info, err := c.Info(ctx).Result()
+	if err != nil {
+		t.Fatalf("INFO: %v", err)
+	}
+	for _, section := range []string{"# Server", "# Clients", "# Memory", "# Stats", "# Keyspace"} {
+		if !strings.Contains(info, section) {
+			t.Errorf("INFO lacks %q", section)
+		}
+	}
+	c.Do(ctx, "CL.THROTTLE", "info:k", 1, 1, 1)
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil || !strings.Contains(stats, "cmdstat_cl.throttle:calls=1") {
+		t.Errorf("INFO commandstats = %q, %v; want cmdstat_cl.throttle:calls=1", stats, err)
+	}
+	if n, err := c.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || n < 30 {
+		t.Errorf("COMMAND COUNT = %d, %v; want at least 30", n, err)
+	}
+	docs, err := c.Do(ctx, "COMMAND", "DOCS", "cl.throttle").Result()
+	if err != nil || docs == nil {
+		t.Errorf("COMMAND DOCS cl.throttle = %v, %v", docs, err)
+	}
+	cfg, err := c.ConfigGet(ctx, "port").Result()
+	if err != nil || cfg["port"] != fmt.Sprint(s.Port) {
+		t.Errorf("CONFIG GET port = %v, %v; want %d", cfg, err, s.Port)
+	}
+	if err := c.Do(ctx, "CLIENT", "SETNAME", "e2e").Err(); err != nil {
+		t.Errorf("CLIENT SETNAME: %v", err)
+	}
+	if name, err := c.Do(ctx, "CLIENT", "GETNAME").Text(); err != nil || name != "e2e" {
+		t.Errorf("CLIENT GETNAME = %q, %v", name, err)
+	}
+	if list, err := c.ClientList(ctx).Result(); err != nil || !strings.Contains(list, "name=e2e") {
+		t.Errorf("CLIENT LIST = %q, %v", list, err)
+	}
+	if role, err := c.Do(ctx, "ROLE").Slice(); err != nil || len(role) == 0 || role[0] != "master" {
+		t.Errorf("ROLE = %v, %v", role, err)
+	}
+}
+
+// TestAuth checks --requirepass: NOAUTH before AUTH, except AUTH, HELLO and
+// QUIT; a wrong password refused; the right one accepted.
+func TestAuth(t *testing.T) {
+	s := startServer(t, "--requirepass", "s3cret")
+	ctx := ctxT(t)
+	anon := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2})
+	defer anon.Close()
+	if err := anon.Do(ctx, "CL.THROTTLE", "k", 1, 1, 1).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("before AUTH: err = %v, want NOAUTH", err)
+	}
+	wrong := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "nope"})
+	defer wrong.Close()
+	if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("wrong password: err = %v, want WRONGPASS", err)
+	}
+	good := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "s3cret"})
+	defer good.Close()
+	if err := good.Do(ctx, "CL.THROTTLE", "k", 1, 1, 1).Err(); err != nil {
+		t.Errorf("after AUTH: %v", err)
+	}
+}
+
+// TestOneKeyUnderContention: 50 clients × 200 requests on one key with burst
+// 999 (limit 1000) and a rate so slow nothing refills: exactly 1000 allowed.
+func TestOneKeyUnderContention(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for g := 0; g < 50; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1})
+			defer c.Close()
+			for i := 0; i < 200; i++ {
+				v, err := c.Do(ctx, "CL.THROTTLE", "hot", 999, 1, 3600).Slice()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if v[0].(int64) == 0 {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("client error: %v", err)
+	}
+	if got := allowed.Load(); got != 1000 {
+		t.Errorf("allowed = %d, want exactly 1000", got)
+	}
+}

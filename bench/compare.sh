@@ -30,7 +30,7 @@ while getopts "d:w:r:c:k:p:o:h" opt; do
 	k) keys=$OPTARG ;;
 	p) plot=$OPTARG ;;
 	o) outdir=$OPTARG ;;
-	*) sed -n '2,22p' "$0"; exit 2 ;;
+	*) sed -n '2,20p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -112,7 +112,8 @@ if [ $cell_ok = 1 ]; then
 	cell_port=$(free_port)
 	mkdir -p "$work/cell"
 	# shellcheck disable=SC2086 # CELLSERVER_ARGS is a list of flags
-	(cd "$work/cell" && exec "$work/cellserver" --port "$cell_port" ${CELLSERVER_ARGS:-} >"$work/cell.log" 2>&1) &
+	# No persistence, as for redis-server: --save 0 turns automatic snapshots off.
+	(cd "$work/cell" && exec "$work/cellserver" --port "$cell_port" --bind 127.0.0.1 --save 0 ${CELLSERVER_ARGS:-} >"$work/cell.log" 2>&1) &
 	pids+=($!)
 	if wait_ready "$cell_port" cellserver; then
 		cell=127.0.0.1:$cell_port
@@ -170,7 +171,7 @@ for c in "${comparisons[@]}"; do
 		-c "$conns" -P "$pipe" -keys "$keys" -d "$dur" -warmup "$warm" -rounds "$rounds" >"$csv"; then
 		status=1
 	fi
-	column -s, -t <"$csv" >&2 || cat "$csv" >&2
+	awk -F, '{ printf "  %-6s %-7s %10s %7s %11s %10s %10s %10s %10s\n", $3, $4, $6, $7, $9, $10, $11, $12, $13 }' "$csv" >&2
 	[ -n "$outdir" ] && cp "$csv" "$outdir/"
 	awk -F, -v name="$name" -v pipe="$pipe" -v target="$target" '
 		$4 == "median" && $3 == "A" { ar = $9; ap = $11; ae = $7 }

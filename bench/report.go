@@ -94,16 +94,23 @@ func reportCSV(w io.Writer, points []Point) error {
 	if err := cw.Write(header); err != nil {
 		return err
 	}
-	num := func(x float64) string {
+	num := func(x float64, prec int) string {
 		if math.IsNaN(x) {
 			return ""
 		}
-		return strconv.FormatFloat(x, 'f', -1, 64)
+		return strconv.FormatFloat(x, 'f', prec, 64)
 	}
 	for _, r := range rows(points) {
 		f := r.f
+		// Counts as they are, seconds to the millisecond, rates and
+		// latencies to one decimal, ratios to four.
+		cnt, sec, rate, lat := -1, 3, 1, 1
+		if r.isRatio {
+			cnt, sec, rate, lat = 4, 4, 4, 4
+		}
 		rec := []string{strconv.Itoa(r.conns), strconv.Itoa(r.pipeline), r.target, r.round, r.cmd,
-			num(f.Requests), num(f.Errors), num(f.Seconds), num(f.Throughput), num(f.P50), num(f.P99), num(f.P999), num(f.Max)}
+			num(f.Requests, cnt), num(f.Errors, cnt), num(f.Seconds, sec), num(f.Throughput, rate),
+			num(f.P50, lat), num(f.P99, lat), num(f.P999, lat), num(f.Max, lat)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

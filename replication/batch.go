@@ -79,6 +79,7 @@ type flight struct {
 	f     raft.ApplyFuture
 	batch []*pending
 	seq   uint64
+	at    time.Time
 }
 
 // submit queues p and waits for its outcome.
@@ -251,7 +252,7 @@ func (n *Node) submitLocal(batch []*pending) {
 		n.batchedOps.Add(uint64(nops))
 	}
 	f := n.raft.Apply(data, n.cfg.NoLeaderTimeout)
-	n.inflight <- &flight{f: f, batch: batch, seq: seq}
+	n.inflight <- &flight{f: f, batch: batch, seq: seq, at: time.Now()}
 }
 
 // complete waits for each submitted entry in log order and fans its results
@@ -260,6 +261,7 @@ func (n *Node) complete() {
 	defer n.wg.Done()
 	for fl := range n.inflight {
 		err := fl.f.Error()
+		n.commitNanos.Add(uint64(time.Since(fl.at)))
 		var ap *applied
 		if err == nil {
 			ap, _ = fl.f.Response().(*applied)

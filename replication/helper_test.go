@@ -39,16 +39,22 @@ type testNode struct {
 
 // testCluster runs nodes on real loopback TCP transports.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	nodes  []*testNode
 	tweak  func(*Config)
 	stopMu sync.Mutex
 }
 
-// testConfig returns the configuration the package tests use: the default
-// LAN timeouts, a short no-leader bound, quiet raft logs.
+// testConfig returns the configuration the package tests use: raft
+// timeouts twice the defaults (the test machine is shared, and a scheduling
+// stall must not depose a healthy leader mid-test; failover time with the
+// defaults is measured end to end in test/), a short no-leader bound, quiet
+// raft logs.
 func testConfig(id, dir, respAddr string) Config {
 	cfg := DefaultConfig()
+	cfg.HeartbeatTimeout = time.Second
+	cfg.ElectionTimeout = time.Second
+	cfg.LeaderLeaseTimeout = time.Second
 	cfg.NodeID = id
 	cfg.Dir = dir
 	cfg.RaftAddr = "127.0.0.1:0"
@@ -321,7 +327,7 @@ func throttle(key string, burst, rate, periodSec, qty int64) shards.Op {
 }
 
 // write runs one op on node and returns its limiter result.
-func write(t *testing.T, n *Node, op shards.Op) (engine.Result, error) {
+func write(t testing.TB, n *Node, op shards.Op) (engine.Result, error) {
 	t.Helper()
 	res := make([]shards.Result, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -182,6 +182,9 @@ type Info struct {
 	// leader and the operations they carried: Ops/Entries is the mean
 	// group-commit batch size.
 	Entries, Ops uint64
+	// CommitLatency is the mean time from submitting an entry to raft to
+	// its being applied here, over every entry this node submitted.
+	CommitLatency time.Duration
 	// LocalReads reports whether reads are served locally (possibly stale).
 	LocalReads bool
 }
@@ -209,6 +212,9 @@ func (n *Node) Info() Info {
 	if leaderID != "" {
 		inf.LeaderRespAddr, _ = n.leaderResp()
 	}
+	if e := n.seqDone(); e > 0 {
+		inf.CommitLatency = time.Duration(n.commitNanos.Load() / e)
+	}
 	members := n.fsm.Members()
 	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
@@ -231,3 +237,6 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // IsLeader reports whether this node is the leader and ready to serve.
 func (n *Node) IsLeader() bool { return n.ready.Load() }
+
+// seqDone is the number of entries submitted and completed.
+func (n *Node) seqDone() uint64 { return n.done.load() }

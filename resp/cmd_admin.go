@@ -100,8 +100,8 @@ func serverCommands() []*Command {
 				{Name: "now", Type: "pure-token", Token: "NOW", Optional: true, Doc: "accepted for compatibility"},
 				{Name: "force", Type: "pure-token", Token: "FORCE", Optional: true, Doc: "stop even if the final save fails"},
 			},
-			Reply:  "None on success: the server closes the connection, stops accepting, finishes the replies in flight and exits.",
-			Errors: []string{"`ERR Errors trying to SHUTDOWN. Check logs.` when the final save failed (the server keeps running).", "`ERR persistence is off: ...` for SAVE without persistence."},
+			Reply:   "None on success: the server closes the connection, stops accepting, finishes the replies in flight and exits.",
+			Errors:  []string{"`ERR Errors trying to SHUTDOWN. Check logs.` when the final save failed (the server keeps running).", "`ERR persistence is off: ...` for SAVE without persistence."},
 			Handler: shutdownHandler,
 		},
 		{

@@ -6,7 +6,7 @@ func commandCommand() *Command {
 	return &Command{
 		Name: "command", Arity: -1, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
 		Summary: "Describes the server's commands (generated from the command table).", Complexity: "O(N) where N is the number of commands",
-		Reply:   "Array with one COMMAND INFO entry per command.",
+		Reply: "Array with one COMMAND INFO entry per command.",
 		Handler: func(c *Conn, _ [][]byte) error {
 			cmds := c.srv.table.sorted()
 			c.WriteArray(len(cmds))

@@ -39,7 +39,7 @@ func connectionCommands() []*Command {
 		},
 		{
 			Name: "hello", Arity: -1, Flags: FlagFast | FlagNoAuth | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-			Summary: "Selects the protocol version (2 or 3), optionally authenticates and names the connection, and describes the server.",
+			Summary:    "Selects the protocol version (2 or 3), optionally authenticates and names the connection, and describes the server.",
 			Complexity: "O(1)",
 			Args: []Arg{{Name: "arguments", Type: "block", Optional: true, Args: []Arg{
 				{Name: "protover", Type: "integer", Doc: "2 (RESP2) or 3 (RESP3)"},

@@ -50,10 +50,10 @@ type Conn struct {
 	lastCmd  atomic.Pointer[Command]
 	lastSeen atomic.Int64 // Unix ns of the last batch
 
-	mu      sync.Mutex // guards the fields below
-	name    string
-	libName string
-	libVer  string
+	mu       sync.Mutex // guards the fields below
+	name     string
+	libName  string
+	libVer   string
 	pubProto int
 }
 

@@ -16,10 +16,16 @@ func CommandsMarkdown() []byte {
 	for _, cmd := range builtinCommands() {
 		t.add(cmd)
 	}
+	// The cluster's commands, registered by RegisterCluster in cluster mode
+	// (their handlers are not called here, so no node is needed).
+	for _, cmd := range clusterCommands(nil) {
+		t.add(cmd)
+	}
 	var b bytes.Buffer
 	b.WriteString(docsIntro)
 	groups := []struct{ name, title string }{
 		{"ratelimit", "Rate limiters"}, {"generic", "Keys"}, {"connection", "Connection"}, {"server", "Server"},
+		{"cluster", "Cluster (only in cluster mode)"},
 	}
 	b.WriteString("## Index\n\n| Command | Summary |\n|---|---|\n")
 	for _, g := range groups {
@@ -68,7 +74,7 @@ func writeCommandDoc(b *bytes.Buffer, cmd *Command, h string) {
 	}
 	fmt.Fprintf(b, "**Complexity:** %s. **Arity:** %d", cmd.Complexity, cmd.Arity)
 	if cmd.MaxArgs > 0 {
-		fmt.Fprintf(b, " (at most %d arguments)", cmd.MaxArgs)
+		fmt.Fprintf(b, " (at most %d words with the name)", cmd.MaxArgs)
 	}
 	if f := cmd.Flags.names(); len(f) > 0 {
 		fmt.Fprintf(b, ". **Flags:** %s", strings.Join(f, ", "))

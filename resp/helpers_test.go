@@ -44,6 +44,17 @@ type testServer struct {
 // configuration first.
 func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	t.Helper()
+	return startServerWith(t, func(c *Config, _ *shards.Store, _ *fakeClock) {
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// startServerWith is startServer for configurations that need the store or
+// the clock (a Persister).
+func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeClock)) *testServer {
+	t.Helper()
 	clock := newFakeClock()
 	store, err := shards.New(shards.Config{Shards: 16})
 	if err != nil {
@@ -53,9 +64,7 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Now = clock.Now
 	cfg.Logger = discardLogger()
-	if mutate != nil {
-		mutate(&cfg)
-	}
+	mutate(&cfg, store, clock)
 	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)

@@ -225,3 +225,34 @@ func TestMaxClients(t *testing.T) {
 	}
 	second.expectClosed(t)
 }
+
+// FuzzReader feeds arbitrary bytes to the parser in arbitrary chunks: it
+// must never panic, never return more arguments than its limit, and never
+// return an argument longer than the bulk limit.
+func FuzzReader(f *testing.F) {
+	for _, seed := range []string{
+		"*1\r\n$4\r\nPING\r\n", "PING\r\n", `ECHO "a\x41" 'b\'c'` + "\n", "*2147483648\r\n",
+		"*1\r\n$9223372036854775807\r\n", "*1\r\n$-1\r\n", "*-1\r\n", "\x00\xff\r\n", "*3\r\n$3\r\nSET\r\n$1\r\nk",
+	} {
+		f.Add([]byte(seed), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		rd := newReader(&chunkReader{data: data, n: int(chunk%64) + 1}, 1<<10, 64)
+		for i := 0; i < 1000; i++ {
+			cmds, err := rd.next()
+			if err != nil {
+				return
+			}
+			for _, sp := range cmds {
+				if sp.hi-sp.lo > 64 {
+					t.Fatalf("command of %d arguments, limit 64", sp.hi-sp.lo)
+				}
+				for _, a := range rd.args[sp.lo:sp.hi] {
+					if len(a) > 1<<10 && len(a) > maxInlineLen {
+						t.Fatalf("argument of %d bytes beyond the limits", len(a))
+					}
+				}
+			}
+		}
+	})
+}

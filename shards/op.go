@@ -31,7 +31,8 @@ type Op struct {
 
 // Result is the outcome of one Op.
 type Result struct {
-	// Err is engine.ErrWrongType-style failure of the whole op (nothing changed).
+	// Err is a failure of the whole op, in which case nothing changed:
+	// ErrWrongType, ErrBadOp, ErrKeyTooLarge or ErrShardFull.
 	Err error
 	// Results holds one engine.Result per key of OpLimit / OpLimitAll.
 	Results []engine.Result

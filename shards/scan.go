@@ -34,6 +34,7 @@ func (s *Store) Scan(cursor uint64, count int, now int64, fn func(key []byte, ki
 	if count < 1 {
 		count = 10
 	}
+	count = min(count, 1<<24) // keeps count × 10 far from overflow
 	si := int(cursor & s.mask)
 	v := uint32(cursor >> s.shardBits)
 	emitted := 0

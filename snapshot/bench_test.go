@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -138,7 +139,10 @@ func fillBig(b *testing.B, s *shards.Store, n int, now int64) {
 
 // BenchmarkSaveLoad answers: how long do saving and loading a snapshot of
 // 1M keys take, how large is the file, and what happens to the p99 latency
-// of writes while a save runs? 10M keys run with SNAPSHOT_BENCH_10M=1.
+// of writes while a save runs? The references, measured in the same run:
+// the time to create the same keys through Exec (fill-s; load/fill is the
+// ratio), and write latency with no save running (p99-idle). 10M keys run
+// with SNAPSHOT_BENCH_10M=1.
 // Each size runs once (the figures are per save and per load):
 //
 //	go test ./snapshot -run '^$' -bench BenchmarkSaveLoad -benchtime 1x
@@ -158,7 +162,9 @@ func benchSaveLoad(b *testing.B, n int) {
 	now := t0
 	clock := func() int64 { return now }
 	s, _ := shards.New(shards.DefaultConfig())
+	start := time.Now()
 	fillBig(b, s, n, now)
+	fillDur := time.Since(start) // the reference: creating the same keys through Exec
 	dir := b.TempDir()
 	cfg := cfgIn(dir)
 	cfg.SaveSeconds = 0
@@ -166,18 +172,24 @@ func benchSaveLoad(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var saveDur, loadDur time.Duration
+	var saveDur, busySaveDur, loadDur time.Duration
 	var quiet, during latencies
 	for b.Loop() {
-		// Latency of single-key writes with no save running: the reference.
+		start = time.Now()
+		if err := p.Save(); err != nil {
+			b.Fatal(err)
+		}
+		saveDur = time.Since(start)
+		// Latency of single-key writes with no save running (the
+		// reference), then during a save.
 		quiet = measureLatency(s, n, now, func() {}, time.Second)
-		start := time.Now()
+		start = time.Now()
 		during = measureLatency(s, n, now, func() {
 			if err := p.Save(); err != nil {
 				b.Error(err)
 			}
 		}, 0)
-		saveDur = time.Since(start)
+		busySaveDur = time.Since(start)
 
 		fresh, _ := shards.New(shards.DefaultConfig())
 		start = time.Now()
@@ -196,12 +208,15 @@ func benchSaveLoad(b *testing.B, n int) {
 	}
 	b.ReportMetric(saveDur.Seconds(), "save-s")
 	b.ReportMetric(loadDur.Seconds(), "load-s")
+	b.ReportMetric(fillDur.Seconds(), "fill-s")
+	b.ReportMetric(loadDur.Seconds()/fillDur.Seconds(), "load/fill")
 	b.ReportMetric(float64(fi.Size())/1e6, "file-MB")
 	b.ReportMetric(float64(fi.Size())/float64(n), "bytes/key")
 	b.ReportMetric(float64(quiet.p(0.99).Microseconds()), "p99-idle-µs")
 	b.ReportMetric(float64(during.p(0.99).Microseconds()), "p99-saving-µs")
 	b.ReportMetric(float64(during.p(0.999).Microseconds()), "p999-saving-µs")
-	b.ReportMetric(float64(len(during))/saveDur.Seconds(), "writes/s-saving")
+	b.ReportMetric(busySaveDur.Seconds(), "save-under-writes-s")
+	b.ReportMetric(float64(len(during))/busySaveDur.Seconds(), "writes/s-saving")
 }
 
 type latencies []time.Duration
@@ -246,4 +261,29 @@ func measureLatency(s *shards.Store, n int, now int64, work func(), minDur time.
 	cancel()
 	wg.Wait()
 	return lat
+}
+
+// BenchmarkLoad answers: how long does Load take for 1M keys (verify,
+// then install into a fresh store), and what does installing with one
+// goroutine per core gain over one goroutine?
+func BenchmarkLoad(b *testing.B) {
+	s, _ := shards.New(shards.DefaultConfig())
+	fillBig(b, s, 1_000_000, t0)
+	var buf bytes.Buffer
+	if _, err := WriteStore(&buf, s, t0, nil); err != nil {
+		b.Fatal(err)
+	}
+	s = nil
+	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			b.SetBytes(int64(buf.Len()))
+			for b.Loop() {
+				fresh, _ := shards.New(shards.DefaultConfig())
+				if _, err := load(bytes.NewReader(buf.Bytes()), fresh, t0, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ns/key")
+		})
+	}
 }

@@ -255,6 +255,9 @@ func writeFuzzSeeds(t *testing.T, name string, b []byte) {
 // fails, and that Load leaves a store untouched.
 func TestEveryByteFlipDetected(t *testing.T) {
 	good := encodeEntries_(t, goldenCases[0].hdr, sampleEntries())
+	store := newStore(t, 4)
+	keep := []shards.Entry{{Key: []byte("existing"), State: engine.State{Kind: engine.KindGCRA, ExpireAt: t0 + 99*sec, A: t0 + 99*sec}}}
+	store.Put(keep[0].Key, keep[0].State)
 	for i := range good {
 		for _, mask := range []byte{0xff, 0x01} {
 			b := bytes.Clone(good)
@@ -266,6 +269,10 @@ func TestEveryByteFlipDetected(t *testing.T) {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
 				t.Fatalf("flip at offset %d: error %v matches neither ErrCorrupt nor ErrVersion", i, err)
 			}
+			if _, err := Load(bytes.NewReader(b), store, t0); err == nil {
+				t.Fatalf("flip at offset %d: Load succeeded", i)
+			}
+			sameEntries(t, dump(t, store, t0), keep)
 		}
 	}
 }

@@ -111,9 +111,9 @@ type Persister struct {
 // dropping keys already expired at clock() (Unix ns). It logs the load time
 // and key count.
 //
-// A corrupt or truncated snapshot is refused with an error naming the file
-// and what is wrong (an error matching ErrCorrupt), and the file is left
-// untouched; with cfg.IgnoreCorrupt it is renamed aside instead and Open
+// Dir must exist. A corrupt or truncated snapshot is refused with an error
+// naming the file and what is wrong (an error matching ErrCorrupt), and the
+// file is left untouched; with cfg.IgnoreCorrupt it is renamed aside instead and Open
 // starts empty. Leftover temporary files of an interrupted save are removed.
 // logger may be nil (slog.Default()).
 func Open(cfg Config, store *shards.Store, clock func() int64, logger *slog.Logger) (*Persister, error) {
@@ -140,6 +140,13 @@ func Open(cfg Config, store *shards.Store, clock func() int64, logger *slog.Logg
 		lastBGDuration: -1,
 	}
 	p.saveSeconds.Store(int64(cfg.SaveSeconds))
+	// As Redis refuses a dir it cannot enter, refuse one that is missing:
+	// every save would fail.
+	if fi, err := os.Stat(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("snapshot: dir: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("snapshot: dir %s is not a directory", cfg.Dir)
+	}
 	p.removeTemps()
 	if err := p.load(); err != nil {
 		return nil, err

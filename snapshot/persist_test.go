@@ -521,3 +521,10 @@ func TestOpenUnreadableSnapshotRefused(t *testing.T) {
 		t.Fatal("the unreadable snapshot path was moved")
 	}
 }
+
+func TestOpenMissingDirRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	if _, err := Open(cfgIn(missing), newStore(t, 1), newClock(t0).now, quietLogger()); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Open with a missing dir = %v, want an error naming it", err)
+	}
+}

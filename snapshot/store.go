@@ -138,6 +138,11 @@ type LoadStats struct {
 // readers of store (they may see it partly filled); callers load before
 // serving, or while no command runs.
 func Load(r io.Reader, store *shards.Store, now int64) (LoadStats, error) {
+	return load(r, store, now, runtime.GOMAXPROCS(0))
+}
+
+// load is Load installing with at most workers goroutines (at least 1).
+func load(r io.Reader, store *shards.Store, now int64, workers int) (LoadStats, error) {
 	d, err := NewDecoder(r)
 	if err != nil {
 		return LoadStats{}, err
@@ -156,7 +161,7 @@ func Load(r io.Reader, store *shards.Store, now int64) (LoadStats, error) {
 	// Install with one goroutine per core, each taking every w-th block:
 	// Put locks only the key's shard, so they rarely meet. A snapshot holds
 	// each key once, so the order of the Puts does not matter.
-	w := min(runtime.GOMAXPROCS(0), 8, len(d.kept))
+	w := max(1, min(workers, 8, len(d.kept)))
 	counts := make([][2]int, w)
 	errs := make([]error, w)
 	var wg sync.WaitGroup

@@ -33,6 +33,9 @@ type Config struct {
 	// Persist is standalone persistence (dir, dbfilename, save,
 	// snapshot-ignore-corrupt; see persist.go).
 	Persist snapshot.Config
+	// Cluster holds the cluster directives (cluster.go); off unless
+	// node-id is set.
+	Cluster clusterConfig
 	// File is the configuration file read, if any.
 	File string
 }
@@ -46,6 +49,7 @@ func DefaultConfig() Config {
 		LogLevel:   "notice",
 		SLMaxLimit: engine.DefaultMaxLogLimit,
 		Persist:    snapshot.DefaultConfig(),
+		Cluster:    defaultClusterConfig(),
 	}
 }
 
@@ -74,7 +78,7 @@ var directives = append([]directive{
 		c.SLMaxLimit = n
 		return nil
 	}},
-}, persistDirectives...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go
+}, append(persistDirectives, clusterDirectives...)...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go; node-id, raft-*: cluster.go
 
 func setInt(dst *int, v string) error {
 	n, err := strconv.Atoi(v)
@@ -104,6 +108,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Persist.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateCluster(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.SLMaxLimit < 1 || c.SLMaxLimit > engine.MaxCount {

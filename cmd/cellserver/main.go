@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -67,25 +68,43 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sweepDone := make(chan struct{})
 	go func() {
 		defer close(sweepDone)
-		store.RunSweeper(sweepCtx, clock, 100*time.Millisecond)
+		if !cfg.Cluster.enabled() { // a cluster node sweeps at its log's time
+			store.RunSweeper(sweepCtx, clock, 100*time.Millisecond)
+		}
 	}()
 	defer func() {
 		stopSweep()
 		<-sweepDone
 	}()
 
-	// 4. Persistence: load the snapshot before serving anything.
-	persist, err := startPersistence(&cfg, store, clock, logger)
-	if err != nil {
+	// 4. Persistence: load the snapshot before serving anything; in
+	// cluster mode the raft node restores its own snapshot and log instead
+	// (cluster.go), and every write goes through it.
+	var backend resp.Backend = resp.NewLocal(store, clock)
+	var node *replication.Node
+	var persist *persistence // nil in cluster mode
+	if cfg.Cluster.enabled() {
+		if node, err = startCluster(&cfg, store, logger); err != nil {
+			return err
+		}
+		defer node.Close()
+		backend = node
+	} else if persist, err = startPersistence(&cfg, store, clock, logger); err != nil {
 		return err
 	}
 
 	// 5. The RESP server.
 	rc := cfg.ServerConfig(level, logger)
 	persist.configure(&rc)
-	srv, err := resp.NewServer(rc, resp.NewLocal(store, clock))
+	if node != nil {
+		rc.Cluster = resp.ClusterOf(node)
+	}
+	srv, err := resp.NewServer(rc, backend)
 	if err != nil {
 		return err
+	}
+	if node != nil {
+		resp.RegisterCluster(srv, node)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ListenAndServe() }()

@@ -95,6 +95,9 @@ func startPersistence(cfg *Config, store *shards.Store, clock func() int64, logg
 // configure hands the Persister to the RESP server (SAVE, BGSAVE, LASTSAVE,
 // SHUTDOWN, INFO persistence) with its CONFIG GET/SET settings.
 func (ps *persistence) configure(rc *resp.Config) {
+	if ps == nil { // cluster mode: raft snapshots instead
+		return
+	}
 	p := ps.p
 	rc.Persistence = p
 	rc.Settings = append(rc.Settings,
@@ -119,6 +122,9 @@ func (ps *persistence) configure(rc *resp.Config) {
 // with save (a SIGTERM or SIGINT), writes the final snapshot. SHUTDOWN has
 // made (or, with NOSAVE, skipped) its own save already.
 func (ps *persistence) stop(save bool, logger *slog.Logger) error {
+	if ps == nil {
+		return nil
+	}
 	ps.cancel()
 	<-ps.done
 	if err := ps.p.Shutdown(save); err != nil {

@@ -1,0 +1,211 @@
+package resp
+
+import (
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/cellserver/cellserver/replication"
+)
+
+// Cluster mode: the RAFT.* commands, and the ROLE / INFO replication view
+// of a replication.Node. Errors of the replication package carry their own
+// reply text (CLUSTERDOWN, TRYAGAIN) through the RESPError interface.
+
+// ClusterOf adapts a replication node to the Cluster interface, for
+// Config.Cluster.
+func ClusterOf(n *replication.Node) Cluster { return clusterView{n} }
+
+type clusterView struct{ n *replication.Node }
+
+func splitHostPort(addr string) (string, int) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+// Role answers ROLE: a leader as a Redis master listing the other members'
+// RESP addresses (their offset is the leader's commit index: raft does not
+// expose each follower's position), a follower as a replica of the leader.
+func (v clusterView) Role() RoleInfo {
+	inf := v.n.Info()
+	if inf.State == "leader" {
+		r := RoleInfo{Leader: true, Offset: int64(inf.AppliedIndex)}
+		for _, m := range inf.Members {
+			if m.ID == inf.NodeID || m.RespAddr == "" {
+				continue
+			}
+			h, p := splitHostPort(m.RespAddr)
+			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(inf.CommitIndex)})
+		}
+		return r
+	}
+	r := RoleInfo{Offset: int64(inf.AppliedIndex), State: "connect"}
+	if inf.LeaderRespAddr != "" {
+		r.LeaderHost, r.LeaderPort = splitHostPort(inf.LeaderRespAddr)
+		r.State = "connected"
+	}
+	return r
+}
+
+// InfoFields answers INFO replication: Redis's role fields first (so that
+// tools reading role/master_host/connected_slaves work), then the raft view.
+func (v clusterView) InfoFields() [][2]string {
+	inf := v.n.Info()
+	u := func(x uint64) string { return strconv.FormatUint(x, 10) }
+	var f [][2]string
+	if inf.State == "leader" {
+		f = append(f, [2]string{"role", "master"})
+		n := 0
+		for _, m := range inf.Members {
+			if m.ID == inf.NodeID {
+				continue
+			}
+			h, p := splitHostPort(m.RespAddr)
+			f = append(f, [2]string{"slave" + strconv.Itoa(n), "ip=" + h + ",port=" + strconv.Itoa(p) + ",state=online,offset=" + u(inf.CommitIndex) + ",lag=0"})
+			n++
+		}
+		f = append(f, [2]string{"connected_slaves", strconv.Itoa(n)})
+	} else {
+		h, p := splitHostPort(inf.LeaderRespAddr)
+		status := "down"
+		if inf.LeaderRespAddr != "" {
+			status = "up"
+		}
+		f = append(f, [2]string{"role", "slave"}, [2]string{"master_host", h}, [2]string{"master_port", strconv.Itoa(p)},
+			[2]string{"master_link_status", status}, [2]string{"slave_repl_offset", u(inf.AppliedIndex)})
+	}
+	f = append(f, [2]string{"master_repl_offset", u(inf.AppliedIndex)})
+	return append(f, raftFields(&inf)...)
+}
+
+// raftFields are the raft_* fields shared by INFO replication and RAFT.INFO.
+func raftFields(inf *replication.Info) [][2]string {
+	u := func(x uint64) string { return strconv.FormatUint(x, 10) }
+	b := func(x bool) string {
+		if x {
+			return "1"
+		}
+		return "0"
+	}
+	perEntry := "0"
+	if inf.Entries > 0 {
+		perEntry = strconv.FormatFloat(float64(inf.Ops)/float64(inf.Entries), 'f', 2, 64)
+	}
+	f := [][2]string{
+		{"raft_node_id", inf.NodeID},
+		{"raft_state", inf.State},
+		{"raft_ready", b(inf.Ready)},
+		{"raft_term", u(inf.Term)},
+		{"raft_leader_id", inf.LeaderID},
+		{"raft_leader_raft_addr", inf.LeaderRaftAddr},
+		{"raft_leader_resp_addr", inf.LeaderRespAddr},
+		{"raft_commit_index", u(inf.CommitIndex)},
+		{"raft_applied_index", u(inf.AppliedIndex)},
+		{"raft_last_log_index", u(inf.LastLogIndex)},
+		{"raft_last_applied_time_ns", strconv.FormatInt(inf.LastTime, 10)},
+		{"raft_leader_changes", u(inf.LeaderChanges)},
+		{"raft_entries_submitted", u(inf.Entries)},
+		{"raft_ops_submitted", u(inf.Ops)},
+		{"raft_ops_per_entry", perEntry},
+		{"raft_mean_commit_latency_us", strconv.FormatInt(inf.CommitLatency.Microseconds(), 10)},
+		{"raft_local_reads", b(inf.LocalReads)},
+		{"raft_members", strconv.Itoa(len(inf.Members))},
+	}
+	for _, m := range inf.Members {
+		f = append(f, [2]string{"raft_member_" + m.ID, "raft=" + m.RaftAddr + ",resp=" + m.RespAddr + ",voter=" + b(m.Voter) + ",leader=" + b(m.Leader)})
+	}
+	return f
+}
+
+// RegisterCluster adds the cluster commands to s, backed by n: RAFT.JOIN,
+// RAFT.REMOVE, RAFT.INFO, and the internal RAFT.APPLY and RAFT.READINDEX
+// that nodes send each other. Call it once, before s serves.
+func RegisterCluster(s *Server, n *replication.Node) {
+	for _, cmd := range clusterCommands(n) {
+		s.Handle(cmd)
+	}
+}
+
+func clusterCommands(n *replication.Node) []*Command {
+	return []*Command{
+		{
+			Name: strings.ToLower(replication.CmdJoin), Arity: 4, Flags: FlagAdmin | FlagStale, Group: "cluster", Since: "0.1.0",
+			Summary: "Adds a node to the raft cluster (forwarded to the leader).", Complexity: "O(1)",
+			Args: []Arg{{Name: "id", Type: "string"}, {Name: "raft-addr", Type: "string", Doc: "host:port of the node's raft transport"},
+				{Name: "resp-addr", Type: "string", Doc: "host:port of the node's RESP listener"}},
+			Reply:  "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op.",
+			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout."},
+			Handler: func(c *Conn, args [][]byte) error {
+				if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
+					return err
+				}
+				c.WriteOK()
+				return nil
+			},
+		},
+		{
+			Name: strings.ToLower(replication.CmdRemove), Arity: 2, Flags: FlagAdmin | FlagStale, Group: "cluster", Since: "0.1.0",
+			Summary: "Removes a node from the raft cluster (forwarded to the leader).", Complexity: "O(1)",
+			Args:   []Arg{{Name: "id", Type: "string"}},
+			Reply:  "Simple string `OK`.",
+			Errors: []string{"`ERR no such cluster member` for an unknown id.", "`CLUSTERDOWN …` when no leader answers within the no-leader timeout."},
+			Handler: func(c *Conn, args [][]byte) error {
+				if err := n.Remove(c.srv.ctx, string(args[1])); err != nil {
+					return err
+				}
+				c.WriteOK()
+				return nil
+			},
+		},
+		{
+			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
+			Summary: "Returns this node's raft status.", Complexity: "O(members)",
+			Reply: "Bulk string of `field:value` lines: state, term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses.",
+			Handler: func(c *Conn, _ [][]byte) error {
+				inf := n.Info()
+				var b []byte
+				for _, f := range raftFields(&inf) {
+					b = append(b, f[0]...)
+					b = append(b, ':')
+					b = append(b, f[1]...)
+					b = append(b, "\r\n"...)
+				}
+				c.WriteBulk(b)
+				return nil
+			},
+		},
+		{
+			Name: strings.ToLower(replication.CmdApply), Arity: 2, Flags: FlagWrite | FlagAdmin, Group: "cluster", Since: "0.1.0",
+			Summary: "Internal: applies a batch forwarded by a follower (leader only).", Complexity: "O(N) where N is the number of operations",
+			Args:   []Arg{{Name: "payload", Type: "string"}},
+			Reply:  "Bulk string: the encoded results.",
+			Errors: []string{"`TRYAGAIN This node is not the leader` on a follower."},
+			Handler: func(c *Conn, args [][]byte) error {
+				out, err := n.ApplyEncoded(c.srv.ctx, args[1])
+				if err != nil {
+					return err
+				}
+				c.WriteBulk(out)
+				return nil
+			},
+		},
+		{
+			Name: strings.ToLower(replication.CmdReadIndex), Arity: 1, Flags: FlagReadonly | FlagAdmin, Group: "cluster", Since: "0.1.0",
+			Summary: "Internal: returns a linearizable read point (leader only).", Complexity: "O(1)",
+			Reply:  "Bulk string: the encoded read index and instant.",
+			Errors: []string{"`TRYAGAIN This node is not the leader` on a follower."},
+			Handler: func(c *Conn, _ [][]byte) error {
+				out, err := n.ReadIndexEncoded(c.srv.ctx)
+				if err != nil {
+					return err
+				}
+				c.WriteBulk(out)
+				return nil
+			},
+		},
+	}
+}

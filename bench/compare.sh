@@ -34,6 +34,9 @@ while getopts "d:w:r:c:k:p:o:h" opt; do
 	esac
 done
 
+# Paths given relative to where the script was started from.
+case $plot in "" | /*) ;; *) plot=$PWD/$plot ;; esac
+case $outdir in "" | /*) ;; *) outdir=$PWD/$outdir ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 

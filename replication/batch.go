@@ -319,7 +319,9 @@ func (n *Node) forward(batch []*pending) {
 		}
 		addr, ok := n.leaderResp()
 		if ok {
-			ctx, cancel := context.WithDeadline(n.ctx, deadline.Add(n.cfg.NoLeaderTimeout))
+			// The leader answers quickly or steps down (lease); the grace
+			// covers a slow commit without stretching the no-leader bound.
+			ctx, cancel := context.WithDeadline(n.ctx, deadline.Add(forwardGrace))
 			rep, err := n.fwd.do(ctx, addr, false, []byte(CmdApply), payload)
 			cancel()
 			if err == nil {
@@ -355,6 +357,10 @@ func (n *Node) forward(batch []*pending) {
 		}
 	}
 }
+
+// forwardGrace is how long past a batch's no-leader deadline a request
+// already sent to the leader may take.
+const forwardGrace = time.Second
 
 // requeue puts a batch back on the submit queue.
 func (n *Node) requeue(batch []*pending) {

@@ -122,7 +122,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:     2,
 		NoLeaderTimeout:    3 * time.Second,
 		MaxBatch:           1024,
-		MaxInflight:        16,
+		MaxInflight:        4,
 		ForwardPool:        16,
 		SweepInterval:      100 * time.Millisecond,
 		SweepBudget:        1000,

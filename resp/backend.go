@@ -65,6 +65,9 @@ type Persistence interface {
 	// error when one is already running ("Background save already in
 	// progress") or cannot start.
 	BGSave() error
+	// Shutdown waits for a background save in progress to finish and then,
+	// when save is true, writes a final snapshot (SHUTDOWN [SAVE]).
+	Shutdown(save bool) error
 	// LastSave returns the Unix time (seconds) of the last successful save.
 	LastSave() int64
 	// InfoFields returns the INFO persistence fields, in order.

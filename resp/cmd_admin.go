@@ -161,7 +161,9 @@ func shutdownHandler(c *Conn, args [][]byte) error {
 		}
 	}
 	if save {
-		if err := p.Save(); err != nil {
+		// Shutdown rather than Save: a BGSAVE in progress is waited for, not
+		// an error, as in Redis.
+		if err := p.Shutdown(true); err != nil {
 			c.srv.log.Error("final save failed", "err", err, "force", force)
 			if !force {
 				return ErrShutdownFailed

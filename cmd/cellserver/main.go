@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,9 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	// 1. Configuration: the file, then flags over it.
 	cfg, opt, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // --help printed the usage
+	}
 	if err != nil {
 		return err
 	}

@@ -374,3 +374,99 @@ func TestOneKeyUnderContention(t *testing.T) {
 		t.Errorf("allowed = %d, want exactly 1000", got)
 	}
 }
+
+// TestEveryServerCommand runs each server and connection command of the
+// contract once over RESP3 and RESP2 and checks the reply's shape.
+func TestEveryServerCommand(t *testing.T) {
+	s := startServer(t, "--requirepass", "pw")
+	for _, proto := range []int{3, 2} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
+			ctx := ctxT(t)
+			c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: proto, Password: "pw"})
+			defer c.Close()
+			check := func(what string, ok bool, v any, err error) {
+				t.Helper()
+				if err != nil || !ok {
+					t.Errorf("%s = %#v, %v", what, v, err)
+				}
+			}
+			v, err := c.Do(ctx, "PING", "hello").Text()
+			check("PING hello", v == "hello", v, err)
+			v, err = c.Do(ctx, "AUTH", "default", "pw").Text()
+			check("AUTH default pw", v == "OK", v, err)
+			v, err = c.Do(ctx, "AUTH", "pw").Text()
+			check("AUTH pw", v == "OK", v, err)
+			id, err := c.Do(ctx, "CLIENT", "ID").Int64()
+			check("CLIENT ID", id > 0, id, err)
+			v, err = c.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "e2e").Text()
+			check("CLIENT SETINFO", v == "OK", v, err)
+			v, err = c.Do(ctx, "CLIENT", "INFO").Text()
+			check("CLIENT INFO", strings.Contains(v, fmt.Sprintf("id=%d ", id)) && strings.Contains(v, "lib-name=e2e"), v, err)
+			hello, err := c.Do(ctx, "HELLO", proto).Result()
+			switch h := hello.(type) {
+			case map[any]any: // RESP3
+				check("HELLO 3", h["proto"] == int64(3) && h["server"] != nil && h["role"] == "master", h, err)
+			case []any: // RESP2: a flat array of field, value
+				check("HELLO 2", len(h) >= 14 && h[0] == "server", h, err)
+			default:
+				check("HELLO", false, hello, err)
+			}
+			info, err := c.Do(ctx, "COMMAND", "INFO", "cl.throttle", "get").Slice()
+			check("COMMAND INFO", len(info) == 2 && info[0] != nil, info, err)
+			all, err := c.Do(ctx, "COMMAND").Slice()
+			check("COMMAND", len(all) >= 30, len(all), err)
+			v, err = c.Do(ctx, "CONFIG", "SET", "timeout", "300").Text()
+			check("CONFIG SET timeout", v == "OK", v, err)
+			cfg, err := c.ConfigGet(ctx, "timeout").Result()
+			check("CONFIG GET timeout", cfg["timeout"] == "300", cfg, err)
+			secs, err := c.Do(ctx, "LASTSAVE").Int64()
+			check("LASTSAVE", secs > 0, secs, err)
+			for _, section := range []string{"persistence", "replication", "keyspace", "clients", "memory", "stats", "server"} {
+				text, err := c.Info(ctx, section).Result()
+				check("INFO "+section, strings.Contains(strings.ToLower(text), "# "+section), text, err)
+			}
+			v, err = c.Do(ctx, "FLUSHDB", "ASYNC").Text()
+			check("FLUSHDB ASYNC", v == "OK", v, err)
+			v, err = c.Do(ctx, "FLUSHALL", "SYNC").Text()
+			check("FLUSHALL SYNC", v == "OK", v, err)
+			v, err = c.Do(ctx, "SAVE").Text()
+			check("SAVE", v == "OK", v, err)
+			v, err = c.Do(ctx, "BGSAVE").Text()
+			check("BGSAVE", strings.Contains(v, "Background saving started"), v, err)
+			// Poll until the background save is over (a SAVE meanwhile is
+			// refused, as in Redis).
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				text, err := c.Info(ctx, "persistence").Result()
+				if err != nil {
+					t.Fatalf("INFO persistence: %v", err)
+				}
+				if strings.Contains(text, "rdb_bgsave_in_progress:0") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("BGSAVE still in progress after 20s:\n%s", text)
+				}
+				time.Sleep(10 * time.Millisecond) // polling interval
+			}
+		})
+	}
+	// QUIT answers OK and closes.
+	out := rawExchange(t, s.Addr, []byte("QUIT\r\n"))
+	if out != "+OK\r\n" {
+		t.Errorf("QUIT = %q, want +OK and a close", out)
+	}
+	// SHUTDOWN NOSAVE stops the server with status 0; like Redis it closes
+	// the connection instead of replying.
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, Password: "pw", MaxRetries: -1})
+	defer c.Close()
+	c.Do(context.Background(), "SHUTDOWN", "NOSAVE")
+	select {
+	case <-s.done:
+		if s.err != nil {
+			t.Errorf("exit after SHUTDOWN: %v", s.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("server still running 20s after SHUTDOWN")
+	}
+}

@@ -35,9 +35,9 @@ type Point struct {
 // server the rounds interleave A, B, A, B …, so slow drifts of a shared
 // machine (other jobs, thermal limits) fall on both sides alike.
 func measure(ctx context.Context, cfg Config, logger *slog.Logger) ([]Point, error) {
-	targets := []*target{{Label: "A", Addr: cfg.Addr, Cmd: cfg.Cmd, KeyPrefix: cfg.KeyPrefix}}
+	targets := []*target{{Label: "A", Addr: cfg.Addr, Cmd: cfg.Cmd, KeyPrefix: cfg.KeyPrefix, Keys: cfg.Keys}}
 	if cfg.CompareAddr != "" {
-		targets = append(targets, &target{Label: "B", Addr: cfg.CompareAddr, Cmd: cfg.CompareCmd, KeyPrefix: cfg.CompareKeyPrefix})
+		targets = append(targets, &target{Label: "B", Addr: cfg.CompareAddr, Cmd: cfg.CompareCmd, KeyPrefix: cfg.CompareKeyPrefix, Keys: cfg.CompareKeys})
 	}
 	for _, t := range targets {
 		if err := prepare(ctx, &cfg, t); err != nil {

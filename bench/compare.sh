@@ -6,6 +6,7 @@
 # generator in this directory, prints a summary table and stops both servers.
 #
 #   bench/compare.sh [-d 3s] [-w 1s] [-r 3] [-c 50] [-k 100000] [-p plot.svg] [-o DIR]
+#                    [-s REGEX] [-b N]
 #
 #   -d  measured duration of each round            (default 3s)
 #   -w  warm-up before each round                  (default 1s)
@@ -15,13 +16,20 @@
 #   -p  also sweep connections 1,10,50,100 for CL.THROTTLE vs SET at pipeline
 #       16 and write the plot (.svg or .png) there
 #   -o  keep every comparison's CSV in this directory
+#   -s  run only the comparisons whose name matches this extended regex
+#       (e.g. 'vs-set'); the names are printed in the summary
+#   -b  cross-check with redis-benchmark: N requests per run, CL.THROTTLE on
+#       cellserver against SET on redis-server at pipelines 16 and 1, the
+#       same number of interleaved rounds; it also prints each server's CPU
+#       time per request (from /proc), which the other processes on a shared
+#       machine disturb less than throughput
 #
 # Extra cellserver flags can be passed in CELLSERVER_ARGS. Each comparison
 # takes about 2 × rounds × (duration + warm-up); the script prints its estimate.
 set -euo pipefail
 
-dur=3s warm=1s rounds=3 conns=50 keys=100000 plot="" outdir=""
-while getopts "d:w:r:c:k:p:o:h" opt; do
+dur=3s warm=1s rounds=3 conns=50 keys=100000 plot="" outdir="" only="" rbn=0
+while getopts "d:w:r:c:k:p:o:s:b:h" opt; do
 	case $opt in
 	d) dur=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -30,7 +38,9 @@ while getopts "d:w:r:c:k:p:o:h" opt; do
 	k) keys=$OPTARG ;;
 	p) plot=$OPTARG ;;
 	o) outdir=$OPTARG ;;
-	*) sed -n '2,20p' "$0"; exit 2 ;;
+	s) only=$OPTARG ;;
+	b) rbn=$OPTARG ;;
+	*) sed -n '2,28p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -106,6 +116,7 @@ redis_port=$(free_port)
 (cd "$work" && exec redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
 	--logfile "$work/redis.log") &
 pids+=($!)
+redis_pid=$!
 wait_ready "$redis_port" redis-server
 redis=127.0.0.1:$redis_port
 echo "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on $redis" >&2
@@ -118,6 +129,7 @@ if [ $cell_ok = 1 ]; then
 	# No persistence, as for redis-server: --save 0 turns automatic snapshots off.
 	(cd "$work/cell" && exec "$work/cellserver" --port "$cell_port" --bind 127.0.0.1 --save 0 ${CELLSERVER_ARGS:-} >"$work/cell.log" 2>&1) &
 	pids+=($!)
+	cell_pid=$!
 	if wait_ready "$cell_port" cellserver; then
 		cell=127.0.0.1:$cell_port
 		echo "cellserver on $cell" >&2
@@ -143,6 +155,15 @@ if [ $cell_ok = 1 ]; then
 		comparisons+=("$p-vs-gcra-P16|$cell|$p|$cell|gcra|16|>= 0.67 (within 1.5x)")
 	done
 	comparisons+=("sl-vs-gcra-P16|$cell|sl|$cell|gcra|16|>= 0.33 (within 3x, limit 100)")
+fi
+if [ -n "$only" ]; then
+	selected=()
+	for c in "${comparisons[@]}"; do
+		if [[ ${c%%|*} =~ $only ]]; then
+			selected+=("$c")
+		fi
+	done
+	comparisons=(${selected[@]+"${selected[@]}"})
 fi
 
 secs() { # seconds in a Go duration like 3s, 500ms, 1m
@@ -191,9 +212,48 @@ if [ -n "$plot" ] && [ $cell_ok = 1 ]; then
 		-d "$dur" -warmup "$warm" -rounds "$rounds" -sweep-c 1,10,50,100 -plot "$plot" >&2 || status=1
 fi
 
+# 5. The cross-check with redis-benchmark: the same loads from another
+# client, and each server's CPU time per request.
+rb_summary="$work/rb.txt"
+if [ "$rbn" -gt 0 ] && [ $cell_ok = 1 ]; then
+	cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+	hz=$(getconf CLK_TCK)
+	# rb_run PORT PID PIPELINE COMMAND... prints "req/s p99_ms cpu_us_per_request".
+	rb_run() {
+		local port=$1 pid=$2 pipe=$3 t0 t1 line
+		shift 3
+		t0=$(cpu_ticks "$pid")
+		line=$(redis-benchmark -p "$port" -n "$rbn" -r "$keys" -c "$conns" -P "$pipe" --csv "$@" 2>/dev/null | tail -1)
+		t1=$(cpu_ticks "$pid")
+		# --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+		awk -F'","' -v cpu=$((t1 - t0)) -v hz="$hz" -v n="$rbn" '{ printf "%s %s %.3f\n", $2, $7, cpu / hz / n * 1e6 }' <<<"$line"
+	}
+	median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' P "cell req/s" "SET req/s" "cell/SET req/s" "cell p99 ms" "SET p99 ms" "cell/SET p99" "cell CPU µs/req" "SET CPU µs/req" >"$rb_summary"
+	for pipe in 16 1; do
+		echo >&2
+		echo "== redis-benchmark: CL.THROTTLE on cellserver vs SET on redis-server, pipeline $pipe, $rounds interleaved rounds of $rbn requests" >&2
+		: >"$work/rb-cell" && : >"$work/rb-set"
+		for _ in $(seq "$rounds"); do
+			rb_run "${cell##*:}" "$cell_pid" "$pipe" CL.THROTTLE k:__rand_int__ 15 30 60 | tee -a "$work/rb-cell" | sed 's/^/  cell /' >&2
+			rb_run "$redis_port" "$redis_pid" "$pipe" SET k:__rand_int__ v | tee -a "$work/rb-set" | sed 's/^/  SET  /' >&2
+		done
+		cr=$(cut -d' ' -f1 "$work/rb-cell" | median) sr=$(cut -d' ' -f1 "$work/rb-set" | median)
+		cp=$(cut -d' ' -f2 "$work/rb-cell" | median) sp=$(cut -d' ' -f2 "$work/rb-set" | median)
+		cc=$(cut -d' ' -f3 "$work/rb-cell" | median) sc=$(cut -d' ' -f3 "$work/rb-set" | median)
+		awk -v p="$pipe" -v cr="$cr" -v sr="$sr" -v cp="$cp" -v sp="$sp" -v cc="$cc" -v sc="$sc" \
+			'BEGIN { printf "%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\n", p, cr, sr, cr / sr, cp, sp, cp / sp, cc, sc }' >>"$rb_summary"
+	done
+fi
+
 echo
 echo "Summary: medians of $rounds interleaved rounds, $conns connections, $keys uniform keys, $dur per round"
 column -s $'\t' -t <"$summary"
+if [ -s "$rb_summary" ]; then
+	echo
+	echo "redis-benchmark cross-check: medians of $rounds interleaved rounds of $rbn requests; CPU is each server's user+system time per request"
+	column -s $'\t' -t <"$rb_summary"
+fi
 if [ $cell_ok = 0 ]; then
 	echo
 	echo "cellserver was not measured: it does not build or does not start (see above)."

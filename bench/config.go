@@ -62,16 +62,19 @@ type Config struct {
 	// must differ from it when A and B are one server running two commands,
 	// or the commands would meet each other's keys (WRONGTYPE).
 	CompareKeyPrefix string
-	Duration         time.Duration // measured time per round (when Requests is 0)
-	Requests         int64         // requests per round; 0 means run for Duration
-	Warmup           time.Duration // unmeasured load before each round
-	Rounds           int           // rounds per server, >= 1
-	Format           string        // "table", "csv" or "json"
-	Sweep            []int         // connection counts to sweep; empty means just Conns
-	Plot             string        // output .svg or .png; empty for none
-	Script           string        // Lua file loaded with SCRIPT LOAD when a command uses {sha}; empty for the built-in gcra.lua
-	Seed             uint64        // base seed of the key generators
-	Quiet            bool          // no progress logs
+	// CompareKeys is server B's keyspace size; it defaults to Keys. With
+	// it, one run compares a server holding many keys with one holding few.
+	CompareKeys int
+	Duration    time.Duration // measured time per round (when Requests is 0)
+	Requests    int64         // requests per round; 0 means run for Duration
+	Warmup      time.Duration // unmeasured load before each round
+	Rounds      int           // rounds per server, >= 1
+	Format      string        // "table", "csv" or "json"
+	Sweep       []int         // connection counts to sweep; empty means just Conns
+	Plot        string        // output .svg or .png; empty for none
+	Script      string        // Lua file loaded with SCRIPT LOAD when a command uses {sha}; empty for the built-in gcra.lua
+	Seed        uint64        // base seed of the key generators
+	Quiet       bool          // no progress logs
 }
 
 // DefaultConfig returns the defaults documented in the flags.
@@ -106,6 +109,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-P %d: pipeline depth must be at least 1", c.Pipeline)
 	case c.Keys < 1:
 		return fmt.Errorf("-keys %d: keyspace must hold at least 1 key", c.Keys)
+	case c.CompareKeys < 0:
+		return fmt.Errorf("-compare-keys %d: keyspace must hold at least 1 key", c.CompareKeys)
 	case c.Dist != "uniform" && c.Dist != "zipf":
 		return fmt.Errorf("-dist %q: want uniform or zipf", c.Dist)
 	case c.Dist == "zipf" && !(c.ZipfS > 1):
@@ -171,6 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Dist, "dist", cfg.Dist, "key distribution: uniform|zipf")
 	fs.Float64Var(&cfg.ZipfS, "zipf-s", cfg.ZipfS, "zipf exponent s (> 1; larger means hotter hot keys)")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", cfg.KeyPrefix, "prefix of every key")
+	fs.IntVar(&cfg.CompareKeys, "compare-keys", 0, "keyspace size of server B (default: -keys)")
 	fs.StringVar(&cfg.CompareKeyPrefix, "compare-key-prefix", "", "prefix of server B's keys (default: -key-prefix); use another one when A and B are one server")
 	fs.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration of each round")
 	fs.Int64Var(&cfg.Requests, "n", 0, "requests per round instead of -d")
@@ -207,6 +213,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.CompareKeyPrefix == "" {
 		cfg.CompareKeyPrefix = cfg.KeyPrefix
+	}
+	if cfg.CompareKeys == 0 {
+		cfg.CompareKeys = cfg.Keys
 	}
 	if sweep != "" {
 		s, err := parseIntList(sweep)

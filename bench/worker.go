@@ -39,7 +39,9 @@ type target struct {
 	Cmd   string
 	// KeyPrefix starts every key sent to this target.
 	KeyPrefix string
-	tmpl      *template
+	// Keys is the size of this target's keyspace.
+	Keys int
+	tmpl *template
 }
 
 // conn is one connection with its buffers.
@@ -249,7 +251,7 @@ func runRound(ctx context.Context, cfg *Config, t *target, conns, round int, log
 			return roundResult{}, err
 		}
 		seed := cfg.Seed*1_000_003 + uint64(round)*65_537 + uint64(i)
-		kg, err := newKeyGen(cfg.Dist, cfg.ZipfS, cfg.Keys, t.KeyPrefix, seed)
+		kg, err := newKeyGen(cfg.Dist, cfg.ZipfS, t.Keys, t.KeyPrefix, seed)
 		if err != nil {
 			c.nc.Close()
 			return roundResult{}, err

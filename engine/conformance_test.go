@@ -1,49 +1,13 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
-// pendingKinds lists the kinds whose algorithm is still a placeholder; the
-// conformance suite and FuzzApply skip them. Remove a kind when it lands:
-// in the end the list is empty and every kind runs.
-var pendingKinds = map[Kind]bool{}
-
-// maxNow bounds the simulated clock: times must stay below 2^63 − MaxSpan
-// so that now + any span fits in int64.
-const maxNow = 1 << 62
-
 // allKinds is every limiter kind, in order.
 var allKinds = []Kind{KindGCRA, KindTokenBucket, KindLeakyBucket, KindFixedWindow, KindSlidingWindow, KindSlidingLog}
-
-func isErr(err, target error) bool { return errors.Is(err, target) }
-
-// live reports whether st is stored at now (not missing, not expired).
-func live(st State, now int64) bool { return st.Kind != KindNone && st.ExpireAt > now }
-
-// sameState reports whether a and b are the same stored state at now: both
-// absent (missing or expired), or equal field by field.
-func sameState(a, b State, now int64) bool {
-	la, lb := live(a, now), live(b, now)
-	if !la || !lb {
-		return la == lb
-	}
-	return a.Kind == b.Kind && a.ExpireAt == b.ExpireAt && a.A == b.A && a.B == b.B && a.C == b.C &&
-		slices.Equal(a.Log, b.Log)
-}
-
-// cloneState deep-copies st, so that an Apply that reuses the log's backing
-// array cannot disturb the copy the checks keep.
-func cloneState(st State) State {
-	if st.Log != nil {
-		st.Log = slices.Clone(st.Log)
-	}
-	return st
-}
 
 // wantLimit is the Limit every reply of req must carry.
 func wantLimit(req *Request) int64 {
@@ -252,9 +216,6 @@ func randGap(rng *rand.Rand, req *Request) int64 {
 func TestConformance(t *testing.T) {
 	for _, k := range allKinds {
 		t.Run(k.String(), func(t *testing.T) {
-			if pendingKinds[k] {
-				t.Skipf("%v: algorithm not yet implemented", k)
-			}
 			rng := rand.New(rand.NewPCG(uint64(k), 42))
 			seqs, steps := 400, 80
 			if testing.Short() {

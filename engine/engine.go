@@ -41,19 +41,19 @@ func ParseKind(s string) (Kind, bool) {
 // Valid reports whether k is one of the limiter kinds (not KindNone).
 func (k Kind) Valid() bool { return k > KindNone && k < numKinds }
 
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
+// equalFold reports whether a spells lower, a lower-case ASCII word, in any
+// letter case. It folds ASCII letters only, on purpose: Unicode folding
+// (strings.EqualFold) would also accept, say, the Kelvin sign for "k".
+func equalFold[T string | []byte](a T, lower string) bool {
+	if len(a) != len(lower) {
 		return false
 	}
 	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
+		c := a[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
+		if c != lower[i] {
 			return false
 		}
 	}
@@ -166,11 +166,25 @@ var (
 // Apply runs req against st at now and returns the next state and the reply.
 // st is the key's current state: the zero State for a missing key, otherwise a
 // State of req.Kind (the caller answers WRONGTYPE for any other kind before
-// calling). req must be valid (built by ParseRequest). The returned State is
-// to be stored when its ExpireAt > now, and the key deleted otherwise. A
-// limited request returns st unchanged.
+// calling). The returned State is to be stored when its ExpireAt > now, and
+// the key deleted otherwise. A limited request returns st unchanged.
 //
-// Apply is pure: the same arguments always give the same results.
+// Time domain: now and every time stored in st are Unix nanoseconds in
+// [0, 2^62), that is [0, 2^63 − MaxSpan). req must pass Validate
+// (ParseRequest guarantees it), whose span rule bounds every derived
+// duration by MaxSpan (2^62 ns): GCRA's tolerance T × (max_burst+1), with
+// T = period/count_per_period >= 1 ns; a bucket's time to refill or drain
+// completely, ⌈capacity/rate⌉ × period; two windows, 2 × window. So now plus
+// any such span fits in int64 and no intermediate overflows. Outside that
+// domain, or for a request that fails Validate, the answer is not specified.
+//
+// Apply is pure and deterministic: the same arguments always give the same
+// results, so replicas applying one log agree bit for bit. It keeps no state
+// of its own and may be called concurrently; the caller serialises the calls
+// for one key (reading st and storing the result under the key's lock). For
+// a sliding log the returned State may share st.Log's backing array and
+// write into it: st counts as replaced, and a copy kept elsewhere (a
+// snapshot capture) must deep-copy Log.
 func Apply(st State, req *Request, now int64) (State, Result) {
 	switch req.Kind {
 	case KindGCRA:

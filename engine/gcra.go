@@ -35,8 +35,9 @@ import "math/bits"
 //   - parameters whose τ exceeds MaxSpan are refused when the request is
 //     validated, instead of overflowing.
 //
-// Times (now, stored TATs) must lie in [0, 2^63 − MaxSpan); every
-// intermediate is then free of overflow.
+// Times (now, stored TATs) must lie in [0, 2^62), that is [0, 2^63 −
+// MaxSpan): adding any span to them then fits in int64, and every
+// intermediate is free of overflow.
 
 // emissionInterval returns redis-cell's emission interval for a period in
 // nanoseconds and a count: trunc(float64(period) / float64(count)), the same
@@ -115,11 +116,10 @@ func gcraParams(req *Request) (t, tol, limit int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	limit = req.Burst + 1
-	hi, lo := bits.Mul64(uint64(t), uint64(limit))
-	if hi != 0 || lo > uint64(MaxSpan) {
+	if tol, ok = spanProduct(t, limit); !ok {
 		return 0, 0, 0, false
 	}
-	return t, int64(lo), limit, true
+	return t, tol, limit, true
 }
 
 // gcraRemaining is redis-cell's remaining: (τ − ttl) / T truncated, where
@@ -172,9 +172,8 @@ func throttle(st State, req *Request, now int64) (State, Result) {
 		}
 	default:
 		// A refund moves the TAT back by T×|q|, but never before now.
-		hi, lo := bits.Mul64(uint64(t), uint64(-q))
-		if hi == 0 && lo < uint64(d) {
-			nd = d - int64(lo)
+		if back := mul128(uint64(t), uint64(-q)); back.hi == 0 && back.lo < uint64(d) {
+			nd = d - int64(back.lo)
 		}
 		if nd > tol {
 			// Only possible after the tolerance shrank: still over it.

@@ -1,19 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
 )
-
-const (
-	ms  = int64(1e6)
-	sec = int64(1e9)
-)
-
-// t0 is an arbitrary start instant (2026-11-22, plus a few odd nanoseconds so
-// nothing lines up with whole seconds by accident).
-const t0 = int64(1795305600)*sec + 123456789
 
 func gcraReq(burst, count, periodSec, qty int64) Request {
 	return Request{Kind: KindGCRA, Burst: burst, Rate: count, Period: periodSec * sec, Quantity: qty}
@@ -83,25 +75,14 @@ func TestGCRAWireExample(t *testing.T) {
 	_, res := Apply(State{}, &req, t0)
 	// T = 60 s / 30 = 2 s; τ = 2 s × 16 = 32 s; TAT = now + 2 s;
 	// remaining = (32 s − 2 s) / 2 s = 15; reset 2 s exactly → 2.
-	got := [5]int64{b2i(res.Limited), res.Limit, res.Remaining, CellSeconds(res.RetryAfter), CellSeconds(res.ResetAfter)}
+	limited := int64(0)
+	if res.Limited {
+		limited = 1
+	}
+	got := [5]int64{limited, res.Limit, res.Remaining, CellSeconds(res.RetryAfter), CellSeconds(res.ResetAfter)}
 	if want := [5]int64{0, 16, 15, -1, 2}; got != want {
 		t.Fatalf("CL.THROTTLE user123 15 30 60 = %v, want %v", got, want)
 	}
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func args(s ...string) [][]byte {
-	out := make([][]byte, len(s))
-	for i := range s {
-		out[i] = []byte(s[i])
-	}
-	return out
 }
 
 // TestGCRASpecialCases covers the deliberate rules around redis-cell's
@@ -180,7 +161,7 @@ func TestGCRAExtremes(t *testing.T) {
 		}
 	}
 	over := Request{Kind: KindGCRA, Burst: 14, Rate: 1, Period: MaxPeriod, Quantity: 1}
-	if err := over.Validate(); !isErr(err, ErrOverflow) {
+	if err := over.Validate(); !errors.Is(err, ErrOverflow) {
 		t.Fatalf("Validate(τ > MaxSpan) = %v, want ErrOverflow", err)
 	}
 }

@@ -7,12 +7,8 @@ import (
 )
 
 func TestLeakyBucketTable(t *testing.T) {
-	s, ms := bkSec, bkMs
-	tests := []struct {
-		name  string
-		req   Request
-		steps []bkStep
-	}{
+	s := sec
+	bkRunTables(t, []bkTable{
 		{
 			// Shopify: a bucket of 40 leaking 2 per second (0.5 s each).
 			name: "capacity 40 leak 2/s",
@@ -72,27 +68,13 @@ func TestLeakyBucketTable(t *testing.T) {
 		},
 		{
 			name: "count above capacity on a missing key",
-			req:  Request{Kind: KindLeakyBucket, Burst: 5, Rate: 1, Period: bkSec},
+			req:  Request{Kind: KindLeakyBucket, Burst: 5, Rate: 1, Period: sec},
 			steps: []bkStep{
 				{0, 6, Result{Limited: true, Limit: 5, Remaining: 5, RetryAfter: -1, Wait: -1}},
 				{0, 0, Result{Limit: 5, Remaining: 5, RetryAfter: -1}},
 			},
 		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { bkRun(t, tc.req, tc.steps) })
-	}
-}
-
-// A peek or a refused request on a missing key stores nothing.
-func TestLeakyBucketMissingKeyStoresNothing(t *testing.T) {
-	for _, q := range []int64{0, 11} {
-		req := Request{Kind: KindLeakyBucket, Burst: 10, Rate: 1, Period: bkSec, Quantity: q}
-		next, res := Apply(State{}, &req, bkT0)
-		if next.ExpireAt > bkT0 || res.ResetAfter != 0 || res.Remaining != 10 {
-			t.Errorf("q=%d on a missing key: state %+v, result %+v; want nothing stored, remaining 10", q, next, res)
-		}
-	}
+	})
 }
 
 // TestLeakyBucketRandom drives random arrival sequences on a simulated clock
@@ -102,10 +84,10 @@ func TestLeakyBucketRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, p := range bkParamSets {
 		for seq := range 4 {
-			m := &bkRatModel{p: p, deficit: new(big.Rat), last: bkT0}
+			m := &bkRatModel{p: p, deficit: new(big.Rat), last: t0}
 			var st State
 			var events []bkEvent
-			now := bkT0
+			now := t0
 			lastHead, lastQ := int64(0), int64(0)
 			for i := range 250 {
 				now += bkRandGap(rng, p)
@@ -131,7 +113,7 @@ func TestLeakyBucketRandom(t *testing.T) {
 					lastHead, lastQ = head, req.Quantity
 					events = append(events, bkEvent{now, req.Quantity})
 				}
-				st = bkKeep(next, now)
+				st = stored(next, now)
 			}
 			bkCheckBound(t, events, func(L int64) int64 {
 				return p.capacity + bkFloorMulDiv(L, p.rate, p.period)
@@ -145,17 +127,4 @@ func TestLeakyBucketRandom(t *testing.T) {
 // limited.
 func TestLeakyBucketParamChanges(t *testing.T) {
 	bkParamChanges(t, KindLeakyBucket)
-}
-
-func TestLeakyBucketAllocs(t *testing.T) {
-	req := Request{Kind: KindLeakyBucket, Burst: 100, Rate: 7, Period: bkSec, Quantity: 1}
-	var st State
-	now := bkT0
-	allocs := testing.AllocsPerRun(1000, func() {
-		now += 10 * bkMs
-		st, _ = Apply(st, &req, now)
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocs per call, want 0", allocs)
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 )
 
 // ErrArity is returned by ParseRequest and ParseThrottleAll when the number
@@ -232,7 +231,7 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 			return Request{}, paramErr(kind, fPeriod, err)
 		}
 		rest := args[3:]
-		if kind == KindTokenBucket && len(rest) > 0 && isInterval(rest[len(rest)-1]) {
+		if kind == KindTokenBucket && len(rest) > 0 && equalFold(rest[len(rest)-1], "interval") {
 			r.Interval = true
 			rest = rest[:len(rest)-1]
 		}
@@ -276,19 +275,6 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 		}
 	}
 	return r, nil
-}
-
-func isInterval(b []byte) bool {
-	const word = "interval"
-	if len(b) != len(word) {
-		return false
-	}
-	for i := range b {
-		if b[i]|0x20 != word[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ParseThrottleAll parses CL.THROTTLEALL's arguments (everything after the
@@ -391,14 +377,12 @@ func (r *Request) Validate() error {
 		if t == 0 {
 			return paramErr(k, fRate, ErrZero)
 		}
-		hi, lo := bits.Mul64(uint64(t), uint64(r.Burst+1))
-		if hi != 0 || lo > uint64(MaxSpan) {
+		if _, ok := spanProduct(t, r.Burst+1); !ok {
 			return paramErr(k, fBurst, ErrOverflow)
 		}
 	case KindTokenBucket, KindLeakyBucket:
 		periods := (r.Burst + r.Rate - 1) / r.Rate
-		hi, lo := bits.Mul64(uint64(periods), uint64(r.Period))
-		if hi != 0 || lo > uint64(MaxSpan) {
+		if _, ok := spanProduct(periods, r.Period); !ok {
 			return paramErr(k, fBurst, ErrOverflow)
 		}
 	}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"math"
-	"math/bits"
-)
+import "math"
 
 // Sliding window counter (SW.INCR), as Cloudflare describes it: the counts
 // of the current and the previous epoch-aligned window, with the previous
@@ -91,13 +88,15 @@ func swFits(prev, cur, limit, w, elapsed int64) bool {
 	if room < 0 {
 		return false
 	}
-	return winMulLessEq(uint64(prev), uint64(w-elapsed), uint64(room), uint64(w))
+	return mulLessEq(uint64(prev), uint64(w-elapsed), uint64(room), uint64(w))
 }
 
 // swRemaining returns floor(limit − estimate) = limit − cur −
 // ceil(prev×(w−elapsed)/w), or 0 when that is negative.
 func swRemaining(prev, cur, limit, w, elapsed int64) int64 {
-	weighted := winCeilMulDiv(uint64(prev), uint64(w-elapsed), uint64(w))
+	// prev×(w−elapsed) <= prev×w < 2^64×w: the quotient, at most prev,
+	// fits in 64 bits.
+	weighted := mul128(uint64(prev), uint64(w-elapsed)).ceilDiv(uint64(w))
 	return max(limit-cur-int64(weighted), 0)
 }
 
@@ -143,29 +142,10 @@ func swFirstFit(p, room, s, w int64) (int64, bool) {
 		return s, true
 	}
 	// room < p, so room×w < p×2^64 and the quotient fits in 64 bits.
-	hi, lo := bits.Mul64(uint64(room), uint64(w))
-	k, _ := bits.Div64(hi, lo, uint64(p))
+	k, _ := mul128(uint64(room), uint64(w)).divMod(uint64(p))
 	if k == 0 {
 		// Only elapsed = w would do, which is the next window.
 		return 0, false
 	}
 	return s + w - int64(k), true
-}
-
-// winMulLessEq reports whether a×b ≤ c×d, comparing the full 128-bit products.
-func winMulLessEq(a, b, c, d uint64) bool {
-	h1, l1 := bits.Mul64(a, b)
-	h2, l2 := bits.Mul64(c, d)
-	return h1 < h2 || (h1 == h2 && l1 <= l2)
-}
-
-// winCeilMulDiv returns ceil(a×b/d) for b ≤ d, d > 0; the result is at most a.
-func winCeilMulDiv(a, b, d uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	// a×b ≤ a×d < 2^64×d, so hi < d and Div64 cannot overflow.
-	q, r := bits.Div64(hi, lo, d)
-	if r != 0 {
-		q++
-	}
-	return q
 }

@@ -1,7 +1,5 @@
 package engine
 
-import "math/bits"
-
 // Token bucket (TB.TAKE) and the drain arithmetic it shares with the leaky
 // bucket.
 //
@@ -84,57 +82,57 @@ func takeTokens(st State, req *Request, now int64) (State, Result) {
 func drainTake(st State, kind Kind, req *Request, now int64) (State, Result, int64) {
 	capacity, rate, period, q := req.Burst, req.Rate, req.Period, req.Quantity
 	d := loadDeficit(st, kind, rate, period, capacity, now)
-	before := spanInt(d.ceilDiv(uint64(rate)))
+	before := satInt(d.ceilDiv(uint64(rate)))
 	res := Result{Limit: capacity, RetryAfter: -1}
 	if q == 0 || q < 0 || q > capacity {
 		// A peek; or never possible: limited with RetryAfter -1.
 		res.Limited = q != 0
-		res.Remaining = spanRemaining(d, capacity, period)
+		res.Remaining = bucketRemaining(d, capacity, period)
 		res.ResetAfter = before
 		return st, res, before
 	}
-	room := spanMul(uint64(capacity-q), uint64(period))
+	room := mul128(uint64(capacity-q), uint64(period))
 	if d.cmp(room) > 0 {
 		res.Limited = true
-		res.Remaining = spanRemaining(d, capacity, period)
-		res.RetryAfter = spanInt(d.sub(room).ceilDiv(uint64(rate)))
+		res.Remaining = bucketRemaining(d, capacity, period)
+		res.RetryAfter = satInt(d.sub(room).ceilDiv(uint64(rate)))
 		res.ResetAfter = before
 		return st, res, before
 	}
-	d = d.add(spanMul(uint64(q), uint64(period)))
-	res.Remaining = spanRemaining(d, capacity, period)
+	d = d.add(mul128(uint64(q), uint64(period)))
+	res.Remaining = bucketRemaining(d, capacity, period)
 	whole, frac := d.divMod(uint64(rate))
-	at := spanAdd(now, spanInt(whole))
+	at := satAdd(now, satInt(whole))
 	next := State{Kind: kind, ExpireAt: at, A: at, B: int64(frac), C: rate}
 	if frac != 0 {
-		next.ExpireAt = spanAdd(at, 1)
+		next.ExpireAt = satAdd(at, 1)
 	}
 	res.ResetAfter = next.ExpireAt - now
 	return next, res, before
 }
 
-// spanRemaining returns the whole units left of capacity when the deficit is
+// bucketRemaining returns the whole units left of capacity when the deficit is
 // d (in units of 1/rate ns): capacity - ceil(d/period), at least 0. The
 // deficit exceeds capacity*period only after the parameters changed.
-func spanRemaining(d bucketSpan, capacity, period int64) int64 {
+func bucketRemaining(d uint128, capacity, period int64) int64 {
 	return capacity - int64(min(d.ceilDiv(uint64(period)), uint64(capacity)))
 }
 
 // loadDeficit returns st's deficit at now in units of 1/rate ns. A missing
 // or expired state has none. With the parameters st was written with, it is
 // at most capacity*period; after a change it is at most MaxSpan*rate.
-func loadDeficit(st State, kind Kind, rate, period, capacity int64, now int64) bucketSpan {
+func loadDeficit(st State, kind Kind, rate, period, capacity int64, now int64) uint128 {
 	if st.Kind != kind || st.ExpireAt <= now {
-		return bucketSpan{}
+		return uint128{}
 	}
 	if st.C < 0 {
 		// A token bucket last used with INTERVAL: its whole-token deficit,
 		// after the refills due by now, becomes time at the new rate.
 		tokens, _ := intervalDeficit(st, rate, period, capacity, now)
-		return spanMul(uint64(tokens), uint64(period))
+		return mul128(uint64(tokens), uint64(period))
 	}
 	if st.A < now {
-		return bucketSpan{} // not written by drainTake (ExpireAt <= A+1)
+		return uint128{} // not written by drainTake (ExpireAt <= A+1)
 	}
 	whole := uint64(st.A) - uint64(now)
 	if whole > uint64(MaxSpan) {
@@ -142,16 +140,16 @@ func loadDeficit(st State, kind Kind, rate, period, capacity int64, now int64) b
 		// at most MaxSpan ahead). Capping keeps the product in 128 bits.
 		whole = uint64(MaxSpan)
 	}
-	d := spanMul(whole, uint64(rate))
+	d := mul128(whole, uint64(rate))
 	if frac, unit := st.B, st.C; frac > 0 && unit > 0 {
 		if frac >= unit {
 			frac = unit - 1
 		}
 		if unit == rate {
-			d = d.add(bucketSpan{lo: uint64(frac)})
+			d = d.add(uint128{lo: uint64(frac)})
 		} else {
 			// Re-express frac/unit ns in units of 1/rate ns, rounded up.
-			d = d.add(bucketSpan{lo: spanMul(uint64(frac), uint64(rate)).ceilDiv(uint64(unit))})
+			d = d.add(uint128{lo: mul128(uint64(frac), uint64(rate)).ceilDiv(uint64(unit))})
 		}
 	}
 	return d
@@ -170,7 +168,7 @@ func takeTokensInterval(st State, req *Request, now int64) (State, Result) {
 	if over := deficit - (capacity - q); over > 0 {
 		// ceil(over/rate) refills are needed; the first is at refill.
 		res.Limited = true
-		res.RetryAfter = spanAdd(refill, ((over-1)/rate)*period) - now
+		res.RetryAfter = satAdd(refill, ((over-1)/rate)*period) - now
 		return st, res
 	}
 	if q == 0 {
@@ -188,7 +186,7 @@ func takeTokensInterval(st State, req *Request, now int64) (State, Result) {
 // (> now). A full bucket starts a new alignment: its next refill is one
 // period from now.
 func intervalDeficit(st State, rate, period, capacity int64, now int64) (deficit, refill int64) {
-	refill = spanAdd(now, period)
+	refill = satAdd(now, period)
 	if st.Kind != KindTokenBucket || st.ExpireAt <= now {
 		return 0, refill
 	}
@@ -196,20 +194,20 @@ func intervalDeficit(st State, rate, period, capacity int64, now int64) (deficit
 		// Last used continuously: the missing tokens, rounded up, with a new
 		// alignment starting now.
 		d := loadDeficit(st, KindTokenBucket, rate, period, capacity, now)
-		return capacity - spanRemaining(d, capacity, period), refill
+		return capacity - bucketRemaining(d, capacity, period), refill
 	}
 	deficit, refill = min(max(st.B, 0), capacity), st.A
 	if now >= refill {
 		due := 1 + (uint64(now)-uint64(refill))/uint64(period) // refills at or before now
 		need := uint64(deficit+rate-1) / uint64(rate)          // refills to be full
 		if due >= need {
-			return 0, spanAdd(now, period)
+			return 0, satAdd(now, period)
 		}
 		deficit -= int64(due) * rate
 		refill += int64(due) * period
 	}
 	if deficit == 0 {
-		return 0, spanAdd(now, period)
+		return 0, satAdd(now, period)
 	}
 	return deficit, refill
 }
@@ -221,75 +219,5 @@ func intervalFullAt(deficit, refill, rate, period, now int64) int64 {
 	if deficit <= 0 {
 		return now
 	}
-	return spanAdd(refill, ((deficit-1)/rate)*period)
-}
-
-// spanAdd returns a+b for b >= 0, saturating at the largest int64.
-func spanAdd(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return int64(^uint64(0) >> 1)
-}
-
-// spanInt converts a duration in ns to int64, saturating (valid parameters
-// keep every duration within MaxSpan).
-func spanInt(ns uint64) int64 {
-	if ns > uint64(^uint64(0)>>1) {
-		return int64(^uint64(0) >> 1)
-	}
-	return int64(ns)
-}
-
-// bucketSpan is an unsigned 128-bit integer for the buckets' deficits, which
-// reach capacity*period (up to about 2^98).
-type bucketSpan struct{ hi, lo uint64 }
-
-func spanMul(a, b uint64) bucketSpan {
-	hi, lo := bits.Mul64(a, b)
-	return bucketSpan{hi, lo}
-}
-
-func (x bucketSpan) add(y bucketSpan) bucketSpan {
-	lo, carry := bits.Add64(x.lo, y.lo, 0)
-	hi, _ := bits.Add64(x.hi, y.hi, carry)
-	return bucketSpan{hi, lo}
-}
-
-// sub returns x-y for x >= y.
-func (x bucketSpan) sub(y bucketSpan) bucketSpan {
-	lo, borrow := bits.Sub64(x.lo, y.lo, 0)
-	hi, _ := bits.Sub64(x.hi, y.hi, borrow)
-	return bucketSpan{hi, lo}
-}
-
-func (x bucketSpan) cmp(y bucketSpan) int {
-	switch {
-	case x.hi < y.hi:
-		return -1
-	case x.hi > y.hi:
-		return 1
-	case x.lo < y.lo:
-		return -1
-	case x.lo > y.lo:
-		return 1
-	}
-	return 0
-}
-
-// divMod returns x/d and x%d for d >= 1. A quotient that does not fit in 64
-// bits (never with valid parameters) saturates instead of panicking.
-func (x bucketSpan) divMod(d uint64) (q, r uint64) {
-	if x.hi >= d {
-		return ^uint64(0), 0
-	}
-	return bits.Div64(x.hi, x.lo, d)
-}
-
-func (x bucketSpan) ceilDiv(d uint64) uint64 {
-	q, r := x.divMod(d)
-	if r != 0 && q != ^uint64(0) {
-		q++
-	}
-	return q
+	return satAdd(refill, ((deficit-1)/rate)*period)
 }

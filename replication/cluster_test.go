@@ -239,3 +239,27 @@ func TestGroupCommitBatches(t *testing.T) {
 		t.Fatalf("%.2f ops per entry: concurrent writes were not batched (each write has 2)", perEntry)
 	}
 }
+
+// With LocalReads a node answers reads at its own last applied time, with
+// no round trip: even cut off from the others.
+func TestLocalReads(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LocalReads = true })
+	l := c.WaitForLeader(10 * time.Second)
+	if _, err := write(t, c.nodes[l].node, throttle("k", 1, 1, 60, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged(10 * time.Second)
+	f := (l + 1) % 3
+	c.Partition(f, true)
+	defer c.Partition(f, false)
+	now, err := c.nodes[f].node.ReadNow(context.Background())
+	if err != nil {
+		t.Fatalf("local read on a cut-off follower: %v", err)
+	}
+	if want := c.nodes[f].node.fsm.LastTime(); now != want {
+		t.Fatalf("ReadNow = %d, want the last applied time %d", now, want)
+	}
+	if _, ok := c.nodes[f].node.Store().Lookup([]byte("k"), now); !ok {
+		t.Fatal("k missing from a local read")
+	}
+}

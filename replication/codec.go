@@ -228,28 +228,35 @@ func (r *reader) ops() []shards.Op {
 		return nil
 	}
 	ops := make([]shards.Op, n)
+	// One backing array for all keys and one for all requests of the
+	// entry (most ops have one of each), instead of two allocations per op.
+	keys := make([][]byte, 0, n)
+	reqs := make([]engine.Request, 0, n)
 	for i := range ops {
 		op := &ops[i]
 		op.Code = shards.OpCode(r.byte1("op code"))
 		nk := r.count("key count", 1)
 		if nk > 0 {
-			op.Keys = make([][]byte, nk)
-			for j := range op.Keys {
-				op.Keys[j] = r.bytes("key")
+			k0 := len(keys)
+			for j := 0; j < nk; j++ {
+				keys = append(keys, r.bytes("key"))
 			}
+			op.Keys = keys[k0:len(keys):len(keys)]
 		}
 		nr := r.count("request count", 6)
 		if nr > 0 {
-			op.Reqs = make([]engine.Request, nr)
-			for j := range op.Reqs {
-				q := &op.Reqs[j]
+			q0 := len(reqs)
+			for j := 0; j < nr; j++ {
+				var q engine.Request
 				q.Kind = engine.Kind(r.byte1("request kind"))
 				q.Interval = r.byte1("request flags")&1 != 0
 				q.Burst = r.varint("burst")
 				q.Rate = r.varint("rate")
 				q.Period = r.varint("period")
 				q.Quantity = r.varint("quantity")
+				reqs = append(reqs, q)
 			}
+			op.Reqs = reqs[q0:len(reqs):len(reqs)]
 		}
 		if r.err != nil {
 			return nil

@@ -82,6 +82,9 @@ type Config struct {
 	// fewer slots make larger batches, more slots lower latency at light
 	// load.
 	MaxInflight int
+	// Password, when the RESP servers require one, is sent with AUTH on
+	// every connection this node opens to another (forwarding, joining).
+	Password string
 	// ForwardPool is the most idle connections kept to the leader for
 	// forwarding (>= 1).
 	ForwardPool int

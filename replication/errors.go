@@ -34,10 +34,6 @@ var (
 	ErrBadPayload error = sentinel("ERR invalid replication payload")
 	// ErrUnknownNode is returned by Remove for an id that is not a member.
 	ErrUnknownNode error = sentinel("ERR no such cluster member")
-	// ErrNotCluster is never returned by this package; it is the error the
-	// wire layer returns for a cluster command when the server runs
-	// standalone, declared here so that both sides spell it the same way.
-	ErrNotCluster error = sentinel("ERR This instance has cluster support disabled")
 )
 
 // sentinels lists the errors that cross the forwarding connection by their
@@ -72,9 +68,6 @@ func ReplyText(err error) (string, bool) {
 		if errors.Is(err, s) {
 			return s.Error(), true
 		}
-	}
-	if errors.Is(err, ErrNotCluster) {
-		return ErrNotCluster.Error(), true
 	}
 	return "", false
 }

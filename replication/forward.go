@@ -17,11 +17,13 @@ import (
 // RAFT.READINDEX, RAFT.JOIN ...). A connection carries one request at a time;
 // concurrency comes from several connections. Safe for concurrent use.
 type forwarder struct {
-	maxIdle int
-	timeout time.Duration // dial and per-request I/O bound
+	maxIdle  int
+	password string        // sent with AUTH on every new connection when set
+	timeout  time.Duration // dial and per-request I/O bound
 
 	mu     sync.Mutex
 	idle   map[string][]*fconn // guarded by mu
+	busy   map[*fconn]struct{} // connections carrying a request; guarded by mu
 	closed bool                // guarded by mu
 }
 
@@ -35,8 +37,8 @@ type fconn struct {
 // other node (dial failure): retrying cannot apply a command twice.
 var errNotSent = errors.New("request not sent")
 
-func newForwarder(maxIdle int, timeout time.Duration) *forwarder {
-	return &forwarder{maxIdle: maxIdle, timeout: timeout, idle: map[string][]*fconn{}}
+func newForwarder(maxIdle int, timeout time.Duration, password string) *forwarder {
+	return &forwarder{maxIdle: maxIdle, timeout: timeout, password: password, idle: map[string][]*fconn{}, busy: map[*fconn]struct{}{}}
 }
 
 func (f *forwarder) get(ctx context.Context, addr string) (*fconn, bool, error) {
@@ -50,6 +52,7 @@ func (f *forwarder) get(ctx context.Context, addr string) (*fconn, bool, error) 
 		f.idle[addr] = l[:len(l)-1]
 		f.mu.Unlock()
 		if c.alive() {
+			f.markBusy(c)
 			return c, true, nil
 		}
 		_ = c.c.Close()
@@ -61,7 +64,40 @@ func (f *forwarder) get(ctx context.Context, addr string) (*fconn, bool, error) 
 	if err != nil {
 		return nil, false, fmt.Errorf("replication: dial %s: %w: %w", addr, errNotSent, err)
 	}
-	return &fconn{c: c, r: bufio.NewReaderSize(c, 16<<10), w: bufio.NewWriterSize(c, 16<<10)}, false, nil
+	fc := &fconn{c: c, r: bufio.NewReaderSize(c, 16<<10), w: bufio.NewWriterSize(c, 16<<10)}
+	if f.password != "" {
+		// Nothing has been sent yet if this fails: still errNotSent.
+		_ = c.SetDeadline(time.Now().Add(f.timeout))
+		writeCommand(fc.w, [][]byte{[]byte("AUTH"), []byte(f.password)})
+		err := fc.w.Flush()
+		var rerr error
+		if err == nil {
+			_, rerr, err = readReply(fc.r)
+		}
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			_ = c.Close()
+			return nil, false, fmt.Errorf("replication: authenticate to %s: %w: %w", addr, errNotSent, err)
+		}
+	}
+	f.markBusy(fc)
+	return fc, false, nil
+}
+
+func (f *forwarder) markBusy(c *fconn) {
+	f.mu.Lock()
+	f.busy[c] = struct{}{}
+	f.mu.Unlock()
+}
+
+// drop closes a connection that failed.
+func (f *forwarder) drop(c *fconn) {
+	f.mu.Lock()
+	delete(f.busy, c)
+	f.mu.Unlock()
+	_ = c.c.Close()
 }
 
 // alive reports whether an idle connection is still open and quiet. A
@@ -77,6 +113,7 @@ func (c *fconn) alive() bool {
 
 func (f *forwarder) put(addr string, c *fconn) {
 	f.mu.Lock()
+	delete(f.busy, c)
 	if !f.closed && len(f.idle[addr]) < f.maxIdle {
 		f.idle[addr] = append(f.idle[addr], c)
 		c = nil
@@ -87,17 +124,21 @@ func (f *forwarder) put(addr string, c *fconn) {
 	}
 }
 
-// close closes every idle connection; later calls fail with ErrShutdown.
+// close closes every connection, idle or carrying a request (which then
+// fails at once); later calls fail with ErrShutdown.
 func (f *forwarder) close() {
 	f.mu.Lock()
 	f.closed = true
-	idle := f.idle
-	f.idle = map[string][]*fconn{}
+	idle, busy := f.idle, f.busy
+	f.idle, f.busy = map[string][]*fconn{}, map[*fconn]struct{}{}
 	f.mu.Unlock()
 	for _, l := range idle {
 		for _, c := range l {
 			_ = c.c.Close()
 		}
+	}
+	for c := range busy {
+		_ = c.c.Close()
 	}
 }
 
@@ -128,7 +169,7 @@ func (f *forwarder) do(ctx context.Context, addr string, idempotent bool, args .
 		_ = c.c.SetDeadline(deadline)
 		writeCommand(c.w, args)
 		if err := c.w.Flush(); err != nil {
-			_ = c.c.Close()
+			f.drop(c)
 			if pooled && attempt == 0 {
 				continue
 			}
@@ -136,7 +177,7 @@ func (f *forwarder) do(ctx context.Context, addr string, idempotent bool, args .
 		}
 		rep, rerr, err := readReply(c.r)
 		if err != nil {
-			_ = c.c.Close()
+			f.drop(c)
 			if idempotent && pooled && attempt == 0 && errors.Is(err, io.EOF) && c.r.Buffered() == 0 {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -99,7 +100,11 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	switch e.typ {
 	case entryOps:
 		res := make([]shards.Result, len(e.ops))
+		// One result per op fits without allocating (OpLimitAll grows its
+		// own).
+		rb := make([]engine.Result, len(e.ops))
 		for i := range e.ops {
+			res[i].Results = rb[i : i : i+1]
 			f.store.Exec(&e.ops[i], now, &res[i])
 		}
 		f.entries.Add(1)

@@ -105,7 +105,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		slots:      make(chan struct{}, cfg.MaxInflight),
 		leadChange: make(chan struct{}),
 		lastStamp:  math.MinInt64,
-		fwd:        newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second),
+		fwd:        newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, cfg.Password),
 	}
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }

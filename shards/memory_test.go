@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ type memSample struct {
 	heapInuse, rss uint64
 	gcPause        time.Duration // the stop-the-world pauses of one forced GC
 	gcWall         time.Duration // wall time of one forced GC (mark included)
+	gcCPU          time.Duration // CPU time of one forced GC, all threads
 }
 
 func sampleMem() memSample {
@@ -57,11 +59,16 @@ func sampleMem() memSample {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	before := m.PauseTotalNs
+	cpu := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(cpu)
+	cpuBefore := cpu[0].Value.Float64()
 	start := time.Now()
 	runtime.GC()
 	wall := time.Since(start)
+	metrics.Read(cpu)
 	runtime.ReadMemStats(&m)
-	return memSample{heapInuse: m.HeapInuse, rss: rssBytes(), gcPause: time.Duration(m.PauseTotalNs - before), gcWall: wall}
+	return memSample{heapInuse: m.HeapInuse, rss: rssBytes(), gcPause: time.Duration(m.PauseTotalNs - before), gcWall: wall,
+		gcCPU: time.Duration((cpu[0].Value.Float64() - cpuBefore) * 1e9)}
 }
 
 // rssBytes reads VmRSS from /proc/self/status (0 where unavailable).
@@ -131,8 +138,9 @@ func reportMem(b *testing.B, n int, before, after memSample) {
 	b.ReportMetric(float64(int64(after.rss)-int64(before.rss))/float64(n), "rss-B/key")
 	b.ReportMetric(float64(after.gcPause.Microseconds()), "gc-pause-µs")
 	b.ReportMetric(float64(after.gcWall.Microseconds()), "gc-wall-µs")
-	b.Logf("%d keys: heap in use %d → %d MiB, RSS %d → %d MiB; one forced GC: pauses %v, wall %v",
-		n, before.heapInuse>>20, after.heapInuse>>20, before.rss>>20, after.rss>>20, after.gcPause, after.gcWall)
+	b.ReportMetric(float64(after.gcCPU.Microseconds()), "gc-cpu-µs")
+	b.Logf("%d keys: heap in use %d → %d MiB, RSS %d → %d MiB; one forced GC: pauses %v, wall %v, CPU %v",
+		n, before.heapInuse>>20, after.heapInuse>>20, before.rss>>20, after.rss>>20, after.gcPause, after.gcWall, after.gcCPU)
 }
 
 // TestBytesPerKey: 1M live GCRA keys with 11-byte names cost at most 48

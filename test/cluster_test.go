@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,5 +325,112 @@ func TestClusterChaos(t *testing.T) {
 	}
 	if time.Duration(worst.Load()) > maxHang {
 		t.Errorf("a request took %v, more than the no-leader bound %v", time.Duration(worst.Load()), maxHang)
+	}
+}
+
+// A leader cut off from the others (its process paused, as a long GC or VM
+// stall would) admits nothing; the majority elects a leader and keeps
+// serving; once resumed, the old leader steps down and every node holds one
+// history.
+func TestClusterPausedLeader(t *testing.T) {
+	nodes := startCluster(t, 3)
+	l := leaderOf(nodes)
+	ctx := context.Background()
+	// CL.THROTTLE k 4 5 3600: limit 5, one more per 720 s — no refill
+	// during the test, so remaining = 5 − admitted requests.
+	admit := func(c *redis.Client) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		r, err := throttle(cctx, c, "k", 4, 5, 3600)
+		if err != nil {
+			return false, err
+		}
+		return r[0] == 0, nil
+	}
+	var allowed, ambiguous int
+	if ok, err := admit(noRetryClient(t, nodes[l].Addr)); err != nil || !ok {
+		t.Fatalf("first request: %v, %v", ok, err)
+	}
+	allowed++
+
+	if err := nodes[l].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			nodes[l].cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	// A client of the paused leader: its request waits for the process.
+	type outcome struct {
+		ok  bool
+		err error
+	}
+	paused := make(chan outcome, 1)
+	go func() {
+		ok, err := admit(noRetryClient(t, nodes[l].Addr))
+		paused <- outcome{ok, err}
+	}()
+	var others []*clusterNode
+	for i, nd := range nodes {
+		if i != l {
+			others = append(others, nd)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; i < 2; {
+		ok, err := admit(noRetryClient(t, others[i%2].Addr))
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the majority did not serve within 15 s: %v", err)
+			}
+			continue // the majority is still electing a leader
+		}
+		if !ok {
+			t.Fatalf("majority request %d limited; want allowed", i)
+		}
+		allowed++
+		i++
+	}
+	if err := nodes[l].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	o := <-paused
+	switch {
+	case o.err == nil && o.ok:
+		allowed++ // applied once, through the new leader
+	case o.err != nil && strings.HasPrefix(o.err.Error(), "TRYAGAIN Leadership changed"):
+		ambiguous++
+	case o.err != nil:
+		// Refused before it was applied (no leader, not the leader).
+	}
+	t.Logf("paused leader's client: allowed=%v err=%v", o.ok, o.err)
+
+	waitFor(t, 20*time.Second, func() error {
+		inf := raftInfo(nodes[l])
+		if inf["raft_state"] != "follower" {
+			return fmt.Errorf("old leader is %q", inf["raft_state"])
+		}
+		return nil
+	})
+	// One history: a peek through every node (linearizable reads) sees the
+	// same remaining count, the one the acknowledged requests imply.
+	var seen []int64
+	for _, nd := range nodes {
+		r, err := throttle(ctx, noRetryClient(t, nd.Addr), "k", 4, 5, 3600, 0)
+		if err != nil {
+			t.Fatalf("peek via %s: %v", nd.id, err)
+		}
+		seen = append(seen, r[2])
+	}
+	for i, rem := range seen {
+		if rem != seen[0] {
+			t.Fatalf("remaining differs across nodes: %v", seen)
+		}
+		if hi, lo := int64(5-allowed), int64(5-allowed-ambiguous); rem > hi || rem < lo {
+			t.Fatalf("node %d: remaining %d, want in [%d, %d] (%d allowed, %d ambiguous)", i, rem, lo, hi, allowed, ambiguous)
+		}
 	}
 }

@@ -33,7 +33,7 @@ type raftTuning struct {
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
 	NoLeaderTimeout, SnapshotInterval                                    time.Duration
 	SnapshotThreshold, TrailingLogs                                      uint64
-	MaxBatch                                                             int
+	MaxBatch, MaxInflight                                                int
 	LocalReads                                                           bool
 }
 
@@ -44,7 +44,7 @@ func defaultClusterConfig() clusterConfig {
 		LeaderLeaseTimeout: d.LeaderLeaseTimeout, CommitTimeout: d.CommitTimeout,
 		NoLeaderTimeout: d.NoLeaderTimeout, SnapshotInterval: d.SnapshotInterval,
 		SnapshotThreshold: d.SnapshotThreshold, TrailingLogs: d.TrailingLogs,
-		MaxBatch: d.MaxBatch, LocalReads: d.LocalReads,
+		MaxBatch: d.MaxBatch, MaxInflight: d.MaxInflight, LocalReads: d.LocalReads,
 	}}
 }
 
@@ -102,6 +102,7 @@ var clusterDirectives = []directive{
 		return nil
 	}},
 	{"raft-max-batch", "cluster: most operations per raft log entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxBatch, v) }},
+	{"raft-max-inflight", "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxInflight, v) }},
 	{"raft-local-reads", "cluster: serve reads from local state without confirming leadership (faster, possibly stale)", func(c *Config, v string) error { return setBool(&c.Cluster.Raft.LocalReads, v) }},
 }
 
@@ -113,7 +114,7 @@ func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = t.LeaderLeaseTimeout, t.CommitTimeout
 	rc.NoLeaderTimeout, rc.SnapshotInterval = t.NoLeaderTimeout, t.SnapshotInterval
 	rc.SnapshotThreshold, rc.TrailingLogs = t.SnapshotThreshold, t.TrailingLogs
-	rc.MaxBatch, rc.LocalReads = t.MaxBatch, t.LocalReads
+	rc.MaxBatch, rc.MaxInflight, rc.LocalReads = t.MaxBatch, t.MaxInflight, t.LocalReads
 	rc.NodeID = c.Cluster.NodeID
 	rc.RaftAddr = c.Cluster.RaftAddr
 	rc.RaftAdvertise = c.Cluster.RaftAdvertise
@@ -121,6 +122,7 @@ func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
 	if rc.RespAddr == "" {
 		rc.RespAddr = c.Addr()
 	}
+	rc.Password = c.RequirePass
 	rc.Bootstrap = c.Cluster.Bootstrap
 	rc.Join = c.Cluster.Join
 	rc.Dir = filepath.Join(c.Persist.Dir, "raft-"+c.Cluster.NodeID)

@@ -177,36 +177,6 @@ func TestSlidingWindowHugeExactRetry(t *testing.T) {
 	}
 }
 
-func TestSlidingWindowRandomArrivals(t *testing.T) {
-	for seed := range uint64(150) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			check := func(t *testing.T, k *winKey, req *Request, now int64, _ Result) {
-				t.Helper()
-				st := k.st
-				if st.Kind == KindNone {
-					return
-				}
-				// A limited request leaves a state written in the window
-				// before, so A is this window's start or the one before.
-				start := windowStart(now, req.Period)
-				if (st.A != start && st.A != start-req.Period) || st.B < 0 || st.C < 0 || st.B > req.Burst || st.C > req.Burst ||
-					(st.B > 0 && st.ExpireAt != st.A+2*req.Period) || (st.B == 0 && st.ExpireAt != st.A+req.Period) {
-					t.Fatalf("at %d: stored state %+v breaks its layout (window %d)", now, st, req.Period)
-				}
-			}
-			limit, window, admitted := winSimulate(t, KindSlidingWindow, seed, 250, check)
-			// Documented bound: <= limit per aligned window, <= 2×limit − 1
-			// in any interval of one window's length.
-			if got := winMaxInAligned(admitted, window); got > limit {
-				t.Errorf("admitted %d in one aligned window, limit %d", got, limit)
-			}
-			if got := winMaxInSpan(admitted, window); got > 2*limit-1 {
-				t.Errorf("admitted %d in an interval of %d ns, bound 2×%d−1", got, window, limit)
-			}
-		})
-	}
-}
-
 func TestSlidingWindowBoundIsReached(t *testing.T) {
 	// limit units 1 ns before a window's end, then limit − 1 more 2 ns before
 	// the next window's end: 2×limit − 1 inside one window length.

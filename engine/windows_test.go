@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -247,4 +248,66 @@ func winSimulate(t *testing.T, kind Kind, seed uint64, steps int, check func(t *
 		}
 	}
 	return limit, window, admitted
+}
+
+// TestWindowRandomArrivals runs random arrival sequences through each window
+// limiter (winSimulate checks every reply, retry_after and reset_after), checks
+// the stored state against its documented layout after every call, and the
+// admitted units against each limiter's documented bound: at most limit in
+// one epoch-aligned window (all three), and in any interval of one window's
+// length at most 2×limit (fixed window), 2×limit − 1 (sliding window) or
+// limit (sliding log).
+func TestWindowRandomArrivals(t *testing.T) {
+	tests := []struct {
+		kind   Kind
+		layout func(t *testing.T, k *winKey, req *Request, now int64, res Result)
+		span   func(limit int64) int64
+	}{
+		{KindFixedWindow, fwCheckLayout, func(limit int64) int64 { return 2 * limit }},
+		{KindSlidingWindow, swCheckLayout, func(limit int64) int64 { return 2*limit - 1 }},
+		{KindSlidingLog, slCheckLayout, func(limit int64) int64 { return limit }},
+	}
+	for _, tt := range tests {
+		for seed := range uint64(150) {
+			t.Run(fmt.Sprintf("%v/%d", tt.kind, seed), func(t *testing.T) {
+				limit, window, admitted := winSimulate(t, tt.kind, seed, 250, tt.layout)
+				if got := winMaxInAligned(admitted, window); got > limit {
+					t.Errorf("admitted %d in one aligned window, limit %d", got, limit)
+				}
+				if got, bound := winMaxInSpan(admitted, window), tt.span(limit); got > bound {
+					t.Errorf("admitted %d in an interval of %d ns, bound %d (limit %d)", got, window, bound, limit)
+				}
+			})
+		}
+	}
+}
+
+// fwCheckLayout checks a stored fixed window against its layout: the count
+// of now's own window (an earlier window's state has expired by now), 1..limit
+// units, C unused, expiring at the window's end.
+func fwCheckLayout(t *testing.T, k *winKey, req *Request, now int64, _ Result) {
+	t.Helper()
+	st := k.st
+	if st.Kind == KindNone {
+		return
+	}
+	if st.A != windowStart(now, req.Period) || st.B < 1 || st.B > req.Burst || st.C != 0 || st.ExpireAt != st.A+req.Period {
+		t.Fatalf("at %d: stored state %+v breaks its layout (window %d)", now, st, req.Period)
+	}
+}
+
+// swCheckLayout checks a stored sliding window against its layout. A limited
+// request leaves a state written in the window before, so A is this window's
+// start or the one before.
+func swCheckLayout(t *testing.T, k *winKey, req *Request, now int64, _ Result) {
+	t.Helper()
+	st := k.st
+	if st.Kind == KindNone {
+		return
+	}
+	start := windowStart(now, req.Period)
+	if (st.A != start && st.A != start-req.Period) || st.B < 0 || st.C < 0 || st.B > req.Burst || st.C > req.Burst ||
+		(st.B > 0 && st.ExpireAt != st.A+2*req.Period) || (st.B == 0 && st.ExpireAt != st.A+req.Period) {
+		t.Fatalf("at %d: stored state %+v breaks its layout (window %d)", now, st, req.Period)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
@@ -37,7 +38,7 @@ type Point struct {
 func measure(ctx context.Context, cfg Config, logger *slog.Logger) ([]Point, error) {
 	targets := []*target{{Label: "A", Addr: cfg.Addr, Cmd: cfg.Cmd, KeyPrefix: cfg.KeyPrefix, Keys: cfg.Keys}}
 	if cfg.CompareAddr != "" {
-		targets = append(targets, &target{Label: "B", Addr: cfg.CompareAddr, Cmd: cfg.CompareCmd, KeyPrefix: cfg.CompareKeyPrefix, Keys: cfg.CompareKeys})
+		targets = append(targets, &target{Label: "B", Addr: cfg.CompareAddr, Cmd: cfg.CompareCmd, KeyPrefix: cfg.CompareKeyPrefix, Keys: cmp.Or(cfg.CompareKeys, cfg.Keys)})
 	}
 	for _, t := range targets {
 		if err := prepare(ctx, &cfg, t); err != nil {

@@ -62,8 +62,8 @@ type Config struct {
 	// must differ from it when A and B are one server running two commands,
 	// or the commands would meet each other's keys (WRONGTYPE).
 	CompareKeyPrefix string
-	// CompareKeys is server B's keyspace size; it defaults to Keys. With
-	// it, one run compares a server holding many keys with one holding few.
+	// CompareKeys is server B's keyspace size; 0 means Keys. With it, one
+	// run compares a server holding many keys with one holding few.
 	CompareKeys int
 	Duration    time.Duration // measured time per round (when Requests is 0)
 	Requests    int64         // requests per round; 0 means run for Duration
@@ -110,7 +110,7 @@ func (c *Config) Validate() error {
 	case c.Keys < 1:
 		return fmt.Errorf("-keys %d: keyspace must hold at least 1 key", c.Keys)
 	case c.CompareKeys < 0:
-		return fmt.Errorf("-compare-keys %d: keyspace must hold at least 1 key", c.CompareKeys)
+		return fmt.Errorf("-compare-keys %d: keyspace must hold at least 1 key (0 means as -keys)", c.CompareKeys)
 	case c.Dist != "uniform" && c.Dist != "zipf":
 		return fmt.Errorf("-dist %q: want uniform or zipf", c.Dist)
 	case c.Dist == "zipf" && !(c.ZipfS > 1):

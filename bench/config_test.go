@@ -31,6 +31,9 @@ func TestParseFlags(t *testing.T) {
 	if cfg.CompareCmd != "SET {key} x" {
 		t.Errorf("CompareCmd = %q, want A's command", cfg.CompareCmd)
 	}
+	if cfg.CompareKeys != 100000 {
+		t.Errorf("CompareKeys = %d, want A's keyspace (the -keys default, 100000)", cfg.CompareKeys)
+	}
 	if got := cfg.ConnCounts(); !reflect.DeepEqual(got, []int{50}) {
 		t.Errorf("ConnCounts() = %v, want [50] (the -c default)", got)
 	}
@@ -45,6 +48,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{[]string{"-c", "0"}, "-c 0"},
 		{[]string{"-P", "0"}, "-P 0"},
 		{[]string{"-keys", "0"}, "-keys"},
+		{[]string{"-compare-keys", "-1"}, "-compare-keys"},
 		{[]string{"-dist", "normal"}, "-dist"},
 		{[]string{"-dist", "zipf", "-zipf-s", "1"}, "-zipf-s"},
 		{[]string{"-d", "0s"}, "-d"},

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Helpers and tests shared by the token bucket and the leaky bucket, whose
+// Code and tests shared by the token bucket and the leaky bucket, whose
 // continuous variants share one state layout and one arithmetic (drainTake).
 
 // bkStep is one call of a table test: at t0+at, take/add q.

@@ -189,92 +189,82 @@ const (
 // range), ErrInvalidDuration, ErrNegative, ErrZero, ErrOverflow and
 // ErrLogLimit. ParseRequest does not allocate unless it fails.
 func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
-	r := Request{Kind: kind, Quantity: 1}
-	var err error
+	// Every command reads burst [rate] period [quantity]; only the window
+	// limiters have no rate, and only TB.TAKE may end with INTERVAL.
+	minArgs, maxArgs := 3, 4
 	switch kind {
-	case KindGCRA:
-		if len(args) < 3 || len(args) > 4 {
-			return Request{}, ErrArity
-		}
-		if r.Burst, err = ParseInt(args[0]); err != nil {
-			return Request{}, paramErr(kind, fBurst, err)
-		}
-		if r.Rate, err = ParseInt(args[1]); err != nil {
-			return Request{}, paramErr(kind, fRate, err)
-		}
-		sec, err := ParseInt(args[2])
-		switch {
-		case err != nil:
-			return Request{}, paramErr(kind, fPeriod, err)
-		case sec < 0:
-			return Request{}, paramErr(kind, fPeriod, ErrNegative)
-		case sec > MaxPeriod/1e9:
-			return Request{}, paramErr(kind, fPeriod, ErrNotInteger)
-		}
-		r.Period = sec * 1e9
-		if len(args) == 4 {
-			if r.Quantity, err = ParseInt(args[3]); err != nil {
-				return Request{}, paramErr(kind, fQuantity, err)
-			}
-		}
-	case KindTokenBucket, KindLeakyBucket:
-		if len(args) < 3 || len(args) > 5 || (len(args) == 5 && kind == KindLeakyBucket) {
-			return Request{}, ErrArity
-		}
-		if r.Burst, err = ParseInt(args[0]); err != nil {
-			return Request{}, paramErr(kind, fBurst, err)
-		}
-		if r.Rate, err = ParseInt(args[1]); err != nil {
-			return Request{}, paramErr(kind, fRate, err)
-		}
-		if r.Period, err = ParseDuration(args[2]); err != nil {
-			return Request{}, paramErr(kind, fPeriod, err)
-		}
-		rest := args[3:]
-		if kind == KindTokenBucket && len(rest) > 0 && equalFold(rest[len(rest)-1], "interval") {
-			r.Interval = true
-			rest = rest[:len(rest)-1]
-		}
-		switch len(rest) {
-		case 0:
-		case 1:
-			if r.Quantity, err = ParseInt(rest[0]); err != nil {
-				return Request{}, paramErr(kind, fQuantity, err)
-			}
-		default:
-			return Request{}, ErrSyntax // two trailing arguments and the last is not INTERVAL
-		}
+	case KindGCRA, KindLeakyBucket:
+	case KindTokenBucket:
+		maxArgs = 5
 	case KindFixedWindow, KindSlidingWindow, KindSlidingLog:
-		if len(args) < 2 || len(args) > 3 {
-			return Request{}, ErrArity
-		}
-		if r.Burst, err = ParseInt(args[0]); err != nil {
-			return Request{}, paramErr(kind, fBurst, err)
-		}
-		if r.Period, err = ParseDuration(args[1]); err != nil {
-			return Request{}, paramErr(kind, fPeriod, err)
-		}
-		if len(args) == 3 {
-			if r.Quantity, err = ParseInt(args[2]); err != nil {
-				return Request{}, paramErr(kind, fQuantity, err)
-			}
-		}
+		minArgs, maxArgs = 2, 3
 	default:
 		return Request{}, fmt.Errorf("kind %d: %w", kind, ErrSyntax)
+	}
+	if len(args) < minArgs || len(args) > maxArgs {
+		return Request{}, ErrArity
+	}
+	r := Request{Kind: kind, Quantity: 1}
+	var err error
+	if r.Burst, err = ParseInt(args[0]); err != nil {
+		return Request{}, paramErr(kind, fBurst, err)
+	}
+	rest := args[1:]
+	if minArgs == 3 {
+		if r.Rate, err = ParseInt(rest[0]); err != nil {
+			return Request{}, paramErr(kind, fRate, err)
+		}
+		rest = rest[1:]
+	}
+	if r.Period, err = parsePeriod(kind, rest[0]); err != nil {
+		return Request{}, paramErr(kind, fPeriod, err)
+	}
+	rest = rest[1:]
+	if kind == KindTokenBucket && len(rest) > 0 && equalFold(rest[len(rest)-1], "interval") {
+		r.Interval = true
+		rest = rest[:len(rest)-1]
+	}
+	switch len(rest) {
+	case 0:
+	case 1:
+		if r.Quantity, err = ParseInt(rest[0]); err != nil {
+			return Request{}, paramErr(kind, fQuantity, err)
+		}
+	default:
+		return Request{}, ErrSyntax // two trailing arguments and the last is not INTERVAL
 	}
 	if err := r.Validate(); err != nil {
 		return Request{}, err
 	}
 	if kind == KindSlidingLog {
-		max := opt.MaxLogLimit
-		if max <= 0 {
-			max = DefaultMaxLogLimit
+		maxLimit := opt.MaxLogLimit
+		if maxLimit <= 0 {
+			maxLimit = DefaultMaxLogLimit
 		}
-		if r.Burst > max {
+		if r.Burst > maxLimit {
 			return Request{}, paramErr(kind, fBurst, ErrLogLimit)
 		}
 	}
 	return r, nil
+}
+
+// parsePeriod parses a period or window argument into nanoseconds:
+// CL.THROTTLE's in whole seconds (as redis-cell reads it, so "60s" is not an
+// integer there), every other command's as a duration (ParseDuration).
+func parsePeriod(kind Kind, b []byte) (int64, error) {
+	if kind != KindGCRA {
+		return ParseDuration(b)
+	}
+	sec, err := ParseInt(b)
+	switch {
+	case err != nil:
+		return 0, err
+	case sec < 0:
+		return 0, ErrNegative
+	case sec > MaxPeriod/1e9:
+		return 0, ErrNotInteger
+	}
+	return sec * 1e9, nil
 }
 
 // ParseThrottleAll parses CL.THROTTLEALL's arguments (everything after the

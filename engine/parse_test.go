@@ -295,3 +295,20 @@ func TestParseRequestNoAlloc(t *testing.T) {
 		t.Errorf("ParseRequest allocates %v times per call", n)
 	}
 }
+
+// TestParseKind: every kind's name parses back to it in any ASCII letter
+// case, and nothing else parses (Unicode case folding is not applied).
+func TestParseKind(t *testing.T) {
+	for k := KindNone; k < numKinds; k++ {
+		for _, s := range []string{k.String(), strings.ToUpper(k.String())} {
+			if got, ok := ParseKind(s); !ok || got != k {
+				t.Errorf("ParseKind(%q) = %v, %v; want %v, true", s, got, ok, k)
+			}
+		}
+	}
+	for _, s := range []string{"", "gcra ", "token_bucket", "unknown", "slidinglog", "to\u212Aen-bucket"} { // U+212A KELVIN SIGN folds to k in Unicode
+		if got, ok := ParseKind(s); ok {
+			t.Errorf("ParseKind(%q) = %v, true; want false", s, got)
+		}
+	}
+}

@@ -6,8 +6,8 @@ import "math/bits"
 // CL.THROTTLE replies with, exactly as redis-cell does: truncate to whole
 // seconds, then add one when the sub-second remainder is at least 1 ms (so
 // a client that waits the reply's number of seconds is almost never early,
-// while a remainder below 1 ms is dropped). -1 (never / not applicable)
-// stays -1.
+// while a remainder below 1 ms is dropped). ns is -1 (never / not
+// applicable), which stays -1, or in [0, 2^63).
 //
 // redis-cell truncates the duration as float64 seconds (seconds +
 // nanoseconds/1e9). For durations of 2^24 s (194 days) or more, a
@@ -36,7 +36,7 @@ func CellSeconds(ns int64) int64 {
 // CeilMillis converts a duration in nanoseconds to whole milliseconds,
 // rounded up, so that a client that waits that long is never too early.
 // Every limiter command other than CL.THROTTLE replies in these units.
-// -1 (never / not applicable) stays -1.
+// ns is -1 (never / not applicable), which stays -1, or in [0, 2^63).
 func CeilMillis(ns int64) int64 {
 	if ns == -1 {
 		return -1

@@ -43,11 +43,7 @@ func TestSlidingWindowCloudflare(t *testing.T) {
 }
 
 func TestSlidingWindowEdges(t *testing.T) {
-	tests := []struct {
-		name                string
-		limit, window, base int64
-		steps               []winStep
-	}{
+	winRunTables(t, KindSlidingWindow, []winTable{
 		{
 			name: "retry in the next window", limit: 10, window: 10 * sec, base: 100 * sec,
 			steps: []winStep{
@@ -91,12 +87,7 @@ func TestSlidingWindowEdges(t *testing.T) {
 				{5 * sec, 0, Result{Limit: 3, Remaining: 2, RetryAfter: -1, ResetAfter: sec}},
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			winRunSteps(t, KindSlidingWindow, tt.limit, tt.window, tt.base, tt.steps)
-		})
-	}
+	})
 }
 
 // swOracleRetry computes, with math/big rationals, the first instant at or
@@ -163,12 +154,11 @@ func TestSlidingWindowHugeExactRetry(t *testing.T) {
 			}
 			now := w + c.at
 			req.Quantity = c.count
-			prevCount, curCount := c.prevN, c.curN
 			res := k.do(t, req, now)
 			if !res.Limited {
 				t.Fatalf("%+v: allowed, want limited", res)
 			}
-			want := swOracleRetry(prevCount, curCount, c.count, c.limit, w, w, now) - now
+			want := swOracleRetry(c.prevN, c.curN, c.count, c.limit, w, w, now) - now
 			if res.RetryAfter != want {
 				t.Errorf("RetryAfter = %d, want %d (big.Rat)", res.RetryAfter, want)
 			}
@@ -199,41 +189,38 @@ func TestSlidingWindowBoundIsReached(t *testing.T) {
 
 func TestSlidingWindowParametersChange(t *testing.T) {
 	var k winKey
-	// 6 of 10 in [60 s, 120 s), 30 s in.
-	k.do(t, winReq(KindSlidingWindow, 10, minute, 6), 90*sec)
+	// 6 of 10 in [60 s, 120 s), 30 s in: 4 remain; they slide out at 180 s.
+	got := k.do(t, winReq(KindSlidingWindow, 10, minute, 6), 90*sec)
+	if want := (Result{Limit: 10, Remaining: 4, RetryAfter: -1, ResetAfter: 90 * sec}); got != want {
+		t.Errorf("first call: %+v, want %+v", got, want)
+	}
 	// Limit down to 4 at 100 s: 6 held > 4: even a peek is over; remaining
 	// 0. It fits once the 6 weigh <= 4 in the next window: 6×(60s−e)/60s <= 4,
 	// e >= 20 s: at 140 s, 40 s later. Reset when they slide out at 180 s.
-	got := k.do(t, winReq(KindSlidingWindow, 4, minute, 0), 100*sec)
+	got = k.do(t, winReq(KindSlidingWindow, 4, minute, 0), 100*sec)
 	if want := (Result{Limited: true, Limit: 4, Remaining: 0, RetryAfter: 40 * sec, ResetAfter: 80 * sec}); got != want {
 		t.Errorf("after lowering the limit: %+v, want %+v", got, want)
 	}
-	// A 7 s window at 100 s: its window [98 s, 105 s) matches neither stored
-	// window, so it starts from nothing.
+	// A 7 s window at 100 s: its window [98 s, 105 s) is neither the stored
+	// one (60 s) nor the one after it, so it starts from nothing: 9 remain,
+	// reset when the unit slides out at 98 s + 2 × 7 s = 112 s, 12 s later.
 	got = k.do(t, winReq(KindSlidingWindow, 10, 7*sec, 1), 100*sec)
-	if got.Limited || got.Remaining != 9 {
-		t.Errorf("after changing the window: %+v, want allowed with 9 remaining", got)
+	if want := (Result{Limit: 10, Remaining: 9, RetryAfter: -1, ResetAfter: 12 * sec}); got != want {
+		t.Errorf("after changing the window: %+v, want %+v", got, want)
 	}
 }
 
-func TestSlidingWindowInvalidRequestNeverPanics(t *testing.T) {
-	st := State{Kind: KindSlidingWindow, ExpireAt: 100, A: 0, B: 3, C: 2}
-	for _, req := range []*Request{
-		winReq(KindSlidingWindow, 10, 0, 1),
-		winReq(KindSlidingWindow, -1, sec, 1),
-		winReq(KindSlidingWindow, 10, sec, -1),
-		winReq(KindSlidingWindow, MaxCount+1, sec, 1),
-		winReq(KindSlidingWindow, 10, MaxPeriod+1, 1),
-	} {
-		got, res := Apply(st, req, 50)
-		if !res.Limited || res.RetryAfter != -1 || res.Remaining < 0 || !equalState(got, st) {
-			t.Errorf("Apply(%+v) = %+v, %+v; want limited, retry -1, state unchanged", *req, got, res)
-		}
-	}
-	// A damaged state (negative or huge counts) is clamped, not trusted.
+func TestSlidingWindowDamagedState(t *testing.T) {
+	// A damaged state (negative or huge counts) is clamped, not trusted:
+	// at 10 ns into the window [0, 1 s), B = −5 reads as a current count of
+	// 0 and C = 2^62 as a previous count of MaxCount, which weighs
+	// 2^40 × (1 s − 10 ns)/1 s, far over 10: limited, 0 remaining. Even
+	// 1 ns before the window's end it weighs 2^40/10^9 ≈ 1099 > 9, so the
+	// unit fits only at 1 s, when the previous count slides out: retry and
+	// reset both 1 s − 10 ns.
 	bad := State{Kind: KindSlidingWindow, ExpireAt: 1 << 62, A: 0, B: -5, C: 1 << 62}
 	_, res := Apply(bad, winReq(KindSlidingWindow, 10, sec, 1), 10)
-	if res.Remaining < 0 {
-		t.Errorf("damaged state: Remaining = %d", res.Remaining)
+	if want := (Result{Limited: true, Limit: 10, Remaining: 0, RetryAfter: sec - 10, ResetAfter: sec - 10}); res != want {
+		t.Errorf("damaged state: %+v, want %+v", res, want)
 	}
 }

@@ -2,13 +2,13 @@ package engine
 
 import "math/bits"
 
-// Integer helpers shared by the limiters. A count (up to MaxCount = 2^40)
+// Integer arithmetic shared by the limiters. A count (up to MaxCount = 2^40)
 // times a duration (up to MaxSpan = 2^62 ns) reaches about 2^102, beyond
 // int64, so such products are held exactly in a uint128 instead of being
 // rounded or left to overflow: every limiter then answers exactly, and two
 // replicas compute bit-identical states.
 
-// maxInt64 is the largest int64, where the saturating helpers stop.
+// maxInt64 is the largest int64, where the saturating functions stop.
 const maxInt64 = int64(^uint64(0) >> 1)
 
 // uint128 is an unsigned 128-bit integer: hi×2^64 + lo.

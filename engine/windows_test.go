@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Helpers shared by the fixed window, sliding window and sliding log tests.
+// Test code shared by the fixed window, sliding window and sliding log tests.
 
 func winReq(kind Kind, limit, window, count int64) *Request {
 	return &Request{Kind: kind, Burst: limit, Period: window, Quantity: count}
@@ -91,6 +91,24 @@ func winRunSteps(t *testing.T, kind Kind, limit, window, base int64, steps []win
 		if got != s.want {
 			t.Fatalf("step %d (at +%v, count %d): got %+v, want %+v", i, time.Duration(s.at), s.count, got, s.want)
 		}
+	}
+}
+
+// winTable is one key's table test: its limit and window, the base instant
+// the steps' offsets count from, and the calls.
+type winTable struct {
+	name                string
+	limit, window, base int64
+	steps               []winStep
+}
+
+// winRunTables runs each table of kind as a subtest.
+func winRunTables(t *testing.T, kind Kind, tables []winTable) {
+	t.Helper()
+	for _, tt := range tables {
+		t.Run(tt.name, func(t *testing.T) {
+			winRunSteps(t, kind, tt.limit, tt.window, tt.base, tt.steps)
+		})
 	}
 }
 
@@ -309,5 +327,33 @@ func swCheckLayout(t *testing.T, k *winKey, req *Request, now int64, _ Result) {
 	if (st.A != start && st.A != start-req.Period) || st.B < 0 || st.C < 0 || st.B > req.Burst || st.C > req.Burst ||
 		(st.B > 0 && st.ExpireAt != st.A+2*req.Period) || (st.B == 0 && st.ExpireAt != st.A+req.Period) {
 		t.Fatalf("at %d: stored state %+v breaks its layout (window %d)", now, st, req.Period)
+	}
+}
+
+// TestWindowInvalidRequest: a request outside Validate's ranges (which only
+// a bug upstream could pass) is refused rather than computed with: limited,
+// never allowed later (retry -1), the limit clamped to 0..MaxCount, nothing
+// remaining, and the stored state unchanged.
+func TestWindowInvalidRequest(t *testing.T) {
+	states := map[Kind]State{
+		KindFixedWindow:   {Kind: KindFixedWindow, ExpireAt: 100, A: 0, B: 3},
+		KindSlidingWindow: {Kind: KindSlidingWindow, ExpireAt: 100, A: 0, B: 3, C: 2},
+		KindSlidingLog:    {Kind: KindSlidingLog, ExpireAt: 100, A: 1, Log: []LogEntry{{At: 50, Count: 1}}},
+	}
+	for kind, st := range states {
+		for _, c := range []struct{ limit, window, count, wantLimit int64 }{
+			{10, 0, 1, 10},
+			{10, -5, 1, 10},
+			{-1, sec, 1, 0},
+			{10, sec, -1, 10},
+			{MaxCount + 1, sec, 1, MaxCount},
+			{10, MaxPeriod + 1, 1, 10},
+		} {
+			req := winReq(kind, c.limit, c.window, c.count)
+			got, res := Apply(cloneState(st), req, 60)
+			if want := (Result{Limited: true, Limit: c.wantLimit, RetryAfter: -1}); res != want || !equalState(got, st) {
+				t.Errorf("Apply(%+v, %+v) = %+v, %+v; want %+v and the state unchanged", st, *req, got, res, want)
+			}
+		}
 	}
 }

@@ -11,4 +11,9 @@
 // (Persister: SAVE, BGSAVE, periodic saves, load at start-up) and Raft
 // snapshots (CaptureStore, Captured.Write, Load, with replication's state in
 // the header's metadata).
+//
+// The package has no mutable package-level state. Its functions may be
+// called concurrently with each other and with traffic on the store they
+// read (each shard is copied under its own lock); an Encoder, a Decoder or a
+// Captured serves one goroutine at a time, and a Persister any number.
 package snapshot

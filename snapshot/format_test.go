@@ -58,7 +58,7 @@ func sampleEntries() []shards.Entry {
 
 const sampleMeta = "members=n1@127.0.0.1:7001,n2@127.0.0.1:7002;applied=1767225600000000000"
 
-func encodeEntries_(t testing.TB, hdr Header, es []shards.Entry) []byte {
+func encodeSnapshot(t testing.TB, hdr Header, es []shards.Entry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	enc, err := NewEncoder(&buf, hdr)
@@ -123,7 +123,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := encodeEntries_(t, Header{Created: tt.created, Shards: tt.shards, Meta: tt.meta}, tt.entries)
+			b := encodeSnapshot(t, Header{Created: tt.created, Shards: tt.shards, Meta: tt.meta}, tt.entries)
 			hdr, got, err := ReadAll(bytes.NewReader(b))
 			if err != nil {
 				t.Fatalf("ReadAll: %v", err)
@@ -150,7 +150,7 @@ func manyEntries(n int) []shards.Entry {
 
 func TestManyBlocks(t *testing.T) {
 	es := manyEntries(30_000) // about 1 MB: several 64 KiB blocks
-	b := encodeEntries_(t, Header{Created: t0, Shards: 4}, es)
+	b := encodeSnapshot(t, Header{Created: t0, Shards: 4}, es)
 	d, err := NewDecoder(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ var goldenCases = []struct {
 func TestGolden(t *testing.T) {
 	for _, gc := range goldenCases {
 		t.Run(gc.file, func(t *testing.T) {
-			b := encodeEntries_(t, gc.hdr, gc.entries())
+			b := encodeSnapshot(t, gc.hdr, gc.entries())
 			if *update {
 				if err := os.WriteFile(goldenPath(gc.file), b, 0o644); err != nil {
 					t.Fatal(err)
@@ -254,7 +254,7 @@ func writeFuzzSeeds(t *testing.T, name string, b []byte) {
 // (every bit at once, and the lowest bit alone) and checks that decoding
 // fails, and that Load leaves a store untouched.
 func TestEveryByteFlipDetected(t *testing.T) {
-	good := encodeEntries_(t, goldenCases[0].hdr, sampleEntries())
+	good := encodeSnapshot(t, goldenCases[0].hdr, sampleEntries())
 	store := newStore(t, 4)
 	keep := []shards.Entry{{Key: []byte("existing"), State: engine.State{Kind: engine.KindGCRA, ExpireAt: t0 + 99*sec, A: t0 + 99*sec}}}
 	store.Put(keep[0].Key, keep[0].State)
@@ -278,7 +278,7 @@ func TestEveryByteFlipDetected(t *testing.T) {
 }
 
 func TestEveryTruncationDetected(t *testing.T) {
-	good := encodeEntries_(t, goldenCases[0].hdr, sampleEntries())
+	good := encodeSnapshot(t, goldenCases[0].hdr, sampleEntries())
 	for n := 0; n < len(good); n++ {
 		_, _, err := ReadAll(bytes.NewReader(good[:n]))
 		if !errors.Is(err, ErrTruncated) || !errors.Is(err, ErrCorrupt) {
@@ -320,7 +320,7 @@ func sortEntries(es []shards.Entry) {
 // multi-block snapshot: Load must fail without touching the store.
 func TestLoadNeverHalfLoads(t *testing.T) {
 	es := manyEntries(20_000)
-	good := encodeEntries_(t, Header{Created: t0, Shards: 8}, es)
+	good := encodeSnapshot(t, Header{Created: t0, Shards: 8}, es)
 	cases := map[string][]byte{
 		"flip in last block": func() []byte { b := bytes.Clone(good); b[len(b)-trailerLen-10] ^= 0x40; return b }(),
 		"flip in trailer":    func() []byte { b := bytes.Clone(good); b[len(b)-1] ^= 0x01; return b }(),
@@ -479,7 +479,7 @@ func TestDecodeRejectsInvalidRecord(t *testing.T) {
 }
 
 func TestDecodeHeaderErrors(t *testing.T) {
-	good := encodeEntries_(t, Header{Created: t0, Shards: 2}, nil)
+	good := encodeSnapshot(t, Header{Created: t0, Shards: 2}, nil)
 	set := func(off int, v uint32) []byte {
 		b := bytes.Clone(good)
 		binary.LittleEndian.PutUint32(b[off:], v)

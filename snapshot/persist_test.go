@@ -214,6 +214,20 @@ func throttle(t *testing.T, s *shards.Store, key string, now int64) engine.Resul
 	return res.Results[0]
 }
 
+// change makes one change that the store counts (Changes): a DEL of a key
+// put there first (Put itself is the loading path and is not counted).
+func change(t *testing.T, s *shards.Store, now int64) {
+	t.Helper()
+	before := s.Changes()
+	put(s, "changed", now+sec)
+	var res shards.Result
+	s.Exec(&shards.Op{Code: shards.OpDel, Keys: [][]byte{[]byte("changed")}}, now, &res)
+	if res.Err != nil || s.Changes() == before {
+		t.Fatalf("DEL changed: %v, changes %d before and after", res.Err, before)
+	}
+}
+
+// put stores a GCRA key expiring at expire directly (not a counted change).
 func put(s *shards.Store, key string, expire int64) {
 	s.Put([]byte(key), engine.State{Kind: engine.KindGCRA, ExpireAt: expire, A: expire})
 }
@@ -356,7 +370,7 @@ func TestIgnoreCorruptMovesAside(t *testing.T) {
 
 func TestNewerVersionRefusedEvenWithIgnoreCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	b := encodeEntries_(t, Header{Created: t0}, sampleEntries())
+	b := encodeSnapshot(t, Header{Created: t0}, sampleEntries())
 	b[8] = 9
 	path := filepath.Join(dir, "cellserver.snap")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -389,9 +403,7 @@ func TestRunSavesPeriodically(t *testing.T) {
 	}
 	// A change, but less than 60 s after the last save.
 	p.lastSave = clk.now() - 30*sec
-	put(s, "k", clk.now()+sec)
-	var res shards.Result
-	s.Exec(&shards.Op{Code: shards.OpDel, Keys: [][]byte{[]byte("k")}}, clk.now(), &res) // a counted change
+	change(t, s, clk.now())
 	if p.saveDue() {
 		t.Fatal("save due 30 s after the last one, period 60 s")
 	}
@@ -417,6 +429,7 @@ func TestRunSavesPeriodically(t *testing.T) {
 	if err := p.SetSaveSeconds(0); err != nil {
 		t.Fatal(err)
 	}
+	var res shards.Result
 	s.Exec(&shards.Op{Code: shards.OpFlush}, clk.now(), &res)
 	clk.add(3600 * sec)
 	put(s, "k2", clk.now()+sec)
@@ -443,9 +456,7 @@ func TestRunRetriesFailedSaveAfterDelay(t *testing.T) {
 	cfg := cfgIn(dir)
 	cfg.SaveSeconds = 1
 	p := openP(t, cfg, s, clk)
-	var res shards.Result
-	put(s, "k", t0+100*sec)
-	s.Exec(&shards.Op{Code: shards.OpDel, Keys: [][]byte{[]byte("k")}}, clk.now(), &res)
+	change(t, s, clk.now())
 	clk.add(2 * sec)
 	p.wrap = func(io.Writer) io.Writer { return &failWriter{err: syscall.EIO} }
 	if err := p.Save(); err == nil {

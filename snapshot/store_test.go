@@ -193,7 +193,7 @@ func TestWriteStoreUnderTraffic(t *testing.T) {
 }
 
 func TestLoadRefusesNewerVersion(t *testing.T) {
-	b := encodeEntries_(t, Header{Created: t0}, sampleEntries())
+	b := encodeSnapshot(t, Header{Created: t0}, sampleEntries())
 	b[8] = 2
 	s := newStore(t, 1)
 	if _, err := Load(bytes.NewReader(b), s, t0); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {

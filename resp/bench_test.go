@@ -37,8 +37,10 @@ func BenchmarkPipeline(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv.table.sealed = true
-			srv.stats.closed = make([]cmdStats, len(srv.table.all))
+			srv.mu.Lock()
+			srv.prepare() // seal the table, size the statistics
+			srv.mu.Unlock()
+			defer srv.Close()
 			var batches [][]byte
 			for i := 0; i < 1000; i += depth {
 				var in bytes.Buffer

@@ -19,6 +19,7 @@ func serverCommands() []*Command {
 	return []*Command{
 		commandCommand(),
 		configCommand(),
+		slowlogCommand(),
 		{
 			Name: "info", Arity: -1, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
 			Summary: "Returns information and statistics about the server.", Complexity: "O(1)",

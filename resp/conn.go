@@ -50,6 +50,10 @@ type Conn struct {
 	lastCmd  atomic.Pointer[Command]
 	lastSeen atomic.Int64 // Unix ns of the last batch
 
+	// queryDeadline is true while the read deadline is the query
+	// timeout's (the client has started a command and must finish it).
+	queryDeadline bool
+
 	mu       sync.Mutex // guards the fields below
 	name     string
 	libName  string
@@ -79,6 +83,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	c.authed = *s.requirePass.Load() == ""
 	c.pubProto = 2
 	c.rd = newReader(nc, s.cfg.MaxBulkLen, s.cfg.MaxArgs)
+	c.rd.beforeRead = c.beforeRead
 	c.lastSeen.Store(c.start)
 	return c
 }
@@ -111,15 +116,28 @@ func (c *Conn) serve() {
 		}
 		if t := s.timeout.Load(); t > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t)))
+		} else if c.queryDeadline {
+			_ = c.nc.SetReadDeadline(time.Time{})
 		}
+		c.queryDeadline = false
+		c.rd.maxBulk = int(s.maxBulk.Load())
+		c.rd.maxQuery = int(s.queryLimit.Load())
+		c.rd.unauth = !c.authed
 		cmds, err := c.rd.next()
 		if err != nil {
 			var perr *protocolError
-			if errors.As(err, &perr) {
+			switch {
+			case errors.As(err, &perr):
 				c.WriteError(err)
 				_ = c.flush()
 				s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, errQueryLimit):
+				s.stats.queryLimited.Add(1)
+				s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", c.rd.maxQuery)
+			case errors.Is(err, os.ErrDeadlineExceeded) && c.queryDeadline && !s.draining.Load():
+				s.stats.queryTimeouts.Add(1)
+				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(s.queryTime.Load()))
+			case !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed):
 				s.log.Debug("read failed; client closed", "client", c.addr, "err", err)
 			}
 			return
@@ -130,6 +148,25 @@ func (c *Conn) serve() {
 			return
 		}
 	}
+}
+
+// beforeRead bounds the wait for the rest of a started command by the
+// query timeout (once per batch: the deadline counts from the first wait),
+// so that a client sending a command slowly cannot hold its connection and
+// buffer forever. The idle timeout, when shorter, still applies.
+func (c *Conn) beforeRead(partial bool) {
+	if !partial || c.queryDeadline {
+		return
+	}
+	qt := c.srv.queryTime.Load()
+	if qt <= 0 {
+		return
+	}
+	if t := c.srv.timeout.Load(); t > 0 && t < qt {
+		return // the idle deadline set for this batch comes first
+	}
+	c.queryDeadline = true
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(qt)))
 }
 
 // flush writes the pending replies.
@@ -169,7 +206,7 @@ func (c *Conn) execBatch(cmds []span) {
 			if err := cmd.Handler(c, a); err != nil {
 				c.fail(cmd, err)
 			}
-			t0 = c.account(cmd, 1, t0)
+			t0 = c.account(cmd, a, t0)
 			i++
 		} else {
 			c.slots = c.slots[:0]
@@ -212,6 +249,10 @@ func (c *Conn) runWrites(slots []slot) {
 		op.Reqs = op.Reqs[:0]
 		if sl.err = sl.cmd.Prepare(c, sl.args, op); sl.err != nil {
 			sl.op = -1
+			continue
+		}
+		if c.refuseOOM(op) {
+			sl.err, sl.op = ErrOOM, -1
 			continue
 		}
 		sl.op = n
@@ -282,12 +323,18 @@ func (c *Conn) fail(cmd *Command, err error) {
 	c.WriteError(err)
 }
 
-// account adds n calls of cmd and the time since t0; it returns the new t0.
-func (c *Conn) account(cmd *Command, n int64, t0 time.Time) time.Time {
+// account adds one call of cmd and the time since t0 (the latency
+// histogram, and the slow log when slow enough); it returns the new t0.
+func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	t1 := time.Now()
+	ns := int64(t1.Sub(t0))
 	st := &c.stats[cmd.index]
-	st.calls.Add(n)
-	st.nanos.Add(int64(t1.Sub(t0)))
+	st.calls.Add(1)
+	st.nanos.Add(ns)
+	c.srv.latency.observe(cmd.index, c.id, ns)
+	if c.srv.slowlog.slow(ns) {
+		c.srv.slowlog.add(c, cmd, args, ns)
+	}
 	return t1
 }
 
@@ -295,10 +342,16 @@ func (c *Conn) account(cmd *Command, n int64, t0 time.Time) time.Time {
 func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
+	slow := c.srv.slowlog.slow(per)
 	for k := range slots {
-		st := &c.stats[slots[k].cmd.index]
+		cmd := slots[k].cmd
+		st := &c.stats[cmd.index]
 		st.calls.Add(1)
 		st.nanos.Add(per)
+		c.srv.latency.observe(cmd.index, c.id, per)
+		if slow {
+			c.srv.slowlog.add(c, cmd, slots[k].args, per)
+		}
 	}
 	return t1
 }

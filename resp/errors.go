@@ -139,6 +139,8 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "ERR invalid cursor"...)
 	case errors.Is(err, ErrPersistenceOff):
 		return append(b, "ERR persistence is off: start the server with a save directory to use SAVE, BGSAVE or SHUTDOWN SAVE"...)
+	case errors.Is(err, ErrOOM):
+		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
 	case errors.Is(err, ErrShutdownFailed):
 		return append(b, "ERR Errors trying to SHUTDOWN. Check logs."...)
 	}

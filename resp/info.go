@@ -11,7 +11,8 @@ import (
 
 // INFO sections, in the order Redis prints them. The default set leaves
 // out commandstats, as Redis does.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "commandstats"}
+// latencystats too, as Redis 7 does.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "commandstats", "latencystats"}
 
 func infoHandler(c *Conn, args [][]byte) error {
 	want := map[string]bool{}
@@ -25,7 +26,7 @@ func infoHandler(c *Conn, args [][]byte) error {
 	def := want["default"]
 	var b []byte
 	for _, sec := range infoSections {
-		if !(all || want[sec] || def && sec != "commandstats") {
+		if !(all || want[sec] || def && sec != "commandstats" && sec != "latencystats") {
 			continue
 		}
 		if len(b) > 0 {
@@ -86,11 +87,16 @@ func (s *Server) appendInfo(b []byte, sec string) []byte {
 		b = append(b, "# Memory\r\n"...)
 		b = fieldInt(b, "used_memory", int64(m.HeapAlloc))
 		b = field(b, "used_memory_human", humanBytes(int64(m.HeapAlloc)))
-		b = fieldInt(b, "used_memory_rss", int64(m.Sys))
-		b = field(b, "used_memory_rss_human", humanBytes(int64(m.Sys)))
+		// What the runtime holds mapped: pages it returned to the OS
+		// (HeapReleased) are no longer resident.
+		rss := int64(m.Sys - m.HeapReleased)
+		b = fieldInt(b, "used_memory_rss", rss)
+		b = field(b, "used_memory_rss_human", humanBytes(rss))
 		b = fieldInt(b, "used_memory_dataset", st.Bytes)
-		b = fieldInt(b, "maxmemory", 0)
-		b = field(b, "maxmemory_policy", "noeviction")
+		b = fieldInt(b, "used_memory_keys", s.backend.Store().UsedBytes())
+		b = fieldInt(b, "maxmemory", s.maxMemory.Load())
+		b = field(b, "maxmemory_human", humanBytes(s.maxMemory.Load()))
+		b = field(b, "maxmemory_policy", MemoryPolicy(s.policy.Load()).String())
 		b = field(b, "mem_allocator", "go")
 		b = fieldInt(b, "gc_cycles", int64(m.NumGC))
 	case "persistence":
@@ -123,7 +129,9 @@ func (s *Server) appendInfo(b []byte, sec string) []byte {
 		b = fieldInt(b, "total_commands_processed", calls)
 		b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
 		b = fieldInt(b, "expired_keys", int64(st.Expired))
-		b = fieldInt(b, "evicted_keys", 0)
+		b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
+		b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
+		b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
 		b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
 		b = fieldInt(b, "limiter_allowed", allowed)
 		b = fieldInt(b, "limiter_limited", limited)
@@ -193,6 +201,34 @@ func (s *Server) appendInfo(b []byte, sec string) []byte {
 				b = strconv.AppendInt(b, st.allowed, 10)
 				b = append(b, ",limited="...)
 				b = strconv.AppendInt(b, st.limited, 10)
+			}
+			b = append(b, "\r\n"...)
+		}
+	case "latencystats":
+		b = append(b, "# Latencystats\r\n"...)
+		lat := s.latencyHists()
+		if lat == nil {
+			break
+		}
+		for _, cmd := range s.table.all {
+			h := lat.snapshot(cmd.index)
+			if h.Count == 0 {
+				continue
+			}
+			b = append(b, "latency_percentiles_usec_"...)
+			b = append(b, cmd.fullName...)
+			for i, q := range []struct {
+				name string
+				q    float64
+			}{{"p50", 0.5}, {"p99", 0.99}, {"p99.9", 0.999}} {
+				if i == 0 {
+					b = append(b, ':')
+				} else {
+					b = append(b, ',')
+				}
+				b = append(b, q.name...)
+				b = append(b, '=')
+				b = strconv.AppendFloat(b, float64(h.Quantile(q.q))/1e3, 'f', 3, 64)
 			}
 			b = append(b, "\r\n"...)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"time"
 )
 
 // Protocol limits. Input beyond them is a protocol error: the client gets an
@@ -20,6 +21,23 @@ const (
 	// initialReadBuf is a connection's starting read buffer; it grows for
 	// large commands and shrinks back once they are consumed.
 	initialReadBuf = 16 << 10
+	// DefaultQueryBufferLimit is Redis's client-query-buffer-limit: the
+	// most unparsed input a client may have pending (1 GiB).
+	DefaultQueryBufferLimit = 1 << 30
+	// minQueryBufferLimit is the smallest accepted query buffer limit
+	// (Redis's minimum, 1 MiB): an inline line must fit.
+	minQueryBufferLimit = 1 << 20
+	// DefaultQueryTimeout bounds the time a client may take to send the
+	// rest of a command it has started.
+	DefaultQueryTimeout = 60 * time.Second
+	// Before authenticating, a client may send at most unauthMaxArgs
+	// arguments per command and unauthMaxBulk bytes per argument (Redis 7's
+	// limits), one command at a time.
+	unauthMaxArgs = 10
+	unauthMaxBulk = 16384
+	// keepScratch is the capacity of the argument lists kept between
+	// batches; a larger command's lists are released after it.
+	keepScratch = 4096
 )
 
 // protocolError is malformed input. Its text is the reply, in Redis's wording.
@@ -34,7 +52,14 @@ var (
 	errBigCount         = &protocolError{"too big mbulk count string"}
 	errBigBulkCount     = &protocolError{"too big bulk count string"}
 	errUnbalanced       = &protocolError{"unbalanced quotes in request"}
+	errUnauthMultibulk  = &protocolError{"unauthenticated multibulk length"}
+	errUnauthBulk       = &protocolError{"unauthenticated bulk length"}
 )
+
+// errQueryLimit is a client whose unparsed input passed
+// client-query-buffer-limit. As Redis does, the server closes it without a
+// reply.
+var errQueryLimit = errors.New("query buffer limit reached")
 
 // span is one parsed command: args[lo:hi] of the reader's argument list.
 type span struct{ lo, hi int }
@@ -43,19 +68,46 @@ type span struct{ lo, hi int }
 // allocating in the steady state: arguments are slices of its buffer, valid
 // until the next call to next. It parses every complete command already
 // received, so that a pipeline is handed over as one batch.
+//
+// The limits are fields that the connection refreshes before each batch
+// (they can change live). A multibulk command that arrives in pieces is
+// parsed incrementally: the arguments already complete are not parsed
+// again when more input arrives, so a command sent a byte at a time costs
+// linear time, not quadratic.
 type reader struct {
-	rd      io.Reader
-	buf     []byte
-	r, w    int // unread input is buf[r:w]
-	args    [][]byte
-	cmds    []span
-	err     error // a protocol error met after the commands of the batch
-	maxBulk int
-	maxArgs int
+	rd   io.Reader
+	buf  []byte
+	r, w int // unread input is buf[r:w]
+	args [][]byte
+	cmds []span
+	err  error // a protocol error met after the commands of the batch
+
+	maxBulk  int
+	maxArgs  int
+	maxQuery int  // client-query-buffer-limit
+	unauth   bool // the client has not authenticated: Redis's tighter limits
+	// beforeRead, when set, is called before each read from the
+	// connection; partial tells whether part of a command is pending.
+	beforeRead func(partial bool)
+
+	// The multibulk command being received, when pend is true: its
+	// argument count, the arguments complete so far (offsets from the
+	// command's first byte, buf[r]) and the offset of the next one.
+	pend      bool
+	pendCount int
+	pendPos   int
+	pendArgs  []argSpan
+	// scanned is how far (from buf[r]) an incomplete inline command has
+	// been searched for its newline, so that a line arriving a byte at a
+	// time is scanned once.
+	scanned int
 }
 
+// argSpan is an argument's place in the pending command.
+type argSpan struct{ lo, hi int }
+
 func newReader(rd io.Reader, maxBulk, maxArgs int) *reader {
-	return &reader{rd: rd, buf: make([]byte, initialReadBuf), maxBulk: maxBulk, maxArgs: maxArgs}
+	return &reader{rd: rd, buf: make([]byte, initialReadBuf), maxBulk: maxBulk, maxArgs: maxArgs, maxQuery: DefaultQueryBufferLimit}
 }
 
 // next returns the commands of the next batch: every complete command in the
@@ -63,6 +115,12 @@ func newReader(rd io.Reader, maxBulk, maxArgs int) *reader {
 // received before a protocol error are returned first; the error comes on
 // the following call.
 func (rd *reader) next() ([]span, error) {
+	if cap(rd.args) > keepScratch {
+		rd.args = nil
+	}
+	if cap(rd.pendArgs) > keepScratch && !rd.pend {
+		rd.pendArgs = nil
+	}
 	rd.args = rd.args[:0]
 	rd.cmds = rd.cmds[:0]
 	for {
@@ -77,6 +135,9 @@ func (rd *reader) next() ([]span, error) {
 		}
 		// Nothing complete: make room and read more. No argument refers to
 		// the buffer now, so it may move.
+		if rd.w-rd.r > rd.maxQuery {
+			return nil, errQueryLimit
+		}
 		if rd.r == rd.w {
 			rd.r, rd.w = 0, 0
 			if len(rd.buf) > 4*initialReadBuf {
@@ -87,9 +148,14 @@ func (rd *reader) next() ([]span, error) {
 			rd.r = 0
 		}
 		if rd.w == len(rd.buf) {
-			nb := make([]byte, 2*len(rd.buf))
+			// Grow, but never much past the query buffer limit: a client
+			// can make the server hold at most that much for it.
+			nb := make([]byte, min(2*len(rd.buf), rd.maxQuery+initialReadBuf))
 			copy(nb, rd.buf[:rd.w])
 			rd.buf = nb
+		}
+		if rd.beforeRead != nil {
+			rd.beforeRead(rd.w > rd.r)
 		}
 		n, err := rd.rd.Read(rd.buf[rd.w:])
 		rd.w += n
@@ -117,8 +183,14 @@ func (rd *reader) parse() error {
 			return err
 		}
 		rd.r += n
+		rd.scanned = 0
 		if len(rd.args) > lo {
 			rd.cmds = append(rd.cmds, span{lo, len(rd.args)})
+			if rd.unauth {
+				// One command at a time until AUTH has run, so that the
+				// limits above apply to every command before it.
+				return nil
+			}
 		}
 	}
 	return nil
@@ -168,21 +240,37 @@ func parseLen(b []byte, max int) (int, bool) {
 }
 
 // parseMultibulk parses "*N\r\n" followed by N bulk strings. It returns the
-// bytes consumed, 0 when the command is not complete yet.
+// bytes consumed, 0 when the command is not complete yet (its complete
+// arguments are remembered in pend*, so the next call resumes after them).
 func (rd *reader) parseMultibulk(b []byte) (int, error) {
-	line, pos, err := readLine(b, errBigCount)
-	if err != nil {
-		return 0, errInvalidMultibulk
+	if !rd.pend {
+		line, pos, err := readLine(b, errBigCount)
+		if err != nil {
+			return 0, errInvalidMultibulk
+		}
+		if pos == 0 {
+			return 0, nil
+		}
+		count, ok := parseLen(line, rd.maxArgs)
+		if !ok {
+			return 0, errInvalidMultibulk
+		}
+		if rd.unauth && count > unauthMaxArgs {
+			return 0, errUnauthMultibulk
+		}
+		if count <= 0 {
+			// An empty command, skipped as Redis does.
+			return pos, nil
+		}
+		rd.pend, rd.pendCount, rd.pendPos = true, count, pos
+		rd.pendArgs = rd.pendArgs[:0]
 	}
-	if pos == 0 {
-		return 0, nil
+	maxBulk := rd.maxBulk
+	if rd.unauth {
+		maxBulk = min(maxBulk, unauthMaxBulk)
 	}
-	count, ok := parseLen(line, rd.maxArgs)
-	if !ok {
-		return 0, errInvalidMultibulk
-	}
-	// A count of zero or less is an empty command, skipped as Redis does.
-	for i := 0; i < count; i++ {
+	for len(rd.pendArgs) < rd.pendCount {
+		pos := rd.pendPos
 		if pos >= len(b) {
 			return 0, nil
 		}
@@ -203,6 +291,9 @@ func (rd *reader) parseMultibulk(b []byte) (int, error) {
 		if !ok || size < 0 {
 			return 0, errInvalidBulk
 		}
+		if size > maxBulk {
+			return 0, errUnauthBulk
+		}
 		start := pos + end
 		if len(b)-start < size+2 {
 			return 0, nil
@@ -210,10 +301,14 @@ func (rd *reader) parseMultibulk(b []byte) (int, error) {
 		if b[start+size] != '\r' || b[start+size+1] != '\n' {
 			return 0, errInvalidBulk
 		}
-		rd.args = append(rd.args, b[start:start+size:start+size])
-		pos = start + size + 2
+		rd.pendArgs = append(rd.pendArgs, argSpan{start, start + size})
+		rd.pendPos = start + size + 2
 	}
-	return pos, nil
+	for _, a := range rd.pendArgs {
+		rd.args = append(rd.args, b[a.lo:a.hi:a.hi])
+	}
+	rd.pend = false
+	return rd.pendPos, nil
 }
 
 func printable(c byte) string {
@@ -227,13 +322,15 @@ func printable(c byte) string {
 // quoting rules ("..." with \n \r \t \b \a \\ \" \xHH escapes, '...' with \').
 // Unescaping happens in place: the output never outgrows the input.
 func (rd *reader) parseInline(b []byte) (int, error) {
-	nl := bytes.IndexByte(b, '\n')
+	nl := bytes.IndexByte(b[rd.scanned:], '\n')
 	if nl < 0 {
 		if len(b) > maxInlineLen {
 			return 0, errBigInline
 		}
+		rd.scanned = len(b)
 		return 0, nil
 	}
+	nl += rd.scanned
 	line := b[:nl]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]

@@ -41,8 +41,30 @@ type Config struct {
 	Timeout time.Duration
 	// MaxBulkLen bounds one argument in bytes (proto-max-bulk-len).
 	MaxBulkLen int
-	// MaxArgs bounds the arguments of one command.
+	// MaxArgs bounds the arguments of one command (the multibulk length).
 	MaxArgs int
+	// QueryBufferLimit bounds a client's unparsed input in bytes
+	// (client-query-buffer-limit): a client whose pending command grows
+	// beyond it is closed. Changeable live.
+	QueryBufferLimit int
+	// QueryTimeout bounds the time a client may take to send the rest of
+	// a command it has started (0: no bound): a slow sender is closed when
+	// it passes. Changeable live.
+	QueryTimeout time.Duration
+	// SlowlogSlowerThan is the execution time in microseconds from which a
+	// command is logged in SLOWLOG (negative: off; 0: every command).
+	// Changeable live.
+	SlowlogSlowerThan int64
+	// SlowlogMaxLen is how many SLOWLOG entries are kept (>= 0). Changeable
+	// live.
+	SlowlogMaxLen int
+	// MaxMemory bounds the keyspace's memory in bytes (0: no bound); see
+	// MemoryPolicy. Changeable live.
+	MaxMemory int64
+	// MemoryPolicy is what happens over MaxMemory. Changeable live.
+	MemoryPolicy MemoryPolicy
+	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
+	MemoryCheckInterval time.Duration
 	// Parse holds the limits limiter requests are parsed with (the sliding
 	// log's maximum limit).
 	Parse engine.ParseOptions
@@ -78,6 +100,12 @@ func DefaultConfig() Config {
 		MaxBulkLen: defaultMaxBulkLen,
 		MaxArgs:    defaultMaxArgs,
 		Parse:      engine.DefaultParseOptions(),
+
+		QueryBufferLimit:    DefaultQueryBufferLimit,
+		QueryTimeout:        DefaultQueryTimeout,
+		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
+		SlowlogMaxLen:       DefaultSlowlogMaxLen,
+		MemoryCheckInterval: DefaultMemoryCheckInterval,
 	}
 }
 
@@ -92,6 +120,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("resp: proto-max-bulk-len %d must be at least 1", c.MaxBulkLen)
 	case c.MaxArgs < 1:
 		return fmt.Errorf("resp: max args %d must be at least 1", c.MaxArgs)
+	case c.QueryBufferLimit < minQueryBufferLimit:
+		return fmt.Errorf("resp: client-query-buffer-limit %d must be at least %d", c.QueryBufferLimit, minQueryBufferLimit)
+	case c.QueryTimeout < 0:
+		return fmt.Errorf("resp: query timeout %v must not be negative", c.QueryTimeout)
+	case c.SlowlogMaxLen < 0:
+		return fmt.Errorf("resp: slowlog-max-len %d must not be negative", c.SlowlogMaxLen)
+	case c.MaxMemory < 0:
+		return fmt.Errorf("resp: maxmemory %d must not be negative", c.MaxMemory)
+	case c.MemoryPolicy != NoEviction && c.MemoryPolicy != VolatileTTL:
+		return fmt.Errorf("resp: unknown maxmemory policy %d", c.MemoryPolicy)
+	case c.MemoryCheckInterval <= 0:
+		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("resp: address %q: %w", c.Addr, err)
@@ -114,6 +154,14 @@ type Server struct {
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
 	timeout     atomic.Int64 // ns
+	maxBulk     atomic.Int64 // proto-max-bulk-len
+	queryLimit  atomic.Int64 // client-query-buffer-limit
+	queryTime   atomic.Int64 // ns
+	maxMemory   atomic.Int64
+	policy      atomic.Int32 // MemoryPolicy
+	oom         atomic.Bool  // over maxmemory: refuse new keys
+	slowlog     slowlog
+	latency     *latencies
 
 	started  int64 // Unix ns
 	nextID   atomic.Int64
@@ -131,6 +179,7 @@ type Server struct {
 	closed   bool
 	draining atomic.Bool
 	wg       sync.WaitGroup // one per connection goroutine
+	bg       sync.WaitGroup // the maxmemory loop
 	served   chan struct{}  // closed when Serve's accept loop returns
 }
 
@@ -163,6 +212,13 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.requirePass.Store(&cfg.RequirePass)
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.timeout.Store(int64(cfg.Timeout))
+	s.maxBulk.Store(int64(cfg.MaxBulkLen))
+	s.queryLimit.Store(int64(cfg.QueryBufferLimit))
+	s.queryTime.Store(int64(cfg.QueryTimeout))
+	s.maxMemory.Store(cfg.MaxMemory)
+	s.policy.Store(int32(cfg.MemoryPolicy))
+	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
+	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
 		s.table.add(cmd)
@@ -210,8 +266,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.ln = ln
-	s.table.sealed = true
-	s.stats.closed = make([]cmdStats, len(s.table.all))
+	s.prepare()
 	s.mu.Unlock()
 	defer close(s.served)
 	s.log.Info("ready to accept connections", "addr", ln.Addr().String())
@@ -240,6 +295,16 @@ func (s *Server) Serve(ln net.Listener) error {
 		backoff = 0
 		s.startConn(nc)
 	}
+}
+
+// prepare seals the command table, sizes the statistics and starts the
+// maxmemory loop. The caller holds mu.
+func (s *Server) prepare() {
+	s.table.sealed = true
+	s.stats.closed = make([]cmdStats, len(s.table.all))
+	s.latency = newLatencies(len(s.table.all))
+	s.bg.Add(1)
+	go s.memoryLoop()
 }
 
 func (s *Server) isClosed() bool {
@@ -352,6 +417,7 @@ func (s *Server) finish(ln net.Listener) {
 		<-s.served
 	}
 	s.cancel()
+	s.bg.Wait()
 }
 
 func (s *Server) pokeConns() {

@@ -63,7 +63,62 @@ func (s *Server) initSettings() error {
 			}
 			return LogLevelName(s.cfg.LogLevel.Level())
 		}},
-		{Name: "proto-max-bulk-len", Get: constant(strconv.Itoa(s.cfg.MaxBulkLen))},
+		{Name: "proto-max-bulk-len", Get: func() string { return itoa(s.maxBulk.Load()) }, Set: func(v string) error {
+			n, err := ParseBytes(v)
+			if err != nil || n < 1024*1024 || n > 1<<40 {
+				return errors.New("argument must be a memory size of at least 1mb")
+			}
+			s.maxBulk.Store(n)
+			return nil
+		}},
+		{Name: "client-query-buffer-limit", Get: func() string { return itoa(s.queryLimit.Load()) }, Set: func(v string) error {
+			n, err := ParseBytes(v)
+			if err != nil || n < minQueryBufferLimit || n > 1<<40 {
+				return errors.New("argument must be a memory size of at least 1mb")
+			}
+			s.queryLimit.Store(n)
+			return nil
+		}},
+		{Name: "client-query-timeout", Get: func() string { return itoa(s.queryTime.Load() / int64(time.Second)) }, Set: func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 1<<31 {
+				return errors.New("argument couldn't be parsed into an integer")
+			}
+			s.queryTime.Store(n * int64(time.Second))
+			return nil
+		}},
+		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.slowerThan.Load()) }, Set: func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return errors.New("argument couldn't be parsed into an integer")
+			}
+			s.slowlog.slowerThan.Store(n)
+			return nil
+		}},
+		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.maxLen.Load()) }, Set: func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 1<<31 {
+				return errors.New("argument must be a non-negative integer")
+			}
+			s.slowlog.maxLen.Store(n)
+			return nil
+		}},
+		{Name: "maxmemory", Get: func() string { return itoa(s.maxMemory.Load()) }, Set: func(v string) error {
+			n, err := ParseBytes(v)
+			if err != nil {
+				return errors.New("argument must be a memory size (e.g. 100mb)")
+			}
+			s.maxMemory.Store(n)
+			return nil
+		}},
+		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {
+			p, err := ParseMemoryPolicy(v)
+			if err != nil {
+				return err
+			}
+			s.policy.Store(int32(p))
+			return nil
+		}},
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},
@@ -161,7 +216,7 @@ func configCommand() *Command {
 			},
 			{
 				Name: "set", Arity: -4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Changes settings live: requirepass, maxclients, timeout, loglevel (and those other components declare).", Complexity: "O(N) where N is the number of settings",
+				Summary: "Changes settings live: requirepass, maxclients, timeout, loglevel, slowlog-log-slower-than, slowlog-max-len, maxmemory, maxmemory-policy, proto-max-bulk-len, client-query-buffer-limit, client-query-timeout (and those other components declare).", Complexity: "O(N) where N is the number of settings",
 				Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
 					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"},
 				}}},

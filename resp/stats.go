@@ -1,6 +1,9 @@
 package resp
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // cmdStats counts one command's calls. Each connection owns one array of
 // them (written by its goroutine only, so the atomics never contend); INFO
@@ -51,6 +54,9 @@ type serverStats struct {
 	connections   atomic.Int64 // total_connections_received
 	rejectedConns atomic.Int64 // rejected_connections
 	errors        atomic.Int64 // total_error_replies
+	evicted       atomic.Int64 // evicted_keys (maxmemory volatile-ttl)
+	queryLimited  atomic.Int64 // clients closed by client-query-buffer-limit
+	queryTimeouts atomic.Int64 // clients closed by the query timeout
 	closed        []cmdStats   // totals of closed connections, by command index
 }
 
@@ -95,4 +101,98 @@ func (s *Server) resetStats() {
 	s.stats.connections.Store(0)
 	s.stats.rejectedConns.Store(0)
 	s.stats.errors.Store(0)
+	s.stats.evicted.Store(0)
+	s.stats.queryLimited.Store(0)
+	s.stats.queryTimeouts.Store(0)
+	if l := s.latencyHists(); l != nil {
+		l.reset()
+	}
+}
+
+func (s *Server) latencyHists() *latencies {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latency
+}
+
+// CommandStats are one command's counters since the server started (or
+// CONFIG RESETSTAT).
+type CommandStats struct {
+	// Name is the command's full name ("cl.throttle", "client|setname").
+	Name string
+	// Limiter is true for limiter commands, whose calls are decisions.
+	Limiter bool
+	// Calls counts the calls that ran (including those that answered an
+	// error); Rejected those refused before running (unknown subcommand,
+	// arity, NOAUTH); Failed those that ran and answered an error.
+	Calls, Rejected, Failed int64
+	// Allowed and Limited count limiter decisions (a CL.THROTTLEALL call
+	// is one decision).
+	Allowed, Limited int64
+	// Time is the total execution time.
+	Time time.Duration
+	// Latency is the histogram of execution times.
+	Latency Latency
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	// Commands lists every command called, rejected or failed at least
+	// once, in table order.
+	Commands []CommandStats
+	// ConnectedClients is the number of open client connections.
+	ConnectedClients int64
+	// ConnectionsReceived counts accepted connections, RejectedConnections
+	// those refused by maxclients.
+	ConnectionsReceived, RejectedConnections int64
+	// QueryBufferClosed and QueryTimeoutClosed count clients closed by
+	// client-query-buffer-limit and by the query timeout.
+	QueryBufferClosed, QueryTimeoutClosed int64
+	// ErrorReplies counts error replies (total_error_replies).
+	ErrorReplies int64
+	// EvictedKeys counts keys deleted by maxmemory's volatile-ttl policy.
+	EvictedKeys int64
+	// MaxMemory is the maxmemory setting (0: none); UsedMemory the bytes
+	// the live keys need (shards' Store.UsedBytes, what maxmemory is
+	// compared with); OOM is true while noeviction refuses new keys.
+	MaxMemory, UsedMemory int64
+	OOM                   bool
+	// SlowlogLen is the number of SLOWLOG entries.
+	SlowlogLen int
+}
+
+// Stats returns a snapshot of the server's counters. It is safe to call
+// concurrently with serving, at any time; its cost is O(commands ×
+// connections).
+func (s *Server) Stats() Stats {
+	st := Stats{
+		ConnectedClients:    s.clients.Load(),
+		ConnectionsReceived: s.stats.connections.Load(),
+		RejectedConnections: s.stats.rejectedConns.Load(),
+		QueryBufferClosed:   s.stats.queryLimited.Load(),
+		QueryTimeoutClosed:  s.stats.queryTimeouts.Load(),
+		ErrorReplies:        s.stats.errors.Load(),
+		EvictedKeys:         s.stats.evicted.Load(),
+		MaxMemory:           s.maxMemory.Load(),
+		UsedMemory:          s.backend.Store().UsedBytes(),
+		OOM:                 s.oom.Load(),
+		SlowlogLen:          s.slowlog.len(),
+	}
+	lat := s.latencyHists()
+	if lat == nil {
+		return st // not serving yet
+	}
+	cs := s.commandStats()
+	for _, cmd := range s.table.all {
+		c := cs[cmd.index]
+		if c.calls == 0 && c.rejected == 0 && c.failed == 0 {
+			continue
+		}
+		st.Commands = append(st.Commands, CommandStats{
+			Name: cmd.fullName, Limiter: cmd.Group == "ratelimit",
+			Calls: c.calls, Rejected: c.rejected, Failed: c.failed, Allowed: c.allowed, Limited: c.limited,
+			Time: time.Duration(c.nanos), Latency: lat.snapshot(cmd.index),
+		})
+	}
+	return st
 }

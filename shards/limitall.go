@@ -137,8 +137,8 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 		}
 		sh := &s.shards[shardOf[i]]
 		pos, idx := sh.find(hash[i], key)
-		if stale[i] {
-			sh.expired.Add(1)
+		if stale[i] && idx >= 0 {
+			sh.countExpired(sh.recs[idx].kind())
 		}
 		switch {
 		case work[i].Kind != engine.KindNone:
@@ -170,8 +170,8 @@ func (s *Store) reclaimStale(keys [][]byte, shardOf []int, hash []uint32, alias 
 		}
 		sh := &s.shards[shardOf[i]]
 		if pos, idx := sh.find(hash[i], key); idx >= 0 {
+			sh.countExpired(sh.recs[idx].kind())
 			sh.removeAt(pos, idx)
-			sh.expired.Add(1)
 		}
 	}
 }

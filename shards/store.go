@@ -128,7 +128,7 @@ func (s *Store) execOne(key []byte, req *engine.Request, now int64, res *Result)
 	if idx >= 0 {
 		if sh.recs[idx].w() <= now {
 			expired = true // reuse the record in place if the key lives on
-			sh.expired.Add(1)
+			sh.countExpired(sh.recs[idx].kind())
 		} else {
 			if sh.recs[idx].kind() != req.Kind {
 				sh.mu.Unlock()
@@ -191,7 +191,7 @@ func (s *Store) del(keys [][]byte, now int64) int64 {
 				n++
 				sh.changes.Add(1)
 			} else {
-				sh.expired.Add(1)
+				sh.countExpired(sh.recs[idx].kind())
 			}
 			sh.removeAt(pos, idx)
 			sh.maybeShrink()
@@ -213,8 +213,8 @@ func (s *Store) Lookup(key []byte, now int64) (engine.State, bool) {
 		return engine.State{}, false
 	}
 	if sh.recs[idx].w() <= now {
+		sh.countExpired(sh.recs[idx].kind())
 		sh.removeAt(pos, idx)
-		sh.expired.Add(1)
 		sh.maybeShrink()
 		return engine.State{}, false
 	}
@@ -335,6 +335,8 @@ type Stats struct {
 	// Expired is the total number of expired keys reclaimed, lazily on
 	// access or by the sweeper, since the store was created.
 	Expired uint64
+	// ExpiredByKind is Expired by limiter kind, indexed by engine.Kind.
+	ExpiredByKind [8]uint64
 	// Bytes approximates the memory held by the store's tables, records,
 	// key bytes and side tables.
 	Bytes int64
@@ -354,6 +356,9 @@ func (s *Store) Stats(now int64) Stats {
 		st.Bytes += sh.bytes()
 		sh.mu.Unlock()
 		st.Expired += sh.expired.Load()
+		for k := range sh.expiredByKind {
+			st.ExpiredByKind[k] += sh.expiredByKind[k].Load()
+		}
 	}
 	return st
 }

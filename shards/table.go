@@ -84,11 +84,16 @@ type shard struct {
 	byKind  [8]int   // count by kind
 	ext     map[uint32]extState
 	gen     uint64 // incremented whenever records move (rebuild)
+	// logBytes is the capacity of the sliding logs in ext, in bytes, kept
+	// up to date by set and removeAt (UsedBytes reads it in O(1)).
+	logBytes int64
 
 	sweepPos int // next slab index the sweeper examines
 
 	changes atomic.Uint64 // writes applied that changed something
 	expired atomic.Uint64 // expired keys reclaimed
+	// expiredByKind is expired by limiter kind (see countExpired).
+	expiredByKind [8]atomic.Uint64
 
 	_ [64]byte // keep neighbouring shards' locks on separate cache lines
 }
@@ -102,6 +107,7 @@ func (sh *shard) init() {
 	sh.count = 0
 	sh.byKind = [8]int{}
 	sh.ext = nil
+	sh.logBytes = 0
 	sh.gen++
 	sh.sweepPos = 0
 }
@@ -158,6 +164,9 @@ func (sh *shard) set(idx int, st *engine.State) {
 		sh.byKind[old]--
 		sh.byKind[st.Kind]++
 	}
+	if r.isExt() {
+		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * 16
+	}
 	if compact(st) {
 		if r.isExt() {
 			delete(sh.ext, uint32(idx))
@@ -168,6 +177,7 @@ func (sh *shard) set(idx int, st *engine.State) {
 			sh.ext = make(map[uint32]extState)
 		}
 		sh.ext[uint32(idx)] = extState{A: st.A, B: st.B, C: st.C, Log: st.Log}
+		sh.logBytes += int64(cap(st.Log)) * 16
 		r.setKind(st.Kind, true)
 	}
 	r.setW(st.ExpireAt)
@@ -244,6 +254,7 @@ shift:
 	}
 	r := &sh.recs[idx]
 	if r.isExt() {
+		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * 16
 		delete(sh.ext, uint32(idx))
 	}
 	sh.byKind[r.kind()]--
@@ -392,13 +403,17 @@ func (sh *shard) reclaim(from, n, limit int, now int64) (next, examined, deleted
 		if !r.live() || r.w() > now {
 			continue
 		}
+		sh.countExpired(r.kind())
 		sh.removeAt(sh.posOf(i), i)
 		deleted++
 	}
-	if deleted > 0 {
-		sh.expired.Add(uint64(deleted))
-	}
 	return i, examined, deleted
+}
+
+// countExpired counts one expired key of kind k reclaimed.
+func (sh *shard) countExpired(k engine.Kind) {
+	sh.expired.Add(1)
+	sh.expiredByKind[k&7].Add(1)
 }
 
 // bytes estimates the memory the shard holds.

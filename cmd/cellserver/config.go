@@ -30,12 +30,17 @@ type Config struct {
 	LogLevel    string
 	Shards      int // 0: shards' default for this machine
 	SLMaxLimit  int64
+	// PprofAddr serves net/http/pprof there (empty: off); see runtime.go.
+	PprofAddr string
 	// Persist is standalone persistence (dir, dbfilename, save,
 	// snapshot-ignore-corrupt; see persist.go).
 	Persist snapshot.Config
 	// Cluster holds the cluster directives (cluster.go); off unless
 	// node-id is set.
 	Cluster clusterConfig
+	// Ops holds TLS, protected mode, limits, the slow log, maxmemory and
+	// metrics (ops.go).
+	Ops opsConfig
 	// File is the configuration file read, if any.
 	File string
 }
@@ -50,6 +55,7 @@ func DefaultConfig() Config {
 		SLMaxLimit: engine.DefaultMaxLogLimit,
 		Persist:    snapshot.DefaultConfig(),
 		Cluster:    defaultClusterConfig(),
+		Ops:        defaultOpsConfig(),
 	}
 }
 
@@ -64,12 +70,13 @@ type directive struct {
 
 var directives = append([]directive{
 	{"bind", "address to listen on", func(c *Config, v string) error { c.Bind = v; return nil }},
-	{"port", "TCP port to listen on (0: any free port)", func(c *Config, v string) error { return setInt(&c.Port, v) }},
+	{"port", "TCP port to listen on (0: no plaintext port; tls-port must be set)", func(c *Config, v string) error { return setInt(&c.Port, v) }},
 	{"requirepass", "password clients must AUTH with (empty: none)", func(c *Config, v string) error { c.RequirePass = v; return nil }},
 	{"maxclients", "maximum connected clients", func(c *Config, v string) error { return setInt(&c.MaxClients, v) }},
 	{"timeout", "close clients idle for this many seconds (0: never)", func(c *Config, v string) error { return setInt(&c.Timeout, v) }},
 	{"loglevel", "debug, verbose, notice or warning", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"shards", "keyspace shards, a power of two (0: 16 per CPU, at most 1024)", func(c *Config, v string) error { return setInt(&c.Shards, v) }},
+	{"pprof-addr", "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only", func(c *Config, v string) error { c.PprofAddr = v; return nil }},
 	{"sl-max-limit", "largest SL.ADD limit (a sliding log keeps one entry per request)", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -78,7 +85,7 @@ var directives = append([]directive{
 		c.SLMaxLimit = n
 		return nil
 	}},
-}, append(persistDirectives, clusterDirectives...)...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go; node-id, raft-*: cluster.go
+}, append(persistDirectives, append(clusterDirectives, opsDirectives...)...)...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go; node-id, raft-*: cluster.go; tls-*, limits, maxmemory, slowlog, metrics: ops.go
 
 func setInt(dst *int, v string) error {
 	n, err := strconv.Atoi(v)
@@ -113,6 +120,9 @@ func (c *Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.validateOps(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.SLMaxLimit < 1 || c.SLMaxLimit > engine.MaxCount {
 		errs = append(errs, fmt.Errorf("sl-max-limit %d is not in 1..%d", c.SLMaxLimit, engine.MaxCount))
 	}
@@ -137,6 +147,7 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 		{Name: "shards", Get: func() string { return strconv.Itoa(c.Shards) }},
 		{Name: "sl-max-limit", Get: func() string { return strconv.FormatInt(c.SLMaxLimit, 10) }},
 	}
+	c.applyOps(&rc)
 	return rc
 }
 

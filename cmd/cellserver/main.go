@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/metrics"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
@@ -80,6 +81,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		stopSweep()
 		<-sweepDone
 	}()
+	// Freed heap pages go back to the OS once the keyspace stops growing
+	// (runtime.go); profiles are served only when asked for.
+	trimDone := make(chan struct{})
+	go func() {
+		defer close(trimDone)
+		releaseMemory(sweepCtx, logger)
+	}()
+	defer func() {
+		stopSweep()
+		<-trimDone
+	}()
+	if cfg.PprofAddr != "" {
+		_, stopPprof, err := startPprof(cfg.PprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 
 	// 4. Persistence: load the snapshot before serving anything; in
 	// cluster mode the raft node restores its own snapshot and log instead
@@ -110,11 +129,37 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if node != nil {
 		resp.RegisterCluster(srv, node)
 	}
+	ln, err := cfg.listen()
+	if err != nil {
+		return errors.Join(err, persist.stop(false, logger))
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ListenAndServe() }()
-	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "shards", store.NumShards())
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "tls_port", cfg.Ops.TLSPort, "shards", store.NumShards())
 
-	// 6. Serve until a signal or SHUTDOWN; then stop accepting, finish the
+	// 6. Metrics, on their own address.
+	if cfg.Ops.MetricsAddr != "" {
+		src := metrics.Sources{Server: srv, Store: store}
+		if persist != nil {
+			src.Persistence = persist.p
+		}
+		if node != nil {
+			src.Raft = node
+		}
+		ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), logger)
+		if err != nil {
+			srv.Close()
+			<-serveErr
+			return errors.Join(err, persist.stop(false, logger))
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = ms.Close(ctx)
+		}()
+	}
+
+	// 7. Serve until a signal or SHUTDOWN; then stop accepting, finish the
 	// replies in flight and exit.
 	signalled := false
 	select {

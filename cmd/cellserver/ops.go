@@ -1,0 +1,408 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cellserver/cellserver/resp"
+)
+
+// opsConfig holds the operational directives: TLS, protected mode, limits
+// against abuse, the slow log, maxmemory and the metrics listener.
+type opsConfig struct {
+	ProtectedMode bool
+	MetricsAddr   string
+
+	TLSPort         int
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSCACertFile   string
+	TLSAuthClients  string // yes, no, optional
+	ProtoMaxBulkLen int64
+	QueryBufLimit   int64
+	QueryTimeout    int // seconds; 0: none
+
+	SlowlogSlowerThan int64 // µs
+	SlowlogMaxLen     int
+	MaxMemory         int64
+	MaxMemoryPolicy   string
+}
+
+func defaultOpsConfig() opsConfig {
+	rc := resp.DefaultConfig()
+	return opsConfig{
+		ProtectedMode:     true,
+		TLSAuthClients:    "yes",
+		ProtoMaxBulkLen:   int64(rc.MaxBulkLen),
+		QueryBufLimit:     int64(rc.QueryBufferLimit),
+		QueryTimeout:      int(rc.QueryTimeout / time.Second),
+		SlowlogSlowerThan: rc.SlowlogSlowerThan,
+		SlowlogMaxLen:     rc.SlowlogMaxLen,
+		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
+	}
+}
+
+func setYesNo(dst *bool, v string) error {
+	switch strings.ToLower(v) {
+	case "yes":
+		*dst = true
+	case "no":
+		*dst = false
+	default:
+		return fmt.Errorf("expected yes or no, got %q", v)
+	}
+	return nil
+}
+
+func setBytes(dst *int64, v string) error {
+	n, err := resp.ParseBytes(v)
+	if err != nil {
+		return err
+	}
+	*dst = n
+	return nil
+}
+
+func setInt64(dst *int64, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", v)
+	}
+	*dst = n
+	return nil
+}
+
+// opsDirectives are the operational settings of the directive table.
+var opsDirectives = []directive{
+	{"protected-mode", "yes: refuse to start on a non-loopback bind address without requirepass", func(c *Config, v string) error { return setYesNo(&c.Ops.ProtectedMode, v) }},
+	{"metrics-addr", "host:port to serve Prometheus metrics on at /metrics (empty: off), e.g. 127.0.0.1:9121", func(c *Config, v string) error { c.Ops.MetricsAddr = v; return nil }},
+	{"tls-port", "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0", func(c *Config, v string) error { return setInt(&c.Ops.TLSPort, v) }},
+	{"tls-cert-file", "server certificate (PEM) for TLS", func(c *Config, v string) error { c.Ops.TLSCertFile = v; return nil }},
+	{"tls-key-file", "server private key (PEM) for TLS", func(c *Config, v string) error { c.Ops.TLSKeyFile = v; return nil }},
+	{"tls-ca-cert-file", "CA certificates (PEM) that client certificates must chain to", func(c *Config, v string) error { c.Ops.TLSCACertFile = v; return nil }},
+	{"tls-auth-clients", "yes: clients must present a certificate signed by the CA; optional: verified if presented; no: not asked", func(c *Config, v string) error {
+		c.Ops.TLSAuthClients = strings.ToLower(v)
+		return nil
+	}},
+	{"proto-max-bulk-len", "largest argument in bytes (units: 512mb, 1gb)", func(c *Config, v string) error { return setBytes(&c.Ops.ProtoMaxBulkLen, v) }},
+	{"client-query-buffer-limit", "most unparsed input one client may have pending, in bytes (units: 1mb, 1gb)", func(c *Config, v string) error { return setBytes(&c.Ops.QueryBufLimit, v) }},
+	{"client-query-timeout", "seconds a client may take to send the rest of a command it started (0: no limit)", func(c *Config, v string) error { return setInt(&c.Ops.QueryTimeout, v) }},
+	{"slowlog-log-slower-than", "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)", func(c *Config, v string) error { return setInt64(&c.Ops.SlowlogSlowerThan, v) }},
+	{"slowlog-max-len", "SLOWLOG entries kept", func(c *Config, v string) error { return setInt(&c.Ops.SlowlogMaxLen, v) }},
+	{"maxmemory", "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)", func(c *Config, v string) error { return setBytes(&c.Ops.MaxMemory, v) }},
+	{"maxmemory-policy", "over maxmemory: noeviction (new keys answer OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)", func(c *Config, v string) error {
+		c.Ops.MaxMemoryPolicy = strings.ToLower(v)
+		return nil
+	}},
+}
+
+// validateOps checks the operational directives, and protected mode
+// against the bind address and password.
+func (c *Config) validateOps() error {
+	o := &c.Ops
+	var errs []error
+	if o.TLSPort < 0 || o.TLSPort > 65535 {
+		errs = append(errs, fmt.Errorf("tls-port %d is not in 0..65535", o.TLSPort))
+	}
+	if c.Port == 0 && c.Cluster.enabled() {
+		errs = append(errs, errors.New("cluster mode needs the plaintext port (nodes forward commands to the leader over it): port must not be 0"))
+	}
+	if c.Port == 0 && o.TLSPort == 0 {
+		errs = append(errs, errors.New("port 0 turns the plaintext port off: set tls-port, or a port"))
+	}
+	if o.TLSPort != 0 {
+		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
+			errs = append(errs, errors.New("tls-port needs tls-cert-file and tls-key-file"))
+		}
+		if o.TLSPort == c.Port {
+			errs = append(errs, fmt.Errorf("tls-port and port are both %d", c.Port))
+		}
+	}
+	switch o.TLSAuthClients {
+	case "yes", "optional":
+		if o.TLSPort != 0 && o.TLSCACertFile == "" {
+			errs = append(errs, fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file (or tls-auth-clients no)", o.TLSAuthClients))
+		}
+	case "no":
+	default:
+		errs = append(errs, fmt.Errorf("tls-auth-clients: expected yes, no or optional, got %q", o.TLSAuthClients))
+	}
+	if o.ProtoMaxBulkLen < 1<<20 || o.ProtoMaxBulkLen > 1<<40 {
+		errs = append(errs, fmt.Errorf("proto-max-bulk-len %d is not in 1mb..1tb", o.ProtoMaxBulkLen))
+	}
+	if o.QueryBufLimit < 1<<20 || o.QueryBufLimit > 1<<40 {
+		errs = append(errs, fmt.Errorf("client-query-buffer-limit %d is not in 1mb..1tb", o.QueryBufLimit))
+	}
+	if o.QueryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("client-query-timeout %d must not be negative", o.QueryTimeout))
+	}
+	if o.SlowlogMaxLen < 0 {
+		errs = append(errs, fmt.Errorf("slowlog-max-len %d must not be negative", o.SlowlogMaxLen))
+	}
+	if _, err := resp.ParseMemoryPolicy(o.MaxMemoryPolicy); err != nil {
+		errs = append(errs, err)
+	}
+	if o.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("metrics-addr %q: %w", o.MetricsAddr, err))
+		}
+	}
+	if o.ProtectedMode && c.RequirePass == "" && !isLoopback(c.Bind) {
+		errs = append(errs, fmt.Errorf("protected mode: refusing to listen on %q without a password; "+
+			"set requirepass, bind a loopback address (127.0.0.1), or start with --protected-mode no "+
+			"if the network is otherwise protected", c.Bind))
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether a bind address reaches this host only.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// applyOps maps the operational directives onto the RESP server's
+// configuration and adds their read-only CONFIG GET entries.
+func (c *Config) applyOps(rc *resp.Config) {
+	o := &c.Ops
+	rc.MaxBulkLen = int(o.ProtoMaxBulkLen)
+	rc.QueryBufferLimit = int(o.QueryBufLimit)
+	rc.QueryTimeout = time.Duration(o.QueryTimeout) * time.Second
+	rc.SlowlogSlowerThan = o.SlowlogSlowerThan
+	rc.SlowlogMaxLen = o.SlowlogMaxLen
+	rc.MaxMemory = o.MaxMemory
+	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
+	yn := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	rc.Settings = append(rc.Settings,
+		resp.Setting{Name: "protected-mode", Get: func() string { return yn(o.ProtectedMode) }},
+		resp.Setting{Name: "tls-port", Get: func() string { return strconv.Itoa(o.TLSPort) }},
+		resp.Setting{Name: "tls-cert-file", Get: func() string { return o.TLSCertFile }},
+		resp.Setting{Name: "tls-key-file", Get: func() string { return o.TLSKeyFile }},
+		resp.Setting{Name: "tls-ca-cert-file", Get: func() string { return o.TLSCACertFile }},
+		resp.Setting{Name: "tls-auth-clients", Get: func() string { return o.TLSAuthClients }},
+		resp.Setting{Name: "metrics-addr", Get: func() string { return o.MetricsAddr }},
+	)
+}
+
+// tlsConfig builds the server's TLS configuration: TLS 1.2 or later, the
+// certificate and key, and client certificate checks per tls-auth-clients.
+func (o *opsConfig) tlsConfig() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: load certificate %s and key %s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.TLSCACertFile != "" {
+		pem, err := os.ReadFile(o.TLSCACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: read CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: no PEM certificate in %s", o.TLSCACertFile)
+		}
+		tc.ClientCAs = pool
+	}
+	switch o.TLSAuthClients {
+	case "yes":
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	case "optional":
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	default:
+		tc.ClientAuth = tls.NoClientCert
+	}
+	return tc, nil
+}
+
+// tlsHandshakeTimeout bounds a TLS handshake, so that a client that
+// connects and stays silent cannot hold a connection forever.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// listen opens the plaintext and TLS listeners the configuration asks for
+// and returns them as one listener.
+func (c *Config) listen() (net.Listener, error) {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}
+	if c.Port != 0 {
+		ln, err := net.Listen("tcp", c.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	if c.Ops.TLSPort != 0 {
+		tc, err := c.Ops.tlsConfig()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(c.Bind, strconv.Itoa(c.Ops.TLSPort)))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("listen tls: %w", err)
+		}
+		lns = append(lns, &tlsListener{Listener: ln, config: tc})
+	}
+	return newMultiListener(lns), nil
+}
+
+// tlsListener wraps accepted connections in TLS; the handshake happens on
+// the connection's first read or write, in its own goroutine.
+type tlsListener struct {
+	net.Listener
+	config *tls.Config
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &tlsConn{Conn: tls.Server(nc, l.config)}, nil
+}
+
+// tlsConn completes the handshake within tlsHandshakeTimeout before the
+// first read, then restores the read deadline the server set.
+type tlsConn struct {
+	*tls.Conn
+	mu        sync.Mutex
+	deadline  time.Time // the read deadline last set
+	handshook bool
+}
+
+func (c *tlsConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *tlsConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *tlsConn) Read(b []byte) (int, error) {
+	if !c.handshook {
+		c.handshook = true
+		hs := time.Now().Add(tlsHandshakeTimeout)
+		c.mu.Lock()
+		if d := c.deadline; !d.IsZero() && d.Before(hs) {
+			hs = d
+		}
+		c.mu.Unlock()
+		_ = c.Conn.SetDeadline(hs)
+		if err := c.Conn.Handshake(); err != nil {
+			return 0, err
+		}
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		c.mu.Lock()
+		_ = c.Conn.SetReadDeadline(c.deadline)
+		c.mu.Unlock()
+	}
+	return c.Conn.Read(b)
+}
+
+// multiListener accepts from several listeners as one. Addr is the first
+// listener's address (the plaintext port when it is on).
+type multiListener struct {
+	lns    []net.Listener
+	conns  chan net.Conn
+	errs   chan error
+	done   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+	closed error
+}
+
+func newMultiListener(lns []net.Listener) *multiListener {
+	m := &multiListener{lns: lns, conns: make(chan net.Conn), errs: make(chan error, len(lns)), done: make(chan struct{})}
+	for _, ln := range lns {
+		m.wg.Add(1)
+		go m.accept(ln)
+	}
+	return m
+}
+
+func (m *multiListener) accept(ln net.Listener) {
+	defer m.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Transient (out of descriptors): hand it on so that the
+				// server backs off, and keep accepting.
+				select {
+				case m.errs <- err:
+				case <-m.done:
+					return
+				}
+				continue
+			}
+			select {
+			case m.errs <- err:
+			case <-m.done:
+			}
+			return
+		}
+		select {
+		case m.conns <- nc:
+		case <-m.done:
+			nc.Close()
+			return
+		}
+	}
+}
+
+// Accept returns the next connection from any listener.
+func (m *multiListener) Accept() (net.Conn, error) {
+	select {
+	case nc := <-m.conns:
+		return nc, nil
+	case err := <-m.errs:
+		return nil, err
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close closes every listener and waits for their accept loops.
+func (m *multiListener) Close() error {
+	m.once.Do(func() {
+		close(m.done)
+		var errs []error
+		for _, ln := range m.lns {
+			errs = append(errs, ln.Close())
+		}
+		m.wg.Wait()
+		m.closed = errors.Join(errs...)
+	})
+	return m.closed
+}
+
+// Addr returns the first listener's address.
+func (m *multiListener) Addr() net.Addr { return m.lns[0].Addr() }

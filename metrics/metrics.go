@@ -1,0 +1,286 @@
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Server is the RESP server's counters (*resp.Server satisfies it).
+type Server interface {
+	Stats() resp.Stats
+}
+
+// Store is the keyspace (*shards.Store satisfies it).
+type Store interface {
+	Stats(now int64) shards.Stats
+}
+
+// Persistence is standalone persistence, read through the fields of its
+// INFO persistence section, under Redis's names (*snapshot.Persister
+// satisfies it).
+type Persistence interface {
+	InfoFields() [][2]string
+}
+
+// Raft is a cluster node (*replication.Node satisfies it).
+type Raft interface {
+	Info() replication.Info
+}
+
+// Sources are what a Collector reads at each scrape. Server and Store are
+// required; Persistence and Raft are nil when off.
+type Sources struct {
+	Server      Server
+	Store       Store
+	Persistence Persistence
+	Raft        Raft
+	// Now is the clock Store.Stats is read at (Unix ns); nil uses the
+	// system clock.
+	Now func() int64
+}
+
+// LatencyBuckets returns the upper bounds (seconds) of the command
+// duration histogram: 5 µs to 1 s. The server's own histogram is finer
+// (12.5% buckets); each of its buckets is counted under the first bound at
+// or above its upper edge.
+func LatencyBuckets() []float64 {
+	return []float64{
+		5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+		1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,
+	}
+}
+
+// Collector is a prometheus.Collector that reads the server's own
+// counters at each scrape: the hot path is not instrumented twice. It is
+// safe for concurrent scrapes.
+type Collector struct {
+	src     Sources
+	buckets []float64
+
+	commands, duration, errorReplies                        *prometheus.Desc
+	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
+	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
+	evicted, slowlogLen                                     *prometheus.Desc
+	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
+	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
+	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
+	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
+	raftEntries, buildInfo                                  *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a Collector over src.
+func NewCollector(src Sources) *Collector {
+	if src.Now == nil {
+		src.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cellserver_"+name, help, labels, nil)
+	}
+	return &Collector{
+		src:           src,
+		buckets:       LatencyBuckets(),
+		commands:      d("commands_total", "Commands by name and outcome: allowed or limited (limiter decisions), ok (other commands that succeeded), error (ran and answered an error), rejected (refused before running: unknown subcommand, arity, NOAUTH).", "cmd", "outcome"),
+		duration:      d("command_duration_seconds", "Execution time of commands (a pipelined run of limiter writes shares its time evenly).", "cmd"),
+		errorReplies:  d("error_replies_total", "Error replies sent, including protocol errors."),
+		clients:       d("connected_clients", "Client connections open."),
+		connsReceived: d("connections_received_total", "Client connections accepted."),
+		connsRejected: d("connections_rejected_total", "Client connections refused because maxclients was reached."),
+		clientsClosed: d("clients_closed_total", "Clients closed by a limit: query_buffer (client-query-buffer-limit) or query_timeout (client-query-timeout).", "reason"),
+		keys:          d("keys", "Keys held, by limiter kind (including expired keys not yet reclaimed).", "kind"),
+		expired:       d("expired_keys_total", "Expired keys reclaimed, by limiter kind.", "kind"),
+		datasetBytes:  d("keyspace_allocated_bytes", "Memory the keyspace's tables hold, spare capacity included (INFO used_memory_dataset)."),
+		usedBytes:     d("keyspace_used_bytes", "Memory the live keys need: the figure maxmemory is compared with."),
+		maxBytes:      d("maxmemory_bytes", "The maxmemory setting (0: no limit)."),
+		oom:           d("maxmemory_refusing", "1 while the noeviction policy refuses new keys."),
+		evicted:       d("evicted_keys_total", "Keys deleted by the volatile-ttl maxmemory policy."),
+		slowlogLen:    d("slowlog_length", "Entries in the slow log."),
+
+		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
+		snapInProgress:   d("snapshot_in_progress", "1 while a background save runs."),
+		snapLastTime:     d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful save (start-up before any)."),
+		snapLastDuration: d("snapshot_last_duration_seconds", "Duration of the last save attempt."),
+		snapSaves:        d("snapshot_saves_total", "Successful saves since start."),
+		snapChanges:      d("snapshot_changes_since_last_save", "Writes that changed the keyspace since the last successful save."),
+		snapLastKeys:     d("snapshot_last_keys", "Keys written by the last successful save."),
+		snapLastBytes:    d("snapshot_last_bytes", "Size of the last snapshot written."),
+
+		raftState:         d("raft_state", "1 for this node's raft state (leader, follower, candidate, shutdown).", "state"),
+		raftTerm:          d("raft_term", "Current raft term."),
+		raftCommit:        d("raft_commit_index", "Raft commit index."),
+		raftApplied:       d("raft_applied_index", "Raft applied index."),
+		raftLast:          d("raft_last_log_index", "Last raft log index."),
+		raftLeaderChanges: d("raft_leader_changes_total", "Leader changes this node observed."),
+		raftMembers:       d("raft_members", "Members of the raft configuration, by suffrage.", "suffrage"),
+		raftReady:         d("raft_leader_ready", "1 on a leader that serves commands."),
+		raftEntries:       d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
+		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
+		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
+	}
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.commands, c.duration, c.errorReplies, c.clients, c.connsReceived, c.connsRejected, c.clientsClosed,
+		c.keys, c.expired, c.datasetBytes, c.usedBytes, c.maxBytes, c.oom, c.evicted, c.slowlogLen,
+		c.snapOK, c.snapInProgress, c.snapLastTime, c.snapLastDuration, c.snapSaves, c.snapChanges, c.snapLastKeys, c.snapLastBytes,
+		c.raftState, c.raftTerm, c.raftCommit, c.raftApplied, c.raftLast, c.raftLeaderChanges, c.raftMembers, c.raftReady,
+		c.raftEntries, c.raftBatchOps, c.buildInfo,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the sources and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.buildInfo, 1, resp.Version, goVersion())
+
+	st := c.src.Server.Stats()
+	for i := range st.Commands {
+		cs := &st.Commands[i]
+		name := cs.Name
+		if cs.Limiter {
+			counter(c.commands, float64(cs.Allowed), name, "allowed")
+			counter(c.commands, float64(cs.Limited), name, "limited")
+		} else {
+			counter(c.commands, float64(max(cs.Calls-cs.Failed, 0)), name, "ok")
+		}
+		counter(c.commands, float64(cs.Failed), name, "error")
+		counter(c.commands, float64(cs.Rejected), name, "rejected")
+		if cs.Latency.Count > 0 {
+			buckets := make(map[float64]uint64, len(c.buckets))
+			for _, b := range c.buckets {
+				buckets[b] = cs.Latency.CountAtMost(time.Duration(b * 1e9))
+			}
+			ch <- prometheus.MustNewConstHistogram(c.duration, cs.Latency.Count, cs.Latency.Sum.Seconds(), buckets, name)
+		}
+	}
+	counter(c.errorReplies, float64(st.ErrorReplies))
+	gauge(c.clients, float64(st.ConnectedClients))
+	counter(c.connsReceived, float64(st.ConnectionsReceived))
+	counter(c.connsRejected, float64(st.RejectedConnections))
+	counter(c.clientsClosed, float64(st.QueryBufferClosed), "query_buffer")
+	counter(c.clientsClosed, float64(st.QueryTimeoutClosed), "query_timeout")
+	gauge(c.usedBytes, float64(st.UsedMemory))
+	gauge(c.maxBytes, float64(st.MaxMemory))
+	gauge(c.oom, b2f(st.OOM))
+	counter(c.evicted, float64(st.EvictedKeys))
+	gauge(c.slowlogLen, float64(st.SlowlogLen))
+
+	ks := c.src.Store.Stats(c.src.Now())
+	for k := engine.KindNone + 1; k.Valid(); k++ {
+		gauge(c.keys, float64(ks.KeysByKind[k]), k.String())
+		counter(c.expired, float64(ks.ExpiredByKind[k]), k.String())
+	}
+	gauge(c.datasetBytes, float64(ks.Bytes))
+
+	if p := c.src.Persistence; p != nil {
+		c.collectPersistence(p, gauge, counter)
+	}
+	if r := c.src.Raft; r != nil {
+		inf := r.Info()
+		for _, s := range []string{"leader", "follower", "candidate", "shutdown"} {
+			gauge(c.raftState, b2f(inf.State == s), s)
+		}
+		gauge(c.raftTerm, float64(inf.Term))
+		gauge(c.raftCommit, float64(inf.CommitIndex))
+		gauge(c.raftApplied, float64(inf.AppliedIndex))
+		gauge(c.raftLast, float64(inf.LastLogIndex))
+		counter(c.raftLeaderChanges, float64(inf.LeaderChanges))
+		var voters, nonvoters int
+		for _, m := range inf.Members {
+			if m.Voter {
+				voters++
+			} else {
+				nonvoters++
+			}
+		}
+		gauge(c.raftMembers, float64(voters), "voter")
+		gauge(c.raftMembers, float64(nonvoters), "nonvoter")
+		gauge(c.raftReady, b2f(inf.Ready))
+		counter(c.raftEntries, float64(inf.Entries))
+		counter(c.raftBatchOps, float64(inf.Ops))
+	}
+}
+
+// collectPersistence maps the INFO persistence fields to metrics; a field
+// missing or malformed is left out rather than reported as 0.
+func (c *Collector) collectPersistence(p Persistence, gauge, counter func(*prometheus.Desc, float64, ...string)) {
+	f := make(map[string]string)
+	for _, kv := range p.InfoFields() {
+		f[kv[0]] = kv[1]
+	}
+	num := func(name string) (float64, bool) {
+		v, err := strconv.ParseFloat(f[name], 64)
+		return v, err == nil
+	}
+	if s, ok := f["rdb_last_bgsave_status"]; ok {
+		gauge(c.snapOK, b2f(s == "ok"))
+	}
+	if v, ok := num("rdb_bgsave_in_progress"); ok {
+		gauge(c.snapInProgress, v)
+	}
+	if v, ok := num("rdb_last_save_time"); ok {
+		gauge(c.snapLastTime, v)
+	}
+	if v, ok := num("rdb_last_save_duration_ms"); ok {
+		gauge(c.snapLastDuration, v/1e3)
+	}
+	if v, ok := num("rdb_saves"); ok {
+		counter(c.snapSaves, v)
+	}
+	if v, ok := num("rdb_changes_since_last_save"); ok {
+		gauge(c.snapChanges, v)
+	}
+	if v, ok := num("rdb_last_save_keys"); ok {
+		gauge(c.snapLastKeys, v)
+	}
+	if v, ok := num("rdb_last_save_bytes"); ok {
+		gauge(c.snapLastBytes, v)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func goVersion() string {
+	return strings.TrimPrefix(runtime.Version(), "go")
+}
+
+// NewRegistry returns a registry holding a Collector over src, the Go
+// runtime collector (go_*: memory, GC, goroutines) and the process
+// collector (process_*: RSS, CPU, open file descriptors).
+func NewRegistry(src Sources) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler returns the HTTP handler of /metrics for reg.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Registry: reg})
+}

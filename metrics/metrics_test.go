@@ -1,0 +1,213 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// fakePersistence answers fixed INFO persistence fields.
+type fakePersistence [][2]string
+
+func (f fakePersistence) InfoFields() [][2]string { return f }
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// scrape fetches url and parses the text exposition format.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, res.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mf, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return mf
+}
+
+// value returns the value of the sample of family name whose labels
+// include want, and whether there is one.
+func value(mf map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f := mf[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		for k, v := range want {
+			found := false
+			for _, lp := range m.Label {
+				if lp.GetName() == k && lp.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestScrape runs a RESP server, sends commands, scrapes /metrics over
+// HTTP and checks the figures against what was sent.
+func TestScrape(t *testing.T) {
+	store, err := shards.New(shards.Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := resp.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Logger = discard()
+	cfg.MaxClients = 3
+	now := func() int64 { return time.Now().UnixNano() }
+	srv, err := resp.NewServer(cfg, resp.NewLocal(store, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+
+	persist := fakePersistence{
+		{"rdb_changes_since_last_save", "7"}, {"rdb_bgsave_in_progress", "0"}, {"rdb_last_save_time", "1700000000"},
+		{"rdb_last_bgsave_status", "ok"}, {"rdb_saves", "3"}, {"rdb_last_save_duration_ms", "250"},
+	}
+	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist})
+	h, err := Listen("127.0.0.1:0", reg, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(context.Background()); err != nil {
+			t.Errorf("metrics Close: %v", err)
+		}
+	})
+
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, PoolSize: 1})
+	t.Cleanup(func() { c.Close() })
+	// CL.THROTTLE with burst 2 (limit 3): 3 allowed, then 2 limited.
+	for i := 0; i < 5; i++ {
+		if err := c.Do(ctx, "CL.THROTTLE", "user", "2", "1", "60").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		if err := c.Do(ctx, "TB.TAKE", "tb:"+string(rune('a'+i)), "5", "1", "1s").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.Do(ctx, "CL.THROTTLE", "user", "-1", "1", "60").Err() // error: negative burst
+	_ = c.Do(ctx, "CL.THROTTLE", "user").Err()                  // rejected: arity
+	// Fill maxclients (3): the pool's connection plus two more; a fourth
+	// is refused.
+	var extra []net.Conn
+	for i := 0; i < 3; i++ {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, nc)
+		t.Cleanup(func() { nc.Close() })
+	}
+	buf := make([]byte, 64)
+	_ = extra[2].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _ := extra[2].Read(buf); string(buf[:n]) != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("fourth client got %q", buf[:n])
+	}
+
+	mf := scrape(t, "http://"+h.Addr().String()+"/metrics")
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"cellserver_commands_total", map[string]string{"cmd": "cl.throttle", "outcome": "allowed"}, 3},
+		{"cellserver_commands_total", map[string]string{"cmd": "cl.throttle", "outcome": "limited"}, 2},
+		{"cellserver_commands_total", map[string]string{"cmd": "cl.throttle", "outcome": "error"}, 1},
+		{"cellserver_commands_total", map[string]string{"cmd": "cl.throttle", "outcome": "rejected"}, 1},
+		{"cellserver_commands_total", map[string]string{"cmd": "tb.take", "outcome": "allowed"}, 4},
+		{"cellserver_command_duration_seconds", map[string]string{"cmd": "cl.throttle"}, 6}, // 5 + the one that failed
+		{"cellserver_keys", map[string]string{"kind": "gcra"}, 1},
+		{"cellserver_keys", map[string]string{"kind": "token-bucket"}, 4},
+		{"cellserver_connections_rejected_total", nil, 1},
+		{"cellserver_connected_clients", nil, 3},
+		{"cellserver_error_replies_total", nil, 2}, // the error and the arity error (a refused client is counted apart, as in Redis)
+		{"cellserver_snapshot_saves_total", nil, 3},
+		{"cellserver_snapshot_last_duration_seconds", nil, 0.25},
+		{"cellserver_snapshot_changes_since_last_save", nil, 7},
+		{"cellserver_snapshot_last_status_ok", nil, 1},
+		{"cellserver_build_info", map[string]string{"version": resp.Version}, 1},
+	}
+	for _, tt := range tests {
+		got, ok := value(mf, tt.name, tt.labels)
+		if !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_open_fds"} {
+		if _, ok := mf[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if _, ok := mf["cellserver_raft_term"]; ok {
+		t.Error("raft metrics present on a standalone server")
+	}
+	// The histogram's buckets are cumulative and end with every call.
+	var hist *dto.Histogram
+	for _, m := range mf["cellserver_command_duration_seconds"].Metric {
+		for _, lp := range m.Label {
+			if lp.GetValue() == "cl.throttle" {
+				hist = m.Histogram
+			}
+		}
+	}
+	var prev uint64
+	for _, b := range hist.Bucket {
+		if b.GetCumulativeCount() < prev {
+			t.Errorf("bucket le=%v count %d below the previous %d", b.GetUpperBound(), b.GetCumulativeCount(), prev)
+		}
+		prev = b.GetCumulativeCount()
+	}
+	if prev > hist.GetSampleCount() || hist.GetSampleSum() <= 0 {
+		t.Errorf("histogram: last bucket %d, count %d, sum %v", prev, hist.GetSampleCount(), hist.GetSampleSum())
+	}
+}

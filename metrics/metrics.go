@@ -68,6 +68,9 @@ func LatencyBuckets() []float64 {
 type Collector struct {
 	src     Sources
 	buckets []float64
+	// descs lists every description below, in creation order, for
+	// Describe.
+	descs []*prometheus.Desc
 
 	commands, duration, errorReplies                        *prometheus.Desc
 	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
@@ -82,15 +85,19 @@ type Collector struct {
 
 var _ prometheus.Collector = (*Collector)(nil)
 
-// NewCollector returns a Collector over src.
+// NewCollector returns a Collector over src; src.Server and src.Store must
+// not be nil.
 func NewCollector(src Sources) *Collector {
 	if src.Now == nil {
 		src.Now = func() int64 { return time.Now().UnixNano() }
 	}
+	var descs []*prometheus.Desc
 	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("cellserver_"+name, help, labels, nil)
+		desc := prometheus.NewDesc("cellserver_"+name, help, labels, nil)
+		descs = append(descs, desc)
+		return desc
 	}
-	return &Collector{
+	c := &Collector{
 		src:           src,
 		buckets:       LatencyBuckets(),
 		commands:      d("commands_total", "Commands by name and outcome: allowed or limited (limiter decisions), ok (other commands that succeeded), error (ran and answered an error), rejected (refused before running: unknown subcommand, arity, NOAUTH).", "cmd", "outcome"),
@@ -130,17 +137,13 @@ func NewCollector(src Sources) *Collector {
 		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
 	}
+	c.descs = descs
+	return c
 }
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		c.commands, c.duration, c.errorReplies, c.clients, c.connsReceived, c.connsRejected, c.clientsClosed,
-		c.keys, c.expired, c.datasetBytes, c.usedBytes, c.maxBytes, c.oom, c.evicted, c.slowlogLen,
-		c.snapOK, c.snapInProgress, c.snapLastTime, c.snapLastDuration, c.snapSaves, c.snapChanges, c.snapLastKeys, c.snapLastBytes,
-		c.raftState, c.raftTerm, c.raftCommit, c.raftApplied, c.raftLast, c.raftLeaderChanges, c.raftMembers, c.raftReady,
-		c.raftEntries, c.raftBatchOps, c.buildInfo,
-	} {
+	for _, d := range c.descs {
 		ch <- d
 	}
 }

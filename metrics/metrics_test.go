@@ -151,7 +151,7 @@ func TestScrape(t *testing.T) {
 	buf := make([]byte, 64)
 	_ = extra[2].SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, _ := extra[2].Read(buf); string(buf[:n]) != "-ERR max number of clients reached\r\n" {
-		t.Fatalf("fourth client got %q", buf[:n])
+		t.Fatalf("fourth client got %q, want -ERR max number of clients reached", buf[:n])
 	}
 
 	mf := scrape(t, "http://"+h.Addr().String()+"/metrics")
@@ -185,11 +185,11 @@ func TestScrape(t *testing.T) {
 	}
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_open_fds"} {
 		if _, ok := mf[name]; !ok {
-			t.Errorf("%s missing", name)
+			t.Errorf("%s missing, want the Go and process collectors' metrics", name)
 		}
 	}
 	if _, ok := mf["cellserver_raft_term"]; ok {
-		t.Error("raft metrics present on a standalone server")
+		t.Error("cellserver_raft_term present on a standalone server, want no raft metrics")
 	}
 	// The histogram's buckets are cumulative and end with every call.
 	var hist *dto.Histogram
@@ -200,6 +200,9 @@ func TestScrape(t *testing.T) {
 			}
 		}
 	}
+	if hist == nil {
+		t.Fatal("cellserver_command_duration_seconds{cmd=cl.throttle} missing")
+	}
 	var prev uint64
 	for _, b := range hist.Bucket {
 		if b.GetCumulativeCount() < prev {
@@ -208,6 +211,6 @@ func TestScrape(t *testing.T) {
 		prev = b.GetCumulativeCount()
 	}
 	if prev > hist.GetSampleCount() || hist.GetSampleSum() <= 0 {
-		t.Errorf("histogram: last bucket %d, count %d, sum %v", prev, hist.GetSampleCount(), hist.GetSampleSum())
+		t.Errorf("histogram: last bucket %d, count %d, sum %v; want last bucket <= count and sum > 0", prev, hist.GetSampleCount(), hist.GetSampleSum())
 	}
 }

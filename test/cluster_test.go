@@ -79,18 +79,28 @@ func raftInfo(nd *clusterNode) map[string]string {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	s, err := c.Do(ctx, "RAFT.INFO").Text()
-	out := map[string]string{}
 	if err != nil {
-		return out
+		return map[string]string{}
 	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
+	return parseInfo(s)
 }
 
+// waitLeader polls until a node reports itself the ready leader and
+// returns its index.
+func waitLeader(t *testing.T, nodes []*clusterNode) int {
+	t.Helper()
+	l := -1
+	waitFor(t, 15*time.Second, func() error {
+		if l = leaderOf(nodes); l < 0 {
+			return fmt.Errorf("no node is the ready leader")
+		}
+		return nil
+	})
+	return l
+}
+
+// leaderOf returns the index of the node that reports itself the ready
+// leader, or -1.
 func leaderOf(nodes []*clusterNode) int {
 	for i, nd := range nodes {
 		if raftInfo(nd)["raft_ready"] == "1" {
@@ -100,29 +110,16 @@ func leaderOf(nodes []*clusterNode) int {
 	return -1
 }
 
-// waitFor polls f until it returns nil or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
-}
-
 // throttle runs CL.THROTTLE without client retries and returns the reply.
 func throttle(ctx context.Context, c *redis.Client, args ...any) ([]int64, error) {
 	v, err := c.Do(ctx, append([]any{"CL.THROTTLE"}, args...)...).Int64Slice()
 	return v, err
 }
 
+// noRetryClient returns a go-redis client that never retries a command
+// itself, so that every error is seen (and counted) by the test.
 func noRetryClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 10 * time.Second, PoolSize: 4})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -133,19 +130,16 @@ func noRetryClient(t *testing.T, addr string) *redis.Client {
 // consistent retry_after, and the old leader restarts and catches up.
 func TestClusterFailover(t *testing.T) {
 	nodes := startCluster(t, 3)
-	l := leaderOf(nodes)
-	if l < 0 {
-		t.Fatal("no leader")
-	}
+	l := waitLeader(t, nodes)
 	ctx := context.Background()
 	lc := noRetryClient(t, nodes[l].Addr)
 	// CL.THROTTLE user:1 0 1 60: one request per 60 s.
 	if r, err := throttle(ctx, lc, "user:1", 0, 1, 60); err != nil || r[0] != 0 {
-		t.Fatalf("first = %v, %v; want allowed", r, err)
+		t.Fatalf("CL.THROTTLE user:1 0 1 60 (first) = %v, %v; want allowed", r, err)
 	}
 	r1, err := throttle(ctx, lc, "user:1", 0, 1, 60)
 	if err != nil || r1[0] != 1 {
-		t.Fatalf("second = %v, %v; want limited", r1, err)
+		t.Fatalf("CL.THROTTLE user:1 0 1 60 (second) = %v, %v; want limited", r1, err)
 	}
 	nodes[l].kill()
 	killed := time.Now()
@@ -176,7 +170,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	elapsed := int64(failover/time.Second) + 2
 	if r2[0] != 1 || r2[3] > r1[3] || r2[3] < r1[3]-elapsed {
-		t.Fatalf("after failover = %v; want limited with retry_after in [%d, %d]", r2, r1[3]-elapsed, r1[3])
+		t.Fatalf("CL.THROTTLE user:1 0 1 60 after failover = %v; want limited with retry_after in [%d, %d]", r2, r1[3]-elapsed, r1[3])
 	}
 
 	// The old leader restarts, rejoins and catches up.
@@ -198,7 +192,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("TTL user:1 on the restarted node = %v, %v; want > 0", ttl, err)
 	}
 	if r3, err := throttle(ctx, oc, "user:1", 0, 1, 60); err != nil || r3[0] != 1 {
-		t.Fatalf("via the restarted node = %v, %v; want still limited", r3, err)
+		t.Fatalf("CL.THROTTLE user:1 0 1 60 via the restarted node = %v, %v; want still limited", r3, err)
 	}
 }
 
@@ -206,7 +200,7 @@ func TestClusterFailover(t *testing.T) {
 func TestClusterLateJoinerSnapshot(t *testing.T) {
 	snapArgs := []string{"--raft-snapshot-threshold", "32", "--raft-snapshot-interval", "50ms", "--raft-trailing-logs", "8"}
 	nodes := startCluster(t, 3, snapArgs...)
-	l := leaderOf(nodes)
+	l := waitLeader(t, nodes)
 	ctx := context.Background()
 	c := noRetryClient(t, nodes[l].Addr)
 	const keys = 120
@@ -237,7 +231,7 @@ func TestClusterLateJoinerSnapshot(t *testing.T) {
 		t.Fatal("the new node caught up without installing a snapshot")
 	}
 	if _, err := c4.Do(ctx, "RAFT.REMOVE", "n4").Result(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("RAFT.REMOVE n4 = %v, want OK", err)
 	}
 }
 
@@ -334,7 +328,7 @@ func TestClusterChaos(t *testing.T) {
 // history.
 func TestClusterPausedLeader(t *testing.T) {
 	nodes := startCluster(t, 3)
-	l := leaderOf(nodes)
+	l := waitLeader(t, nodes)
 	ctx := context.Background()
 	// CL.THROTTLE k 4 5 3600: limit 5, one more per 720 s — no refill
 	// during the test, so remaining = 5 − admitted requests.
@@ -349,7 +343,7 @@ func TestClusterPausedLeader(t *testing.T) {
 	}
 	var allowed, ambiguous int
 	if ok, err := admit(noRetryClient(t, nodes[l].Addr)); err != nil || !ok {
-		t.Fatalf("first request: %v, %v", ok, err)
+		t.Fatalf("first request: allowed = %v, %v; want allowed", ok, err)
 	}
 	allowed++
 
@@ -388,7 +382,7 @@ func TestClusterPausedLeader(t *testing.T) {
 			continue // the majority is still electing a leader
 		}
 		if !ok {
-			t.Fatalf("majority request %d limited; want allowed", i)
+			t.Fatalf("majority request %d = limited, want allowed", i)
 		}
 		allowed++
 		i++
@@ -411,7 +405,7 @@ func TestClusterPausedLeader(t *testing.T) {
 	waitFor(t, 20*time.Second, func() error {
 		inf := raftInfo(nodes[l])
 		if inf["raft_state"] != "follower" {
-			return fmt.Errorf("old leader is %q", inf["raft_state"])
+			return fmt.Errorf("old leader raft_state = %q, want follower", inf["raft_state"])
 		}
 		return nil
 	})
@@ -427,7 +421,7 @@ func TestClusterPausedLeader(t *testing.T) {
 	}
 	for i, rem := range seen {
 		if rem != seen[0] {
-			t.Fatalf("remaining differs across nodes: %v", seen)
+			t.Fatalf("remaining across nodes = %v, want one value", seen)
 		}
 		if hi, lo := int64(5-allowed), int64(5-allowed-ambiguous); rem > hi || rem < lo {
 			t.Fatalf("node %d: remaining %d, want in [%d, %d] (%d allowed, %d ambiguous)", i, rem, lo, hi, allowed, ambiguous)

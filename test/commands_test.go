@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,42 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// ints converts a limiter reply (a flat array of integers) to []int64.
-func ints(t testing.TB, v any) []int64 {
-	t.Helper()
-	arr, ok := v.([]any)
-	if !ok {
-		t.Fatalf("reply %#v is not an array", v)
-	}
-	out := make([]int64, len(arr))
-	for i, e := range arr {
-		n, ok := e.(int64)
-		if !ok {
-			t.Fatalf("reply element %d = %#v, want an integer", i, e)
-		}
-		out[i] = n
-	}
-	return out
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // TestLimiterCommands runs every limiter command of the contract through
 // go-redis with RESP3 (the default) and RESP2, on fresh keys, and checks the
@@ -80,13 +45,13 @@ func TestLimiterCommands(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v: %v", tc.args, err)
 				}
-				if got := ints(t, v); !equalInts(got, tc.want) {
+				if got := ints(t, v); !slices.Equal(got, tc.want) {
 					t.Errorf("%v = %v, want %v", tc.args, got, tc.want)
 				}
 			}
 			// count above the limit is never possible; the entry of 2 leaves
 			// the window 60 s after it was admitted, a few ms ago.
-			if got := ints(t, c.Do(ctx, "SL.ADD", p+"sl", 5, "1m", 6).Val()); len(got) != 5 || !equalInts(got[:4], []int64{1, 5, 3, -1}) || got[4] < 55000 || got[4] > 60000 {
+			if got := ints(t, c.Do(ctx, "SL.ADD", p+"sl", 5, "1m", 6).Val()); len(got) != 5 || !slices.Equal(got[:4], []int64{1, 5, 3, -1}) || got[4] < 55000 || got[4] > 60000 {
 				t.Errorf("SL.ADD count 6 = %v, want [1 5 3 -1 ~60000]", got)
 			}
 			// Window limiters reply with times that depend on where now falls
@@ -119,23 +84,28 @@ func TestLimiterCommands(t *testing.T) {
 				t.Fatalf("CL.THROTTLEALL = %v, want 2 arrays", v)
 			}
 			// a: limit 2, T = 1s → 1 left, fresh in 1s. b: limit 1, T = 10s → 0 left, fresh in 10s.
-			if got := ints(t, arr[0]); !equalInts(got, []int64{0, 2, 1, -1, 1}) {
-				t.Errorf("THROTTLEALL[a] = %v", got)
+			if got := ints(t, arr[0]); !slices.Equal(got, []int64{0, 2, 1, -1, 1}) {
+				t.Errorf("CL.THROTTLEALL[a] = %v, want [0 2 1 -1 1]", got)
 			}
-			if got := ints(t, arr[1]); !equalInts(got, []int64{0, 1, 0, -1, 10}) {
-				t.Errorf("THROTTLEALL[b] = %v", got)
+			if got := ints(t, arr[1]); !slices.Equal(got, []int64{0, 1, 0, -1, 10}) {
+				t.Errorf("CL.THROTTLEALL[b] = %v, want [0 1 0 -1 10]", got)
 			}
 			// b is now exhausted, so the next call refuses and consumes nothing from a.
 			v, err = c.Do(ctx, "CL.THROTTLEALL", p+"all:a", 1, 1, 1, 1, p+"all:b", 0, 1, 10, 1).Result()
 			if err != nil {
 				t.Fatalf("CL.THROTTLEALL: %v", err)
 			}
-			arr = v.([]any)
-			if got := ints(t, arr[0]); got[0] != 0 || got[2] != 1 {
-				t.Errorf("refused THROTTLEALL[a] = %v, want a peek: allowed with 1 remaining", got)
+			arr, ok := v.([]any)
+			if !ok || len(arr) != 2 {
+				t.Fatalf("refused CL.THROTTLEALL = %v, want 2 arrays", v)
 			}
-			if got := ints(t, arr[1]); got[0] != 1 || got[3] <= 0 {
-				t.Errorf("refused THROTTLEALL[b] = %v, want limited with a retry_after", got)
+			// a reports what a peek would: limit 2, 1 left, its TAT at most 1 s ahead.
+			if got := ints(t, arr[0]); len(got) != 5 || !slices.Equal(got[:4], []int64{0, 2, 1, -1}) || got[4] < 0 || got[4] > 1 {
+				t.Errorf("refused CL.THROTTLEALL[a] = %v, want a peek [0 2 1 -1 0..1]", got)
+			}
+			// b: limited, retry when its TAT (at most 10 s ahead) has passed.
+			if got := ints(t, arr[1]); len(got) != 5 || !slices.Equal(got[:3], []int64{1, 1, 0}) || got[3] <= 0 || got[3] > 10 || got[4] <= 0 || got[4] > 10 {
+				t.Errorf("refused CL.THROTTLEALL[b] = %v, want [1 1 0 1..10 1..10]", got)
 			}
 		})
 	}
@@ -270,13 +240,13 @@ func TestServerCommands(t *testing.T) {
 	c := s.client(t, 3)
 	ctx := ctxT(t)
 	if got, err := c.Echo(ctx, "hi").Result(); err != nil || got != "hi" {
-		t.Errorf("ECHO = %q, %v", got, err)
+		t.Errorf("ECHO hi = %q, %v; want hi", got, err)
 	}
 	if err := c.Do(ctx, "SELECT", 0).Err(); err != nil {
-		t.Errorf("SELECT 0: %v", err)
+		t.Errorf("SELECT 0 = %v, want OK", err)
 	}
 	if _, err := c.Time(ctx).Result(); err != nil {
-		t.Errorf("TIME: %v", err)
+		t.Errorf("TIME = %v, want the server time", err)
 	}
 	info, err := c.Info(ctx).Result()
 	if err != nil {
@@ -284,7 +254,7 @@ func TestServerCommands(t *testing.T) {
 	}
 	for _, section := range []string{"# Server", "# Clients", "# Memory", "# Stats", "# Keyspace"} {
 		if !strings.Contains(info, section) {
-			t.Errorf("INFO lacks %q", section)
+			t.Errorf("INFO lacks %q, want every section", section)
 		}
 	}
 	c.Do(ctx, "CL.THROTTLE", "info:k", 1, 1, 1)
@@ -297,23 +267,23 @@ func TestServerCommands(t *testing.T) {
 	}
 	docs, err := c.Do(ctx, "COMMAND", "DOCS", "cl.throttle").Result()
 	if err != nil || docs == nil {
-		t.Errorf("COMMAND DOCS cl.throttle = %v, %v", docs, err)
+		t.Errorf("COMMAND DOCS cl.throttle = %v, %v; want its documentation", docs, err)
 	}
 	cfg, err := c.ConfigGet(ctx, "port").Result()
 	if err != nil || cfg["port"] != fmt.Sprint(s.Port) {
 		t.Errorf("CONFIG GET port = %v, %v; want %d", cfg, err, s.Port)
 	}
 	if err := c.Do(ctx, "CLIENT", "SETNAME", "e2e").Err(); err != nil {
-		t.Errorf("CLIENT SETNAME: %v", err)
+		t.Errorf("CLIENT SETNAME e2e = %v, want OK", err)
 	}
 	if name, err := c.Do(ctx, "CLIENT", "GETNAME").Text(); err != nil || name != "e2e" {
-		t.Errorf("CLIENT GETNAME = %q, %v", name, err)
+		t.Errorf("CLIENT GETNAME = %q, %v; want e2e", name, err)
 	}
 	if list, err := c.ClientList(ctx).Result(); err != nil || !strings.Contains(list, "name=e2e") {
-		t.Errorf("CLIENT LIST = %q, %v", list, err)
+		t.Errorf("CLIENT LIST = %q, %v; want name=e2e in it", list, err)
 	}
 	if role, err := c.Do(ctx, "ROLE").Slice(); err != nil || len(role) == 0 || role[0] != "master" {
-		t.Errorf("ROLE = %v, %v", role, err)
+		t.Errorf("ROLE = %v, %v; want [master ...]", role, err)
 	}
 }
 
@@ -335,7 +305,7 @@ func TestAuth(t *testing.T) {
 	good := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "s3cret"})
 	defer good.Close()
 	if err := good.Do(ctx, "CL.THROTTLE", "k", 1, 1, 1).Err(); err != nil {
-		t.Errorf("after AUTH: %v", err)
+		t.Errorf("CL.THROTTLE after AUTH = %v, want a reply", err)
 	}
 }
 
@@ -384,71 +354,75 @@ func TestEveryServerCommand(t *testing.T) {
 			ctx := ctxT(t)
 			c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: proto, Password: "pw"})
 			defer c.Close()
-			check := func(what string, ok bool, v any, err error) {
+			check := func(what string, ok bool, v any, err error, want string) {
 				t.Helper()
 				if err != nil || !ok {
-					t.Errorf("%s = %#v, %v", what, v, err)
+					t.Errorf("%s = %#v, %v; want %s", what, v, err, want)
 				}
 			}
 			v, err := c.Do(ctx, "PING", "hello").Text()
-			check("PING hello", v == "hello", v, err)
+			check("PING hello", v == "hello", v, err, "hello")
 			v, err = c.Do(ctx, "AUTH", "default", "pw").Text()
-			check("AUTH default pw", v == "OK", v, err)
+			check("AUTH default pw", v == "OK", v, err, "OK")
 			v, err = c.Do(ctx, "AUTH", "pw").Text()
-			check("AUTH pw", v == "OK", v, err)
+			check("AUTH pw", v == "OK", v, err, "OK")
 			id, err := c.Do(ctx, "CLIENT", "ID").Int64()
-			check("CLIENT ID", id > 0, id, err)
+			check("CLIENT ID", id > 0, id, err, "a positive id")
 			v, err = c.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "e2e").Text()
-			check("CLIENT SETINFO", v == "OK", v, err)
+			check("CLIENT SETINFO", v == "OK", v, err, "OK")
 			v, err = c.Do(ctx, "CLIENT", "INFO").Text()
-			check("CLIENT INFO", strings.Contains(v, fmt.Sprintf("id=%d ", id)) && strings.Contains(v, "lib-name=e2e"), v, err)
+			check("CLIENT INFO", strings.Contains(v, fmt.Sprintf("id=%d ", id)) && strings.Contains(v, "lib-name=e2e"), v, err, "its id and lib-name=e2e")
+			// HELLO answers Redis's seven fields: a map in RESP3, a flat
+			// array of field, value in RESP2.
 			hello, err := c.Do(ctx, "HELLO", proto).Result()
+			fields := map[any]any{}
 			switch h := hello.(type) {
 			case map[any]any: // RESP3
-				check("HELLO 3", h["proto"] == int64(3) && h["server"] != nil && h["role"] == "master", h, err)
-			case []any: // RESP2: a flat array of field, value
-				check("HELLO 2", len(h) >= 14 && h[0] == "server", h, err)
-			default:
-				check("HELLO", false, hello, err)
+				fields = h
+			case []any: // RESP2
+				for i := 0; i+1 < len(h); i += 2 {
+					fields[h[i]] = h[i+1]
+				}
 			}
+			ok := fields["proto"] == int64(proto) && fields["role"] == "master" && fields["mode"] == "standalone"
+			for _, f := range []string{"server", "version", "id", "modules"} {
+				ok = ok && fields[f] != nil
+			}
+			check(fmt.Sprintf("HELLO %d", proto), ok, hello, err, "server, version, proto, id, mode, role, modules")
 			info, err := c.Do(ctx, "COMMAND", "INFO", "cl.throttle", "get").Slice()
-			check("COMMAND INFO", len(info) == 2 && info[0] != nil, info, err)
+			check("COMMAND INFO", len(info) == 2 && info[0] != nil, info, err, "2 entries, the first non-nil")
 			all, err := c.Do(ctx, "COMMAND").Slice()
-			check("COMMAND", len(all) >= 30, len(all), err)
+			check("COMMAND", len(all) >= 30, len(all), err, "at least 30 commands")
 			v, err = c.Do(ctx, "CONFIG", "SET", "timeout", "300").Text()
-			check("CONFIG SET timeout", v == "OK", v, err)
+			check("CONFIG SET timeout", v == "OK", v, err, "OK")
 			cfg, err := c.ConfigGet(ctx, "timeout").Result()
-			check("CONFIG GET timeout", cfg["timeout"] == "300", cfg, err)
+			check("CONFIG GET timeout", cfg["timeout"] == "300", cfg, err, "timeout 300")
 			secs, err := c.Do(ctx, "LASTSAVE").Int64()
-			check("LASTSAVE", secs > 0, secs, err)
+			check("LASTSAVE", secs > 0, secs, err, "a positive Unix time")
 			for _, section := range []string{"persistence", "replication", "keyspace", "clients", "memory", "stats", "server"} {
 				text, err := c.Info(ctx, section).Result()
-				check("INFO "+section, strings.Contains(strings.ToLower(text), "# "+section), text, err)
+				check("INFO "+section, strings.Contains(strings.ToLower(text), "# "+section), text, err, "its # header")
 			}
 			v, err = c.Do(ctx, "FLUSHDB", "ASYNC").Text()
-			check("FLUSHDB ASYNC", v == "OK", v, err)
+			check("FLUSHDB ASYNC", v == "OK", v, err, "OK")
 			v, err = c.Do(ctx, "FLUSHALL", "SYNC").Text()
-			check("FLUSHALL SYNC", v == "OK", v, err)
+			check("FLUSHALL SYNC", v == "OK", v, err, "OK")
 			v, err = c.Do(ctx, "SAVE").Text()
-			check("SAVE", v == "OK", v, err)
+			check("SAVE", v == "OK", v, err, "OK")
 			v, err = c.Do(ctx, "BGSAVE").Text()
-			check("BGSAVE", strings.Contains(v, "Background saving started"), v, err)
-			// Poll until the background save is over (a SAVE meanwhile is
+			check("BGSAVE", strings.Contains(v, "Background saving started"), v, err, "Background saving started")
+			// Wait until the background save is over (a SAVE meanwhile is
 			// refused, as in Redis).
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			waitFor(t, 20*time.Second, func() error {
 				text, err := c.Info(ctx, "persistence").Result()
 				if err != nil {
 					t.Fatalf("INFO persistence: %v", err)
 				}
-				if strings.Contains(text, "rdb_bgsave_in_progress:0") {
-					break
+				if v := parseInfo(text)["rdb_bgsave_in_progress"]; v != "0" {
+					return fmt.Errorf("rdb_bgsave_in_progress = %q, want 0", v)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("BGSAVE still in progress after 20s:\n%s", text)
-				}
-				time.Sleep(10 * time.Millisecond) // polling interval
-			}
+				return nil
+			})
 		})
 	}
 	// QUIT answers OK and closes.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -81,21 +83,39 @@ type server struct {
 	err    error // the process's exit error, valid after done is closed
 }
 
-// startServer starts the binary on a free loopback port, with --dir in a
-// fresh temporary directory unless args set one, and waits until it answers
-// PING. The process is killed at the end of the test if still running.
-func startServer(t testing.TB, args ...string) *server {
+// newServer prepares a server on a free loopback port, with --dir in a
+// fresh temporary directory; args follow those two and so can override
+// them (a later flag wins). Nothing runs until start or launch. The process
+// is killed at the end of the test if still running.
+func newServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, Dir: t.TempDir()}
 	s.Port = freePort(t)
 	s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
 	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--dir", s.Dir}, args...)
-	s.start()
 	t.Cleanup(func() { s.kill() })
 	return s
 }
 
+// startServer starts the binary as newServer prepares it and waits until
+// it answers PING.
+func startServer(t testing.TB, args ...string) *server {
+	t.Helper()
+	s := newServer(t, args...)
+	s.start()
+	return s
+}
+
+// start launches the process and waits until it answers PING.
 func (s *server) start() {
+	s.t.Helper()
+	s.launch()
+	s.waitReady()
+}
+
+// launch starts the process without waiting for it to serve (a TLS-only
+// server has no plaintext port to poll).
+func (s *server) launch() {
 	s.t.Helper()
 	s.output = &lockedBuffer{}
 	s.done = make(chan struct{})
@@ -108,33 +128,42 @@ func (s *server) start() {
 		s.err = cmd.Wait()
 		close(done)
 	}(s.cmd, s.done)
-	s.waitReady()
 }
 
-// waitReady polls with PING until the server answers or a deadline passes.
+// waitReady polls with PING until the server answers, and fails the test
+// if the process exits first or 15 s pass.
 func (s *server) waitReady() {
 	s.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			s.t.Fatalf("cellserver exited before serving: %v\n%s", s.err, s.output)
-		default:
-		}
+	ping := func() error {
 		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
-		if err == nil {
-			c.SetDeadline(time.Now().Add(time.Second))
-			_, err = c.Write([]byte("PING\r\n"))
-			buf := make([]byte, 64)
-			n, rerr := c.Read(buf)
-			c.Close()
-			if err == nil && rerr == nil && n > 0 {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		_, err = c.Read(make([]byte, 64))
+		return err
 	}
-	s.t.Fatalf("cellserver did not answer PING on %s within 15s\n%s", s.Addr, s.output)
+	waitFor(s.t, 15*time.Second, func() error {
+		s.failIfExited()
+		if err := ping(); err != nil {
+			return fmt.Errorf("PING %s: %v\n%s", s.Addr, err, s.output)
+		}
+		return nil
+	})
+}
+
+// failIfExited fails the test, with the process's output, if it has exited.
+func (s *server) failIfExited() {
+	s.t.Helper()
+	select {
+	case <-s.done:
+		s.t.Fatalf("cellserver exited before serving: %v\n%s", s.err, s.output)
+	default:
+	}
 }
 
 // restart starts the same server again (same port, dir and flags).
@@ -162,6 +191,9 @@ func (s *server) stop() {
 
 // kill sends SIGKILL and waits for the process to go.
 func (s *server) kill() {
+	if s.cmd == nil {
+		return // never launched
+	}
 	select {
 	case <-s.done:
 		return
@@ -184,4 +216,75 @@ func (s *server) client(t testing.TB, protocol int) *redis.Client {
 		t.Fatalf("ping %s: %v", s.Addr, err)
 	}
 	return c
+}
+
+// ctxT returns a context that ends with the test (or after 30 s).
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ints converts a limiter reply (a flat array of integers) to []int64.
+func ints(t testing.TB, v any) []int64 {
+	t.Helper()
+	arr, ok := v.([]any)
+	if !ok {
+		t.Fatalf("reply %#v is not an array", v)
+	}
+	out := make([]int64, len(arr))
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok {
+			t.Fatalf("reply element %d = %#v, want an integer", i, e)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// waitFor polls f until it returns nil, and fails the test with f's last
+// error once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
+// parseInfo reads the field:value lines of an INFO or RAFT.INFO reply
+// (section headers and blank lines are skipped).
+func parseInfo(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// rawExchange sends raw bytes on a new connection and returns what the
+// server answered before closing or going quiet (2 s).
+func rawExchange(t testing.TB, addr string, payload []byte) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(payload); err != nil {
+		return ""
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	out, _ := io.ReadAll(conn)
+	return string(out)
 }

@@ -104,48 +104,27 @@ func TestTLS(t *testing.T) {
 func TestTLSOptionalAndTLSOnly(t *testing.T) {
 	pki := newTestPKI(t)
 	tlsPort := freePort(t)
-	plainPort := freePort(t)
-	s := &server{t: t, Dir: t.TempDir(), Port: tlsPort, Addr: "127.0.0.1:" + strconv.Itoa(tlsPort)}
-	s.args = []string{"--port", "0", "--dir", s.Dir, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", pki.ServerCert,
-		"--tls-key-file", pki.ServerKey, "--tls-ca-cert-file", pki.CAFile, "--tls-auth-clients", "optional"}
-	s.startNoWait()
-	t.Cleanup(s.kill)
+	// --port 0 overrides the free port newServer chose: nothing may listen
+	// there.
+	s := newServer(t, "--port", "0", "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", pki.ServerCert,
+		"--tls-key-file", pki.ServerKey, "--tls-ca-cert-file", pki.CAFile, "--tls-auth-clients", "optional")
+	s.launch()
 	ctx := context.Background()
 	c := tlsClient(t, tlsPort, pki.clientConfig(t, false))
-	deadline := time.Now().Add(15 * time.Second)
-	for c.Ping(ctx).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no TLS PONG within 15s\n%s", s.output)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	waitFor(t, 15*time.Second, func() error {
+		s.failIfExited()
+		return c.Ping(ctx).Err()
+	})
 	if err := tlsClient(t, tlsPort, pki.clientConfig(t, true)).Ping(ctx).Err(); err != nil {
-		t.Errorf("PING with a client certificate under optional: %v", err)
+		t.Errorf("PING with a client certificate under optional = %v, want PONG", err)
 	}
 	if v, err := c.ConfigGet(ctx, "tls-port").Result(); err != nil || v["tls-port"] != strconv.Itoa(tlsPort) {
-		t.Errorf("CONFIG GET tls-port = %v, %v", v, err)
+		t.Errorf("CONFIG GET tls-port = %v, %v; want %d", v, err, tlsPort)
 	}
-	if nc, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(plainPort), time.Second); err == nil {
+	if nc, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
 		nc.Close()
-		t.Errorf("something listens on the unused port %d", plainPort)
+		t.Errorf("dial %s succeeded, want nothing listening on a plaintext port under --port 0", s.Addr)
 	}
-}
-
-// startNoWait starts the process without waiting for the plaintext port
-// (a TLS-only server).
-func (s *server) startNoWait() {
-	s.t.Helper()
-	s.output = &lockedBuffer{}
-	s.done = make(chan struct{})
-	s.cmd = exec.Command(binary, s.args...)
-	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start cellserver: %v", err)
-	}
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		s.err = cmd.Wait()
-		close(done)
-	}(s.cmd, s.done)
 }
 
 // TestProtectedMode: a non-loopback bind without requirepass refuses to
@@ -157,11 +136,7 @@ func TestProtectedMode(t *testing.T) {
 		t.Fatalf("bind 0.0.0.0 without a password: exit %v, output %q; want a protected mode refusal", err, out)
 	}
 	for _, extra := range [][]string{{"--protected-mode", "no"}, {"--requirepass", "s3cret"}} {
-		s := &server{t: t, Dir: t.TempDir()}
-		s.Port = freePort(t)
-		s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
-		s.args = append([]string{"--bind", "0.0.0.0", "--port", strconv.Itoa(s.Port), "--dir", s.Dir}, extra...)
-		s.start()
+		s := startServer(t, append([]string{"--bind", "0.0.0.0"}, extra...)...)
 		s.stop()
 	}
 }
@@ -170,7 +145,19 @@ func TestProtectedMode(t *testing.T) {
 // Redis's error and the others keep working.
 func TestMaxClientsBinary(t *testing.T) {
 	s := startServer(t, "--maxclients", "2")
-	var conns []*bufio.Reader
+	ping := func(nc net.Conn, r *bufio.Reader) string {
+		t.Helper()
+		if _, err := nc.Write([]byte("PING\r\n")); err != nil {
+			return err.Error()
+		}
+		l, _ := r.ReadString('\n')
+		return l
+	}
+	type client struct {
+		nc net.Conn
+		r  *bufio.Reader
+	}
+	var clients []client
 	for i := 0; i < 2; i++ {
 		nc, err := net.Dial("tcp", s.Addr)
 		if err != nil {
@@ -178,12 +165,11 @@ func TestMaxClientsBinary(t *testing.T) {
 		}
 		t.Cleanup(func() { nc.Close() })
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		nc.Write([]byte("PING\r\n"))
-		r := bufio.NewReader(nc)
-		if l, _ := r.ReadString('\n'); l != "+PONG\r\n" {
-			t.Fatalf("client %d PING = %q", i, l)
+		cl := client{nc, bufio.NewReader(nc)}
+		if l := ping(cl.nc, cl.r); l != "+PONG\r\n" {
+			t.Fatalf("client %d PING = %q, want +PONG", i, l)
 		}
-		conns = append(conns, r)
+		clients = append(clients, cl)
 	}
 	nc, err := net.Dial("tcp", s.Addr)
 	if err != nil {
@@ -192,7 +178,12 @@ func TestMaxClientsBinary(t *testing.T) {
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if l, _ := bufio.NewReader(nc).ReadString('\n'); l != "-ERR max number of clients reached\r\n" {
-		t.Errorf("third client got %q", l)
+		t.Errorf("third client got %q, want -ERR max number of clients reached", l)
+	}
+	for i, cl := range clients {
+		if l := ping(cl.nc, cl.r); l != "+PONG\r\n" {
+			t.Errorf("client %d PING after the refusal = %q, want +PONG", i, l)
+		}
 	}
 }
 
@@ -214,8 +205,11 @@ func TestQueryBufferLimitBinary(t *testing.T) {
 		_, werr = nc.Write(chunk)
 	}
 	if werr == nil {
-		if _, err := nc.Read(make([]byte, 1)); err == nil {
-			t.Fatal("connection still open after 8 MiB with a 1 MiB query buffer limit")
+		// The server must close the connection: a read ends with EOF or a
+		// reset, not with the deadline.
+		_, err := nc.Read(make([]byte, 1))
+		if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+			t.Fatalf("read after 8 MiB with a 1 MiB query buffer limit = %v, want the connection closed", err)
 		}
 	}
 	s.client(t, 2) // the server still serves others
@@ -230,20 +224,20 @@ func TestMaxMemoryBinary(t *testing.T) {
 	s := startServer(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
 	ctx := context.Background()
 	c := s.client(t, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; ; i++ {
+	// maxmemory is checked every 100 ms: new keys until the check refuses.
+	const oom = "OOM command not allowed when used memory > 'maxmemory'."
+	i := 0
+	waitFor(t, 10*time.Second, func() error {
+		i++
 		err := c.Do(ctx, "FW.INCR", "k"+strconv.Itoa(i), "10", "1m").Err()
-		if err != nil && err.Error() == "OOM command not allowed when used memory > 'maxmemory'." {
-			break
+		if err == nil || err.Error() != oom {
+			return fmt.Errorf("FW.INCR on new key k%d = %v, want %s", i, err, oom)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no OOM within 10s (last: %v)", err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
-	info, _ := c.Info(ctx, "memory").Result()
-	if !strings.Contains(info, "maxmemory:1\r\n") || !strings.Contains(info, "maxmemory_policy:noeviction") {
-		t.Errorf("INFO memory:\n%s", info)
+		return nil
+	})
+	info, err := c.Info(ctx, "memory").Result()
+	if f := parseInfo(info); err != nil || f["maxmemory"] != "1" || f["maxmemory_policy"] != "noeviction" {
+		t.Errorf("INFO memory = %q, %v; want maxmemory:1 and maxmemory_policy:noeviction", info, err)
 	}
 }
 
@@ -357,8 +351,13 @@ func TestSlowlogBinary(t *testing.T) {
 	if err != nil || len(v) != 2 {
 		t.Fatalf("SLOWLOG GET = %v, %v; want 2 entries", v, err)
 	}
-	args := v[0].([]any)[3].([]any)
-	if args[0] != "CL.THROTTLE" && args[0] != "cl.throttle" {
-		t.Errorf("newest entry = %v", args)
+	// The newest entry first: id, time, duration, arguments, address, name.
+	entry, ok := v[0].([]any)
+	if !ok || len(entry) != 6 {
+		t.Fatalf("SLOWLOG GET entry = %v, want 6 fields", v[0])
+	}
+	args, _ := entry[3].([]any)
+	if fmt.Sprint(args) != "[CL.THROTTLE k2 1 1 1]" {
+		t.Errorf("newest SLOWLOG entry arguments = %v, want [CL.THROTTLE k2 1 1 1]", args)
 	}
 }

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func limiterCall(t testing.TB, c *redis.Client, cmd, key string, args []any) []i
 func exhaust(t testing.TB, c *redis.Client, cmd, key string, args []any) int64 {
 	t.Helper()
 	if r := limiterCall(t, c, cmd, key, args); r[0] != 0 {
-		t.Fatalf("%s %s on a fresh key: limited (%v)", cmd, key, r)
+		t.Fatalf("%s %s on a fresh key = %v, want allowed", cmd, key, r)
 	}
 	r := limiterCall(t, c, cmd, key, args)
 	if r[0] != 1 || r[3] <= 0 {
@@ -62,7 +63,7 @@ func checkStillLimited(t testing.TB, c *redis.Client, cmd, key string, args []an
 	r := limiterCall(t, c, cmd, key, args)
 	elapsed := time.Since(since)
 	if r[0] != 1 {
-		t.Errorf("%s %s after restart = %v: allowed, want still limited", cmd, key, r)
+		t.Errorf("%s %s after restart = %v, want still limited", cmd, key, r)
 		return
 	}
 	lo := before - int64(elapsed/unit) - 1
@@ -77,13 +78,23 @@ func infoField(t testing.TB, c *redis.Client, field string) string {
 	if err != nil {
 		t.Fatalf("INFO persistence: %v", err)
 	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == field {
-			return v
-		}
+	v, ok := parseInfo(s)[field]
+	if !ok {
+		t.Fatalf("INFO persistence has no %s:\n%s", field, s)
 	}
-	t.Fatalf("INFO persistence has no %s:\n%s", field, s)
-	return ""
+	return v
+}
+
+// exhaustAll exhausts prefix+name for every kind of persistKinds; it
+// returns each kind's retry_after and the instant before its first call.
+func exhaustAll(t testing.TB, c *redis.Client, prefix string) (map[string]int64, map[string]time.Time) {
+	t.Helper()
+	before, at := map[string]int64{}, map[string]time.Time{}
+	for _, k := range persistKinds {
+		at[k.name] = time.Now()
+		before[k.name] = exhaust(t, c, k.name, prefix+k.name, k.args)
+	}
+	return before, at
 }
 
 // TestPersistGracefulRestart: keys exhausted before SIGTERM are still
@@ -92,11 +103,7 @@ func infoField(t testing.TB, c *redis.Client, field string) string {
 func TestPersistGracefulRestart(t *testing.T) {
 	s := startServer(t, "--save", "0")
 	c := s.client(t, 3)
-	before, at := map[string]int64{}, map[string]time.Time{}
-	for _, k := range persistKinds {
-		at[k.name] = time.Now()
-		before[k.name] = exhaust(t, c, k.name, "graceful:"+k.name, k.args)
-	}
+	before, at := exhaustAll(t, c, "graceful:")
 	c.Close()
 	s.stop()
 	if !strings.Contains(s.output.String(), "final snapshot saved") {
@@ -117,11 +124,7 @@ func TestPersistGracefulRestart(t *testing.T) {
 func TestPersistKill9AfterSave(t *testing.T) {
 	s := startServer(t, "--save", "0")
 	c := s.client(t, 3)
-	before, at := map[string]int64{}, map[string]time.Time{}
-	for _, k := range persistKinds {
-		at[k.name] = time.Now()
-		before[k.name] = exhaust(t, c, k.name, "saved:"+k.name, k.args)
-	}
+	before, at := exhaustAll(t, c, "saved:")
 	if err := c.Save(ctxT(t)).Err(); err != nil {
 		t.Fatalf("SAVE: %v", err)
 	}
@@ -272,18 +275,17 @@ func TestPersistUnwritableDir(t *testing.T) {
 	if err := c.BgSave(ctxT(t)).Err(); err != nil {
 		t.Fatalf("BGSAVE = %v, want it started (its failure shows in INFO)", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for infoField(t, c, "rdb_bgsave_in_progress") != "0" {
-		if time.Now().After(deadline) {
-			t.Fatal("BGSAVE still in progress after 10 s")
+	waitFor(t, 10*time.Second, func() error {
+		if v := infoField(t, c, "rdb_bgsave_in_progress"); v != "0" {
+			return fmt.Errorf("rdb_bgsave_in_progress = %s, want 0", v)
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	if got := infoField(t, c, "rdb_last_bgsave_status"); got != "err" {
 		t.Fatalf("rdb_last_bgsave_status = %s, want err", got)
 	}
 	if got := infoField(t, c, "rdb_last_save_error"); !strings.Contains(got, "no such file") {
-		t.Fatalf("rdb_last_save_error = %q, want the cause", got)
+		t.Fatalf("rdb_last_save_error = %q, want the cause (no such file)", got)
 	}
 	// Still serving, state intact.
 	if r := limiterCall(t, c, "CL.THROTTLE", "k", []any{0, 1, 60}); r[0] != 1 {

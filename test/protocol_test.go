@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"strconv"
@@ -48,6 +47,9 @@ func TestRedisCLI(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
+	// CL.THROTTLE user:2 0 1 60: limit 1, T = 60 s. The first call takes
+	// it (0 1 0 -1 60: fresh again in 60 s); the second is limited until the
+	// TAT has passed (1 1 0 60 60); a non-integer burst is an error.
 	want := "PONG|0|1|0|-1|60|1|1|0|60|60|gcra|ERR value is not an integer or out of range"
 	if strings.Join(lines, "|") != want {
 		t.Errorf("redis-cli session:\n%s\nwant:\n%s", out, want)
@@ -156,23 +158,6 @@ func TestBinarySafeKeys(t *testing.T) {
 			t.Errorf("KEYS * lacks the %d-byte key %q", len(k), k[:min(len(k), 16)])
 		}
 	}
-}
-
-// rawExchange sends raw bytes on a new connection and returns what the
-// server answered before closing or going quiet.
-func rawExchange(t *testing.T, addr string, payload []byte) string {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write(payload); err != nil {
-		return ""
-	}
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	out, _ := io.ReadAll(bufio.NewReader(conn))
-	return string(out)
 }
 
 // TestMalformedProtocol: bad bulk lengths, a huge multibulk count, garbage

@@ -56,11 +56,25 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			t.Fatalf("INFO: %v", err)
 		}
-		sm.goroutines = infoInt(info, "goroutines")
-		sm.heap = infoInt(info, "used_memory")
-		sm.clients = infoInt(info, "connected_clients")
-		sm.keys = infoKeys(info)
-		sm.commands = infoInt(info, "total_commands_processed")
+		f := parseInfo(info)
+		num := func(field string) int64 {
+			t.Helper()
+			n, err := strconv.ParseInt(f[field], 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s = %q, want an integer", field, f[field])
+			}
+			return n
+		}
+		sm.goroutines = num("goroutines")
+		sm.heap = num("used_memory")
+		sm.clients = num("connected_clients")
+		sm.commands = num("total_commands_processed")
+		// db0:keys=N,expires=N,avg_ttl=N; no db0 line when empty.
+		if db, ok := f["db0"]; ok {
+			keys, _, _ := strings.Cut(strings.TrimPrefix(db, "keys="), ",")
+			f["db0_keys"] = keys
+			sm.keys = num("db0_keys")
+		}
 		return sm
 	}
 	var samples []soakSample
@@ -199,18 +213,22 @@ loop:
 	}
 	first := samples[0]
 	if end.fds > first.fds+4 {
-		t.Errorf("open descriptors grew from %d to %d", first.fds, end.fds)
+		t.Errorf("open descriptors = %d, want at most %d (%d before the load + 4)", end.fds, first.fds+4, first.fds)
 	}
 	if end.goroutines > first.goroutines+4 {
-		t.Errorf("goroutines grew from %d to %d", first.goroutines, end.goroutines)
+		t.Errorf("goroutines = %d, want at most %d (%d before the load + 4)", end.goroutines, first.goroutines+4, first.goroutines)
 	}
 	if end.clients > 1 {
-		t.Errorf("%d clients still connected after the load", end.clients)
+		t.Errorf("connected_clients after the load = %d, want at most 1 (the probe)", end.clients)
+	}
+	// Every churned key's state is fresh again within 2 s of its last use.
+	if end.keys >= 1000 {
+		t.Errorf("keys after the load = %d, want under 1000: churned keys did not expire", end.keys)
 	}
 	// The heap after the load holds what the keyspace's tables kept for
 	// reuse and garbage not yet collected: bounded, not growing with time.
 	if end.heap > first.heap+64<<20 {
-		t.Errorf("heap grew from %s to %s", mib(first.heap), mib(end.heap))
+		t.Errorf("heap = %s, want at most %s (%s before the load + 64 MiB)", mib(end.heap), mib(first.heap+64<<20), mib(first.heap))
 	}
 	s.stop()
 }
@@ -250,24 +268,4 @@ func procFDs(t *testing.T, pid int) int64 {
 		t.Fatal(err)
 	}
 	return int64(len(ents))
-}
-
-func infoInt(info, field string) int64 {
-	for _, l := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return -1
-}
-
-func infoKeys(info string) int64 {
-	for _, l := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(l, "db0:keys="); ok {
-			n, _ := strconv.ParseInt(strings.SplitN(v, ",", 2)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
 }

@@ -138,7 +138,7 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.Is(err, ErrInvalidCursor):
 		return append(b, "ERR invalid cursor"...)
 	case errors.Is(err, ErrPersistenceOff):
-		return append(b, "ERR persistence is off: start the server with a save directory to use SAVE, BGSAVE or SHUTDOWN SAVE"...)
+		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"...)
 	case errors.Is(err, ErrOOM):
 		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
 	case errors.Is(err, ErrShutdownFailed):

@@ -183,6 +183,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := persist.stop(signalled, logger); err != nil {
 		return err
 	}
+	if node != nil {
+		// Leave the cluster's transport before saying we stopped (the
+		// deferred Close then has nothing left to do).
+		if err := node.Close(); err != nil {
+			logger.Warn("closing the raft node", "err", err)
+		}
+	}
 	logger.Info("cellserver stopped")
 	return nil
 }

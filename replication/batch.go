@@ -77,6 +77,7 @@ func (p *pending) abandon() bool {
 // flight is one submitted log entry.
 type flight struct {
 	f     raft.ApplyFuture
+	data  *byte // first byte of the entry (its key in Node.own)
 	batch []*pending
 	seq   uint64
 	at    time.Time
@@ -247,40 +248,46 @@ func (n *Node) submitLocal(batch []*pending) {
 	if m := batch[0].member; m != nil {
 		data = encodeMemberEntry(now, m.id, m.respAddr, m.remove)
 	} else {
-		data = encodeOpsEntry(make([]byte, 0, 64*nops+16), now, groups...)
+		// Encoded into a buffer reused by this goroutine, then copied to
+		// an exact fit: raft keeps the entry (log cache, futures).
+		n.encBuf = encodeOpsEntry(n.encBuf[:0], now, groups...)
+		data = append(make([]byte, 0, len(n.encBuf)), n.encBuf...)
 		n.batches.Add(1)
 		n.batchedOps.Add(uint64(nops))
 	}
-	f := n.raft.Apply(data, n.cfg.NoLeaderTimeout)
-	n.inflight <- &flight{f: f, batch: batch, seq: seq, at: time.Now()}
+	// Registered before raft can apply it: the FSM answers the callers as
+	// it applies the entry (deliverApplied), without a hop through
+	// complete.
+	fl := &flight{data: &data[0], batch: batch, seq: seq, at: time.Now()}
+	n.ownMu.Lock()
+	n.own[fl.data] = fl
+	n.ownMu.Unlock()
+	fl.f = n.raft.Apply(data, n.cfg.NoLeaderTimeout)
+	n.inflight <- fl
 }
 
-// complete waits for each submitted entry in log order and fans its results
-// out to the callers, then records the entry as done (for reads).
+// complete waits for each submitted entry in log order, fails the callers
+// of an entry that was not applied (the FSM answers the others as it
+// applies), records the entry as done (for reads) and frees its slot.
 func (n *Node) complete() {
 	defer n.wg.Done()
 	for fl := range n.inflight {
 		err := fl.f.Error()
 		n.commitNanos.Add(uint64(time.Since(fl.at)))
-		var ap *applied
-		if err == nil {
-			ap, _ = fl.f.Response().(*applied)
-			if ap != nil && ap.err != nil {
-				err = ap.err
-			}
-		} else {
-			err = translate("apply", err)
-		}
-		off := 0
-		for _, p := range fl.batch {
-			k := len(p.ops)
-			if ap != nil && err == nil {
-				part := ap.res[off : off+k]
-				p.deliver(nil, func() { copy(p.res, part) })
+		n.ownMu.Lock()
+		_, unanswered := n.own[fl.data]
+		delete(n.own, fl.data)
+		n.ownMu.Unlock()
+		if unanswered {
+			// The FSM answers every entry it applies here; this one
+			// failed (or, should raft ever report success without an
+			// apply, its outcome is unknown).
+			if err == nil {
+				err = fmt.Errorf("replication: apply: %w: entry not applied", ErrLeadershipLost)
 			} else {
-				p.deliver(err, nil)
+				err = translate("apply", err)
 			}
-			off += k
+			n.failAll(fl.batch, err)
 		}
 		n.done.advance(fl.seq)
 		<-n.slots

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
@@ -221,20 +222,42 @@ func (r *reader) bytes(what string) []byte {
 	return b
 }
 
-// decodeOps decodes what appendOps wrote. Keys alias the input.
-func (r *reader) ops() []shards.Op {
+// opsScratch holds decoding buffers that one goroutine reuses from entry to
+// entry (the FSM's apply loop), so that applying an entry allocates nothing
+// for its operations.
+type opsScratch struct {
+	ops  []shards.Op
+	keys [][]byte
+	reqs []engine.Request
+}
+
+// release drops the references to the last decoded input (the keys alias
+// it), so that the scratch does not keep a log entry alive.
+func (s *opsScratch) release() {
+	clear(s.keys)
+	s.keys = s.keys[:0]
+}
+
+// ops decodes what appendOps wrote. Keys alias the input. With a scratch,
+// the operations live in its buffers until the next call; without one they
+// are freshly allocated (a forwarded batch outlives the call).
+func (r *reader) ops(s *opsScratch) []shards.Op {
 	n := r.count("op count", 3)
 	if r.err != nil {
 		return nil
 	}
-	ops := make([]shards.Op, n)
+	if s == nil {
+		s = &opsScratch{}
+	}
 	// One backing array for all keys and one for all requests of the
 	// entry (most ops have one of each), instead of two allocations per op.
-	keys := make([][]byte, 0, n)
-	reqs := make([]engine.Request, 0, n)
+	ops := slices.Grow(s.ops[:0], n)[:n]
+	keys := slices.Grow(s.keys[:0], n)
+	reqs := slices.Grow(s.reqs[:0], n)
+	defer func() { s.ops, s.keys, s.reqs = ops[:0], keys, reqs[:0] }()
 	for i := range ops {
 		op := &ops[i]
-		op.Code = shards.OpCode(r.byte1("op code"))
+		*op = shards.Op{Code: shards.OpCode(r.byte1("op code"))}
 		nk := r.count("key count", 1)
 		if nk > 0 {
 			k0 := len(keys)
@@ -308,7 +331,9 @@ type entry struct {
 	id, addr string
 }
 
-func decodeEntry(b []byte) (entry, error) {
+// decodeEntry decodes a log entry. With a scratch (nil: allocate), the
+// operations are valid until its next use.
+func decodeEntry(b []byte, s *opsScratch) (entry, error) {
 	var e entry
 	if len(b) < entryHeader {
 		return e, fmt.Errorf("%w: entry of %d bytes", ErrBadPayload, len(b))
@@ -321,7 +346,7 @@ func decodeEntry(b []byte) (entry, error) {
 	r := reader{b: b[entryHeader:]}
 	switch e.typ {
 	case entryOps:
-		e.ops = r.ops()
+		e.ops = r.ops(s)
 	case entrySetMember:
 		e.id = string(r.bytes("member id"))
 		e.addr = string(r.bytes("member address"))
@@ -342,7 +367,7 @@ func decodeForward(b []byte) ([]shards.Op, error) {
 		return nil, fmt.Errorf("%w: forwarded batch version", ErrBadPayload)
 	}
 	r := reader{b: b[1:]}
-	ops := r.ops()
+	ops := r.ops(nil)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
 	}

@@ -125,7 +125,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:     2,
 		NoLeaderTimeout:    3 * time.Second,
 		MaxBatch:           1024,
-		MaxInflight:        4,
+		MaxInflight:        2,
 		ForwardPool:        16,
 		SweepInterval:      100 * time.Millisecond,
 		SweepBudget:        1000,

@@ -38,6 +38,20 @@ type FSM struct {
 
 	mu      sync.Mutex
 	members map[string]string // node id → RESP address; guarded by mu
+
+	// deliver, when set, hands the outcome of the entry holding data to
+	// the callers waiting for it on this node (the leader that submitted
+	// it) and reports whether there were any. It runs on the apply
+	// goroutine and copies res, so results live in reused buffers and the
+	// response to raft is nil. When nil, results are returned to raft
+	// (ApplyFuture.Response, an *applied) in fresh buffers.
+	deliver func(data []byte, res []shards.Result, err error) bool
+
+	// Buffers reused from one apply to the next; only the apply goroutine
+	// touches them.
+	scratch  opsScratch
+	spare    []shards.Result
+	spareRes []engine.Result
 }
 
 var (
@@ -63,8 +77,10 @@ type applied struct {
 	err error
 }
 
-// Apply applies one committed entry. Its response (ApplyFuture.Response on
-// the leader) is an *applied for a command entry, nil otherwise.
+// Apply applies one committed entry. Without a deliver hook its response
+// (ApplyFuture.Response on the leader) is an *applied for a command entry,
+// nil otherwise; with one (a Node's FSM) the hook gets the outcome and the
+// response is nil.
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	r := f.apply(l)
 	f.lastIndex.wake()
@@ -86,10 +102,14 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	e, err := decodeEntry(l.Data)
+	e, err := decodeEntry(l.Data, &f.scratch)
 	if err != nil {
 		// Every replica decodes the same bytes and refuses them alike.
 		f.log.Error("replication: refusing log entry", "index", l.Index, "err", err)
+		if f.deliver != nil {
+			f.deliver(l.Data, nil, err)
+			return nil
+		}
 		return &applied{err: err}
 	}
 	// Time never runs backwards: an entry stamped before the last applied
@@ -99,16 +119,29 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	f.lastTime.Store(now)
 	switch e.typ {
 	case entryOps:
-		res := make([]shards.Result, len(e.ops))
+		var res []shards.Result
+		var rb []engine.Result
+		if f.deliver != nil {
+			f.spare = slices.Grow(f.spare[:0], len(e.ops))[:len(e.ops)]
+			f.spareRes = slices.Grow(f.spareRes[:0], len(e.ops))[:len(e.ops)]
+			res, rb = f.spare, f.spareRes
+		} else {
+			res = make([]shards.Result, len(e.ops))
+			rb = make([]engine.Result, len(e.ops))
+		}
 		// One result per op fits without allocating (OpLimitAll grows its
 		// own).
-		rb := make([]engine.Result, len(e.ops))
 		for i := range e.ops {
 			res[i].Results = rb[i : i : i+1]
 			f.store.Exec(&e.ops[i], now, &res[i])
 		}
+		f.scratch.release()
 		f.entries.Add(1)
 		f.ops.Add(uint64(len(e.ops)))
+		if f.deliver != nil {
+			f.deliver(l.Data, res, nil)
+			return nil
+		}
 		return &applied{res: res}
 	case entrySetMember:
 		f.mu.Lock()
@@ -118,6 +151,9 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.mu.Lock()
 		delete(f.members, e.id)
 		f.mu.Unlock()
+	}
+	if f.deliver != nil {
+		f.deliver(l.Data, nil, nil)
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func TestCodec(t *testing.T) {
 		{Code: shards.OpDel, Keys: [][]byte{[]byte("x"), []byte("")}},
 		{Code: shards.OpFlush},
 	}
-	e, err := decodeEntry(encodeOpsEntry(nil, -42, ops))
+	e, err := decodeEntry(encodeOpsEntry(nil, -42, ops), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestCodec(t *testing.T) {
 		append(appendEntryHeader(nil, entryOps, 1), 0xff, 0xff, 0xff, 0xff, 0x0f),
 	}
 	for i, b := range bad {
-		if _, err := decodeEntry(b); !errors.Is(err, ErrBadPayload) {
+		if _, err := decodeEntry(b, &opsScratch{}); !errors.Is(err, ErrBadPayload) {
 			t.Errorf("decodeEntry(bad[%d]) = %v, want ErrBadPayload", i, err)
 		}
 	}
@@ -195,5 +195,65 @@ func TestCodec(t *testing.T) {
 	r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: bad[1]})
 	if ap, ok := r.(*applied); !ok || !errors.Is(ap.err, ErrBadPayload) {
 		t.Fatalf("Apply(bad) = %v, want ErrBadPayload", r)
+	}
+}
+
+// An FSM with a deliver hook (a Node's) hands every entry's outcome to the
+// hook, from buffers it reuses, and returns nothing to raft; the hook sees
+// the results an FSM without one returns, and the state is the same.
+func TestDeliverHook(t *testing.T) {
+	logs := testLog()
+	a, b := newTestFSM(t), newTestFSM(t)
+	// The hook claims every third entry, identified by the address of its
+	// data as the leader's submit path does, and copies its results.
+	claimed := map[*byte]bool{}
+	for i, l := range logs {
+		if i%3 == 0 {
+			claimed[&l.Data[0]] = true
+		}
+	}
+	got := map[int][]shards.Result{}
+	cur, calls := 0, 0
+	b.deliver = func(data []byte, res []shards.Result, err error) bool {
+		calls++
+		if err != nil {
+			t.Errorf("deliver: %v", err)
+		}
+		if !claimed[&data[0]] {
+			return false
+		}
+		got[cur] = make([]shards.Result, len(res))
+		copyResults(got[cur], res)
+		return true
+	}
+	want := map[int][]shards.Result{}
+	for i, l := range logs {
+		cur = i
+		ra, rb := a.Apply(l), b.Apply(l)
+		if rb != nil {
+			t.Fatalf("entry %d: response %v with a deliver hook, want nil", i, rb)
+		}
+		if ap, ok := ra.(*applied); ok && i%3 == 0 {
+			if ap.err != nil {
+				t.Fatalf("entry %d: %v", i, ap.err)
+			}
+			want[i] = ap.res
+		}
+	}
+	// Compared after every entry was applied: a delivered copy must not
+	// share the buffers the FSM reuses.
+	for i, w := range want {
+		if fmt.Sprint(w) != fmt.Sprint(got[i]) {
+			t.Fatalf("entry %d: delivered %v, want %v", i, got[i], w)
+		}
+	}
+	if len(want) < 60 {
+		t.Fatalf("only %d claimed command entries compared", len(want))
+	}
+	if calls != len(logs) {
+		t.Fatalf("deliver called %d times, want once per entry (%d)", calls, len(logs))
+	}
+	if sa, sb := snapshotBytes(t, a), snapshotBytes(t, b); !bytes.Equal(sa, sb) {
+		t.Fatalf("snapshots differ: %d and %d bytes", len(sa), len(sb))
 	}
 }

@@ -74,6 +74,11 @@ type Node struct {
 	seq       uint64 // entries submitted; guarded by stampMu
 	done      watermark
 
+	encBuf []byte // encoding buffer of the run goroutine
+
+	ownMu sync.Mutex
+	own   map[*byte]*flight // submitted entries not yet answered, by their first byte; guarded by ownMu
+
 	batches     atomic.Uint64
 	batchedOps  atomic.Uint64
 	commitNanos atomic.Uint64 // total time from raft.Apply to applied, over every submitted entry
@@ -104,9 +109,11 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		inflight:   make(chan *flight, cfg.MaxInflight),
 		slots:      make(chan struct{}, cfg.MaxInflight),
 		leadChange: make(chan struct{}),
+		own:        map[*byte]*flight{},
 		lastStamp:  math.MinInt64,
 		fwd:        newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, cfg.Password),
 	}
+	n.fsm.deliver = n.deliverApplied
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
 	}
@@ -181,6 +188,48 @@ func (n *Node) open() error {
 		go n.joinLoop()
 	}
 	return nil
+}
+
+// deliverApplied is the FSM's hand-off: when data is an entry this node
+// submitted and still answers for, it fans the results out to the callers
+// (copying them) and reports true. The leader's FSM applies the very slice
+// given to raft.Apply, so its address identifies the entry; a follower
+// decodes copies and never matches. Taking the flight out of n.own under
+// ownMu makes the answer exactly-once: complete fails only the flights the
+// FSM did not take.
+func (n *Node) deliverApplied(data []byte, res []shards.Result, err error) bool {
+	if len(data) == 0 {
+		return false
+	}
+	n.ownMu.Lock()
+	fl := n.own[&data[0]]
+	delete(n.own, &data[0])
+	n.ownMu.Unlock()
+	if fl == nil {
+		return false
+	}
+	off := 0
+	for _, p := range fl.batch {
+		k := len(p.ops)
+		if err == nil && res != nil {
+			part := res[off : off+k]
+			p.deliver(nil, func() { copyResults(p.res, part) })
+		} else {
+			p.deliver(err, nil)
+		}
+		off += k
+	}
+	return true
+}
+
+// copyResults copies src into dst deeply: src's limiter results live in
+// buffers the FSM reuses for the next entry.
+func copyResults(dst, src []shards.Result) {
+	for i := range src {
+		d, s := &dst[i], &src[i]
+		d.Err, d.N = s.Err, s.N
+		d.Results = append(d.Results[:0], s.Results...)
+	}
 }
 
 // sweepClock is the instant active expiry runs at: the last applied stamped

@@ -9,7 +9,8 @@
 # per raft entry, mean commit latency). Extra arguments go to the load
 # generator (e.g. -d 10s -rounds 5).
 set -euo pipefail
-NODE_FLAGS=${NODE_FLAGS:-} # extra flags for the cluster nodes, e.g. "--raft-max-inflight 16"
+NODE_FLAGS=${NODE_FLAGS:-} # extra flags for the cluster nodes, e.g. "--raft-max-inflight 4"
+NODE_ENV=${NODE_ENV:-}     # environment for the cluster nodes, e.g. "GOMAXPROCS=1"
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d)
@@ -36,13 +37,13 @@ wait_ping() {
 }
 
 p1=$(port) p2=$(port) p3=$(port) ps=$(port)
-"$work/cellserver" --port "$p1" --dir "$work/n1" --node-id n1 --raft-addr "127.0.0.1:$(port)" --bootstrap yes --loglevel warning $NODE_FLAGS &
+env $NODE_ENV "$work/cellserver" --port "$p1" --dir "$work/n1" --node-id n1 --raft-addr "127.0.0.1:$(port)" --bootstrap yes --loglevel warning $NODE_FLAGS &
 pids+=($!)
 wait_ping "$p1"
 until redis-cli -p "$p1" RAFT.INFO | grep -q 'raft_ready:1'; do sleep 0.1; done
-"$work/cellserver" --port "$p2" --dir "$work/n2" --node-id n2 --raft-addr "127.0.0.1:$(port)" --join "127.0.0.1:$p1" --loglevel warning $NODE_FLAGS &
+env $NODE_ENV "$work/cellserver" --port "$p2" --dir "$work/n2" --node-id n2 --raft-addr "127.0.0.1:$(port)" --join "127.0.0.1:$p1" --loglevel warning $NODE_FLAGS &
 pids+=($!)
-"$work/cellserver" --port "$p3" --dir "$work/n3" --node-id n3 --raft-addr "127.0.0.1:$(port)" --join "127.0.0.1:$p1" --loglevel warning $NODE_FLAGS &
+env $NODE_ENV "$work/cellserver" --port "$p3" --dir "$work/n3" --node-id n3 --raft-addr "127.0.0.1:$(port)" --join "127.0.0.1:$p1" --loglevel warning $NODE_FLAGS &
 pids+=($!)
 "$work/cellserver" --port "$ps" --dir "$work/standalone" --loglevel warning &
 pids+=($!)
@@ -52,7 +53,9 @@ wait_ping "$ps"
 until redis-cli -p "$p1" RAFT.INFO | grep -q 'raft_members:3'; do sleep 0.1; done
 
 echo "A = 3-node cluster leader (127.0.0.1:$p1), B = standalone (127.0.0.1:$ps)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$work/bench" -addr "127.0.0.1:$p1" -compare "127.0.0.1:$ps" \
 	-cmd 'CL.THROTTLE {key} 15 30 60 1' -c 50 -P 16 -keys 100000 \
 	-d 5s -warmup 1s -rounds 3 -q "$@"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 redis-cli -p "$p1" RAFT.INFO | grep -E 'raft_(entries_submitted|ops_submitted|ops_per_entry|mean_commit_latency_us)'

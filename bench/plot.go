@@ -124,6 +124,10 @@ func throughputPlot(cfg Config, points []Point) (*plot.Plot, error) {
 	return p, nil
 }
 
+// cdfStep is the least ratio between the latencies of two consecutive
+// points of a CDF curve.
+const cdfStep = 1.03
+
 // cdfPlot draws the fraction of requests answered within a latency.
 func cdfPlot(points []Point) (*plot.Plot, error) {
 	p := plot.New()
@@ -145,20 +149,28 @@ func cdfPlot(points []Point) (*plot.Plot, error) {
 			if s == nil || s.hist == nil || s.hist.TotalCount() == 0 {
 				continue
 			}
-			// One point per non-empty histogram bucket: the fraction of
-			// requests answered within the bucket's upper bound.
+			// The fraction of requests answered within a bucket's upper
+			// bound, at most one point per cdfStep of latency (an HDR
+			// histogram has thousands of buckets; drawing each would make
+			// the SVG megabytes), and always the last.
 			var xys plotter.XYs
 			total := float64(s.hist.TotalCount())
 			var seen int64
-			for _, b := range s.hist.Distribution() {
+			dist := s.hist.Distribution()
+			for i, b := range dist {
 				if b.Count == 0 {
 					continue
 				}
+				x := float64(max(b.To, 1)) / 1e3
 				if len(xys) == 0 {
 					xys = append(xys, plotter.XY{X: float64(max(b.From, 1)) / 1e3, Y: 0})
 				}
 				seen += b.Count
-				xys = append(xys, plotter.XY{X: float64(max(b.To, 1)) / 1e3, Y: float64(seen) / total})
+				pt := plotter.XY{X: x, Y: float64(seen) / total}
+				if last := &xys[len(xys)-1]; len(xys) > 1 && x < last.X*cdfStep && seen < s.hist.TotalCount() && i < len(dist)-1 {
+					continue
+				}
+				xys = append(xys, pt)
 			}
 			slowest = max(slowest, xys[len(xys)-1].X)
 			if len(xys) == 0 {

@@ -16,9 +16,9 @@ import (
 
 // Memory release. The keyspace grows its flat, pointer-free arrays by
 // copying them, and the copies left behind are garbage. The collector frees
-// them, but the Go runtime keeps freed pages mapped down to its heap goal
+// them, but the Go runtime keeps freed pages mapped up to its heap goal
 // (twice the live heap at GOGC=100): after 10 million keys were loaded the
-// process held about 67 bytes per key in RSS for 39 bytes per key live.
+// process held about 69 bytes per key in RSS for 39 bytes per key live.
 // Since the serving path allocates nothing, a collection that returns the
 // free pages is needed only after the heap has grown, and costs little: the
 // heap holds almost no pointers to mark.

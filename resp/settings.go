@@ -24,7 +24,7 @@ type Setting struct {
 }
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
-var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": true, "dbfilename": true}
+var fallbackSettings = map[string]bool{"port": true, "save": true, "appendonly": true, "dir": true, "dbfilename": true}
 
 func (s *Server) initSettings() error {
 	host, port, _ := net.SplitHostPort(s.cfg.Addr)

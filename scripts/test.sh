@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need (redis-cli, redis-benchmark and redis-server
-# from Debian's packages, when missing), then runs go vet and the whole test
+# Installs what the tests need (redis-cli, redis-benchmark, redis-server and
+# redis-py from Debian's packages, when missing), then runs go vet and the whole test
 # suite under the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,8 @@ missing=()
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# redis-py, for the client-library test (Debian's package: PyPI is not needed).
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
 if ((${#missing[@]} > 0)); then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -104,7 +104,10 @@ type RoleInfo struct {
 
 // ReplicaInfo is one follower in a leader's ROLE reply.
 type ReplicaInfo struct {
-	Host   string
-	Port   int
+	// Host and Port are the follower's RESP listener.
+	Host string
+	Port int
+	// Offset is the follower's replication offset as far as the leader
+	// knows it (for Raft: the leader's commit index).
 	Offset int64
 }

@@ -20,7 +20,8 @@ import (
 // a minute (so fixed windows of 1m have 40 s left).
 const t0 = int64(1_700_000_000) * 1e9
 
-// fakeClock is a settable clock shared by the server and its backend.
+// fakeClock is the clock shared by the server and its backend. It stands
+// still at t0, so that every limiter reply is exact.
 type fakeClock struct{ ns atomic.Int64 }
 
 func newFakeClock() *fakeClock {
@@ -29,8 +30,7 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() int64              { return c.ns.Load() }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Now() int64 { return c.ns.Load() }
 
 // testServer is a server on a loopback port, stopped by t.Cleanup.
 type testServer struct {

@@ -88,7 +88,7 @@ func (c *Conn) WriteNullArray() {
 	}
 }
 
-// WriteError appends the error reply for err; see errorText.
+// WriteError appends the error reply for err; see appendErrorText.
 func (c *Conn) WriteError(err error) {
 	c.out = append(c.out, '-')
 	c.out = appendErrorText(c.out, err)

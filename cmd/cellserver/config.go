@@ -22,14 +22,14 @@ import (
 // Config is the server's configuration: redis.conf directives, given in a
 // configuration file and/or as --flags of the same names (flags win).
 type Config struct {
-	Bind        string
-	Port        int
-	RequirePass string
-	MaxClients  int
-	Timeout     int // idle seconds; 0 never
-	LogLevel    string
-	Shards      int // 0: shards' default for this machine
-	SLMaxLimit  int64
+	Bind        string // address to listen on
+	Port        int    // TCP port, 0..65535 (0: no plaintext port)
+	RequirePass string // password clients must AUTH with (empty: none)
+	MaxClients  int    // at least 1
+	Timeout     int    // idle seconds; 0 never
+	LogLevel    string // debug, verbose, notice or warning
+	Shards      int    // 0: shards' default for this machine
+	SLMaxLimit  int64  // largest SL.ADD limit, 1..engine.MaxCount
 	// PprofAddr serves net/http/pprof there (empty: off); see runtime.go.
 	PprofAddr string
 	// Persist is standalone persistence (dir, dbfilename, save,

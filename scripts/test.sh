@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (redis-cli, redis-benchmark, redis-server and
-# redis-py from Debian's packages, when missing), then runs go vet and the whole test
-# suite under the race detector.
+# redis-py from Debian's packages, when missing, and ioredis from npm), then
+# runs go vet and the whole test suite under the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,11 @@ if ((${#missing[@]} > 0)); then
 	echo "installing: ${missing[*]}"
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+# ioredis, for the Node.js client test, pinned by test/node/package-lock.json.
+if command -v npm >/dev/null 2>&1; then
+	(cd test/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 go vet ./...

@@ -89,3 +89,31 @@ func closeMillis(got, want string) bool {
 	}
 	return g >= 0 && w >= 0 && g <= w && w-g <= 2000
 }
+
+// TestIORedis drives the server with ioredis (Node.js), installed by
+// scripts/test.sh into test/node from its package-lock.json.
+func TestIORedis(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not installed")
+	}
+	if _, err := exec.Command(node, "-e", `require.resolve("ioredis", {paths: ["node"]})`).CombinedOutput(); err != nil {
+		t.Skip("ioredis not installed in test/node (scripts/test.sh runs npm ci there)")
+	}
+	s := startServer(t)
+	out, err := exec.Command(node, "node/check.js", strconv.Itoa(s.Port)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ioredis: %v\n%s", err, out)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := []string{
+		"0 16 15 -1 2",     // CL.THROTTLE on a fresh key, as redis-cell
+		"0 40 39 -1 500 0", // LB.ADD: empty bucket, drains one in 500 ms, no wait
+		"gcra 2 2",         // TYPE, EXISTS of two keys and a missing one, DBSIZE
+		"10 90",            // a sliding log of 10 per hour: 10 of 100 pipelined allowed
+		"WRONGTYPE Operation against a key holding the wrong kind of value",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("ioredis printed:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
+	}
+}

@@ -15,10 +15,11 @@ import (
 // The submit path. Every write on this node, from every connection and from
 // forwarding followers, becomes a pending on one queue. One goroutine (run)
 // packs whatever is queued, up to MaxBatch operations, into one log entry,
-// stamps it and hands it to raft.Apply (the only call site); another
-// (complete) waits for each entry's commit and apply in log order and fans
-// the results back. On a follower the same batches are forwarded to the
-// leader instead.
+// stamps it and hands it to raft.Apply (the only call site). The FSM
+// answers the callers as it applies the entry; another goroutine (complete)
+// waits for each entry in log order, fails the callers of an entry that was
+// not applied and frees its slot. On a follower the same batches are
+// forwarded to the leader instead.
 
 // pending is one caller's write: its operations and where its results go.
 type pending struct {

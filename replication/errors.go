@@ -18,7 +18,7 @@ var (
 	// quorum). Nothing was applied; the client may retry.
 	ErrNoLeader error = sentinel("CLUSTERDOWN The cluster is down: no leader")
 	// ErrNotLeader is returned by the leader-only entry points (ApplyEncoded,
-	// ReadIndex, AddMember) on a node that is not the leader. Nothing was
+	// ReadIndexEncoded) on a node that is not the leader. Nothing was
 	// applied; the forwarding node retries against the new leader.
 	ErrNotLeader error = sentinel("TRYAGAIN This node is not the leader")
 	// ErrLeadershipLost is returned when leadership changed while a command
@@ -59,19 +59,6 @@ func translate(op string, err error) error {
 	return fmt.Errorf("replication: %s: %w", op, err)
 }
 
-// ReplyText returns the Redis error reply (without the leading '-') for an
-// error that wraps one of this package's sentinels, and false for any other
-// error. The wire layer calls it so that a wrapped sentinel still answers
-// with the sentinel's exact text.
-func ReplyText(err error) (string, bool) {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return s.Error(), true
-		}
-	}
-	return "", false
-}
-
 // errorFromReply maps an error reply received from another node back to the
 // sentinel it names, so that errors.Is works across a forwarded call.
 func errorFromReply(msg string) error {
@@ -95,6 +82,7 @@ func (e sentinel) RESPError() string { return string(e) }
 // package's sentinels; Msg is the reply text without the leading '-'.
 type RemoteError struct{ Msg string }
 
+// Error returns the reply text.
 func (e *RemoteError) Error() string { return e.Msg }
 
 // RESPError returns the reply text, relayed verbatim.

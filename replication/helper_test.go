@@ -137,13 +137,24 @@ func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
 	}(tn.srv, tn.done)
 }
 
+// replyText returns the error reply (without the leading '-') for an error
+// that wraps one of this package's sentinels, and false for any other.
+func replyText(err error) (string, bool) {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Error(), true
+		}
+	}
+	return "", false
+}
+
 // serveInternal answers the internal commands exactly as the wire layer's
 // cluster commands do.
 func serveInternal(node *Node, conn redcon.Conn, cmd redcon.Command) {
 	ctx := context.Background()
 	reply := func(b []byte, err error) {
 		if err != nil {
-			if txt, ok := ReplyText(err); ok {
+			if txt, ok := replyText(err); ok {
 				conn.WriteError(txt)
 			} else {
 				conn.WriteError("ERR " + err.Error())
@@ -210,16 +221,6 @@ func (c *testCluster) closeAll() {
 	for i := range c.nodes {
 		c.stop(i)
 	}
-}
-
-// Leader returns the index of the ready leader, or -1.
-func (c *testCluster) Leader() int {
-	for i, tn := range c.nodes {
-		if tn.node != nil && tn.node.IsLeader() {
-			return i
-		}
-	}
-	return -1
 }
 
 // WaitForLeader polls until a ready leader exists (other than the excluded

@@ -355,6 +355,8 @@ func (s *Server) Handle(cmd *Command) { s.table.add(cmd) }
 // Commands returns the top-level commands, sorted by name (for documentation).
 func (s *Server) Commands() []*Command { return s.table.sorted() }
 
+// String returns the Redis names of the flags set in f, as a bracketed
+// list ("[write denyoom fast]").
 func (f Flag) String() string { return fmt.Sprint(f.names()) }
 
 // helpSubcommand generates a container's HELP from its subcommands' syntax

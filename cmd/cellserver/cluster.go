@@ -59,6 +59,15 @@ func setDuration(dst *time.Duration, v string) error {
 	return nil
 }
 
+func setUint64(dst *uint64, v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", v)
+	}
+	*dst = n
+	return nil
+}
+
 func setBool(dst *bool, v string) error {
 	switch v {
 	case "yes", "true", "1", "":
@@ -84,23 +93,9 @@ var clusterDirectives = []directive{
 	{"raft-lease-timeout", "cluster: leader steps down after this long without a quorum", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.LeaderLeaseTimeout, v) }},
 	{"raft-commit-timeout", "cluster: longest wait before the commit index is sent", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.CommitTimeout, v) }},
 	{"raft-no-leader-timeout", "cluster: how long a command waits for a leader before CLUSTERDOWN", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.NoLeaderTimeout, v) }},
-	{"raft-snapshot-threshold", "cluster: log entries between raft snapshots", func(c *Config, v string) error {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("not an integer: %q", v)
-		}
-		c.Cluster.Raft.SnapshotThreshold = n
-		return nil
-	}},
+	{"raft-snapshot-threshold", "cluster: log entries between raft snapshots", func(c *Config, v string) error { return setUint64(&c.Cluster.Raft.SnapshotThreshold, v) }},
 	{"raft-snapshot-interval", "cluster: how often to check whether to snapshot", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.SnapshotInterval, v) }},
-	{"raft-trailing-logs", "cluster: log entries kept after a snapshot", func(c *Config, v string) error {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("not an integer: %q", v)
-		}
-		c.Cluster.Raft.TrailingLogs = n
-		return nil
-	}},
+	{"raft-trailing-logs", "cluster: log entries kept after a snapshot", func(c *Config, v string) error { return setUint64(&c.Cluster.Raft.TrailingLogs, v) }},
 	{"raft-max-batch", "cluster: most operations per raft log entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxBatch, v) }},
 	{"raft-max-inflight", "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxInflight, v) }},
 	{"raft-local-reads", "cluster: serve reads from local state without confirming leadership (faster, possibly stale)", func(c *Config, v string) error { return setBool(&c.Cluster.Raft.LocalReads, v) }},

@@ -77,14 +77,7 @@ var directives = append([]directive{
 	{"loglevel", "debug, verbose, notice or warning", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"shards", "keyspace shards, a power of two (0: 16 per CPU, at most 1024)", func(c *Config, v string) error { return setInt(&c.Shards, v) }},
 	{"pprof-addr", "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only", func(c *Config, v string) error { c.PprofAddr = v; return nil }},
-	{"sl-max-limit", "largest SL.ADD limit (a sliding log keeps one entry per request)", func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("not an integer: %q", v)
-		}
-		c.SLMaxLimit = n
-		return nil
-	}},
+	{"sl-max-limit", "largest SL.ADD limit (a sliding log keeps one entry per request)", func(c *Config, v string) error { return setInt64(&c.SLMaxLimit, v) }},
 }, append(persistDirectives, append(clusterDirectives, opsDirectives...)...)...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go; node-id, raft-*: cluster.go; tls-*, limits, maxmemory, slowlog, metrics: ops.go
 
 func setInt(dst *int, v string) error {

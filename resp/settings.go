@@ -24,19 +24,16 @@ type Setting struct {
 }
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
-var fallbackSettings = map[string]bool{"port": true, "save": true, "appendonly": true, "dir": true, "dbfilename": true}
+var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": true, "dbfilename": true}
 
 func (s *Server) initSettings() error {
 	host, port, _ := net.SplitHostPort(s.cfg.Addr)
 	constant := func(v string) func() string { return func() string { return v } }
 	builtin := []Setting{
 		{Name: "bind", Get: constant(host)},
-		{Name: "port", Get: func() string {
-			if a, ok := s.Addr().(*net.TCPAddr); ok {
-				return strconv.Itoa(a.Port)
-			}
-			return port
-		}},
+		// The configured port, as Redis reports it: 0 means no plaintext
+		// port (a TLS-only server), whatever the listener is.
+		{Name: "port", Get: constant(port)},
 		{Name: "requirepass", Get: func() string { return *s.requirePass.Load() }, Set: func(v string) error {
 			s.requirePass.Store(&v)
 			return nil

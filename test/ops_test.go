@@ -121,6 +121,10 @@ func TestTLSOptionalAndTLSOnly(t *testing.T) {
 	if v, err := c.ConfigGet(ctx, "tls-port").Result(); err != nil || v["tls-port"] != strconv.Itoa(tlsPort) {
 		t.Errorf("CONFIG GET tls-port = %v, %v; want %d", v, err, tlsPort)
 	}
+	// As in Redis, port 0 means no plaintext port, whatever listens for TLS.
+	if v, err := c.ConfigGet(ctx, "port").Result(); err != nil || v["port"] != "0" {
+		t.Errorf("CONFIG GET port = %v, %v; want 0 on a TLS-only server", v, err)
+	}
 	if nc, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
 		nc.Close()
 		t.Errorf("dial %s succeeded, want nothing listening on a plaintext port under --port 0", s.Addr)

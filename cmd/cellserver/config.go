@@ -139,9 +139,6 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	rc.Settings = []resp.Setting{
 		{Name: "shards", Get: func() string { return strconv.Itoa(c.Shards) }},
 		{Name: "sl-max-limit", Get: func() string { return strconv.FormatInt(c.SLMaxLimit, 10) }},
-		// The configured port, not the first listener's: with port 0 and a
-		// tls-port, Redis reports 0 (no plaintext port).
-		{Name: "port", Get: func() string { return strconv.Itoa(c.Port) }},
 	}
 	c.applyOps(&rc)
 	return rc

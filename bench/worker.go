@@ -113,7 +113,8 @@ func prepare(ctx context.Context, cfg *Config, t *target) error {
 
 // phase says when the workers stop and whether they record.
 type phase struct {
-	deadline time.Time     // stop after the first pipeline that ends past it (when budget is nil)
+	duration time.Duration // a timed phase stops after the first pipeline that ends this long after its start
+	deadline time.Time     // set by runPhase: the start plus duration
 	budget   *atomic.Int64 // requests left to send, shared; nil for a timed phase
 	record   bool
 }
@@ -200,6 +201,10 @@ func runPhase(ctx context.Context, workers []*worker, ph phase) (time.Duration, 
 		case <-done:
 		}
 	}()
+	// The deadline counts from the instant elapsed does, so a timed phase
+	// never reports less wall time than it was asked for.
+	start := time.Now()
+	ph.deadline = start.Add(ph.duration)
 	if ph.budget == nil {
 		for _, w := range workers {
 			_ = w.c.nc.SetDeadline(ph.deadline.Add(replyGrace))
@@ -207,7 +212,6 @@ func runPhase(ctx context.Context, workers []*worker, ph phase) (time.Duration, 
 	}
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
-	start := time.Now()
 	for i, w := range workers {
 		wg.Add(1)
 		go func() {
@@ -267,7 +271,7 @@ func runRound(ctx context.Context, cfg *Config, t *target, conns, round int, log
 		})
 	}
 	if cfg.Warmup > 0 {
-		if _, err := runPhase(ctx, workers, phase{deadline: time.Now().Add(cfg.Warmup)}); err != nil {
+		if _, err := runPhase(ctx, workers, phase{duration: cfg.Warmup}); err != nil {
 			return roundResult{}, fmt.Errorf("%s %s: warm-up: %w", t.Label, t.Addr, err)
 		}
 	}
@@ -276,7 +280,7 @@ func runRound(ctx context.Context, cfg *Config, t *target, conns, round int, log
 		ph.budget = new(atomic.Int64)
 		ph.budget.Store(cfg.Requests)
 	} else {
-		ph.deadline = time.Now().Add(cfg.Duration)
+		ph.duration = cfg.Duration
 	}
 	elapsed, err := runPhase(ctx, workers, ph)
 	if err != nil {

@@ -306,10 +306,11 @@ func (n *Node) forwardAsync(batch []*pending) {
 	}()
 }
 
-// forward sends a batch to the leader (RAFT.APPLY) and relays the results,
-// retrying while the attempt certainly applied nothing (no leader known, the
-// target was not the leader, the connection could not be made) until the
-// batch's deadline.
+// forward sends a batch to the leader's forwarding service (an apply
+// request) and relays the results, retrying while the attempt certainly
+// applied nothing (no leader known, the target was not the leader, the
+// connection or its handshake could not be made) until the batch's
+// deadline.
 func (n *Node) forward(batch []*pending) {
 	groups := make([][]shards.Op, len(batch))
 	nops := 0
@@ -325,16 +326,16 @@ func (n *Node) forward(batch []*pending) {
 			n.requeue(batch)
 			return
 		}
-		addr, ok := n.leaderResp()
+		addr, ok := n.forwardTarget()
 		if ok {
 			// The leader answers quickly or steps down (lease); the grace
 			// covers a slow commit without stretching the no-leader bound.
 			ctx, cancel := context.WithDeadline(n.ctx, deadline.Add(forwardGrace))
-			rep, err := n.fwd.do(ctx, addr, false, []byte(CmdApply), payload)
+			body, err := n.fwd.do(ctx, addr, reqApply, payload, false)
 			cancel()
 			if err == nil {
 				res := make([]shards.Result, nops)
-				if err = decodeResults(rep.str, res); err == nil {
+				if err = decodeResults(body, res); err == nil {
 					off := 0
 					for _, p := range batch {
 						part := res[off : off+len(p.ops)]

@@ -53,9 +53,16 @@ func TestWritesReplicate(t *testing.T) {
 }
 
 // A key exhausted on the leader stays limited after the leader dies and a
-// new one is elected, with a retry_after consistent with the time passed.
+// new one is elected, with a retry_after consistent with the time passed;
+// over each log store.
 func TestFailoverKeepsLimit(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	for _, store := range logStores {
+		t.Run(store, func(t *testing.T) { testFailoverKeepsLimit(t, store) })
+	}
+}
+
+func testFailoverKeepsLimit(t *testing.T, store string) {
+	c := newTestCluster(t, 3, withLogStore(store, FsyncAlways))
 	l := c.WaitForLeader(10 * time.Second)
 	// CL.THROTTLE key 0 1 60: one request per 60 s, no burst.
 	first, err := write(t, c.nodes[l].node, throttle("user:1", 0, 1, 60, 1))

@@ -25,8 +25,9 @@ import (
 // (uvarint length + bytes), uvarint request count, requests (byte kind, byte
 // flags (bit 0: Interval), varint burst, rate, period, quantity).
 //
-// A forwarded batch (RAFT.APPLY payload) is byte version followed by ops: it
-// carries no time, because only the leader stamps. Its reply is byte version,
+// A forwarded batch (the forwarding service's apply request, service.go) is
+// byte version followed by ops: it carries no time, because only the leader
+// stamps. Its reply is byte version,
 // uvarint count, then per op: uvarint error code (0 none, errOther followed
 // by a string, else 1+index in resultErrs), varint N, uvarint result count,
 // results (byte limited, varint limit, remaining, retry_after, reset_after,
@@ -130,7 +131,7 @@ func encodeForward(groups ...[]shards.Op) []byte {
 	return appendOps([]byte{codecVersion}, groups...)
 }
 
-// encodeReadIndex encodes the reply of RAFT.READINDEX.
+// encodeReadIndex encodes the answer to a read-index request.
 func encodeReadIndex(index uint64, now int64) []byte {
 	b := binary.AppendUvarint([]byte{codecVersion}, index)
 	return binary.AppendVarint(b, now)

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,8 +27,9 @@ type Config struct {
 	// RaftAdvertise, when not empty, is the host:port other nodes use to
 	// reach this node's raft transport.
 	RaftAdvertise string
-	// RespAddr is the advertised host:port of this node's RESP server; other
-	// nodes forward commands there. It is replicated through the log.
+	// RespAddr is the advertised host:port of this node's RESP server,
+	// replicated through the log so that ROLE and INFO can list it (nodes
+	// forward to each other's raft port, not there).
 	RespAddr string
 	// Dir holds the raft log and stable store (raft.db) and the snapshots
 	// (snapshots/). Created if missing.
@@ -82,9 +84,38 @@ type Config struct {
 	// fewer slots make larger batches, more slots lower latency at light
 	// load.
 	MaxInflight int
-	// Password, when the RESP servers require one, is sent with AUTH on
-	// every connection this node opens to another (forwarding, joining).
+	// LogStore is the raft log and stable store: LogStoreBolt (raft.db,
+	// the default) or LogStoreWAL (wal/, hashicorp's raft-wal). A node's
+	// directory holds one kind; switching means wiping it and rejoining.
+	LogStore string
+	// AppendFsync is when log appends are synced to disk: FsyncAlways
+	// (before a node counts towards a commit; the default), FsyncEverySec
+	// (written before, synced once a second) or FsyncNo (never synced by
+	// cellserver). See logstore.go for what each survives.
+	AppendFsync string
+	// Password, when the RESP server at Join requires one, is sent with
+	// AUTH before RAFT.JOIN. Nothing else between nodes uses RESP.
 	Password string
+
+	// Node-to-node security: every connection to the raft port (raft's
+	// own and the forwarding service's) is authenticated as auth.go
+	// describes.
+	//
+	// TLS, when not nil, wraps those connections in mutual TLS: this node
+	// presents TLS.Certificates[0] when accepting and when dialing, and
+	// accepts a peer only if its certificate chains to TLS.RootCAs (host
+	// names are not checked: every certificate that CA signed counts as a
+	// node). The certificate therefore needs both the serverAuth and
+	// clientAuth extended key usages, or none. MinVersion is at least TLS
+	// 1.2; other fields are ignored. Not modified.
+	TLS *tls.Config
+	// ClusterSecret, when not empty, is a secret all nodes share: a
+	// connection is accepted only from a peer that proves it knows it
+	// (HMAC-SHA256 over fresh nonces, compared in constant time), and a
+	// dialed peer must prove it back. It authenticates, it does not
+	// encrypt; with TLS it is checked as well.
+	ClusterSecret string
+
 	// ForwardPool is the most idle connections kept to the leader for
 	// forwarding (>= 1).
 	ForwardPool int
@@ -126,6 +157,8 @@ func DefaultConfig() Config {
 		NoLeaderTimeout:    3 * time.Second,
 		MaxBatch:           1024,
 		MaxInflight:        2,
+		LogStore:           LogStoreBolt,
+		AppendFsync:        FsyncAlways,
 		ForwardPool:        16,
 		SweepInterval:      100 * time.Millisecond,
 		SweepBudget:        1000,
@@ -167,8 +200,16 @@ func (c *Config) Validate() error {
 		return bad("MaxBatch", "must be at least 1")
 	case c.MaxInflight < 1:
 		return bad("MaxInflight", "must be at least 1")
+	case c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL:
+		return bad("LogStore", "must be "+LogStoreBolt+" or "+LogStoreWAL)
+	case c.AppendFsync != FsyncAlways && c.AppendFsync != FsyncEverySec && c.AppendFsync != FsyncNo:
+		return bad("AppendFsync", "must be always, everysec or no")
 	case c.ForwardPool < 1:
 		return bad("ForwardPool", "must be at least 1")
+	case c.TLS != nil && len(c.TLS.Certificates) == 0:
+		return bad("TLS", "has no certificate")
+	case c.TLS != nil && c.TLS.RootCAs == nil:
+		return bad("TLS", "has no RootCAs to verify peers against")
 	case c.SweepInterval < 0 || c.SweepBudget < 0:
 		return bad("SweepInterval/SweepBudget", "must not be negative")
 	}

@@ -10,8 +10,17 @@ import (
 
 // connAlive peeks at the socket without blocking: EAGAIN means open and
 // idle; 0 bytes means the other side closed it; data means it is out of
-// step. Connections that are not raw-accessible count as alive.
+// step (for TLS, raw bytes: an alert or a close). Wrappers that expose
+// NetConn (tls.Conn, trackedConn) are seen through; connections that are
+// not raw-accessible count as alive.
 func connAlive(c net.Conn) bool {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

@@ -8,8 +8,9 @@
 //   - Write packs the operations of every connection into shared log
 //     entries (group commit), stamped by the leader with the instant they
 //     apply at, and returns each caller's results once its entry is
-//     committed and applied. A follower forwards to the leader over pooled
-//     RESP connections (RAFT.APPLY) and relays the results, so clients may
+//     committed and applied. A follower forwards to the leader through an
+//     internal service on the raft port (pooled, authenticated connections;
+//     service.go) and relays the results, so clients may
 //     talk to any node.
 //   - ReadNow confirms a read may be served and returns the instant to
 //     evaluate it at: linearizable by default (leadership confirmed with a

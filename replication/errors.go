@@ -36,8 +36,9 @@ var (
 	ErrUnknownNode error = sentinel("ERR no such cluster member")
 )
 
-// sentinels lists the errors that cross the forwarding connection by their
-// text (see errorFromReply); order does not matter.
+// sentinels lists the errors a RESP reply can name by its text (see
+// errorFromReply: the reply to a new node's RAFT.JOIN); order does not
+// matter. The forwarding service names them by code instead (codeErrors).
 var sentinels = [...]error{ErrNoLeader, ErrNotLeader, ErrLeadershipLost, ErrShutdown, ErrBadPayload, ErrUnknownNode}
 
 // translate maps an error returned by hashicorp/raft to this package's

@@ -7,19 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 )
 
-// forwarder is a small RESP client with a pool of idle connections per
-// address, used to forward commands to the leader (RAFT.APPLY,
-// RAFT.READINDEX, RAFT.JOIN ...). A connection carries one request at a time;
-// concurrency comes from several connections. Safe for concurrent use.
+// forwarder is the forwarding service's client (service.go): a pool of idle
+// authenticated connections per leader raft address. A connection carries
+// one request at a time; concurrency comes from several connections. Safe
+// for concurrent use.
 type forwarder struct {
-	maxIdle  int
-	password string        // sent with AUTH on every new connection when set
-	timeout  time.Duration // dial and per-request I/O bound
+	// dial connects to addr's forwarding service and completes the
+	// handshake; an error means nothing was sent.
+	dial    func(ctx context.Context, addr string) (net.Conn, error)
+	maxIdle int
+	timeout time.Duration // per-request I/O bound
 
 	mu     sync.Mutex
 	idle   map[string][]*fconn // guarded by mu
@@ -34,11 +35,12 @@ type fconn struct {
 }
 
 // errNotSent marks a failure before the request could have reached the
-// other node (dial failure): retrying cannot apply a command twice.
+// other node (dial or handshake failure): retrying cannot apply a command
+// twice.
 var errNotSent = errors.New("request not sent")
 
-func newForwarder(maxIdle int, timeout time.Duration, password string) *forwarder {
-	return &forwarder{maxIdle: maxIdle, timeout: timeout, password: password, idle: map[string][]*fconn{}, busy: map[*fconn]struct{}{}}
+func newForwarder(maxIdle int, timeout time.Duration, dial func(ctx context.Context, addr string) (net.Conn, error)) *forwarder {
+	return &forwarder{dial: dial, maxIdle: maxIdle, timeout: timeout, idle: map[string][]*fconn{}, busy: map[*fconn]struct{}{}}
 }
 
 func (f *forwarder) get(ctx context.Context, addr string) (*fconn, bool, error) {
@@ -59,29 +61,13 @@ func (f *forwarder) get(ctx context.Context, addr string) (*fconn, bool, error) 
 		f.mu.Lock()
 	}
 	f.mu.Unlock()
-	d := net.Dialer{Timeout: f.timeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	c, err := f.dial(dctx, addr)
 	if err != nil {
-		return nil, false, fmt.Errorf("replication: dial %s: %w: %w", addr, errNotSent, err)
+		return nil, false, fmt.Errorf("replication: connect to %s: %w: %w", addr, errNotSent, err)
 	}
 	fc := &fconn{c: c, r: bufio.NewReaderSize(c, 16<<10), w: bufio.NewWriterSize(c, 16<<10)}
-	if f.password != "" {
-		// Nothing has been sent yet if this fails: still errNotSent.
-		_ = c.SetDeadline(time.Now().Add(f.timeout))
-		writeCommand(fc.w, [][]byte{[]byte("AUTH"), []byte(f.password)})
-		err := fc.w.Flush()
-		var rerr error
-		if err == nil {
-			_, rerr, err = readReply(fc.r)
-		}
-		if err == nil {
-			err = rerr
-		}
-		if err != nil {
-			_ = c.Close()
-			return nil, false, fmt.Errorf("replication: authenticate to %s: %w: %w", addr, errNotSent, err)
-		}
-	}
 	f.markBusy(fc)
 	return fc, false, nil
 }
@@ -142,103 +128,55 @@ func (f *forwarder) close() {
 	}
 }
 
-// reply is one RESP reply: a bulk or simple string in str, an integer in
-// num, or an error reply in err (a sentinel when it names one).
-type reply struct {
-	str []byte
-	num int64
-	nil bool
-}
-
-// do sends one command and reads its reply. The error is the error reply
-// (mapped by errorFromReply) or a transport error; a transport error that
-// wraps errNotSent guarantees the command never left this node. A pooled
+// do sends one request (kind, payload) to the service at addr and returns
+// the response's payload. The error is the response's error (a sentinel by
+// its code, or a *RemoteError) or a transport error; a transport error that
+// wraps errNotSent guarantees the request never left this node. A pooled
 // connection that fails on write is retried once on a fresh one, since the
-// other side may have closed it while idle; so is one that reads EOF before
-// any reply when idempotent is set (a command that may run twice).
-func (f *forwarder) do(ctx context.Context, addr string, idempotent bool, args ...[]byte) (reply, error) {
+// other side may have closed it while idle (a partly written frame is never
+// processed); so is one that ends before any byte of the response when
+// idempotent is set (a request that may run twice).
+func (f *forwarder) do(ctx context.Context, addr string, kind byte, payload []byte, idempotent bool) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		c, pooled, err := f.get(ctx, addr)
 		if err != nil {
-			return reply{}, err
+			return nil, err
 		}
 		deadline := time.Now().Add(f.timeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d
 		}
 		_ = c.c.SetDeadline(deadline)
-		writeCommand(c.w, args)
-		if err := c.w.Flush(); err != nil {
+		if err := writeFrame(c.w, kind, payload); err != nil {
 			f.drop(c)
 			if pooled && attempt == 0 {
 				continue
 			}
-			return reply{}, fmt.Errorf("replication: send to %s: %w", addr, err)
+			return nil, fmt.Errorf("replication: send to %s: %w", addr, err)
 		}
-		rep, rerr, err := readReply(c.r)
+		status, body, err := readResponse(c.r)
 		if err != nil {
 			f.drop(c)
-			if idempotent && pooled && attempt == 0 && errors.Is(err, io.EOF) && c.r.Buffered() == 0 {
+			if idempotent && pooled && attempt == 0 && errors.Is(err, io.EOF) {
 				continue
 			}
-			return reply{}, fmt.Errorf("replication: reply from %s: %w", addr, err)
+			return nil, fmt.Errorf("replication: reply from %s: %w", addr, err)
 		}
 		f.put(addr, c)
-		return rep, rerr
+		if status != statusOK {
+			return nil, fmt.Errorf("replication: %s answered: %w", addr, statusError(status, body))
+		}
+		return body, nil
 	}
 }
 
-func writeCommand(w *bufio.Writer, args [][]byte) {
-	w.WriteByte('*')
-	w.WriteString(strconv.Itoa(len(args)))
-	w.WriteString("\r\n")
-	for _, a := range args {
-		w.WriteByte('$')
-		w.WriteString(strconv.Itoa(len(a)))
-		w.WriteString("\r\n")
-		w.Write(a)
-		w.WriteString("\r\n")
-	}
-}
-
-// maxReply bounds a bulk reply read from another node.
-const maxReply = 512 << 20
-
-// readReply reads one reply. Arrays are not expected by the internal
-// commands and are refused.
-func readReply(r *bufio.Reader) (reply, error, error) {
-	line, err := r.ReadSlice('\n')
+// readResponse reads one response frame: io.EOF only when the connection
+// ended before its first byte.
+func readResponse(r *bufio.Reader) (byte, []byte, error) {
+	status, size, err := readFrameHeader(r)
 	if err != nil {
-		return reply{}, nil, err
+		return 0, nil, err
 	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return reply{}, nil, fmt.Errorf("malformed reply line %q", line)
-	}
-	body := line[1 : len(line)-2]
-	switch line[0] {
-	case '+':
-		return reply{str: append([]byte(nil), body...)}, nil, nil
-	case '-':
-		return reply{}, errorFromReply(string(body)), nil
-	case ':':
-		n, err := strconv.ParseInt(string(body), 10, 64)
-		if err != nil {
-			return reply{}, nil, fmt.Errorf("malformed integer reply %q", body)
-		}
-		return reply{num: n}, nil, nil
-	case '$':
-		n, err := strconv.ParseInt(string(body), 10, 64)
-		if err != nil || n < -1 || n > maxReply {
-			return reply{}, nil, fmt.Errorf("malformed bulk length %q", body)
-		}
-		if n == -1 {
-			return reply{nil: true}, nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return reply{}, nil, err
-		}
-		return reply{str: buf[:n]}, nil, nil
-	}
-	return reply{}, nil, fmt.Errorf("unexpected reply type %q", line[0])
+	body, err := readPayload(r, size)
+	return status, body, err
 }

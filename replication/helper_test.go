@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -25,16 +26,36 @@ type testClock struct{ offset atomic.Int64 }
 func (c *testClock) now() int64 { return time.Now().UnixNano() + c.offset.Load() }
 
 // testNode is one member of an in-process cluster: a Node plus a RESP
-// listener that serves the internal commands as the wire layer does.
+// listener that answers RAFT.JOIN as the wire layer does (a new node's
+// first request; everything else goes through the raft port).
 type testNode struct {
 	id       string
 	dir      string
 	respAddr string
 	raftAddr string
 	clock    *testClock
+	logs     *logBuffer // the node's log lines, across restarts
 	node     *Node
 	srv      *redcon.Server
 	done     chan struct{}
+}
+
+// logBuffer collects a node's log output safely while it runs.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // testCluster runs nodes on real loopback TCP transports.
@@ -70,6 +91,10 @@ func testConfig(id, dir, respAddr string) Config {
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, tweak: tweak}
+	// Cleanups run last in, first out, and the first t.TempDir registers
+	// the removal of every node directory: register it before closeAll, so
+	// that nodes stop before their directories are removed.
+	_ = t.TempDir()
 	t.Cleanup(c.closeAll)
 	for i := 0; i < n; i++ {
 		c.addNode()
@@ -85,7 +110,7 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 // (or any running node).
 func (c *testCluster) addNode() *testNode {
 	c.t.Helper()
-	tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}}
+	tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}, logs: &logBuffer{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
@@ -120,7 +145,25 @@ func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	node, err := NewNode(cfg, store, nil)
+	// NewNode waits forever for a lock on its stores that is still held
+	// (bolt's flock): fail the test with a reason instead of hanging it.
+	type opened struct {
+		node *Node
+		err  error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		node, err := NewNode(cfg, store, slog.New(slog.NewTextHandler(tn.logs, nil)))
+		ch <- opened{node, err}
+	}()
+	var node *Node
+	select {
+	case o := <-ch:
+		node, err = o.node, o.err
+	case <-time.After(30 * time.Second):
+		ln.Close()
+		c.t.Fatalf("NewNode(%s) blocked for 30 s: a lock on its raft state in %s is still held", tn.id, tn.dir)
+	}
 	if err != nil {
 		ln.Close()
 		c.t.Fatalf("NewNode(%s): %v", tn.id, err)
@@ -128,7 +171,7 @@ func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
 	tn.node = node
 	tn.raftAddr = node.RaftAddr()
 	tn.srv = redcon.NewServerNetwork("tcp", tn.respAddr, func(conn redcon.Conn, cmd redcon.Command) {
-		serveInternal(node, conn, cmd)
+		serveJoin(node, conn, cmd)
 	}, nil, nil)
 	tn.done = make(chan struct{})
 	go func(srv *redcon.Server, done chan struct{}) {
@@ -137,45 +180,22 @@ func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
 	}(tn.srv, tn.done)
 }
 
-// replyText returns the error reply (without the leading '-') for an error
-// that wraps one of this package's sentinels, and false for any other.
-func replyText(err error) (string, bool) {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return s.Error(), true
-		}
-	}
-	return "", false
-}
-
-// serveInternal answers the internal commands exactly as the wire layer's
-// cluster commands do.
-func serveInternal(node *Node, conn redcon.Conn, cmd redcon.Command) {
-	ctx := context.Background()
-	reply := func(b []byte, err error) {
-		if err != nil {
-			if txt, ok := replyText(err); ok {
-				conn.WriteError(txt)
-			} else {
-				conn.WriteError("ERR " + err.Error())
-			}
-			return
-		}
-		if b == nil {
-			conn.WriteString("OK")
-			return
-		}
-		conn.WriteBulk(b)
-	}
+// serveJoin answers RAFT.JOIN (AUTH too, accepting any password) as the
+// wire layer does: a joining node's first request.
+func serveJoin(node *Node, conn redcon.Conn, cmd redcon.Command) {
 	switch strings.ToUpper(string(cmd.Args[0])) {
-	case CmdApply:
-		reply(node.ApplyEncoded(ctx, cmd.Args[1]))
-	case CmdReadIndex:
-		reply(node.ReadIndexEncoded(ctx))
+	case "AUTH":
+		conn.WriteString("OK")
 	case CmdJoin:
-		reply(nil, node.Join(ctx, string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])))
-	case CmdRemove:
-		reply(nil, node.Remove(ctx, string(cmd.Args[1])))
+		if len(cmd.Args) != 4 {
+			conn.WriteError("ERR wrong number of arguments for 'raft.join' command")
+			return
+		}
+		if err := node.Join(context.Background(), string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])); err != nil {
+			conn.WriteError(errReply(err))
+			return
+		}
+		conn.WriteString("OK")
 	default:
 		conn.WriteError("ERR unknown command")
 	}

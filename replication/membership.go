@@ -12,76 +12,98 @@ import (
 )
 
 // Join adds a voting member: id (its NodeID), raftAddr (its raft transport
-// address) and respAddr (its RESP address, replicated through the log so
-// that every node can forward to it). On a follower the request is
-// forwarded to the leader (RAFT.JOIN). Joining an existing member with the
-// same addresses is a no-op success, so a joining node may retry freely.
+// address) and respAddr (its RESP address, replicated through the log for
+// ROLE and INFO). On a follower the request goes to the leader through the
+// forwarding service. Before adding a new voter the leader checks that it
+// can connect to raftAddr and that the node there passes the handshake
+// (same TLS CA, same cluster secret): a voter raft cannot reach would count
+// towards the quorum without ever voting. Joining an existing member with
+// the same addresses is a no-op success, so a joining node may retry
+// freely.
 func (n *Node) Join(ctx context.Context, id, raftAddr, respAddr string) error {
 	if id == "" || raftAddr == "" || respAddr == "" {
 		return fmt.Errorf("replication: join: id and addresses must not be empty")
 	}
 	return n.onLeader(ctx, "join", func() error {
-		cf := n.raft.GetConfiguration()
-		if err := cf.Error(); err != nil {
+		return n.join(ctx, id, raftAddr, respAddr)
+	}, reqJoin, encodeJoin(id, raftAddr, respAddr))
+}
+
+// join is Join on the ready leader.
+func (n *Node) join(ctx context.Context, id, raftAddr, respAddr string) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate("join", err)
+	}
+	present := false
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+			present = true
+		}
+	}
+	if !present {
+		if err := n.probe(ctx, raftAddr); err != nil {
+			return fmt.Errorf("replication: join %s: %w", id, err)
+		}
+		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
 			return translate("join", err)
 		}
-		present := false
-		for _, s := range cf.Configuration().Servers {
-			if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
-				present = true
-			}
-		}
-		if !present {
-			if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
-				return translate("join", err)
-			}
-		}
-		if addr, ok := n.fsm.member(id); ok && addr == respAddr {
-			return nil
-		}
-		return n.submit(ctx, &pending{member: &memberChange{id: id, respAddr: respAddr}})
-	}, CmdJoin, id, raftAddr, respAddr)
+	}
+	if addr, ok := n.fsm.member(id); ok && addr == respAddr {
+		return nil
+	}
+	return n.submit(ctx, &pending{member: &memberChange{id: id, respAddr: respAddr}})
+}
+
+// probe connects to the raft port at raftAddr and completes the handshake
+// (nothing else is sent), within NoLeaderTimeout.
+func (n *Node) probe(ctx context.Context, raftAddr string) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
+	defer cancel()
+	c, err := n.stream.dial(ctx, raftAddr, headerForward)
+	if err != nil {
+		return fmt.Errorf("cannot connect to its raft address (tls-replication, the CA and cluster-secret must match on every node): %w", err)
+	}
+	return c.Close()
 }
 
 // Remove removes member id from the cluster (it shuts its raft down once it
-// learns of it). On a follower the request is forwarded to the leader
-// (RAFT.REMOVE). Removing the leader makes it step down after the change
-// commits. ErrUnknownNode if id is not a member.
+// learns of it). On a follower the request goes to the leader through the
+// forwarding service. Removing the leader makes it step down after the
+// change commits. ErrUnknownNode if id is not a member.
 func (n *Node) Remove(ctx context.Context, id string) error {
-	return n.onLeader(ctx, "remove", func() error {
-		cf := n.raft.GetConfiguration()
-		if err := cf.Error(); err != nil {
+	return n.onLeader(ctx, "remove", func() error { return n.remove(ctx, id) }, reqRemove, encodeRemove(id))
+}
+
+// remove is Remove on the ready leader.
+func (n *Node) remove(ctx context.Context, id string) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate("remove", err)
+	}
+	found := slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if _, ok := n.fsm.member(id); !ok && !found {
+		return fmt.Errorf("replication: remove %q: %w", id, ErrUnknownNode)
+	}
+	// The address entry goes first: once the leader removes itself it can
+	// commit nothing more.
+	if err := n.submit(ctx, &pending{member: &memberChange{id: id, remove: true}}); err != nil {
+		return err
+	}
+	if found {
+		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
 			return translate("remove", err)
 		}
-		found := slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
-		if _, ok := n.fsm.member(id); !ok && !found {
-			return fmt.Errorf("replication: remove %q: %w", id, ErrUnknownNode)
-		}
-		// The address entry goes first: once the leader removes itself it
-		// can commit nothing more.
-		if err := n.submit(ctx, &pending{member: &memberChange{id: id, remove: true}}); err != nil {
-			return err
-		}
-		if found {
-			if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
-				return translate("remove", err)
-			}
-		}
-		return nil
-	}, CmdRemove, id)
+	}
+	return nil
 }
 
 // onLeader runs fn on the leader: here when this node is the ready leader,
-// otherwise by sending cmd args to the leader's RESP address. It retries
-// while no leader is known or the target was not the leader, up to
-// NoLeaderTimeout.
-func (n *Node) onLeader(ctx context.Context, what string, fn func() error, cmd string, args ...string) error {
+// otherwise by sending the request (kind, payload) to the leader's
+// forwarding service. It retries while no leader is known, the target was
+// not the leader or the request could not be sent, up to NoLeaderTimeout.
+func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte) error {
 	deadline := time.Now().Add(n.cfg.NoLeaderTimeout)
-	wire := make([][]byte, 0, 1+len(args))
-	wire = append(wire, []byte(cmd))
-	for _, a := range args {
-		wire = append(wire, []byte(a))
-	}
 	for {
 		var err error
 		switch {
@@ -90,13 +112,13 @@ func (n *Node) onLeader(ctx context.Context, what string, fn func() error, cmd s
 		case n.raft.State() == raft.Leader:
 			err = ErrNotLeader // not ready yet: wait for the barrier
 		default:
-			addr, ok := n.leaderResp()
+			addr, ok := n.forwardTarget()
 			if !ok {
 				err = ErrNoLeader
 				break
 			}
 			cctx, cancel := context.WithDeadline(ctx, deadline.Add(n.cfg.NoLeaderTimeout))
-			_, err = n.fwd.do(cctx, addr, true, wire...)
+			_, err = n.fwd.do(cctx, addr, kind, payload, true)
 			cancel()
 		}
 		if err == nil {
@@ -114,15 +136,16 @@ func (n *Node) onLeader(ctx context.Context, what string, fn func() error, cmd s
 	}
 }
 
-// joinLoop asks the member at Config.Join to add this node, retrying until
-// it succeeds or the node closes.
+// joinLoop asks the member at Config.Join (a RESP address) to add this
+// node, retrying until it succeeds or the node closes.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
-	args := [][]byte{[]byte(CmdJoin), []byte(n.cfg.NodeID), []byte(n.trans.LocalAddr()), []byte(n.cfg.RespAddr)}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
-		_, err := n.fwd.do(ctx, n.cfg.Join, true, args...)
+		// The member may forward to the leader, which probes this node
+		// before adding it: up to three NoLeaderTimeouts in all.
+		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.NoLeaderTimeout)
+		err := joinViaRESP(ctx, n.cfg.Join, n.cfg.Password, n.cfg.NodeID, string(n.trans.LocalAddr()), n.cfg.RespAddr)
 		cancel()
 		if err == nil {
 			n.log.Info("replication: joined the cluster", "via", n.cfg.Join, "attempts", attempt)

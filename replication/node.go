@@ -6,27 +6,22 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Internal commands nodes send each other over RESP. The wire layer routes
-// them to the Node methods named beside each.
+// Membership commands of the wire layer, routed to the Node methods named
+// beside each. A new node sends CmdJoin to Config.Join over RESP; nodes
+// that are members reach the leader through the forwarding service on the
+// raft port instead (service.go).
 const (
-	// CmdApply carries a forwarded batch: RAFT.APPLY <payload> → ApplyEncoded.
-	CmdApply = "RAFT.APPLY"
-	// CmdReadIndex asks the leader for a read point: RAFT.READINDEX →
-	// ReadIndexEncoded.
-	CmdReadIndex = "RAFT.READINDEX"
 	// CmdJoin adds a member: RAFT.JOIN id raft-addr resp-addr → Join.
 	CmdJoin = "RAFT.JOIN"
 	// CmdRemove removes a member: RAFT.REMOVE id → Remove.
@@ -42,17 +37,20 @@ const (
 // All methods are safe for concurrent use. Close stops every goroutine the
 // Node started.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  func() int64
-	store  *shards.Store
-	fsm    *FSM
-	raft   *raft.Raft
-	trans  *raft.NetworkTransport
-	stream *tcpStream
-	bolt   *raftboltdb.BoltStore
-	fwd    *forwarder
-	verify verifier
+	cfg      Config
+	log      *slog.Logger
+	clock    func() int64
+	store    *shards.Store
+	fsm      *FSM
+	raft     *raft.Raft
+	trans    *raft.NetworkTransport
+	stream   *tcpStream
+	logStore *logStore
+	fwd      *forwarder
+	// forwardTarget gives the address forwarded requests go to: leaderRaft
+	// (tests point it elsewhere before any request).
+	forwardTarget func() (string, bool)
+	verify        verifier
 
 	queue    chan *pending
 	inflight chan *flight
@@ -111,8 +109,11 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		leadChange: make(chan struct{}),
 		own:        map[*byte]*flight{},
 		lastStamp:  math.MinInt64,
-		fwd:        newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, cfg.Password),
 	}
+	n.forwardTarget = n.leaderRaft
+	n.fwd = newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, func(ctx context.Context, addr string) (net.Conn, error) {
+		return n.stream.dial(ctx, addr, headerForward)
+	})
 	n.fsm.deliver = n.deliverApplied
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
@@ -142,16 +143,11 @@ func (n *Node) open() error {
 	cfg := &n.cfg
 	rc := cfg.raftConfig()
 	var err error
-	// NoFreelistSync: bolt otherwise rewrites its whole free-page list on
-	// every commit, which grows with the log and slows each fsync'd append.
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
-	})
+	n.logStore, err = openLogStore(cfg, rc.Logger, n.log)
 	if err != nil {
-		return fmt.Errorf("replication: open raft store: %w", err)
+		return err
 	}
-	logs, err := raft.NewLogCache(1024, n.bolt)
+	cache, err := raft.NewLogCache(1024, n.logStore.logs)
 	if err != nil {
 		return fmt.Errorf("replication: log cache: %w", err)
 	}
@@ -159,19 +155,20 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: open snapshot store: %w", err)
 	}
-	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise)
+	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, newSecurity(cfg), n.log)
 	if err != nil {
 		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
 	}
 	n.trans = raft.NewNetworkTransportWithLogger(n.stream, 3, 10*time.Second, rc.Logger.Named("net"))
-	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
+	hasState, err := raft.HasExistingState(cache, n.logStore.stable, snaps)
 	if err != nil {
 		return fmt.Errorf("replication: inspect raft state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, cache, n.logStore.stable, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
+	n.stream.handle(n.serveForward)
 	switch {
 	case hasState:
 		n.log.Info("replication: restarting from existing raft state", "dir", cfg.Dir)
@@ -259,8 +256,8 @@ func (n *Node) shutdownStores() {
 	} else if n.stream != nil {
 		_ = n.stream.Close()
 	}
-	if n.bolt != nil {
-		if err := n.bolt.Close(); err != nil && n.closeErr == nil {
+	if n.logStore != nil {
+		if err := n.logStore.close(); err != nil && n.closeErr == nil {
 			n.closeErr = fmt.Errorf("replication: close raft store: %w", err)
 		}
 	}
@@ -287,9 +284,9 @@ func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) 
 	return n.submit(ctx, &pending{ops: ops, res: res})
 }
 
-// ApplyEncoded runs a batch forwarded by a follower (the RAFT.APPLY
-// payload) through this leader's submit path and returns the encoded
-// results. On a node that is not the leader it fails with ErrNotLeader
+// ApplyEncoded runs a batch forwarded by a follower (the payload of the
+// forwarding service's apply request, encodeForward) through this leader's
+// submit path and returns the encoded results. On a node that is not the leader it fails with ErrNotLeader
 // without applying anything.
 func (n *Node) ApplyEncoded(ctx context.Context, payload []byte) ([]byte, error) {
 	ops, err := decodeForward(payload)
@@ -314,7 +311,8 @@ func (n *Node) ApplyEncoded(ctx context.Context, payload []byte) ([]byte, error)
 // until every entry it stamped before the read is applied, and answers
 // max(clock, last stamped time), raising its stamp floor to that instant so
 // no later entry is stamped earlier. A follower asks the leader for that
-// read point (RAFT.READINDEX), waits until it has applied up to it, and
+// read point (the forwarding service's read-index request), waits until it
+// has applied up to it, and
 // answers the leader's instant (or its own last applied time if later).
 //
 // With LocalReads every node answers at once with its last applied stamped
@@ -381,8 +379,9 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (int64, uint64
 	return now, n.fsm.LastIndex(), nil
 }
 
-// ReadIndexEncoded answers RAFT.READINDEX on the leader: the encoded read
-// instant and FSM index (see ReadNow). ErrNotLeader on any other node.
+// ReadIndexEncoded answers the forwarding service's read-index request on
+// the leader: the encoded read instant and FSM index (see ReadNow).
+// ErrNotLeader on any other node.
 func (n *Node) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
 	if !n.ready.Load() {
 		return nil, ErrNotLeader
@@ -394,21 +393,24 @@ func (n *Node) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
 	return encodeReadIndex(idx, now), nil
 }
 
+// readViaLeader asks the leader for a read point and waits until this node
+// has applied up to it. ErrNotLeader, ErrNoLeader and errNotSent mean
+// nothing was asked of a leader: the caller retries.
 func (n *Node) readViaLeader(ctx context.Context, deadline time.Time) (int64, error) {
-	addr, ok := n.leaderResp()
+	addr, ok := n.forwardTarget()
 	if !ok {
 		return 0, ErrNoLeader
 	}
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rep, err := n.fwd.do(cctx, addr, true, []byte(CmdReadIndex))
+	body, err := n.fwd.do(cctx, addr, reqReadIndex, nil, true)
 	if err != nil {
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errNotSent) {
 			return 0, err
 		}
 		return 0, fmt.Errorf("replication: read index from %s: %w", addr, err)
 	}
-	idx, now, err := decodeReadIndex(rep.str)
+	idx, now, err := decodeReadIndex(body)
 	if err != nil {
 		return 0, err
 	}
@@ -511,8 +513,18 @@ func (n *Node) broadcastChange() {
 	n.leadMu.Unlock()
 }
 
-// leaderResp returns the leader's RESP address, if a leader is known and
-// its address has been replicated.
+// leaderRaft returns the leader's raft address, where its forwarding
+// service listens, when a leader other than this node is known.
+func (n *Node) leaderRaft() (string, bool) {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" || string(id) == n.cfg.NodeID {
+		return "", false
+	}
+	return string(addr), true
+}
+
+// leaderResp returns the leader's RESP address (for ROLE and INFO), if a
+// leader is known and its address has been replicated.
 func (n *Node) leaderResp() (string, bool) {
 	_, id := n.raft.LeaderWithID()
 	if id == "" {

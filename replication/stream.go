@@ -1,25 +1,50 @@
 package replication
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// tcpStream is the raft transport's stream layer: plain TCP, plus a switch
-// that cuts this node off (every connection closed, dials and accepts
-// refused) so that tests can partition a node on real sockets. Production
-// code never sets the switch.
+// tcpStream is the raft port: raft's stream layer and the forwarding
+// service's listener in one. Every connection starts with a header byte
+// naming its service, then (inside TLS when configured) the challenge-
+// response handshake of auth.go. Accept hands authenticated raft
+// connections to raft's NetworkTransport; forwarding connections go to the
+// handler set with handle, each on its own goroutine. Dial (raft's) and
+// dial (the forwarding client's) write the header and run the dialer's half
+// of the handshake.
+//
+// It also has a switch that cuts this node off (every connection closed,
+// dials and accepts refused) so that tests can partition a node on real
+// sockets. Production code never sets the switch.
+//
+// All methods are safe for concurrent use. Close stops every goroutine the
+// stream started, service connections included.
 type tcpStream struct {
-	ln        net.Listener
-	advertise net.Addr
+	ln          net.Listener
+	advertise   net.Addr
+	sec         *security
+	log         *slog.Logger
+	hsTimeout   time.Duration // bound on an inbound connection's TLS and auth handshake
+	refusals    refusalLog
+	handshaking chan struct{}                    // one token per inbound handshake under way
+	raftConns   chan net.Conn                    // authenticated raft connections, for Accept
+	service     atomic.Pointer[func(c net.Conn)] // the forwarding service; nil until handle
+	done        chan struct{}                    // closed by Close
+	closeOnce   sync.Once
+	wg          sync.WaitGroup // the accept loop, handshakes and service connections
 
 	mu      sync.Mutex
 	cut     bool                  // guarded by mu
-	conns   map[net.Conn]struct{} // open connections; guarded by mu
+	conns   map[net.Conn]struct{} // open connections, both directions; guarded by mu
 	closing bool                  // guarded by mu
 }
 
@@ -27,12 +52,34 @@ var _ raft.StreamLayer = (*tcpStream)(nil)
 
 var errPartitioned = errors.New("replication: node partitioned")
 
-func newTCPStream(bind, advertise string) (*tcpStream, error) {
+const (
+	// handshakeTimeout bounds an inbound connection's TLS handshake, header
+	// and authentication, so that a silent peer cannot hold a handshake
+	// slot; outbound handshakes share the dial's timeout.
+	handshakeTimeout = 5 * time.Second
+	// maxHandshakes bounds the inbound handshakes under way at once;
+	// connections beyond it are closed at once.
+	maxHandshakes = 64
+)
+
+// newTCPStream listens on bind and starts accepting. advertise, when not
+// empty, is the address other nodes dial. log receives the refusals.
+func newTCPStream(bind, advertise string, sec *security, log *slog.Logger) (*tcpStream, error) {
+	return listenStream(bind, advertise, sec, log, handshakeTimeout)
+}
+
+func listenStream(bind, advertise string, sec *security, log *slog.Logger, hsTimeout time.Duration) (*tcpStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	s := &tcpStream{ln: ln, advertise: ln.Addr(), conns: map[net.Conn]struct{}{}}
+	s := &tcpStream{
+		ln: ln, advertise: ln.Addr(), sec: sec, log: log, hsTimeout: hsTimeout,
+		handshaking: make(chan struct{}, maxHandshakes),
+		raftConns:   make(chan net.Conn),
+		done:        make(chan struct{}),
+		conns:       map[net.Conn]struct{}{},
+	}
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil {
@@ -44,34 +91,158 @@ func newTCPStream(bind, advertise string) (*tcpStream, error) {
 		ln.Close()
 		return nil, errors.New("replication: raft address has no host other nodes can dial; set the advertised raft address")
 	}
+	s.wg.Add(1)
+	go s.acceptLoop()
 	return s, nil
 }
 
-// Dial implements raft.StreamLayer.
-func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	s.mu.Lock()
-	cut := s.cut
-	s.mu.Unlock()
-	if cut {
-		return nil, errPartitioned
-	}
-	c, err := net.DialTimeout("tcp", string(address), timeout)
-	if err != nil {
-		return nil, err
-	}
-	return s.track(c)
-}
+// handle sets the forwarding service: serve runs on its own goroutine for
+// each authenticated forwarding connection and must close it when done.
+// Until it is set, forwarding connections are refused before the handshake
+// completes (the dialer then knows nothing was sent).
+func (s *tcpStream) handle(serve func(c net.Conn)) { s.service.Store(&serve) }
 
-// Accept implements net.Listener.
-func (s *tcpStream) Accept() (net.Conn, error) {
+// acceptLoop accepts connections and starts a handshake for each, until
+// the listener closes.
+func (s *tcpStream) acceptLoop() {
+	defer s.wg.Done()
+	var delay time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			return nil, err
+			if errors.Is(err, net.ErrClosed) || s.isClosing() {
+				return
+			}
+			// Transient (out of descriptors): back off, keep accepting.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-s.done:
+				return
+			case <-time.After(delay):
+			}
+			continue
 		}
-		if tc, err := s.track(c); err == nil {
-			return tc, nil
+		delay = 0
+		tc, err := s.track(c)
+		if err != nil {
+			continue // partitioned or closing
 		}
+		select {
+		case s.handshaking <- struct{}{}:
+		default:
+			s.refuse(tc, "too many handshakes under way")
+			continue
+		}
+		s.wg.Add(1)
+		go s.serveConn(tc)
+	}
+}
+
+// serveConn runs the acceptor's handshake on c and hands it on.
+func (s *tcpStream) serveConn(tc net.Conn) {
+	defer s.wg.Done()
+	conn, hdr, err := s.acceptHandshake(tc)
+	<-s.handshaking
+	if err != nil {
+		s.refuse(tc, err.Error())
+		return
+	}
+	switch hdr {
+	case headerRaft:
+		select {
+		case s.raftConns <- conn:
+		case <-s.done:
+			conn.Close()
+		}
+	case headerForward:
+		(*s.service.Load())(conn) // acceptHandshake checked it is set
+	}
+}
+
+// acceptHandshake runs TLS (when configured), reads the header and
+// authenticates the dialer, all within hsTimeout.
+func (s *tcpStream) acceptHandshake(tc net.Conn) (net.Conn, byte, error) {
+	_ = tc.SetDeadline(time.Now().Add(s.hsTimeout))
+	conn, err := s.sec.server(tc)
+	if err != nil {
+		return nil, 0, err
+	}
+	hdr, dialerNonce, err := readHeader(conn, s.sec.tlsOn())
+	if err != nil {
+		return nil, 0, err
+	}
+	if hdr == headerForward && s.service.Load() == nil {
+		return nil, 0, errors.New("forwarding service not started yet")
+	}
+	if err := acceptAuth(conn, hdr, dialerNonce, s.sec.secret); err != nil {
+		return nil, 0, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, hdr, nil
+}
+
+// refuse closes a connection that failed its handshake and logs why
+// (rate-limited: see refusalLog).
+func (s *tcpStream) refuse(c net.Conn, why string) {
+	c.Close()
+	if s.isClosing() {
+		return
+	}
+	if ok, dropped := s.refusals.allow(time.Now()); ok {
+		s.log.Warn(fmt.Sprintf("replication: refused raft connection from %s: %s", c.RemoteAddr(), why),
+			"remote", c.RemoteAddr().String(), "refusals_not_logged", dropped)
+	}
+}
+
+// Dial implements raft.StreamLayer: a raft connection, authenticated.
+func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, string(address), headerRaft)
+}
+
+// dial connects to addr's raft port for the service hdr names and runs the
+// dialer's handshake, bounded by ctx (or handshakeTimeout when ctx has no
+// deadline). An error means no request was sent.
+func (s *tcpStream) dial(ctx context.Context, addr string, hdr byte) (net.Conn, error) {
+	if s.isCut() {
+		return nil, errPartitioned
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, handshakeTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := s.track(c)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	_ = tc.SetDeadline(deadline)
+	conn, err := s.sec.client(ctx, tc)
+	if err == nil {
+		err = dialAuth(conn, hdr, s.sec.secret)
+	}
+	if err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// Accept implements net.Listener: the next authenticated raft connection.
+func (s *tcpStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.raftConns:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
 	}
 }
 
@@ -86,16 +257,43 @@ func (s *tcpStream) track(c net.Conn) (net.Conn, error) {
 	return &trackedConn{Conn: c, s: s}, nil
 }
 
-// Close implements net.Listener.
+// Close implements net.Listener: it stops accepting, closes every
+// connection (raft's and the forwarding service's, both directions) and
+// waits for the goroutines it started. Idempotent.
 func (s *tcpStream) Close() error {
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
-	return s.ln.Close()
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		open := make([]net.Conn, 0, len(s.conns))
+		for c := range s.conns {
+			open = append(open, c)
+		}
+		s.mu.Unlock()
+		close(s.done)
+		err = s.ln.Close()
+		for _, c := range open {
+			c.Close()
+		}
+		s.wg.Wait()
+	})
+	return err
 }
 
 // Addr implements net.Listener: the advertised address.
 func (s *tcpStream) Addr() net.Addr { return s.advertise }
+
+func (s *tcpStream) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+func (s *tcpStream) isCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
+}
 
 // setPartitioned cuts (true) or restores (false) this node's raft traffic.
 func (s *tcpStream) setPartitioned(cut bool) {
@@ -113,6 +311,7 @@ func (s *tcpStream) setPartitioned(cut bool) {
 	}
 }
 
+// trackedConn is a TCP connection the stream closes on Close and on a cut.
 type trackedConn struct {
 	net.Conn
 	s    *tcpStream
@@ -126,4 +325,33 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// NetConn returns the TCP connection (as tls.Conn does), so that connAlive
+// can peek at the socket.
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
+// refusalLog rate-limits the refusal lines: at most one per
+// refusalLogEvery, so that a scanner cannot flood the log; each line counts
+// the refusals left out since the previous one.
+type refusalLog struct {
+	mu      sync.Mutex
+	next    time.Time // guarded by mu
+	dropped int       // guarded by mu
+}
+
+const refusalLogEvery = time.Second
+
+// allow reports whether a refusal at now may be logged, and how many were
+// not logged since the last line.
+func (r *refusalLog) allow(now time.Time) (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Before(r.next) {
+		r.dropped++
+		return false, 0
+	}
+	dropped := r.dropped
+	r.next, r.dropped = now.Add(refusalLogEvery), 0
+	return true, dropped
 }

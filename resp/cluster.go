@@ -122,8 +122,9 @@ func raftFields(inf *replication.Info) [][2]string {
 }
 
 // RegisterCluster adds the cluster commands to s, backed by n: RAFT.JOIN,
-// RAFT.REMOVE, RAFT.INFO, and the internal RAFT.APPLY and RAFT.READINDEX
-// that nodes send each other. Call it once, before s serves.
+// RAFT.REMOVE and RAFT.INFO. Nodes forward writes and reads to the leader
+// through the replication package's own service on the raft port, not
+// through RESP. Call it once, before s serves.
 func RegisterCluster(s *Server, n *replication.Node) {
 	for _, cmd := range clusterCommands(n) {
 		s.Handle(cmd)
@@ -137,8 +138,9 @@ func clusterCommands(n *replication.Node) []*Command {
 			Summary: "Adds a node to the raft cluster (forwarded to the leader).", Complexity: "O(1)",
 			Args: []Arg{{Name: "id", Type: "string"}, {Name: "raft-addr", Type: "string", Doc: "host:port of the node's raft transport"},
 				{Name: "resp-addr", Type: "string", Doc: "host:port of the node's RESP listener"}},
-			Reply:  "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op.",
-			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout."},
+			Reply: "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op.",
+			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
+				"`ERR replication: join <id>: cannot connect to its raft address …` when the leader cannot complete the node-to-node handshake with the new node's raft address (unreachable, or its TLS or cluster secret differ); nothing is changed."},
 			Handler: func(c *Conn, args [][]byte) error {
 				if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
 					return err
@@ -175,35 +177,6 @@ func clusterCommands(n *replication.Node) []*Command {
 					b = append(b, "\r\n"...)
 				}
 				c.WriteBulk(b)
-				return nil
-			},
-		},
-		{
-			Name: strings.ToLower(replication.CmdApply), Arity: 2, Flags: FlagWrite | FlagAdmin, Group: "cluster", Since: "0.1.0",
-			Summary: "Internal: applies a batch forwarded by a follower (leader only).", Complexity: "O(N) where N is the number of operations",
-			Args:   []Arg{{Name: "payload", Type: "string"}},
-			Reply:  "Bulk string: the encoded results.",
-			Errors: []string{"`TRYAGAIN This node is not the leader` on a follower."},
-			Handler: func(c *Conn, args [][]byte) error {
-				out, err := n.ApplyEncoded(c.srv.ctx, args[1])
-				if err != nil {
-					return err
-				}
-				c.WriteBulk(out)
-				return nil
-			},
-		},
-		{
-			Name: strings.ToLower(replication.CmdReadIndex), Arity: 1, Flags: FlagReadonly | FlagAdmin, Group: "cluster", Since: "0.1.0",
-			Summary: "Internal: returns a linearizable read point (leader only).", Complexity: "O(1)",
-			Reply:  "Bulk string: the encoded read index and instant.",
-			Errors: []string{"`TRYAGAIN This node is not the leader` on a follower."},
-			Handler: func(c *Conn, _ [][]byte) error {
-				out, err := n.ReadIndexEncoded(c.srv.ctx)
-				if err != nil {
-					return err
-				}
-				c.WriteBulk(out)
 				return nil
 			},
 		},

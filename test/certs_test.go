@@ -23,7 +23,10 @@ type testPKI struct {
 	CAFile, ServerCert, ServerKey, ClientCert, ClientKey string
 	// OtherCert and OtherKey are a client certificate from another CA.
 	OtherCert, OtherKey string
-	pool                *x509.CertPool
+	// NodeCert and NodeKey are a cluster node's certificate: serverAuth
+	// and clientAuth, since the raft port uses it both ways.
+	NodeCert, NodeKey string
+	pool              *x509.CertPool
 }
 
 func newTestPKI(t *testing.T) *testPKI {
@@ -35,6 +38,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	p.CAFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", ca.Raw)
 	p.ServerCert, p.ServerKey = issue(t, dir, "server", ca, caKey, x509.ExtKeyUsageServerAuth)
 	p.ClientCert, p.ClientKey = issue(t, dir, "client", ca, caKey, x509.ExtKeyUsageClientAuth)
+	p.NodeCert, p.NodeKey = issue(t, dir, "node", ca, caKey, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	other, otherKey := newCA(t, "another CA")
 	p.OtherCert, p.OtherKey = issue(t, dir, "other", other, otherKey, x509.ExtKeyUsageClientAuth)
 	return p
@@ -92,7 +96,7 @@ func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 
 // issue creates a key and a certificate signed by ca, valid for localhost
 // and 127.0.0.1, and writes both; it returns the file names.
-func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -100,7 +104,7 @@ func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.Pr
 	}
 	tmpl := template(t, name)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+	tmpl.ExtKeyUsage = usage
 	tmpl.DNSNames = []string{"localhost"}
 	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)

@@ -61,7 +61,10 @@ func DefaultConfig() Config {
 
 // directive is one configuration setting: its name (as in redis.conf and
 // as a --flag), its help, and how to set it from text. Adding a setting is
-// one entry here plus its field in Config.
+// one entry here plus its field in Config. A directive whose set parses
+// with setYesNo is a yes/no directive: as a flag it may also stand alone
+// (--bootstrap means --bootstrap yes); see yesNoFlag. set must change
+// nothing but c: parseArgs calls it once on a scratch Config to tell.
 type directive struct {
 	name  string
 	usage string
@@ -87,6 +90,88 @@ func setInt(dst *int, v string) error {
 	}
 	*dst = n
 	return nil
+}
+
+// errNotYesNo is returned (wrapped) by setYesNo for a word that is not yes
+// or no. parseArgs also uses it to recognise the yes/no directives.
+var errNotYesNo = errors.New("expected yes or no")
+
+// setYesNo parses the value of every yes/no directive, in flags and in the
+// configuration file alike: yes or no, also true/false and 1/0, in any case.
+func setYesNo(dst *bool, v string) error {
+	switch strings.ToLower(v) {
+	case "yes", "true", "1":
+		*dst = true
+	case "no", "false", "0":
+		*dst = false
+	default:
+		return fmt.Errorf("%w, got %q", errNotYesNo, v)
+	}
+	return nil
+}
+
+// isYesNo reports whether d is a yes/no directive: its set refuses an empty
+// value with errNotYesNo. scratch absorbs whatever set does with it.
+func isYesNo(d directive, scratch *Config) bool {
+	return errors.Is(d.set(scratch, ""), errNotYesNo)
+}
+
+// yesNoFlag is a yes/no directive as a flag. IsBoolFlag lets it stand alone
+// (the flag package then sets "true"); --name=no and, through
+// joinYesNoValues, --name no set a value.
+type yesNoFlag struct {
+	set  func(v string) error
+	last string
+}
+
+func (f *yesNoFlag) String() string { return f.last }
+
+func (f *yesNoFlag) Set(v string) error {
+	if err := f.set(v); err != nil {
+		return err
+	}
+	f.last = v
+	return nil
+}
+
+func (f *yesNoFlag) IsBoolFlag() bool { return true }
+
+// joinYesNoValues rewrites "--name word" as "--name=word" when name is a
+// yes/no flag and word is not a flag: the flag package would otherwise
+// take a boolean flag alone and word as the first positional argument.
+// Any such word is joined, not only yes or no, so that "--bootstrap maybe"
+// is reported as a bad value. It walks args as fs.Parse will (other flags'
+// values skipped, nothing looked at after "--" or the first non-flag).
+func joinYesNoValues(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		out = append(out, a)
+		name := strings.TrimPrefix(a[1:], "-")
+		if strings.Contains(name, "=") || i+1 == len(args) {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // fs.Parse reports it
+		}
+		if _, ok := f.Value.(*yesNoFlag); ok {
+			if next := args[i+1]; !strings.HasPrefix(next, "-") {
+				out[len(out)-1] = a + "=" + next
+				i++
+			}
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		i++ // the flag's value, whatever it looks like
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // Validate reports whether c can start a server.
@@ -140,6 +225,7 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 		{Name: "shards", Get: func() string { return strconv.Itoa(c.Shards) }},
 		{Name: "sl-max-limit", Get: func() string { return strconv.FormatInt(c.SLMaxLimit, 10) }},
 	}
+	rc.Settings = append(rc.Settings, c.clusterSettings()...)
 	c.applyOps(&rc)
 	return rc
 }
@@ -165,15 +251,23 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 	fs := flag.NewFlagSet("cellserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: cellserver [config-file] [--directive value ...]\n\nDirectives (also in the config file, redis.conf syntax):\n")
+		fmt.Fprintf(stderr, "usage: cellserver [config-file] [--directive value ...]\n\n"+
+			"Directives (also in the config file, redis.conf syntax). A yes/no directive\n"+
+			"given alone means yes: --bootstrap is --bootstrap yes (also --bootstrap=no).\n")
 		fs.PrintDefaults()
 	}
+	scratch := DefaultConfig()
 	for _, d := range directives {
-		fs.Func(d.name, d.usage, func(v string) error { return d.set(&cfg, v) })
+		set := func(v string) error { return d.set(&cfg, v) }
+		if isYesNo(d, &scratch) {
+			fs.Var(&yesNoFlag{set: set}, d.name, d.usage)
+			continue
+		}
+		fs.Func(d.name, d.usage, set)
 	}
 	fs.BoolVar(&opt.version, "version", false, "print the version and exit")
 	fs.BoolVar(&opt.genDocs, "gen-docs", false, "print docs/commands.md (generated from the command table) and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinYesNoValues(fs, args)); err != nil {
 		return cfg, opt, err
 	}
 	if fs.NArg() > 0 {

@@ -43,13 +43,13 @@ func TestParseArgs(t *testing.T) {
 }
 
 func TestParseArgsErrors(t *testing.T) {
-	unknown := writeFile(t, "port 7000\nappendfsync always\n")
+	unknown := writeFile(t, "port 7000\nactivedefrag yes\n")
 	quotes := writeFile(t, "requirepass \"open\n")
 	tests := []struct {
 		args []string
 		want string
 	}{
-		{[]string{unknown}, unknown + `:2: unknown directive "appendfsync"`},
+		{[]string{unknown}, unknown + `:2: unknown directive "activedefrag"`},
 		{[]string{quotes}, quotes + ":1: unbalanced quotes"},
 		{[]string{"/nonexistent/cellserver.conf"}, "no such file"},
 		{[]string{"--port", "x"}, `not an integer: "x"`},

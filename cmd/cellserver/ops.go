@@ -51,18 +51,6 @@ func defaultOpsConfig() opsConfig {
 	}
 }
 
-func setYesNo(dst *bool, v string) error {
-	switch strings.ToLower(v) {
-	case "yes":
-		*dst = true
-	case "no":
-		*dst = false
-	default:
-		return fmt.Errorf("expected yes or no, got %q", v)
-	}
-	return nil
-}
-
 func setBytes(dst *int64, v string) error {
 	n, err := resp.ParseBytes(v)
 	if err != nil {
@@ -114,7 +102,7 @@ func (c *Config) validateOps() error {
 		errs = append(errs, fmt.Errorf("tls-port %d is not in 0..65535", o.TLSPort))
 	}
 	if c.Port == 0 && c.Cluster.enabled() {
-		errs = append(errs, errors.New("cluster mode needs the plaintext port (nodes forward commands to the leader over it): port must not be 0"))
+		errs = append(errs, errors.New("cluster mode needs the plaintext port (a new node sends RAFT.JOIN to a member's): port must not be 0"))
 	}
 	if c.Port == 0 && o.TLSPort == 0 {
 		errs = append(errs, errors.New("port 0 turns the plaintext port off: set tls-port, or a port"))
@@ -201,25 +189,36 @@ func (c *Config) applyOps(rc *resp.Config) {
 	)
 }
 
+// loadTLSFiles loads tls-cert-file and tls-key-file, and the CA
+// certificates of tls-ca-cert-file (nil pool when it is not set). The RESP
+// TLS port and the cluster's raft port share them.
+func (o *opsConfig) loadTLSFiles() (tls.Certificate, *x509.CertPool, error) {
+	cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return cert, nil, fmt.Errorf("tls: load certificate %s and key %s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+	}
+	if o.TLSCACertFile == "" {
+		return cert, nil, nil
+	}
+	pem, err := os.ReadFile(o.TLSCACertFile)
+	if err != nil {
+		return cert, nil, fmt.Errorf("tls: read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return cert, nil, fmt.Errorf("tls: no PEM certificate in %s", o.TLSCACertFile)
+	}
+	return cert, pool, nil
+}
+
 // tlsConfig builds the server's TLS configuration: TLS 1.2 or later, the
 // certificate and key, and client certificate checks per tls-auth-clients.
 func (o *opsConfig) tlsConfig() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	cert, pool, err := o.loadTLSFiles()
 	if err != nil {
-		return nil, fmt.Errorf("tls: load certificate %s and key %s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+		return nil, err
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if o.TLSCACertFile != "" {
-		pem, err := os.ReadFile(o.TLSCACertFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: read CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: no PEM certificate in %s", o.TLSCACertFile)
-		}
-		tc.ClientCAs = pool
-	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
 	switch o.TLSAuthClients {
 	case "yes":
 		tc.ClientAuth = tls.RequireAndVerifyClientCert

@@ -28,17 +28,7 @@ var persistDirectives = []directive{
 			return nil
 		}},
 	{"snapshot-ignore-corrupt", "yes: move a corrupt snapshot aside and start empty, instead of refusing to start",
-		func(c *Config, v string) error {
-			switch strings.ToLower(v) {
-			case "yes":
-				c.Persist.IgnoreCorrupt = true
-			case "no":
-				c.Persist.IgnoreCorrupt = false
-			default:
-				return fmt.Errorf("expected yes or no, got %q", v)
-			}
-			return nil
-		}},
+		func(c *Config, v string) error { return setYesNo(&c.Persist.IgnoreCorrupt, v) }},
 }
 
 // parseSave reads a save period: "" (off), "<seconds>", or Redis's

@@ -1,0 +1,282 @@
+package replication
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testCA is a throwaway certificate authority issuing node certificates
+// (serverAuth and clientAuth, as the raft port uses each both ways).
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := certTemplate("test CA")
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+func certTemplate(cn string) *x509.Certificate {
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	return &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+}
+
+// config returns a node's replication TLS settings: a fresh certificate
+// signed by ca, and ca as the root.
+func (ca *testCA) config(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := certTemplate("node")
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, RootCAs: ca.pool}
+}
+
+// addNodeWith starts a node (joining through node 0) with extra settings
+// on top of the cluster's.
+func (c *testCluster) addNodeWith(extra func(*Config)) *testNode {
+	c.t.Helper()
+	base := c.tweak
+	c.tweak = func(cfg *Config) {
+		if base != nil {
+			base(cfg)
+		}
+		extra(cfg)
+	}
+	defer func() { c.tweak = base }()
+	return c.addNode()
+}
+
+// A node whose security settings differ from the cluster's never becomes a
+// member: the leader's probe of its raft port fails the handshake, the node
+// logs the refusal, and the cluster (here of one node, whose quorum an
+// unreachable voter would break) keeps serving.
+func TestMismatchedNodeCannotJoin(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	withSecret := func(s string) func(*Config) { return func(cfg *Config) { cfg.ClusterSecret = s } }
+	tests := []struct {
+		name    string
+		cluster func(*Config)
+		joiner  func(*Config)
+		refusal string // in the joiner's log
+	}{
+		{"different secret", withSecret("s3cret"), withSecret("guess"), "bad cluster secret"},
+		{"no secret", withSecret("s3cret"), withSecret(""), "bad cluster secret"},
+		{"TLS off on the joiner", func(cfg *Config) { cfg.TLS = ca.config(t) }, func(cfg *Config) { cfg.TLS = nil }, "TLS is off on this node"},
+		{"certificate from another CA", func(cfg *Config) { cfg.TLS = ca.config(t) }, func(cfg *Config) { cfg.TLS = other.config(t) }, "TLS handshake"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(t, 1, tt.cluster)
+			j := c.addNodeWith(tt.joiner)
+			c.eventually(20*time.Second, func() error {
+				logs := j.logs.String()
+				if !strings.Contains(logs, "refused raft connection from 127.0.0.1:") || !strings.Contains(logs, tt.refusal) {
+					return fmt.Errorf("joiner has not logged the refusal (%q)", tt.refusal)
+				}
+				if !strings.Contains(logs, "join attempt failed") {
+					return fmt.Errorf("joiner has not seen its join fail")
+				}
+				return nil
+			})
+			if got := len(c.nodes[0].node.Info().Members); got != 1 {
+				t.Fatalf("cluster has %d members, want 1 (the joiner must not be added)", got)
+			}
+			if r, err := write(t, c.nodes[0].node, throttle("k", 1, 1, 60, 1)); err != nil || r.Limited {
+				t.Fatalf("write on the cluster = %+v, %v; want allowed", r, err)
+			}
+			if j.node.Info().LeaderID != "" {
+				t.Fatalf("the joiner knows a leader: it replicated")
+			}
+		})
+	}
+}
+
+// With mutual TLS and a cluster secret, a cluster forms and forwards.
+func TestTLSCluster(t *testing.T) {
+	ca := newTestCA(t)
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.TLS = ca.config(t)
+		cfg.ClusterSecret = "s3cret"
+	})
+	l := c.WaitForLeader(10 * time.Second)
+	for _, f := range c.followers(l) {
+		n := c.nodes[f].node
+		if r, err := write(t, n, throttle("tls", 9, 10, 60, 1)); err != nil || r.Limited {
+			t.Fatalf("write via %s = %+v, %v", c.nodes[f].id, r, err)
+		}
+		if _, err := n.ReadNow(context.Background()); err != nil {
+			t.Fatalf("ReadNow via %s: %v", c.nodes[f].id, err)
+		}
+	}
+	c.waitConverged(10 * time.Second)
+}
+
+// The raft port refuses what does not complete the handshake — and logs
+// each refusal with the remote address and the reason — and lets through
+// what does.
+func TestRaftPortHandshake(t *testing.T) {
+	ca := newTestCA(t)
+	plain := &security{secret: []byte("s3cret")}
+	withTLS := newSecurity(&Config{TLS: ca.config(t), ClusterSecret: "s3cret"})
+	tests := []struct {
+		name   string
+		server *security
+		send   func(t *testing.T, addr string) error // the dialer's side; error if refused
+		reason string                                // "" : accepted
+	}{
+		{"same secret", plain, dialWith(plain), ""},
+		{"same secret and CA over TLS", withTLS, dialWith(withTLS), ""},
+		{"wrong secret", plain, dialWith(&security{secret: []byte("guess")}), "bad cluster secret"},
+		{"plain dialer, TLS port", withTLS, dialWith(plain), "TLS handshake"},
+		{"TLS dialer, plain port", plain, dialWith(withTLS), "TLS is off on this node"},
+		{"HTTP request", plain, sendRaw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")), "unknown connection header 0x47"},
+		{"RESP command", plain, sendRaw([]byte("*1\r\n$4\r\nPING\r\n")), "unknown connection header 0x2a"},
+		{"header then a huge garbage MAC", plain, sendRaw(append([]byte{headerForward}, make([]byte, 1<<16)...)), "bad cluster secret"},
+		{"silent peer", plain, sendRaw(nil), "no header"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &logBuffer{}
+			s, err := listenStream("127.0.0.1:0", "", tt.server, slog.New(slog.NewTextHandler(logs, nil)), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.handle(func(c net.Conn) {
+				defer c.Close()
+				_, _ = c.Write([]byte("ok"))
+			})
+			err = tt.send(t, s.Addr().String())
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v\n%s", err, logs)
+				}
+				if strings.Contains(logs.String(), "refused") {
+					t.Fatalf("accepted, but logged a refusal:\n%s", logs)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted, want refused")
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !strings.Contains(logs.String(), tt.reason) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no refusal naming %q logged:\n%s", tt.reason, logs)
+				}
+				time.Sleep(10 * time.Millisecond) // polling interval
+			}
+			if !strings.Contains(logs.String(), "refused raft connection from 127.0.0.1:") {
+				t.Fatalf("the refusal does not name the remote address:\n%s", logs)
+			}
+		})
+	}
+}
+
+// dialWith dials the forwarding service with sec's settings and reads the
+// service's greeting.
+func dialWith(sec *security) func(t *testing.T, addr string) error {
+	return func(t *testing.T, addr string) error {
+		d := &tcpStream{sec: sec, conns: map[net.Conn]struct{}{}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := d.dial(ctx, addr, headerForward)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		b := make([]byte, 2)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "ok" {
+			return fmt.Errorf("service greeting %q, %v", b, err)
+		}
+		return nil
+	}
+}
+
+// sendRaw writes raw bytes and reports whether the other side closed the
+// connection (an error) rather than keep it open for 4 s.
+func sendRaw(b []byte) func(t *testing.T, addr string) error {
+	return func(t *testing.T, addr string) error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = c.Write(b)
+		_ = c.SetReadDeadline(time.Now().Add(4 * time.Second))
+		for {
+			if _, err := c.Read(make([]byte, 256)); err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					return nil // still open: accepted
+				}
+				return fmt.Errorf("closed: %w", err)
+			}
+		}
+	}
+}
+
+// Refusal lines are rate-limited, and the next line counts those left out.
+func TestRefusalLogRateLimit(t *testing.T) {
+	var r refusalLog
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		at      time.Duration
+		ok      bool
+		dropped int
+	}{
+		{0, true, 0},
+		{10 * time.Millisecond, false, 0},
+		{500 * time.Millisecond, false, 0},
+		{refusalLogEvery, true, 2},
+		{refusalLogEvery + time.Millisecond, false, 0},
+		{3 * refusalLogEvery, true, 1},
+	}
+	for _, s := range steps {
+		ok, dropped := r.allow(t0.Add(s.at))
+		if ok != s.ok || dropped != s.dropped {
+			t.Fatalf("allow(+%v) = %v, %d; want %v, %d", s.at, ok, dropped, s.ok, s.dropped)
+		}
+	}
+}

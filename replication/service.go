@@ -1,0 +1,260 @@
+package replication
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// The forwarding service: how a node asks the leader to do what only the
+// leader may (apply a batch, give a read point, change membership). It runs
+// on the raft port, behind the header byte headerForward and the handshake
+// of auth.go, so it shares raft's TLS and cluster secret and needs none of
+// the RESP server's settings (requirepass, protected mode).
+//
+// After the handshake the dialer sends requests and the acceptor answers
+// each before reading the next (one request at a time per connection).
+// Both directions use one frame shape:
+//
+//	byte    kind: a request type, or in a response a status
+//	uint32  payload length, big endian (at most maxFrame)
+//	bytes   payload
+//
+// Requests:
+//
+//	reqApply      the codec's forwarded batch (encodeForward) → results (encodeResults)
+//	reqReadIndex  empty → encodeReadIndex(index, instant)
+//	reqJoin       uvarint-prefixed id, raft address, RESP address → empty
+//	reqRemove     uvarint-prefixed id → empty
+//
+// A response's status is statusOK (the payload is the answer) or the code
+// of a whole-request error: one of the sentinels in codeErrors with an
+// empty payload, or codeOther with the error's reply text. Per-operation
+// errors travel inside the results (codec.go).
+
+const (
+	reqApply     byte = 1
+	reqReadIndex byte = 2
+	reqJoin      byte = 3
+	reqRemove    byte = 4
+)
+
+const (
+	statusOK  byte = 0
+	codeOther byte = 255
+)
+
+// codeErrors names the sentinels by their code on the wire. Codes are part
+// of the protocol: never renumber one.
+var codeErrors = [...]error{
+	1: ErrNotLeader,
+	2: ErrNoLeader,
+	3: ErrLeadershipLost,
+	4: ErrShutdown,
+	5: ErrBadPayload,
+	6: ErrUnknownNode,
+}
+
+const (
+	frameHeaderLen = 5
+	// maxFrame bounds a frame's payload (512 MiB: a batch may carry a key
+	// of up to shards.MaxKeyLen). The reader allocates as bytes arrive,
+	// so a peer that claims a large frame must also send it.
+	maxFrame = 512 << 20
+	// serviceIdle is how long the acceptor keeps a connection with no
+	// request; the client notices the close before reusing it (connAlive).
+	serviceIdle = 5 * time.Minute
+	// serviceIO bounds reading the rest of a request once it has started,
+	// and writing a response.
+	serviceIO = 30 * time.Second
+)
+
+var errFrameTooLarge = errors.New("frame larger than the limit")
+
+func writeFrame(w *bufio.Writer, kind byte, payload []byte) error {
+	var h [frameHeaderLen]byte
+	h[0] = kind
+	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
+	w.Write(h[:])
+	w.Write(payload)
+	return w.Flush()
+}
+
+// readFrameHeader reads a frame's kind and length. It returns io.EOF only
+// when the connection ended before the first byte.
+func readFrameHeader(r *bufio.Reader) (byte, int, error) {
+	var h [frameHeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, 0, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > maxFrame {
+		return 0, 0, fmt.Errorf("%w: %d bytes", errFrameTooLarge, n)
+	}
+	return h[0], int(n), nil
+}
+
+// readPayload reads n bytes, growing the buffer as they arrive (at most
+// twice what was received).
+func readPayload(r *bufio.Reader, n int) ([]byte, error) {
+	buf := make([]byte, min(n, 64<<10))
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, noEOF(err)
+	}
+	for len(buf) < n {
+		have := len(buf)
+		buf = append(buf, make([]byte, min(have, n-have))...)
+		if _, err := io.ReadFull(r, buf[have:]); err != nil {
+			return nil, noEOF(err)
+		}
+	}
+	return buf, nil
+}
+
+// noEOF turns io.EOF inside a frame into io.ErrUnexpectedEOF: only a
+// connection that ends between frames ended cleanly.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// serveForward answers forwarding requests on one authenticated connection
+// until the peer closes it, it idles for serviceIdle, a frame is malformed,
+// or the node closes (its stream then closes every connection). Requests run
+// with the node's context and only on the leader: a node that is not the
+// leader answers ErrNotLeader and never forwards further.
+func (n *Node) serveForward(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 16<<10)
+	w := bufio.NewWriterSize(c, 16<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(serviceIdle))
+		kind, size, err := readFrameHeader(r)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(serviceIO))
+			var payload []byte
+			if payload, err = readPayload(r, size); err == nil {
+				out, rerr := n.serveRequest(kind, payload)
+				status, body := statusOK, out
+				if rerr != nil {
+					status, body = n.errorStatus(rerr)
+				}
+				_ = c.SetWriteDeadline(time.Now().Add(serviceIO))
+				err = writeFrame(w, status, body)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && n.ctx.Err() == nil {
+				n.log.Debug("replication: forwarding connection closed", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+	}
+}
+
+// serveRequest runs one request on this node.
+func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
+	ctx := n.ctx
+	switch kind {
+	case reqApply:
+		return n.ApplyEncoded(ctx, payload)
+	case reqReadIndex:
+		if len(payload) != 0 {
+			return nil, fmt.Errorf("%w: read-index request with a payload", ErrBadPayload)
+		}
+		return n.ReadIndexEncoded(ctx)
+	case reqJoin:
+		r := reader{b: payload}
+		id, raftAddr, respAddr := string(r.bytes("id")), string(r.bytes("raft address")), string(r.bytes("RESP address"))
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+		return nil, n.onlyLeader(func() error { return n.join(ctx, id, raftAddr, respAddr) })
+	case reqRemove:
+		r := reader{b: payload}
+		id := string(r.bytes("id"))
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+		return nil, n.onlyLeader(func() error { return n.remove(ctx, id) })
+	}
+	return nil, fmt.Errorf("%w: unknown request type %d", ErrBadPayload, kind)
+}
+
+// onlyLeader runs fn on the ready leader; elsewhere it answers ErrNotLeader.
+func (n *Node) onlyLeader(fn func() error) error {
+	if !n.ready.Load() {
+		return ErrNotLeader
+	}
+	return fn()
+}
+
+// errorStatus encodes a whole-request error: a sentinel by its code, any
+// other error as codeOther with its reply text. An error caused by this
+// node closing (its context ended) is ErrShutdown.
+func (n *Node) errorStatus(err error) (byte, []byte) {
+	for code, s := range codeErrors {
+		if s != nil && errors.Is(err, s) {
+			return byte(code), nil
+		}
+	}
+	if n.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return errorCode(ErrShutdown), nil
+	}
+	return codeOther, []byte(errReply(err))
+}
+
+func errorCode(sentinel error) byte {
+	for code, s := range codeErrors {
+		if s == sentinel {
+			return byte(code)
+		}
+	}
+	return codeOther
+}
+
+// errReply is the Redis error reply for err: its own (RESPError) when it
+// has one, "ERR <text>" otherwise.
+func errReply(err error) string {
+	var re interface{ RESPError() string }
+	if errors.As(err, &re) {
+		return re.RESPError()
+	}
+	return "ERR " + err.Error()
+}
+
+// statusError decodes a response's error status.
+func statusError(status byte, body []byte) error {
+	if int(status) < len(codeErrors) && codeErrors[status] != nil {
+		return codeErrors[status]
+	}
+	if status == codeOther {
+		return &RemoteError{Msg: string(body)}
+	}
+	return fmt.Errorf("%w: unknown response status %d", ErrBadPayload, status)
+}
+
+// end reports a decoding error, or trailing bytes after a complete
+// payload.
+func (r *reader) end() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
+	}
+	return r.err
+}
+
+// encodeJoin and encodeRemove build the payloads of reqJoin and reqRemove.
+func encodeJoin(id, raftAddr, respAddr string) []byte {
+	b := appendBytes(nil, []byte(id))
+	b = appendBytes(b, []byte(raftAddr))
+	return appendBytes(b, []byte(respAddr))
+}
+
+func encodeRemove(id string) []byte { return appendBytes(nil, []byte(id)) }

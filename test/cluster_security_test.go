@@ -1,0 +1,108 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// writeThroughFollowers runs one CL.THROTTLE on a fresh key through each
+// follower (l is the leader's index) and fails unless each is allowed.
+func writeThroughFollowers(t *testing.T, nodes []*clusterNode, l int) {
+	t.Helper()
+	for i, nd := range nodes {
+		if i == l {
+			continue
+		}
+		c := noRetryClient(t, nd.Addr)
+		key := "via:" + nd.id
+		r, err := throttle(ctxT(t), c, key, 9, 10, 60)
+		if err != nil || r[0] != 0 || r[2] != 9 {
+			t.Fatalf("CL.THROTTLE %s 9 10 60 via %s = %v, %v; want allowed, remaining 9\n%s", key, nd.id, r, err, nd.output)
+		}
+		if ttl, err := c.TTL(ctxT(t), key).Result(); err != nil || ttl <= 0 {
+			t.Fatalf("TTL %s via %s (a forwarded linearizable read) = %v, %v; want > 0", key, nd.id, ttl, err)
+		}
+	}
+}
+
+// Forwarding does not go through the RESP port: a password set on the
+// leader's RESP port alone does not stop the followers from forwarding.
+func TestClusterRequirepassOnOneNode(t *testing.T) {
+	nodes := startCluster(t, 3)
+	l := waitLeader(t, nodes)
+	lc := noRetryClient(t, nodes[l].Addr)
+	if err := lc.ConfigSet(ctxT(t), "requirepass", "x").Err(); err != nil {
+		t.Fatalf("CONFIG SET requirepass x on the leader: %v", err)
+	}
+	writeThroughFollowers(t, nodes, l)
+	auth := redis.NewClient(&redis.Options{Addr: nodes[l].Addr, Password: "x", MaxRetries: -1})
+	defer auth.Close()
+	if r, err := throttle(ctxT(t), auth, "via:"+nodes[l].id, 9, 10, 60); err != nil || r[0] != 0 {
+		t.Fatalf("CL.THROTTLE on the leader with AUTH = %v, %v; want allowed", r, err)
+	}
+}
+
+// With tls-replication every raft-port connection (replication and
+// forwarding) is mutual TLS, and the cluster forms and forwards as usual.
+func TestClusterTLSReplication(t *testing.T) {
+	p := newTestPKI(t)
+	nodes := startCluster(t, 3, "--tls-replication", "yes", "--tls-cert-file", p.NodeCert,
+		"--tls-key-file", p.NodeKey, "--tls-ca-cert-file", p.CAFile)
+	l := waitLeader(t, nodes)
+	writeThroughFollowers(t, nodes, l)
+	got, err := noRetryClient(t, nodes[l].Addr).ConfigGet(ctxT(t), "tls-*").Result()
+	if err != nil || got["tls-replication"] != "yes" || got["tls-cluster"] != "no" {
+		t.Fatalf("CONFIG GET tls-* = %v, %v; want tls-replication yes, tls-cluster no", got, err)
+	}
+}
+
+// tls-replication without the certificate files does not start.
+func TestClusterTLSReplicationNeedsFiles(t *testing.T) {
+	s := newServer(t, "--node-id", "n1", "--raft-addr", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--bootstrap", "yes", "--tls-replication", "yes")
+	s.launch()
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("cellserver started with tls-replication and no certificate")
+	}
+	if s.err == nil || !strings.Contains(s.output.String(), "tls-cert-file") {
+		t.Fatalf("exit %v, output:\n%s\nwant a start-up error naming tls-cert-file", s.err, s.output)
+	}
+}
+
+// A node started with the wrong cluster secret never becomes a member: the
+// leader's check of its raft port fails the handshake, and the node logs
+// the refusal. CONFIG GET does not reveal the secret.
+func TestClusterWrongSecret(t *testing.T) {
+	nodes := startCluster(t, 2, "--cluster-secret", "right")
+	bad := startClusterNode(t, "n3", nodes[0].Addr, "--cluster-secret", "wrong")
+	waitFor(t, 20*time.Second, func() error {
+		out := bad.output.String()
+		if !strings.Contains(out, "refused raft connection from 127.0.0.1:") || !strings.Contains(out, "bad cluster secret") {
+			return fmt.Errorf("n3 has not logged the refusal:\n%s", out)
+		}
+		if !strings.Contains(out, "join attempt failed") {
+			return fmt.Errorf("n3 has not seen its join fail")
+		}
+		return nil
+	})
+	for _, nd := range nodes {
+		if inf := raftInfo(nd); inf["raft_members"] != "2" {
+			t.Fatalf("%s: raft_members %q, want 2 (n3 must not be added)", nd.id, inf["raft_members"])
+		}
+	}
+	if inf := raftInfo(bad); inf["raft_leader_id"] != "" || inf["raft_members"] != "0" && inf["raft_members"] != "" {
+		t.Fatalf("n3: leader %q, members %q; want none", inf["raft_leader_id"], inf["raft_members"])
+	}
+	writeThroughFollowers(t, nodes, waitLeader(t, nodes))
+	got, err := noRetryClient(t, nodes[0].Addr).ConfigGet(context.Background(), "cluster-secret").Result()
+	if err != nil || got["cluster-secret"] != "(redacted)" {
+		t.Fatalf("CONFIG GET cluster-secret = %v, %v; want (redacted)", got, err)
+	}
+}

@@ -99,8 +99,8 @@ wait_ready() {
 	done
 }
 
-# 2. Build the load generator and cellserver.
-go build -o "$work/bench" ./bench
+# 2. Build the load generator (bench/ is its own module) and cellserver.
+(cd bench && go build -o "$work/bench" .)
 cell_ok=1
 if ! go build -o "$work/cellserver" ./cmd/cellserver 2>"$work/build.log"; then
 	cell_ok=0

@@ -12,9 +12,9 @@
 //
 // Usage:
 //
-//	go run ./bench -addr 127.0.0.1:6380 -preset gcra -c 50 -P 16 -d 5s
-//	go run ./bench -addr 127.0.0.1:6380 -preset gcra -compare 127.0.0.1:6379 -compare-preset set
-//	go run ./bench -cmd 'SET {key} v' -sweep-c 1,10,50,100 -plot out.svg
+//	(cd bench && go run . -addr 127.0.0.1:6380 -preset gcra -c 50 -P 16 -d 5s)
+//	(cd bench && go run . -addr 127.0.0.1:6380 -preset gcra -compare 127.0.0.1:6379 -compare-preset set)
+//	(cd bench && go run . -cmd 'SET {key} v' -sweep-c 1,10,50,100 -plot out.svg)
 package main
 
 import (

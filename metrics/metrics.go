@@ -3,7 +3,6 @@ package metrics
 import (
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
 )
 
 // Server is the RESP server's counters (*resp.Server satisfies it).
@@ -27,11 +27,10 @@ type Store interface {
 	Stats(now int64) shards.Stats
 }
 
-// Persistence is standalone persistence, read through the fields of its
-// INFO persistence section, under Redis's names (*snapshot.Persister
-// satisfies it).
+// Persistence is standalone persistence (*snapshot.Persister satisfies
+// it).
 type Persistence interface {
-	InfoFields() [][2]string
+	Stats() snapshot.Stats
 }
 
 // Raft is a cluster node (*replication.Node satisfies it).
@@ -226,41 +225,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// collectPersistence maps the INFO persistence fields to metrics; a field
-// missing or malformed is left out rather than reported as 0.
+// collectPersistence maps persistence's figures to metrics.
 func (c *Collector) collectPersistence(p Persistence, gauge, counter func(*prometheus.Desc, float64, ...string)) {
-	f := make(map[string]string)
-	for _, kv := range p.InfoFields() {
-		f[kv[0]] = kv[1]
-	}
-	num := func(name string) (float64, bool) {
-		v, err := strconv.ParseFloat(f[name], 64)
-		return v, err == nil
-	}
-	if s, ok := f["rdb_last_bgsave_status"]; ok {
-		gauge(c.snapOK, b2f(s == "ok"))
-	}
-	if v, ok := num("rdb_bgsave_in_progress"); ok {
-		gauge(c.snapInProgress, v)
-	}
-	if v, ok := num("rdb_last_save_time"); ok {
-		gauge(c.snapLastTime, v)
-	}
-	if v, ok := num("rdb_last_save_duration_ms"); ok {
-		gauge(c.snapLastDuration, v/1e3)
-	}
-	if v, ok := num("rdb_saves"); ok {
-		counter(c.snapSaves, v)
-	}
-	if v, ok := num("rdb_changes_since_last_save"); ok {
-		gauge(c.snapChanges, v)
-	}
-	if v, ok := num("rdb_last_save_keys"); ok {
-		gauge(c.snapLastKeys, v)
-	}
-	if v, ok := num("rdb_last_save_bytes"); ok {
-		gauge(c.snapLastBytes, v)
-	}
+	st := p.Stats()
+	gauge(c.snapOK, b2f(st.LastSaveOK))
+	gauge(c.snapInProgress, b2f(st.BGSaveInProgress))
+	gauge(c.snapLastTime, float64(st.LastSave.Unix()))
+	// Whole milliseconds, as INFO's rdb_last_save_duration_ms.
+	gauge(c.snapLastDuration, float64(st.LastSaveDuration.Milliseconds())/1e3)
+	counter(c.snapSaves, float64(st.Saves))
+	gauge(c.snapChanges, float64(st.ChangesSinceLastSave))
+	gauge(c.snapLastKeys, float64(st.LastSaveKeys))
+	gauge(c.snapLastBytes, float64(st.LastSaveBytes))
 }
 
 func b2f(b bool) float64 {

@@ -17,12 +17,13 @@ import (
 
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
 )
 
-// fakePersistence answers fixed INFO persistence fields.
-type fakePersistence [][2]string
+// fakePersistence answers fixed persistence figures.
+type fakePersistence snapshot.Stats
 
-func (f fakePersistence) InfoFields() [][2]string { return f }
+func (f fakePersistence) Stats() snapshot.Stats { return snapshot.Stats(f) }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -107,8 +108,8 @@ func TestScrape(t *testing.T) {
 	})
 
 	persist := fakePersistence{
-		{"rdb_changes_since_last_save", "7"}, {"rdb_bgsave_in_progress", "0"}, {"rdb_last_save_time", "1700000000"},
-		{"rdb_last_bgsave_status", "ok"}, {"rdb_saves", "3"}, {"rdb_last_save_duration_ms", "250"},
+		ChangesSinceLastSave: 7, LastSave: time.Unix(1700000000, 0), LastSaveOK: true, Saves: 3,
+		LastSaveDuration: 250 * time.Millisecond, LastSaveKeys: 5, LastSaveBytes: 4096,
 	}
 	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist})
 	h, err := Listen("127.0.0.1:0", reg, discard())
@@ -175,6 +176,10 @@ func TestScrape(t *testing.T) {
 		{"cellserver_snapshot_last_duration_seconds", nil, 0.25},
 		{"cellserver_snapshot_changes_since_last_save", nil, 7},
 		{"cellserver_snapshot_last_status_ok", nil, 1},
+		{"cellserver_snapshot_in_progress", nil, 0},
+		{"cellserver_snapshot_last_success_timestamp_seconds", nil, 1700000000},
+		{"cellserver_snapshot_last_keys", nil, 5},
+		{"cellserver_snapshot_last_bytes", nil, 4096},
 		{"cellserver_build_info", map[string]string{"version": resp.Version}, 1},
 	}
 	for _, tt := range tests {

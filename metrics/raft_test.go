@@ -34,7 +34,7 @@ func TestRaftMetrics(t *testing.T) {
 	}
 	t.Cleanup(func() { node.Close() })
 	deadline := time.Now().Add(10 * time.Second)
-	for !node.IsLeader() {
+	for !node.Info().Ready {
 		if time.Now().After(deadline) {
 			t.Fatal("no leader within 10s")
 		}

@@ -157,7 +157,7 @@ func TestPartitionedLeader(t *testing.T) {
 	}
 	c.Partition(old, false)
 	c.waitConverged(15 * time.Second)
-	if c.nodes[old].node.IsLeader() {
+	if isLeader(c.nodes[old].node) {
 		t.Fatal("healed old leader is leader again without an election")
 	}
 	// One history: every replica holds the same state for k.

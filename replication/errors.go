@@ -7,39 +7,47 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Sentinel errors. Each sentinel's text is the Redis error reply a client
-// sees, prefix included (CLUSTERDOWN, TRYAGAIN, ERR), and each has a
-// RESPError method returning it, so the wire layer answers a wrapped
-// sentinel with the sentinel's exact text. Test with errors.Is; the errors
-// returned by this package wrap them with context.
+// Sentinel errors. Their texts are plain; the Redis wording a client sees
+// (CLUSTERDOWN, TRYAGAIN, ERR) is the wire layer's (resp's appendErrorText).
+// Test with errors.Is; the errors returned by this package wrap them with
+// context.
 var (
 	// ErrNoLeader is returned when no leader became known within
 	// Config.NoLeaderTimeout (an election is under way, or there is no
 	// quorum). Nothing was applied; the client may retry.
-	ErrNoLeader error = sentinel("CLUSTERDOWN The cluster is down: no leader")
+	ErrNoLeader = errors.New("replication: no leader")
 	// ErrNotLeader is returned by the leader-only entry points (ApplyEncoded,
 	// ReadIndexEncoded) on a node that is not the leader. Nothing was
 	// applied; the forwarding node retries against the new leader.
-	ErrNotLeader error = sentinel("TRYAGAIN This node is not the leader")
+	ErrNotLeader = errors.New("replication: not the leader")
 	// ErrLeadershipLost is returned when leadership changed while a command
 	// was in flight: it may or may not have been applied. The client may
 	// retry (a retried request that had been applied counts twice, which
 	// errs on the side of limiting).
-	ErrLeadershipLost error = sentinel("TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied")
+	ErrLeadershipLost = errors.New("replication: leadership lost while the command was in flight")
 	// ErrShutdown is returned once the node is closing or closed.
-	ErrShutdown error = sentinel("CLUSTERDOWN This node is shutting down")
+	ErrShutdown = errors.New("replication: node shutting down")
 	// ErrBadPayload is returned by ApplyEncoded and by the FSM for an entry
 	// or payload that does not decode (a corrupt or newer-version encoding).
 	// Nothing was applied.
-	ErrBadPayload error = sentinel("ERR invalid replication payload")
+	ErrBadPayload = errors.New("replication: invalid payload")
 	// ErrUnknownNode is returned by Remove for an id that is not a member.
-	ErrUnknownNode error = sentinel("ERR no such cluster member")
+	ErrUnknownNode = errors.New("replication: no such cluster member")
 )
 
-// sentinels lists the errors a RESP reply can name by its text (see
-// errorFromReply: the reply to a new node's RAFT.JOIN); order does not
-// matter. The forwarding service names them by code instead (codeErrors).
-var sentinels = [...]error{ErrNoLeader, ErrNotLeader, ErrLeadershipLost, ErrShutdown, ErrBadPayload, ErrUnknownNode}
+// replyErrors maps the reply texts the wire layer gives the sentinels back
+// to them. It is needed only for the reply to a new node's RAFT.JOIN, a RESP
+// reply read by errorFromReply; the forwarding service names sentinels by
+// code instead (codeErrors). The texts must stay those of resp's
+// appendErrorText (its tests pin them).
+var replyErrors = map[string]error{
+	"CLUSTERDOWN The cluster is down: no leader":                                                       ErrNoLeader,
+	"TRYAGAIN This node is not the leader":                                                             ErrNotLeader,
+	"TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied": ErrLeadershipLost,
+	"CLUSTERDOWN This node is shutting down":                                                           ErrShutdown,
+	"ERR invalid replication payload":                                                                  ErrBadPayload,
+	"ERR no such cluster member":                                                                       ErrUnknownNode,
+}
 
 // translate maps an error returned by hashicorp/raft to this package's
 // sentinels, keeping the original text as context. Errors it does not know
@@ -61,30 +69,19 @@ func translate(op string, err error) error {
 }
 
 // errorFromReply maps an error reply received from another node back to the
-// sentinel it names, so that errors.Is works across a forwarded call.
+// sentinel it names, so that errors.Is works across a RAFT.JOIN; any other
+// reply is a *RemoteError.
 func errorFromReply(msg string) error {
-	for _, s := range sentinels {
-		if msg == s.Error() {
-			return s
-		}
+	if err, ok := replyErrors[msg]; ok {
+		return err
 	}
 	return &RemoteError{Msg: msg}
 }
 
-// sentinel is an error whose text is its Redis error reply.
-type sentinel string
-
-func (e sentinel) Error() string { return string(e) }
-
-// RESPError returns the reply text (the wire layer's RESPError interface).
-func (e sentinel) RESPError() string { return string(e) }
-
 // RemoteError is an error reply from another node that is not one of this
-// package's sentinels; Msg is the reply text without the leading '-'.
+// package's sentinels; Msg is the reply text, worded by the other node,
+// without the leading '-'. The wire layer relays it verbatim.
 type RemoteError struct{ Msg string }
 
 // Error returns the reply text.
 func (e *RemoteError) Error() string { return e.Msg }
-
-// RESPError returns the reply text, relayed verbatim.
-func (e *RemoteError) RESPError() string { return e.Msg }

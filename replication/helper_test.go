@@ -243,6 +243,9 @@ func (c *testCluster) closeAll() {
 	}
 }
 
+// isLeader reports whether n is the leader and ready to serve.
+func isLeader(n *Node) bool { return n.ready.Load() }
+
 // WaitForLeader polls until a ready leader exists (other than the excluded
 // nodes) and returns its index; it fails the test at the deadline.
 func (c *testCluster) WaitForLeader(timeout time.Duration, exclude ...int) int {
@@ -254,7 +257,7 @@ func (c *testCluster) WaitForLeader(timeout time.Duration, exclude ...int) int {
 			for _, e := range exclude {
 				skip = skip || e == i
 			}
-			if !skip && tn.node != nil && tn.node.IsLeader() {
+			if !skip && tn.node != nil && isLeader(tn.node) {
 				return i
 			}
 		}

@@ -258,8 +258,5 @@ func (n *Node) Info() Info {
 // Config.RaftAddr had port 0).
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
-// IsLeader reports whether this node is the leader and ready to serve.
-func (n *Node) IsLeader() bool { return n.ready.Load() }
-
 // seqDone is the number of entries submitted and completed.
 func (n *Node) seqDone() uint64 { return n.done.load() }

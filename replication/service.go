@@ -220,13 +220,10 @@ func errorCode(sentinel error) byte {
 	return codeOther
 }
 
-// errReply is the Redis error reply for err: its own (RESPError) when it
-// has one, "ERR <text>" otherwise.
+// errReply is the Redis error reply for an error that has no code (the
+// sentinels travel by code and resp words them): "ERR <text>", relayed
+// verbatim by the asking node as a RemoteError.
 func errReply(err error) string {
-	var re interface{ RESPError() string }
-	if errors.As(err, &re) {
-		return re.RESPError()
-	}
 	return "ERR " + err.Error()
 }
 

@@ -9,8 +9,8 @@ import (
 )
 
 // Cluster mode: the RAFT.* commands, and the ROLE / INFO replication view
-// of a replication.Node. Errors of the replication package carry their own
-// reply text (CLUSTERDOWN, TRYAGAIN) through the RESPError interface.
+// of a replication.Node. The replication package's errors are worded for
+// the wire (CLUSTERDOWN, TRYAGAIN) by appendErrorText in errors.go.
 
 // ClusterOf adapts a replication node to the Cluster interface, for
 // Config.Cluster.

@@ -91,9 +91,6 @@ func newConn(s *Server, nc net.Conn) *Conn {
 // ID returns the connection's CLIENT ID.
 func (c *Conn) ID() int64 { return c.id }
 
-// Proto returns the protocol version the connection speaks (2 or 3).
-func (c *Conn) Proto() int { return c.proto }
-
 // Server returns the server the connection belongs to.
 func (c *Conn) Server() *Server { return c.srv }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -39,14 +40,6 @@ var (
 	ErrShutdownFailed = errors.New("errors trying to shutdown")
 )
 
-// RESPError is implemented by errors of other packages (for example the
-// cluster's "not the leader") that carry their own reply text, such as
-// "TRYAGAIN ..." or "CLUSTERDOWN ...". The text must not contain CR or LF.
-type RESPError interface {
-	error
-	RESPError() string
-}
-
 // arityError is a command called with the wrong number of arguments.
 type arityError struct{ name string }
 
@@ -73,19 +66,34 @@ func (e *textError) Error() string { return e.text }
 
 // appendErrorText appends the reply text of err (without the leading '-').
 // It is the only place where errors become RESP error replies, so every
-// message stays in Redis's wording.
+// message stays in Redis's wording, the errors of other packages (shards,
+// replication, engine) included: they carry plain texts.
 func appendErrorText(b []byte, err error) []byte {
 	var (
-		re    RESPError
-		arity *arityError
-		unk   *unknownCommandError
-		sub   *unknownSubcommandError
-		text  *textError
-		perr  *protocolError
+		remote *replication.RemoteError
+		arity  *arityError
+		unk    *unknownCommandError
+		sub    *unknownSubcommandError
+		text   *textError
+		perr   *protocolError
 	)
 	switch {
-	case errors.As(err, &re):
-		return appendLine(b, re.RESPError())
+	case errors.As(err, &remote):
+		// A reply from another node of the cluster, already in its
+		// wording: relayed verbatim.
+		return appendLine(b, remote.Msg)
+	case errors.Is(err, replication.ErrNoLeader):
+		return append(b, "CLUSTERDOWN The cluster is down: no leader"...)
+	case errors.Is(err, replication.ErrNotLeader):
+		return append(b, "TRYAGAIN This node is not the leader"...)
+	case errors.Is(err, replication.ErrLeadershipLost):
+		return append(b, "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"...)
+	case errors.Is(err, replication.ErrShutdown):
+		return append(b, "CLUSTERDOWN This node is shutting down"...)
+	case errors.Is(err, replication.ErrBadPayload):
+		return append(b, "ERR invalid replication payload"...)
+	case errors.Is(err, replication.ErrUnknownNode):
+		return append(b, "ERR no such cluster member"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)

@@ -69,6 +69,13 @@ func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeCloc
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTest(t, srv, store, clock)
+}
+
+// serveTest serves srv, built on store and clock, on a loopback port until
+// t's cleanup shuts it down.
+func serveTest(t *testing.T, srv *Server, store *shards.Store, clock *fakeClock) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,10 +9,29 @@ import (
 	"github.com/cellserver/cellserver/engine"
 )
 
-// INFO sections, in the order Redis prints them. The default set leaves
-// out commandstats, as Redis does.
-// latencystats too, as Redis 7 does.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "commandstats", "latencystats"}
+// infoSection is one INFO section: its name, whether INFO with no argument
+// (or "default") prints it, and the function that appends it to b.
+type infoSection struct {
+	name      string
+	isDefault bool
+	appendTo  func(s *Server, b []byte, now int64) []byte
+}
+
+// infoSections lists the INFO sections in the order Redis prints them. The
+// default set leaves out commandstats, as Redis does, and latencystats, as
+// Redis 7 does.
+var infoSections = []infoSection{
+	{"server", true, (*Server).infoServer},
+	{"clients", true, (*Server).infoClients},
+	{"memory", true, (*Server).infoMemory},
+	{"persistence", true, (*Server).infoPersistence},
+	{"stats", true, (*Server).infoStats},
+	{"replication", true, (*Server).infoReplication},
+	{"cpu", true, (*Server).infoCPU},
+	{"keyspace", true, (*Server).infoKeyspace},
+	{"commandstats", false, (*Server).infoCommandstats},
+	{"latencystats", false, (*Server).infoLatencystats},
+}
 
 func infoHandler(c *Conn, args [][]byte) error {
 	want := map[string]bool{}
@@ -26,13 +45,13 @@ func infoHandler(c *Conn, args [][]byte) error {
 	def := want["default"]
 	var b []byte
 	for _, sec := range infoSections {
-		if !(all || want[sec] || def && sec != "commandstats" && sec != "latencystats") {
+		if !(all || want[sec.name] || def && sec.isDefault) {
 			continue
 		}
 		if len(b) > 0 {
 			b = append(b, "\r\n"...)
 		}
-		b = c.srv.appendInfo(b, sec)
+		b = sec.appendTo(c.srv, b, c.srv.now())
 	}
 	c.WriteBulk(b)
 	return nil
@@ -52,186 +71,227 @@ func fieldInt(b []byte, name string, v int64) []byte {
 	return append(b, "\r\n"...)
 }
 
-func (s *Server) appendInfo(b []byte, sec string) []byte {
-	now := s.now()
-	switch sec {
-	case "server":
-		b = append(b, "# Server\r\n"...)
-		b = field(b, "redis_version", redisVersion)
-		b = field(b, "cellserver_version", Version)
-		b = field(b, "redis_mode", "standalone")
-		b = field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
-		b = fieldInt(b, "arch_bits", strconv.IntSize)
-		b = field(b, "go_version", runtime.Version())
-		b = fieldInt(b, "process_id", int64(os.Getpid()))
-		port := "0"
-		if st := s.setting["port"]; st != nil {
-			port = st.Get()
+// infoServer appends the Server section: versions, process and uptime.
+func (s *Server) infoServer(b []byte, now int64) []byte {
+	b = append(b, "# Server\r\n"...)
+	b = field(b, "redis_version", redisVersion)
+	b = field(b, "cellserver_version", Version)
+	b = field(b, "redis_mode", "standalone")
+	b = field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
+	b = fieldInt(b, "arch_bits", strconv.IntSize)
+	b = field(b, "go_version", runtime.Version())
+	b = fieldInt(b, "process_id", int64(os.Getpid()))
+	port := "0"
+	if st := s.setting["port"]; st != nil {
+		port = st.Get()
+	}
+	b = field(b, "tcp_port", port)
+	b = fieldInt(b, "server_time_usec", now/1e3)
+	b = fieldInt(b, "uptime_in_seconds", s.uptime())
+	b = fieldInt(b, "uptime_in_days", s.uptime()/86400)
+	exe, _ := os.Executable()
+	b = field(b, "executable", exe)
+	return field(b, "config_file", s.cfg.ConfigFile)
+}
+
+// infoClients appends the Clients section.
+func (s *Server) infoClients(b []byte, _ int64) []byte {
+	b = append(b, "# Clients\r\n"...)
+	b = fieldInt(b, "connected_clients", s.clients.Load())
+	b = fieldInt(b, "maxclients", s.maxClients.Load())
+	return fieldInt(b, "blocked_clients", 0)
+}
+
+// infoMemory appends the Memory section: the Go heap, the keyspace's size
+// and the maxmemory settings.
+func (s *Server) infoMemory(b []byte, now int64) []byte {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	st := s.backend.Store().Stats(now)
+	b = append(b, "# Memory\r\n"...)
+	b = fieldInt(b, "used_memory", int64(m.HeapAlloc))
+	b = field(b, "used_memory_human", humanBytes(int64(m.HeapAlloc)))
+	// What the runtime holds mapped: pages it returned to the OS
+	// (HeapReleased) are no longer resident.
+	rss := int64(m.Sys - m.HeapReleased)
+	b = fieldInt(b, "used_memory_rss", rss)
+	b = field(b, "used_memory_rss_human", humanBytes(rss))
+	b = fieldInt(b, "used_memory_dataset", st.Bytes)
+	b = fieldInt(b, "used_memory_keys", s.backend.Store().UsedBytes())
+	b = fieldInt(b, "maxmemory", s.maxMemory.Load())
+	b = field(b, "maxmemory_human", humanBytes(s.maxMemory.Load()))
+	b = field(b, "maxmemory_policy", MemoryPolicy(s.policy.Load()).String())
+	b = field(b, "mem_allocator", "go")
+	return fieldInt(b, "gc_cycles", int64(m.NumGC))
+}
+
+// infoPersistence appends the Persistence section: the Persister's fields,
+// or fixed Redis-compatible ones when nothing is persisted.
+func (s *Server) infoPersistence(b []byte, _ int64) []byte {
+	b = append(b, "# Persistence\r\n"...)
+	if p := s.cfg.Persistence; p != nil {
+		for _, f := range p.InfoFields() {
+			b = field(b, f[0], f[1])
 		}
-		b = field(b, "tcp_port", port)
-		b = fieldInt(b, "server_time_usec", now/1e3)
-		b = fieldInt(b, "uptime_in_seconds", s.uptime())
-		b = fieldInt(b, "uptime_in_days", s.uptime()/86400)
-		exe, _ := os.Executable()
-		b = field(b, "executable", exe)
-		b = field(b, "config_file", s.cfg.ConfigFile)
-	case "clients":
-		b = append(b, "# Clients\r\n"...)
-		b = fieldInt(b, "connected_clients", s.clients.Load())
-		b = fieldInt(b, "maxclients", s.maxClients.Load())
-		b = fieldInt(b, "blocked_clients", 0)
-	case "memory":
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		st := s.backend.Store().Stats(now)
-		b = append(b, "# Memory\r\n"...)
-		b = fieldInt(b, "used_memory", int64(m.HeapAlloc))
-		b = field(b, "used_memory_human", humanBytes(int64(m.HeapAlloc)))
-		// What the runtime holds mapped: pages it returned to the OS
-		// (HeapReleased) are no longer resident.
-		rss := int64(m.Sys - m.HeapReleased)
-		b = fieldInt(b, "used_memory_rss", rss)
-		b = field(b, "used_memory_rss_human", humanBytes(rss))
-		b = fieldInt(b, "used_memory_dataset", st.Bytes)
-		b = fieldInt(b, "used_memory_keys", s.backend.Store().UsedBytes())
-		b = fieldInt(b, "maxmemory", s.maxMemory.Load())
-		b = field(b, "maxmemory_human", humanBytes(s.maxMemory.Load()))
-		b = field(b, "maxmemory_policy", MemoryPolicy(s.policy.Load()).String())
-		b = field(b, "mem_allocator", "go")
-		b = fieldInt(b, "gc_cycles", int64(m.NumGC))
-	case "persistence":
-		b = append(b, "# Persistence\r\n"...)
-		if p := s.cfg.Persistence; p != nil {
-			for _, f := range p.InfoFields() {
-				b = field(b, f[0], f[1])
+		return b
+	}
+	b = fieldInt(b, "loading", 0)
+	b = fieldInt(b, "async_loading", 0)
+	b = fieldInt(b, "rdb_changes_since_last_save", int64(s.backend.Store().Changes()))
+	b = fieldInt(b, "rdb_bgsave_in_progress", 0)
+	b = fieldInt(b, "rdb_last_save_time", s.started/1e9)
+	b = field(b, "rdb_last_bgsave_status", "ok")
+	b = fieldInt(b, "aof_enabled", 0)
+	return fieldInt(b, "aof_rewrite_in_progress", 0)
+}
+
+// infoStats appends the Stats section: connection and command counters,
+// and the limiter's allowed and limited totals, overall and per command.
+func (s *Server) infoStats(b []byte, now int64) []byte {
+	cs := s.commandStats()
+	var calls, allowed, limited int64
+	for i := range cs {
+		calls += cs[i].calls
+		allowed += cs[i].allowed
+		limited += cs[i].limited
+	}
+	st := s.backend.Store().Stats(now)
+	b = append(b, "# Stats\r\n"...)
+	b = fieldInt(b, "total_connections_received", s.stats.connections.Load())
+	b = fieldInt(b, "total_commands_processed", calls)
+	b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
+	b = fieldInt(b, "expired_keys", int64(st.Expired))
+	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
+	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
+	b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
+	b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
+	b = fieldInt(b, "limiter_allowed", allowed)
+	b = fieldInt(b, "limiter_limited", limited)
+	for _, cmd := range s.table.all {
+		if cmd.Group != "ratelimit" {
+			continue
+		}
+		b = fieldInt(b, "allowed_"+cmd.fullName, cs[cmd.index].allowed)
+		b = fieldInt(b, "limited_"+cmd.fullName, cs[cmd.index].limited)
+	}
+	return b
+}
+
+// infoReplication appends the Replication section: the cluster's fields,
+// or those of a lone master.
+func (s *Server) infoReplication(b []byte, _ int64) []byte {
+	b = append(b, "# Replication\r\n"...)
+	if cl := s.cfg.Cluster; cl != nil {
+		for _, f := range cl.InfoFields() {
+			b = field(b, f[0], f[1])
+		}
+		return b
+	}
+	b = field(b, "role", "master")
+	b = fieldInt(b, "connected_slaves", 0)
+	return fieldInt(b, "master_repl_offset", 0)
+}
+
+// infoCPU appends the CPU section: GOMAXPROCS and the goroutine count.
+func (s *Server) infoCPU(b []byte, _ int64) []byte {
+	b = append(b, "# CPU\r\n"...)
+	b = fieldInt(b, "go_max_procs", int64(runtime.GOMAXPROCS(0)))
+	return fieldInt(b, "goroutines", int64(runtime.NumGoroutine()))
+}
+
+// infoKeyspace appends the Keyspace section: db0's key count and the count
+// of keys of each limiter kind present.
+func (s *Server) infoKeyspace(b []byte, now int64) []byte {
+	b = append(b, "# Keyspace\r\n"...)
+	st := s.backend.Store().Stats(now)
+	if st.Keys > 0 {
+		b = append(b, "db0:keys="...)
+		b = strconv.AppendInt(b, st.Keys, 10)
+		b = append(b, ",expires="...)
+		b = strconv.AppendInt(b, st.Keys, 10)
+		b = append(b, ",avg_ttl=0\r\n"...)
+	}
+	for k := engine.KindNone + 1; k.Valid(); k++ {
+		if n := st.KeysByKind[k]; n > 0 {
+			b = fieldInt(b, "keys_"+strings.ReplaceAll(k.String(), "-", "_"), n)
+		}
+	}
+	return b
+}
+
+// infoCommandstats appends the Commandstats section: one cmdstat_ line per
+// command that was called, rejected or failed at least once.
+func (s *Server) infoCommandstats(b []byte, _ int64) []byte {
+	cs := s.commandStats()
+	b = append(b, "# Commandstats\r\n"...)
+	for _, cmd := range s.table.all {
+		if st := cs[cmd.index]; st.calls != 0 || st.rejected != 0 || st.failed != 0 {
+			b = appendCmdstat(b, cmd, st)
+		}
+	}
+	return b
+}
+
+// appendCmdstat appends cmd's cmdstat_ line: calls, time, rejections and
+// failures, and for a limiter command its allowed and limited counts.
+func appendCmdstat(b []byte, cmd *Command, st statsSnapshot) []byte {
+	b = append(b, "cmdstat_"...)
+	b = append(b, cmd.fullName...)
+	b = append(b, ":calls="...)
+	b = strconv.AppendInt(b, st.calls, 10)
+	b = append(b, ",usec="...)
+	b = strconv.AppendInt(b, st.nanos/1e3, 10)
+	b = append(b, ",usec_per_call="...)
+	per := 0.0
+	if st.calls > 0 {
+		per = float64(st.nanos) / 1e3 / float64(st.calls)
+	}
+	b = strconv.AppendFloat(b, per, 'f', 2, 64)
+	b = append(b, ",rejected_calls="...)
+	b = strconv.AppendInt(b, st.rejected, 10)
+	b = append(b, ",failed_calls="...)
+	b = strconv.AppendInt(b, st.failed, 10)
+	if cmd.Group == "ratelimit" {
+		b = append(b, ",allowed="...)
+		b = strconv.AppendInt(b, st.allowed, 10)
+		b = append(b, ",limited="...)
+		b = strconv.AppendInt(b, st.limited, 10)
+	}
+	return append(b, "\r\n"...)
+}
+
+// latencyQuantiles are the percentiles Latencystats reports, as Redis does.
+var latencyQuantiles = []struct {
+	name string
+	q    float64
+}{{"p50", 0.5}, {"p99", 0.99}, {"p99.9", 0.999}}
+
+// infoLatencystats appends the Latencystats section: p50, p99 and p99.9 in
+// microseconds for every command with recorded latencies.
+func (s *Server) infoLatencystats(b []byte, _ int64) []byte {
+	b = append(b, "# Latencystats\r\n"...)
+	lat := s.latencyHists()
+	if lat == nil {
+		return b
+	}
+	for _, cmd := range s.table.all {
+		h := lat.snapshot(cmd.index)
+		if h.Count == 0 {
+			continue
+		}
+		b = append(b, "latency_percentiles_usec_"...)
+		b = append(b, cmd.fullName...)
+		for i, q := range latencyQuantiles {
+			if i == 0 {
+				b = append(b, ':')
+			} else {
+				b = append(b, ',')
 			}
-		} else {
-			b = fieldInt(b, "loading", 0)
-			b = fieldInt(b, "async_loading", 0)
-			b = fieldInt(b, "rdb_changes_since_last_save", int64(s.backend.Store().Changes()))
-			b = fieldInt(b, "rdb_bgsave_in_progress", 0)
-			b = fieldInt(b, "rdb_last_save_time", s.started/1e9)
-			b = field(b, "rdb_last_bgsave_status", "ok")
-			b = fieldInt(b, "aof_enabled", 0)
-			b = fieldInt(b, "aof_rewrite_in_progress", 0)
+			b = append(b, q.name...)
+			b = append(b, '=')
+			b = strconv.AppendFloat(b, float64(h.Quantile(q.q))/1e3, 'f', 3, 64)
 		}
-	case "stats":
-		cs := s.commandStats()
-		var calls, allowed, limited int64
-		for i := range cs {
-			calls += cs[i].calls
-			allowed += cs[i].allowed
-			limited += cs[i].limited
-		}
-		st := s.backend.Store().Stats(now)
-		b = append(b, "# Stats\r\n"...)
-		b = fieldInt(b, "total_connections_received", s.stats.connections.Load())
-		b = fieldInt(b, "total_commands_processed", calls)
-		b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
-		b = fieldInt(b, "expired_keys", int64(st.Expired))
-		b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
-		b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
-		b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
-		b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
-		b = fieldInt(b, "limiter_allowed", allowed)
-		b = fieldInt(b, "limiter_limited", limited)
-		for _, cmd := range s.table.all {
-			if cmd.Group != "ratelimit" {
-				continue
-			}
-			b = fieldInt(b, "allowed_"+cmd.fullName, cs[cmd.index].allowed)
-			b = fieldInt(b, "limited_"+cmd.fullName, cs[cmd.index].limited)
-		}
-	case "replication":
-		b = append(b, "# Replication\r\n"...)
-		if cl := s.cfg.Cluster; cl != nil {
-			for _, f := range cl.InfoFields() {
-				b = field(b, f[0], f[1])
-			}
-		} else {
-			b = field(b, "role", "master")
-			b = fieldInt(b, "connected_slaves", 0)
-			b = fieldInt(b, "master_repl_offset", 0)
-		}
-	case "cpu":
-		b = append(b, "# CPU\r\n"...)
-		b = fieldInt(b, "go_max_procs", int64(runtime.GOMAXPROCS(0)))
-		b = fieldInt(b, "goroutines", int64(runtime.NumGoroutine()))
-	case "keyspace":
-		b = append(b, "# Keyspace\r\n"...)
-		st := s.backend.Store().Stats(now)
-		if st.Keys > 0 {
-			b = append(b, "db0:keys="...)
-			b = strconv.AppendInt(b, st.Keys, 10)
-			b = append(b, ",expires="...)
-			b = strconv.AppendInt(b, st.Keys, 10)
-			b = append(b, ",avg_ttl=0\r\n"...)
-		}
-		for k := engine.KindNone + 1; k.Valid(); k++ {
-			if n := st.KeysByKind[k]; n > 0 {
-				b = fieldInt(b, "keys_"+strings.ReplaceAll(k.String(), "-", "_"), n)
-			}
-		}
-	case "commandstats":
-		cs := s.commandStats()
-		b = append(b, "# Commandstats\r\n"...)
-		for _, cmd := range s.table.all {
-			st := cs[cmd.index]
-			if st.calls == 0 && st.rejected == 0 && st.failed == 0 {
-				continue
-			}
-			b = append(b, "cmdstat_"...)
-			b = append(b, cmd.fullName...)
-			b = append(b, ":calls="...)
-			b = strconv.AppendInt(b, st.calls, 10)
-			b = append(b, ",usec="...)
-			b = strconv.AppendInt(b, st.nanos/1e3, 10)
-			b = append(b, ",usec_per_call="...)
-			per := 0.0
-			if st.calls > 0 {
-				per = float64(st.nanos) / 1e3 / float64(st.calls)
-			}
-			b = strconv.AppendFloat(b, per, 'f', 2, 64)
-			b = append(b, ",rejected_calls="...)
-			b = strconv.AppendInt(b, st.rejected, 10)
-			b = append(b, ",failed_calls="...)
-			b = strconv.AppendInt(b, st.failed, 10)
-			if cmd.Group == "ratelimit" {
-				b = append(b, ",allowed="...)
-				b = strconv.AppendInt(b, st.allowed, 10)
-				b = append(b, ",limited="...)
-				b = strconv.AppendInt(b, st.limited, 10)
-			}
-			b = append(b, "\r\n"...)
-		}
-	case "latencystats":
-		b = append(b, "# Latencystats\r\n"...)
-		lat := s.latencyHists()
-		if lat == nil {
-			break
-		}
-		for _, cmd := range s.table.all {
-			h := lat.snapshot(cmd.index)
-			if h.Count == 0 {
-				continue
-			}
-			b = append(b, "latency_percentiles_usec_"...)
-			b = append(b, cmd.fullName...)
-			for i, q := range []struct {
-				name string
-				q    float64
-			}{{"p50", 0.5}, {"p99", 0.99}, {"p99.9", 0.999}} {
-				if i == 0 {
-					b = append(b, ':')
-				} else {
-					b = append(b, ',')
-				}
-				b = append(b, q.name...)
-				b = append(b, '=')
-				b = strconv.AppendFloat(b, float64(h.Quantile(q.q))/1e3, 'f', 3, 64)
-			}
-			b = append(b, "\r\n"...)
-		}
+		b = append(b, "\r\n"...)
 	}
 	return b
 }

@@ -80,9 +80,6 @@ type Config struct {
 	Persistence Persistence
 	// Cluster describes the node's replication role; nil means standalone.
 	Cluster Cluster
-	// ExtraCommands are registered after the built-in commands (a name
-	// registered twice panics).
-	ExtraCommands []*Command
 	// Settings are extra CONFIG GET/SET parameters (for example shards, dir,
 	// save). A setting named like a built-in fallback (save, dir,
 	// dbfilename, appendonly) replaces it; any other duplicate is an error.
@@ -221,9 +218,6 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
-		s.table.add(cmd)
-	}
-	for _, cmd := range cfg.ExtraCommands {
 		s.table.add(cmd)
 	}
 	if err := s.initSettings(); err != nil {

@@ -231,14 +231,22 @@ func TestRegistration(t *testing.T) {
 		f()
 	}
 	store, _ := shards.New(shards.Config{Shards: 1})
+	clock := newFakeClock()
 	cfg := DefaultConfig()
-	cfg.ExtraCommands = []*Command{{Name: "PING", Arity: 1, Summary: "dup", Handler: func(*Conn, [][]byte) error { return nil }}}
-	mustPanic("duplicate PING", func() { _, _ = NewServer(cfg, NewLocal(store, time.Now().UnixNano)) })
-
-	ts := startServer(t, func(c *Config) {
-		c.ExtraCommands = []*Command{{Name: "x.hello", Arity: 2, Flags: FlagFast, Summary: "greets", Group: "server",
-			Handler: func(c *Conn, args [][]byte) error { c.WriteBulkString("hello " + string(args[1])); return nil }}}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Now = clock.Now
+	cfg.Logger = discardLogger()
+	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPanic("duplicate PING", func() {
+		srv.Handle(&Command{Name: "PING", Arity: 1, Summary: "dup", Handler: func(*Conn, [][]byte) error { return nil }})
 	})
+
+	srv.Handle(&Command{Name: "x.hello", Arity: 2, Flags: FlagFast, Summary: "greets", Group: "server",
+		Handler: func(c *Conn, args [][]byte) error { c.WriteBulkString("hello " + string(args[1])); return nil }})
+	ts := serveTest(t, srv, store, clock)
 	rc := ts.raw(t)
 	rc.send(t, "X.HELLO you\r\n")
 	if l := rc.line(t); l != "$9" || rc.line(t) != "hello you" {

@@ -132,10 +132,6 @@ type Command struct {
 	subs     map[string]*Command
 }
 
-// FullName returns the name used in errors and statistics: the command name,
-// or "container|sub" for a subcommand.
-func (cmd *Command) FullName() string { return cmd.fullName }
-
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
 func (cmd *Command) Syntax() string {

@@ -91,9 +91,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "building ./cmd/cellserver${BENCH:+ and ./bench}"
+echo "building ./cmd/cellserver${BENCH:+ and bench/ (its own module)}"
 go build -o "$work/cellserver" ./cmd/cellserver
-[[ $BENCH != 1 ]] || go build -o "$work/bench" ./bench
+[[ $BENCH != 1 ]] || (cd bench && go build -o "$work/bench" .)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

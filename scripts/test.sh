@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need (redis-cli, redis-benchmark, redis-server and
 # redis-py from Debian's packages, when missing, and ioredis from npm), then
-# runs go vet and the whole test suite under the race detector.
+# runs go vet and the whole test suite under the race detector, in the
+# server's module and in bench/ (the load generator, a module of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,4 @@ fi
 
 go vet ./...
 go test -race -timeout 40m ./...
+(cd bench && go vet ./... && go test -race ./...)

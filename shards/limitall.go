@@ -21,6 +21,19 @@ type allScratch struct {
 	work    [smallAll]engine.State
 }
 
+// allPlan is execAll's view of one OpLimitAll, indexed like its keys: where
+// each key lives, which earlier key it repeats, the shards to lock and each
+// key's stored and working state.
+type allPlan struct {
+	shardOf []int          // the key's shard
+	alias   []int          // the index of the key's first occurrence
+	locks   []int          // the shards involved, ascending
+	hash    []uint32       // the key's hash within its shard
+	stale   []bool         // the stored key has expired (first occurrences only)
+	orig    []engine.State // the stored state at now (first occurrences only)
+	work    []engine.State // the state the requests so far leave (first occurrences only)
+}
+
 // execAll runs OpLimitAll (CL.THROTTLEALL). The shards involved are locked in
 // ascending index order, so concurrent calls naming keys in any order never
 // deadlock. Every request is evaluated at now, in order, against a working
@@ -31,145 +44,203 @@ type allScratch struct {
 // key answers at now. A key of another kind fails the whole op with
 // ErrWrongType.
 func (s *Store) execAll(op *Op, now int64, res *Result) {
-	n := len(op.Keys)
-	if n == 0 {
+	if len(op.Keys) == 0 {
 		return
 	}
 	var sc allScratch
-	var (
-		shardOf, alias, locks []int
-		hash                  []uint32
-		stale                 []bool
-		orig, work            []engine.State
-	)
-	if n <= smallAll {
-		shardOf, alias, locks = sc.shardOf[:n], sc.alias[:n], sc.locks[:0]
-		hash, stale = sc.hash[:n], sc.stale[:n]
-		orig, work = sc.orig[:n], sc.work[:n]
-	} else {
-		shardOf, alias, locks = make([]int, n), make([]int, n), make([]int, 0, n)
-		hash, stale = make([]uint32, n), make([]bool, n)
-		orig, work = make([]engine.State, n), make([]engine.State, n)
-	}
-	for i, key := range op.Keys {
-		if len(key) > MaxKeyLen {
-			res.Err = ErrKeyTooLarge
-			return
-		}
-		shardOf[i], hash[i] = s.shardIndex(key)
-		alias[i] = i
-		for j := 0; j < i; j++ {
-			if alias[j] == j && shardOf[j] == shardOf[i] && hash[j] == hash[i] && bytes.Equal(op.Keys[j], key) {
-				alias[i] = j
-				break
-			}
-		}
-		locks = insertSorted(locks, shardOf[i])
-	}
-	for _, si := range locks {
-		s.shards[si].mu.Lock()
-	}
-	defer func() {
-		for _, si := range locks {
-			sh := &s.shards[si]
-			sh.maybeShrink()
-			sh.mu.Unlock()
-		}
-	}()
-
-	for i, key := range op.Keys {
-		if alias[i] != i {
-			continue
-		}
-		sh := &s.shards[shardOf[i]]
-		if _, idx := sh.find(hash[i], key); idx >= 0 {
-			if sh.recs[idx].w() <= now {
-				stale[i] = true
-			} else {
-				orig[i] = sh.state(idx)
-			}
-		}
-		work[i] = orig[i]
-		if work[i].Log != nil { // the engine may reuse the log's array
-			work[i].Log = append([]engine.LogEntry(nil), work[i].Log...)
-		}
-	}
-
-	limited := false
-	for i := range op.Reqs {
-		a := alias[i]
-		if work[a].Kind != engine.KindNone && work[a].Kind != op.Reqs[i].Kind {
-			res.Results = res.Results[:0]
-			res.Err = ErrWrongType
-			s.reclaimStale(op.Keys, shardOf, hash, alias, stale)
-			return
-		}
-		next, r := engine.Apply(work[a], &op.Reqs[i], now)
-		if next.ExpireAt <= now || next.Kind != op.Reqs[i].Kind {
-			next = engine.State{} // back to fresh: the key would be deleted
-		}
-		work[a] = next
-		limited = limited || r.Limited
-		res.Results = append(res.Results, r)
-	}
-
-	if limited {
-		for i := range op.Reqs {
-			if res.Results[i].Limited {
-				continue
-			}
-			peek := op.Reqs[i]
-			peek.Quantity = 0
-			st := orig[alias[i]]
-			if st.Log != nil {
-				st.Log = append([]engine.LogEntry(nil), st.Log...)
-			}
-			_, res.Results[i] = engine.Apply(st, &peek, now)
-		}
-		s.reclaimStale(op.Keys, shardOf, hash, alias, stale)
+	p := newAllPlan(len(op.Keys), &sc)
+	var err error
+	if p.locks, err = s.planAll(op.Keys, &p); err != nil {
+		res.Err = err
 		return
 	}
+	s.lockShards(p.locks)
+	defer s.unlockShards(p.locks)
 
-	changed := false
-	for i, key := range op.Keys {
-		if alias[i] != i {
-			continue
-		}
-		sh := &s.shards[shardOf[i]]
-		pos, idx := sh.find(hash[i], key)
-		if stale[i] && idx >= 0 {
-			sh.countExpired(sh.recs[idx].kind())
-		}
-		switch {
-		case work[i].Kind != engine.KindNone:
-			if idx >= 0 {
-				if stale[i] || !sameState(&orig[i], &work[i]) {
-					sh.set(idx, &work[i])
-					changed = true
-				}
-			} else if err := sh.insert(hash[i], key, &work[i]); err != nil {
-				res.Err = err // only beyond 4 GiB of keys in one shard
-			} else {
-				changed = true
-			}
-		case idx >= 0:
-			sh.removeAt(pos, idx)
-			changed = changed || !stale[i]
-		}
-	}
-	if changed {
-		s.shards[locks[0]].changes.Add(1)
+	s.loadAll(op.Keys, now, &p)
+	limited, err := evalAll(op, now, &p, res)
+	switch {
+	case err != nil:
+		res.Results = res.Results[:0]
+		res.Err = err
+		s.reclaimStale(op.Keys, &p)
+	case limited:
+		peekAllowed(op, now, &p, res)
+		s.reclaimStale(op.Keys, &p)
+	default:
+		s.commitAll(op.Keys, &p, res)
 	}
 }
 
-// reclaimStale deletes the expired keys execAll found (their shards locked).
-func (s *Store) reclaimStale(keys [][]byte, shardOf []int, hash []uint32, alias []int, stale []bool) {
+// newAllPlan returns a plan for n keys, backed by sc when n is small enough.
+func newAllPlan(n int, sc *allScratch) allPlan {
+	if n <= smallAll {
+		return allPlan{
+			shardOf: sc.shardOf[:n], alias: sc.alias[:n], locks: sc.locks[:0],
+			hash: sc.hash[:n], stale: sc.stale[:n],
+			orig: sc.orig[:n], work: sc.work[:n],
+		}
+	}
+	return allPlan{
+		shardOf: make([]int, n), alias: make([]int, n), locks: make([]int, 0, n),
+		hash: make([]uint32, n), stale: make([]bool, n),
+		orig: make([]engine.State, n), work: make([]engine.State, n),
+	}
+}
+
+// planAll resolves every key's shard and hash, points each repeated key at
+// its first occurrence, and returns the shards to lock in ascending order
+// (appended to p.locks). It fails with ErrKeyTooLarge before anything is
+// locked.
+func (s *Store) planAll(keys [][]byte, p *allPlan) ([]int, error) {
+	// Returned rather than stored in p, so that the scratch behind it stays
+	// on execAll's stack.
+	locks := p.locks
 	for i, key := range keys {
-		if alias[i] != i || !stale[i] {
+		if len(key) > MaxKeyLen {
+			return nil, ErrKeyTooLarge
+		}
+		p.shardOf[i], p.hash[i] = s.shardIndex(key)
+		p.alias[i] = i
+		for j := 0; j < i; j++ {
+			if p.alias[j] == j && p.shardOf[j] == p.shardOf[i] && p.hash[j] == p.hash[i] && bytes.Equal(keys[j], key) {
+				p.alias[i] = j
+				break
+			}
+		}
+		locks = insertSorted(locks, p.shardOf[i])
+	}
+	return locks, nil
+}
+
+// lockShards locks the shards of locks, which is in ascending order.
+func (s *Store) lockShards(locks []int) {
+	for _, si := range locks {
+		s.shards[si].mu.Lock()
+	}
+}
+
+// unlockShards gives back the memory the op freed and unlocks the shards.
+func (s *Store) unlockShards(locks []int) {
+	for _, si := range locks {
+		sh := &s.shards[si]
+		sh.maybeShrink()
+		sh.mu.Unlock()
+	}
+}
+
+// loadAll reads each distinct key's stored state at now into p.orig (marking
+// expired ones stale and leaving them fresh) and copies it into p.work.
+func (s *Store) loadAll(keys [][]byte, now int64, p *allPlan) {
+	for i, key := range keys {
+		if p.alias[i] != i {
 			continue
 		}
-		sh := &s.shards[shardOf[i]]
-		if pos, idx := sh.find(hash[i], key); idx >= 0 {
+		sh := &s.shards[p.shardOf[i]]
+		if _, idx := sh.find(p.hash[i], key); idx >= 0 {
+			if sh.recs[idx].w() <= now {
+				p.stale[i] = true
+			} else {
+				p.orig[i] = sh.state(idx)
+			}
+		}
+		p.work[i] = origCopy(p, i)
+	}
+}
+
+// origCopy returns a copy of key i's stored state that the engine may modify.
+func origCopy(p *allPlan, i int) engine.State {
+	st := p.orig[i]
+	if st.Log != nil { // the engine may reuse the log's array
+		st.Log = append([]engine.LogEntry(nil), st.Log...)
+	}
+	return st
+}
+
+// evalAll applies every request in order to its key's working state,
+// appending the results to res, and reports whether any request limited.
+// A key of another kind stops it with ErrWrongType.
+func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
+	for i := range op.Reqs {
+		a := p.alias[i]
+		if p.work[a].Kind != engine.KindNone && p.work[a].Kind != op.Reqs[i].Kind {
+			return false, ErrWrongType
+		}
+		next, r := engine.Apply(p.work[a], &op.Reqs[i], now)
+		if next.ExpireAt <= now || next.Kind != op.Reqs[i].Kind {
+			next = engine.State{} // back to fresh: the key would be deleted
+		}
+		p.work[a] = next
+		limited = limited || r.Limited
+		res.Results = append(res.Results, r)
+	}
+	return limited, nil
+}
+
+// peekAllowed replaces the result of every request that allowed with what a
+// peek (quantity 0) of its key's stored state answers at now.
+func peekAllowed(op *Op, now int64, p *allPlan, res *Result) {
+	for i := range op.Reqs {
+		if res.Results[i].Limited {
+			continue
+		}
+		peek := op.Reqs[i]
+		peek.Quantity = 0
+		_, res.Results[i] = engine.Apply(origCopy(p, p.alias[i]), &peek, now)
+	}
+}
+
+// commitAll writes every distinct key's working state back (deleting the
+// keys it leaves fresh) and counts one change if anything visible changed.
+func (s *Store) commitAll(keys [][]byte, p *allPlan, res *Result) {
+	changed := false
+	for i, key := range keys {
+		if p.alias[i] == i && s.commitKey(key, i, p, res) {
+			changed = true
+		}
+	}
+	if changed {
+		s.shards[p.locks[0]].changes.Add(1)
+	}
+}
+
+// commitKey writes key i's working state back and reports whether that
+// changed what a client can see. An insert beyond a shard's capacity sets
+// res.Err.
+func (s *Store) commitKey(key []byte, i int, p *allPlan, res *Result) bool {
+	sh := &s.shards[p.shardOf[i]]
+	pos, idx := sh.find(p.hash[i], key)
+	if p.stale[i] && idx >= 0 {
+		sh.countExpired(sh.recs[idx].kind())
+	}
+	switch {
+	case p.work[i].Kind != engine.KindNone:
+		if idx < 0 {
+			if err := sh.insert(p.hash[i], key, &p.work[i]); err != nil {
+				res.Err = err // only beyond 4 GiB of keys in one shard
+				return false
+			}
+			return true
+		}
+		if p.stale[i] || !sameState(&p.orig[i], &p.work[i]) {
+			sh.set(idx, &p.work[i])
+			return true
+		}
+	case idx >= 0:
+		sh.removeAt(pos, idx)
+		return !p.stale[i]
+	}
+	return false
+}
+
+// reclaimStale deletes the expired keys execAll found (their shards locked).
+func (s *Store) reclaimStale(keys [][]byte, p *allPlan) {
+	for i, key := range keys {
+		if p.alias[i] != i || !p.stale[i] {
+			continue
+		}
+		sh := &s.shards[p.shardOf[i]]
+		if pos, idx := sh.find(p.hash[i], key); idx >= 0 {
 			sh.countExpired(sh.recs[idx].kind())
 			sh.removeAt(pos, idx)
 		}

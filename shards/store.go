@@ -12,8 +12,8 @@ import (
 // Errors reported in Result.Err by Exec. In every case nothing changed.
 var (
 	// ErrWrongType is returned when an operation names a key that holds
-	// another kind of limiter.
-	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	// another kind of limiter (the wire layer answers WRONGTYPE).
+	ErrWrongType = errors.New("shards: wrong kind of limiter for the key")
 	// ErrBadOp is returned for a malformed Op: an unknown code, Keys and
 	// Reqs of different lengths, or a request without a valid kind.
 	ErrBadOp = errors.New("shards: malformed operation")

@@ -124,9 +124,9 @@ func TestRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := encodeSnapshot(t, Header{Created: tt.created, Shards: tt.shards, Meta: tt.meta}, tt.entries)
-			hdr, got, err := ReadAll(bytes.NewReader(b))
+			hdr, got, err := readAll(bytes.NewReader(b))
 			if err != nil {
-				t.Fatalf("ReadAll: %v", err)
+				t.Fatalf("readAll: %v", err)
 			}
 			want := Header{Version: Version, Created: tt.created, Shards: tt.shards, Meta: tt.meta}
 			if !reflect.DeepEqual(hdr, want) {
@@ -207,7 +207,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("today's encoder differs from %s: %d bytes vs %d, first difference at offset %d",
 					gc.file, len(b), len(want), firstDiff(b, want))
 			}
-			hdr, got, err := ReadAll(bytes.NewReader(want))
+			hdr, got, err := readAll(bytes.NewReader(want))
 			if err != nil {
 				t.Fatalf("decode %s: %v", gc.file, err)
 			}
@@ -262,7 +262,7 @@ func TestEveryByteFlipDetected(t *testing.T) {
 		for _, mask := range []byte{0xff, 0x01} {
 			b := bytes.Clone(good)
 			b[i] ^= mask
-			_, _, err := ReadAll(bytes.NewReader(b))
+			_, _, err := readAll(bytes.NewReader(b))
 			if err == nil {
 				t.Fatalf("flip 0x%02x at offset %d of %d: decoded without error", mask, i, len(b))
 			}
@@ -280,13 +280,13 @@ func TestEveryByteFlipDetected(t *testing.T) {
 func TestEveryTruncationDetected(t *testing.T) {
 	good := encodeSnapshot(t, goldenCases[0].hdr, sampleEntries())
 	for n := 0; n < len(good); n++ {
-		_, _, err := ReadAll(bytes.NewReader(good[:n]))
+		_, _, err := readAll(bytes.NewReader(good[:n]))
 		if !errors.Is(err, ErrTruncated) || !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d of %d bytes: error %v, want one matching ErrTruncated", n, len(good), err)
 		}
 	}
 	// Data after the trailer is refused too.
-	_, _, err := ReadAll(bytes.NewReader(append(bytes.Clone(good), 0)))
+	_, _, err := readAll(bytes.NewReader(append(bytes.Clone(good), 0)))
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "after the trailer") {
 		t.Fatalf("trailing byte: error %v, want data after the trailer", err)
 	}
@@ -395,7 +395,7 @@ func TestEncodeRejectsInvalidState(t *testing.T) {
 			if err := enc.Close(); err != nil {
 				t.Fatal(err)
 			}
-			_, got, err := ReadAll(&buf)
+			_, got, err := readAll(&buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -458,10 +458,10 @@ func TestDecodeRejectsInvalidRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := ReadAll(bytes.NewReader(rawSnapshot(t0, tt.payload)))
+			_, _, err := readAll(bytes.NewReader(rawSnapshot(t0, tt.payload)))
 			var ce *CorruptError
 			if !errors.As(err, &ce) {
-				t.Fatalf("ReadAll = %v, want a *CorruptError", err)
+				t.Fatalf("readAll = %v, want a *CorruptError", err)
 			}
 			if ce.Offset != tt.off || !strings.Contains(ce.What, tt.what) {
 				t.Fatalf("error %q at offset %d, want %q at offset %d", ce.What, ce.Offset, tt.what, tt.off)
@@ -473,7 +473,7 @@ func TestDecodeRejectsInvalidRecord(t *testing.T) {
 	}
 	// The same builder with a valid record decodes: the cases above fail
 	// for their content, not for the framing.
-	if _, got, err := ReadAll(bytes.NewReader(rawSnapshot(t0, []byte{1, 'k', 1, 1, 2, 0, 0, 0}))); err != nil || len(got) != 1 {
+	if _, got, err := readAll(bytes.NewReader(rawSnapshot(t0, []byte{1, 'k', 1, 1, 2, 0, 0, 0}))); err != nil || len(got) != 1 {
 		t.Fatalf("valid raw record: %d records, %v", len(got), err)
 	}
 }

@@ -17,7 +17,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte(Magic))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		hdr, got, err := ReadAll(bytes.NewReader(in))
+		hdr, got, err := readAll(bytes.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
 				t.Fatalf("error %v matches neither ErrCorrupt nor ErrVersion", err)
@@ -25,7 +25,7 @@ func FuzzDecode(f *testing.F) {
 			// Load agrees, and leaves the store untouched.
 			s, _ := shards.New(shards.Config{Shards: 1})
 			if _, lerr := Load(bytes.NewReader(in), s, hdr.Created); lerr == nil || s.Len(0) != 0 {
-				t.Fatalf("ReadAll failed (%v) but Load = %v with %d keys", err, lerr, s.Len(0))
+				t.Fatalf("readAll failed (%v) but Load = %v with %d keys", err, lerr, s.Len(0))
 			}
 			return
 		}
@@ -47,7 +47,7 @@ func FuzzDecode(f *testing.F) {
 		if err := enc.Close(); err != nil {
 			t.Fatal(err)
 		}
-		hdr2, got2, err := ReadAll(&buf)
+		hdr2, got2, err := readAll(&buf)
 		if err != nil {
 			t.Fatalf("decode re-encoded snapshot: %v", err)
 		}
@@ -77,7 +77,7 @@ func FuzzRecords(f *testing.F) {
 			return
 		}
 		in := rawSnapshotN(t0, uint32(count), payload)
-		hdr, got, err := ReadAll(bytes.NewReader(in))
+		hdr, got, err := readAll(bytes.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not match ErrCorrupt", err)
@@ -100,7 +100,7 @@ func FuzzRecords(f *testing.F) {
 		if err := enc.Close(); err != nil {
 			t.Fatal(err)
 		}
-		_, got2, err := ReadAll(&buf)
+		_, got2, err := readAll(&buf)
 		if err != nil {
 			t.Fatalf("decode re-encoded snapshot: %v", err)
 		}

@@ -72,8 +72,8 @@ const retryDelay = 5 * time.Second
 // fsync of the directory, so that a crash at any instant leaves either the
 // old or the new snapshot, never a broken one.
 //
-// All methods are safe for concurrent use. It satisfies the resp package's
-// Persistence interface.
+// All methods are safe for concurrent use. It satisfies the resp and
+// metrics packages' Persistence interfaces.
 type Persister struct {
 	cfg   Config
 	path  string
@@ -242,7 +242,7 @@ func (p *Persister) Save() error {
 
 // BGSave starts a save in the background and returns at once (BGSAVE), or
 // returns ErrSaveInProgress if one is running. Its outcome shows in
-// InfoFields and LastSave; Wait waits for it.
+// Stats, InfoFields and LastSave; Wait waits for it.
 func (p *Persister) BGSave() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -419,6 +419,67 @@ func (p *Persister) saveDue() bool {
 	return p.lastOK || now-p.lastTry >= int64(retryDelay)
 }
 
+// Stats is a point-in-time view of persistence: what INFO persistence
+// prints and the metrics package exports.
+type Stats struct {
+	// ChangesSinceLastSave counts the writes that changed the keyspace since
+	// the last successful save began.
+	ChangesSinceLastSave uint64
+	// BGSaveInProgress is true while a background save runs, and
+	// BGSaveElapsed is how long it has run so far (0 when none runs).
+	BGSaveInProgress bool
+	BGSaveElapsed    time.Duration
+	// LastSave is the instant of the last successful save, or of start-up
+	// before any.
+	LastSave time.Time
+	// LastSaveOK reports whether the last save attempt succeeded; if not,
+	// LastSaveError is its error (empty after a success).
+	LastSaveOK    bool
+	LastSaveError string
+	// LastSaveDuration is how long the last save attempt took (0 before
+	// any), and LastBGSaveDuration the last background save's (-1 before
+	// the first).
+	LastSaveDuration   time.Duration
+	LastBGSaveDuration time.Duration
+	// Saves counts the successful saves since start.
+	Saves int64
+	// LastSaveKeys and LastSaveBytes describe the file the last successful
+	// save wrote.
+	LastSaveKeys  uint64
+	LastSaveBytes int64
+	// LoadKeys and LoadExpired count the keys loaded at start-up and those
+	// dropped as already expired; LoadDuration is how long the load took.
+	LoadKeys     int
+	LoadExpired  int
+	LoadDuration time.Duration
+}
+
+// Stats returns persistence's current figures.
+func (p *Persister) Stats() Stats {
+	changes := p.store.Changes()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Stats{
+		ChangesSinceLastSave: changes - p.changesAtSave,
+		BGSaveInProgress:     p.bgRunning,
+		LastSave:             time.Unix(0, p.lastSave),
+		LastSaveOK:           p.lastOK,
+		LastSaveError:        p.lastErr,
+		LastSaveDuration:     p.lastDuration,
+		LastBGSaveDuration:   p.lastBGDuration,
+		Saves:                p.saves,
+		LastSaveKeys:         p.lastSaveKeys,
+		LastSaveBytes:        p.lastSaveBytes,
+		LoadKeys:             p.loadKeys,
+		LoadExpired:          p.loadExpired,
+		LoadDuration:         p.loadDuration,
+	}
+	if p.bgRunning {
+		st.BGSaveElapsed = time.Since(p.bgStart)
+	}
+	return st
+}
+
 // InfoFields returns the persistence section of INFO as field/value pairs,
 // under Redis's names where Redis has the field: loading,
 // rdb_changes_since_last_save, rdb_bgsave_in_progress, rdb_last_save_time,
@@ -426,11 +487,10 @@ func (p *Persister) saveDue() bool {
 // rdb_current_bgsave_time_sec, rdb_saves, rdb_last_load_keys_expired,
 // rdb_last_load_keys_loaded, aof_enabled; and cellserver's own
 // rdb_last_load_time_ms, rdb_last_save_duration_ms, rdb_last_save_keys,
-// rdb_last_save_bytes, rdb_last_save_error (empty after a success).
+// rdb_last_save_bytes, rdb_last_save_error (empty after a success). They
+// are Stats, formatted.
 func (p *Persister) InfoFields() [][2]string {
-	changes := p.store.Changes()
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	st := p.Stats()
 	b2i := func(b bool) string {
 		if b {
 			return "1"
@@ -438,34 +498,34 @@ func (p *Persister) InfoFields() [][2]string {
 		return "0"
 	}
 	status := "ok"
-	if !p.lastOK {
+	if !st.LastSaveOK {
 		status = "err"
 	}
 	current := int64(-1)
-	if p.bgRunning {
-		current = int64(time.Since(p.bgStart) / time.Second)
+	if st.BGSaveInProgress {
+		current = int64(st.BGSaveElapsed / time.Second)
 	}
 	lastBG := int64(-1)
-	if p.lastBGDuration >= 0 {
-		lastBG = int64((p.lastBGDuration + time.Second/2) / time.Second)
+	if st.LastBGSaveDuration >= 0 {
+		lastBG = int64((st.LastBGSaveDuration + time.Second/2) / time.Second)
 	}
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	return [][2]string{
 		{"loading", "0"},
-		{"rdb_changes_since_last_save", strconv.FormatUint(changes-p.changesAtSave, 10)},
-		{"rdb_bgsave_in_progress", b2i(p.bgRunning)},
-		{"rdb_last_save_time", itoa(time.Unix(0, p.lastSave).Unix())},
+		{"rdb_changes_since_last_save", strconv.FormatUint(st.ChangesSinceLastSave, 10)},
+		{"rdb_bgsave_in_progress", b2i(st.BGSaveInProgress)},
+		{"rdb_last_save_time", itoa(st.LastSave.Unix())},
 		{"rdb_last_bgsave_status", status},
 		{"rdb_last_bgsave_time_sec", itoa(lastBG)},
 		{"rdb_current_bgsave_time_sec", itoa(current)},
-		{"rdb_saves", itoa(p.saves)},
-		{"rdb_last_load_keys_expired", itoa(int64(p.loadExpired))},
-		{"rdb_last_load_keys_loaded", itoa(int64(p.loadKeys))},
-		{"rdb_last_load_time_ms", itoa(p.loadDuration.Milliseconds())},
-		{"rdb_last_save_duration_ms", itoa(p.lastDuration.Milliseconds())},
-		{"rdb_last_save_keys", strconv.FormatUint(p.lastSaveKeys, 10)},
-		{"rdb_last_save_bytes", itoa(p.lastSaveBytes)},
-		{"rdb_last_save_error", oneLine(p.lastErr)},
+		{"rdb_saves", itoa(st.Saves)},
+		{"rdb_last_load_keys_expired", itoa(int64(st.LoadExpired))},
+		{"rdb_last_load_keys_loaded", itoa(int64(st.LoadKeys))},
+		{"rdb_last_load_time_ms", itoa(st.LoadDuration.Milliseconds())},
+		{"rdb_last_save_duration_ms", itoa(st.LastSaveDuration.Milliseconds())},
+		{"rdb_last_save_keys", strconv.FormatUint(st.LastSaveKeys, 10)},
+		{"rdb_last_save_bytes", itoa(st.LastSaveBytes)},
+		{"rdb_last_save_error", oneLine(st.LastSaveError)},
 		{"aof_enabled", "0"},
 	}
 }

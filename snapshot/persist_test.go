@@ -104,6 +104,40 @@ func TestPersistSaveAndLoad(t *testing.T) {
 	})
 }
 
+// TestPersistStats: Stats holds the figures INFO persistence prints.
+func TestPersistStats(t *testing.T) {
+	clk := newClock(t0)
+	src := newStore(t, 4)
+	p := openP(t, cfgIn(t.TempDir()), src, clk)
+	st := p.Stats()
+	if !st.LastSaveOK || st.Saves != 0 || st.ChangesSinceLastSave != 0 || st.BGSaveInProgress ||
+		st.LastBGSaveDuration != -1 || !st.LastSave.Equal(time.Unix(0, t0)) {
+		t.Errorf("Stats() after Open = %+v, want ok, no save, no change, no background save, LastSave at t0", st)
+	}
+
+	now := fillStore(t, src, rand.New(rand.NewPCG(3, 4)), 500, 50, t0)
+	clk.ns.Store(now)
+	if st := p.Stats(); st.ChangesSinceLastSave == 0 {
+		t.Errorf("Stats().ChangesSinceLastSave = 0 after 500 writes")
+	}
+	if err := p.BGSave(); err != nil {
+		t.Fatalf("BGSave: %v", err)
+	}
+	p.Wait()
+	st = p.Stats()
+	keys := uint64(len(dump(t, src, now)))
+	if !st.LastSaveOK || st.LastSaveError != "" || st.Saves != 1 || st.ChangesSinceLastSave != 0 || st.BGSaveInProgress ||
+		st.LastBGSaveDuration < 0 || st.LastSaveKeys != keys || st.LastSaveBytes <= 0 || !st.LastSave.Equal(time.Unix(0, now)) {
+		t.Errorf("Stats() after BGSave = %+v, want ok, 1 save of %d keys, no change, LastSave at %d", st, keys, now)
+	}
+	wantInfo(t, p, map[string]string{
+		"rdb_saves":           "1",
+		"rdb_last_save_time":  strconv.FormatInt(st.LastSave.Unix(), 10),
+		"rdb_last_save_keys":  strconv.FormatUint(st.LastSaveKeys, 10),
+		"rdb_last_save_bytes": strconv.FormatInt(st.LastSaveBytes, 10),
+	})
+}
+
 // gateWriter blocks its first Write until gate is closed.
 type gateWriter struct {
 	w       io.Writer

@@ -196,24 +196,3 @@ func load(r io.Reader, store *shards.Store, now int64, workers int) (LoadStats, 
 	}
 	return stats, errors.Join(errs...)
 }
-
-// ReadAll decodes a whole snapshot from r into memory and returns its
-// header and records, only if all of it verifies. Keys are copied. It is
-// meant for tools and tests; Load installs into a store without it.
-func ReadAll(r io.Reader) (Header, []shards.Entry, error) {
-	d, err := NewDecoder(r)
-	if err != nil {
-		return Header{}, nil, err
-	}
-	var out []shards.Entry
-	for {
-		key, st, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			return d.Header(), out, nil
-		}
-		if err != nil {
-			return Header{}, nil, err
-		}
-		out = append(out, shards.Entry{Key: bytes.Clone(key), State: st})
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -183,7 +184,7 @@ func TestWriteStoreUnderTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WriteStore: %v", err)
 		}
-		_, got, err := ReadAll(&buf)
+		_, got, err := readAll(&buf)
 		if err != nil || uint64(len(got)) != ws.Keys {
 			t.Fatalf("decode a snapshot taken under traffic: %d records (wrote %d), %v", len(got), ws.Keys, err)
 		}
@@ -198,5 +199,26 @@ func TestLoadRefusesNewerVersion(t *testing.T) {
 	s := newStore(t, 1)
 	if _, err := Load(bytes.NewReader(b), s, t0); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Load of version 2 = %v, want ErrVersion (not ErrCorrupt)", err)
+	}
+}
+
+// readAll decodes a whole snapshot from r into memory and returns its
+// header and records, only if all of it verifies. Keys are copied. Load
+// installs into a store without it.
+func readAll(r io.Reader) (Header, []shards.Entry, error) {
+	d, err := NewDecoder(r)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	var out []shards.Entry
+	for {
+		key, st, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return d.Header(), out, nil
+		}
+		if err != nil {
+			return Header{}, nil, err
+		}
+		out = append(out, shards.Entry{Key: bytes.Clone(key), State: st})
 	}
 }

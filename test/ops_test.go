@@ -163,17 +163,28 @@ func TestMaxClientsBinary(t *testing.T) {
 	}
 	var clients []client
 	for i := 0; i < 2; i++ {
-		nc, err := net.Dial("tcp", s.Addr)
-		if err != nil {
-			t.Fatal(err)
+		// The harness's readiness probe may still count as a client for a
+		// moment after it closed: retry a refusal until a deadline.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			nc, err := net.Dial("tcp", s.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			cl := client{nc, bufio.NewReader(nc)}
+			l := ping(cl.nc, cl.r)
+			if l == "+PONG\r\n" {
+				t.Cleanup(func() { nc.Close() })
+				clients = append(clients, cl)
+				break
+			}
+			nc.Close()
+			if l != "-ERR max number of clients reached\r\n" || time.Now().After(deadline) {
+				t.Fatalf("client %d PING = %q, want +PONG", i, l)
+			}
+			time.Sleep(10 * time.Millisecond) // polling interval
 		}
-		t.Cleanup(func() { nc.Close() })
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		cl := client{nc, bufio.NewReader(nc)}
-		if l := ping(cl.nc, cl.r); l != "+PONG\r\n" {
-			t.Fatalf("client %d PING = %q, want +PONG", i, l)
-		}
-		clients = append(clients, cl)
 	}
 	nc, err := net.Dial("tcp", s.Addr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,8 @@ func main() {
 	}
 }
 
+// run is the whole program: it returns what went wrong rather than exiting,
+// so main alone chooses the exit code.
 func run(args []string, stdout, stderr io.Writer) error {
 	// 1. Configuration: the file, then flags over it.
 	cfg, opt, err := parseArgs(args, stderr)
@@ -37,25 +40,41 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case opt.version:
-		fmt.Fprintf(stdout, "cellserver %s\n", resp.Version)
-		return nil
-	case opt.genDocs:
-		_, err := stdout.Write(resp.CommandsMarkdown())
-		return err
+	if opt.version || opt.genDocs {
+		return printAbout(opt, stdout)
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 
 	// 2. Logging.
-	level := new(slog.LevelVar)
-	l, _ := resp.ParseLogLevel(cfg.LogLevel)
-	level.Set(l)
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	level, logger := newLogger(cfg.LogLevel, stderr)
+	return serve(&cfg, level, logger)
+}
 
-	// 3. The keyspace and its expiry sweeper.
+// printAbout writes what --version or --gen-docs asks for to stdout.
+func printAbout(opt options, stdout io.Writer) error {
+	if opt.version {
+		fmt.Fprintf(stdout, "cellserver %s\n", resp.Version)
+		return nil
+	}
+	_, err := stdout.Write(resp.CommandsMarkdown())
+	return err
+}
+
+// newLogger returns the server's logger, writing text to stderr, and the
+// level CONFIG SET loglevel changes.
+func newLogger(logLevel string, stderr io.Writer) (*slog.LevelVar, *slog.Logger) {
+	level := new(slog.LevelVar)
+	l, _ := resp.ParseLogLevel(logLevel)
+	level.Set(l)
+	return level, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// serve starts the server cfg describes, serves until a signal or SHUTDOWN
+// and stops it. Everything it starts is stopped in the reverse order.
+func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
+	// 3. The keyspace and its background work.
 	store, err := shards.New(shards.Config{Shards: cfg.Shards})
 	if err != nil {
 		return err
@@ -64,102 +83,158 @@ func run(args []string, stdout, stderr io.Writer) error {
 	clock := func() int64 { return time.Now().UnixNano() }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	sweepDone := make(chan struct{})
-	go func() {
-		defer close(sweepDone)
-		if !cfg.Cluster.enabled() { // a cluster node sweeps at its log's time
-			store.RunSweeper(sweepCtx, clock, 100*time.Millisecond)
-		}
-	}()
-	defer func() {
-		stopSweep()
-		<-sweepDone
-	}()
-	// Freed heap pages go back to the OS once the keyspace stops growing
-	// (runtime.go); profiles are served only when asked for.
-	trimDone := make(chan struct{})
-	go func() {
-		defer close(trimDone)
-		releaseMemory(sweepCtx, logger)
-	}()
-	defer func() {
-		stopSweep()
-		<-trimDone
-	}()
-	if cfg.PprofAddr != "" {
-		_, stopPprof, err := startPprof(cfg.PprofAddr, logger)
-		if err != nil {
-			return err
-		}
-		defer stopPprof()
-	}
-
-	// 4. Persistence: load the snapshot before serving anything; in
-	// cluster mode the raft node restores its own snapshot and log instead
-	// (cluster.go), and every write goes through it.
-	var backend resp.Backend = resp.NewLocal(store, clock)
-	var node *replication.Node
-	var persist *persistence // nil in cluster mode
-	if cfg.Cluster.enabled() {
-		if node, err = startCluster(&cfg, store, logger); err != nil {
-			return err
-		}
-		defer node.Close()
-		backend = node
-	} else if persist, err = startPersistence(&cfg, store, clock, logger); err != nil {
+	stopBackground, err := startBackground(cfg, store, clock, logger)
+	if err != nil {
 		return err
+	}
+	defer stopBackground()
+
+	// 4. Persistence or the cluster node.
+	st, err := startStorage(cfg, store, clock, logger)
+	if err != nil {
+		return err
+	}
+	if st.node != nil {
+		defer st.node.Close()
 	}
 
 	// 5. The RESP server.
-	rc := cfg.ServerConfig(level, logger)
-	persist.configure(&rc)
-	if node != nil {
-		rc.Cluster = resp.ClusterOf(node)
-	}
-	srv, err := resp.NewServer(rc, backend)
+	srv, serveErr, err := startServer(cfg, level, logger, st)
 	if err != nil {
 		return err
 	}
-	if node != nil {
-		resp.RegisterCluster(srv, node)
-	}
-	ln, err := cfg.listen()
-	if err != nil {
-		return errors.Join(err, persist.stop(false, logger))
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "tls_port", cfg.Ops.TLSPort, "shards", store.NumShards())
 
 	// 6. Metrics, on their own address.
-	if cfg.Ops.MetricsAddr != "" {
-		src := metrics.Sources{Server: srv, Store: store}
-		if persist != nil {
-			src.Persistence = persist.p
-		}
-		if node != nil {
-			src.Raft = node
-		}
-		ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), logger)
-		if err != nil {
-			srv.Close()
-			<-serveErr
-			return errors.Join(err, persist.stop(false, logger))
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = ms.Close(ctx)
-		}()
+	closeMetrics, err := startMetrics(cfg, srv, st, logger)
+	if err != nil {
+		srv.Close()
+		<-serveErr
+		return st.abort(err, logger)
 	}
+	defer closeMetrics()
 
 	// 7. Serve until a signal or SHUTDOWN; then stop accepting, finish the
 	// replies in flight and exit.
+	return st.waitAndStop(ctx, srv, serveErr, logger)
+}
+
+// startBackground starts the expiry sweeper (standalone only: a cluster node
+// sweeps at its log's time), the memory trimmer and, when configured, the
+// pprof server. The returned function stops them and waits for them.
+func startBackground(cfg *Config, store *shards.Store, clock func() int64, logger *slog.Logger) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if !cfg.Cluster.enabled() {
+		wg.Go(func() { store.RunSweeper(ctx, clock, 100*time.Millisecond) })
+	}
+	// Freed heap pages go back to the OS once the keyspace stops growing
+	// (runtime.go); profiles are served only when asked for.
+	wg.Go(func() { releaseMemory(ctx, logger) })
+	stopPprof := func() {}
+	if cfg.PprofAddr != "" {
+		if _, stopPprof, err = startPprof(cfg.PprofAddr, logger); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+	}
+	return func() {
+		stopPprof()
+		cancel()
+		wg.Wait()
+	}, nil
+}
+
+// storage is where commands run: the keyspace itself with its persistence,
+// or, in cluster mode, the raft node in front of it.
+type storage struct {
+	store   *shards.Store
+	backend resp.Backend
+	node    *replication.Node // nil standalone
+	persist *persistence      // nil in cluster mode
+}
+
+// startStorage starts the raft node in cluster mode, which restores its own
+// snapshot and log (cluster.go) and takes every write. Standalone, it loads
+// the snapshot, before anything is served, and starts the periodic saves.
+func startStorage(cfg *Config, store *shards.Store, clock func() int64, logger *slog.Logger) (*storage, error) {
+	if cfg.Cluster.enabled() {
+		node, err := startCluster(cfg, store, logger)
+		if err != nil {
+			return nil, err
+		}
+		return &storage{store: store, backend: node, node: node}, nil
+	}
+	persist, err := startPersistence(cfg, store, clock, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &storage{store: store, backend: resp.NewLocal(store, clock), persist: persist}, nil
+}
+
+// abort returns err joined with whatever stopping the persistence, without a
+// final save, reports: the way out when serving fails.
+func (st *storage) abort(err error, logger *slog.Logger) error {
+	return errors.Join(err, st.persist.stop(false, logger))
+}
+
+// startServer builds the RESP server over st and starts serving on cfg's
+// listeners. Its Serve result arrives on the returned channel.
+func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
+	rc := cfg.ServerConfig(level, logger)
+	st.persist.configure(&rc)
+	if st.node != nil {
+		rc.Cluster = resp.ClusterOf(st.node)
+	}
+	srv, err := resp.NewServer(rc, st.backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.node != nil {
+		resp.RegisterCluster(srv, st.node)
+	}
+	ln, err := cfg.listen()
+	if err != nil {
+		return nil, nil, st.abort(err, logger)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "tls_port", cfg.Ops.TLSPort, "shards", st.store.NumShards())
+	return srv, serveErr, nil
+}
+
+// startMetrics serves the metrics on cfg.Ops.MetricsAddr when it is set. The
+// returned function closes that server.
+func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logger) (closeMetrics func(), err error) {
+	if cfg.Ops.MetricsAddr == "" {
+		return func() {}, nil
+	}
+	src := metrics.Sources{Server: srv, Store: st.store}
+	if st.persist != nil {
+		src.Persistence = st.persist.p
+	}
+	if st.node != nil {
+		src.Raft = st.node
+	}
+	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), logger)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ms.Close(ctx)
+	}, nil
+}
+
+// waitAndStop waits for a signal (ctx), SHUTDOWN or the end of Serve. On the
+// first two it stops accepting, finishes the replies in flight, saves on a
+// signal and leaves the cluster.
+func (st *storage) waitAndStop(ctx context.Context, srv *resp.Server, serveErr <-chan error, logger *slog.Logger) error {
 	signalled := false
 	select {
 	case err := <-serveErr:
-		return errors.Join(err, persist.stop(false, logger))
+		return st.abort(err, logger)
 	case <-ctx.Done():
 		logger.Info("signal received; shutting down")
 		signalled = true
@@ -171,17 +246,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		logger.Warn("shutdown grace expired; connections closed", "err", err)
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, resp.ErrServerClosed) {
-		return errors.Join(err, persist.stop(false, logger))
+		return st.abort(err, logger)
 	}
 	// A signal saves once every reply in flight is done; SHUTDOWN saved
 	// (or skipped the save) itself.
-	if err := persist.stop(signalled, logger); err != nil {
+	if err := st.persist.stop(signalled, logger); err != nil {
 		return err
 	}
-	if node != nil {
+	if st.node != nil {
 		// Leave the cluster's transport before saying we stopped (the
 		// deferred Close then has nothing left to do).
-		if err := node.Close(); err != nil {
+		if err := st.node.Close(); err != nil {
 			logger.Warn("closing the raft node", "err", err)
 		}
 	}

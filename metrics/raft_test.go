@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
@@ -33,13 +35,12 @@ func TestRaftMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { node.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !node.Info().Ready {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader within 10s")
+	poll.Until(t, 10*time.Second, func() error {
+		if !node.Info().Ready {
+			return errors.New("no leader")
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 0; i < 5; i++ {

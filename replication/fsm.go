@@ -39,13 +39,7 @@ type FSM struct {
 	mu      sync.Mutex
 	members map[string]string // node id → RESP address; guarded by mu
 
-	// deliver, when set, hands the outcome of the entry holding data to
-	// the callers waiting for it on this node (the leader that submitted
-	// it) and reports whether there were any. It runs on the apply
-	// goroutine and copies res, so results live in reused buffers and the
-	// response to raft is nil. When nil, results are returned to raft
-	// (ApplyFuture.Response, an *applied) in fresh buffers.
-	deliver func(data []byte, res []shards.Result, err error) bool
+	deliver DeliverFunc // never nil
 
 	// Buffers reused from one apply to the next; only the apply goroutine
 	// touches them.
@@ -60,27 +54,32 @@ var (
 	_ raft.FSMSnapshot = (*fsmSnapshot)(nil)
 )
 
-// NewFSM returns a state machine applying to store. A nil logger discards.
-func NewFSM(store *shards.Store, log *slog.Logger) *FSM {
+// DeliverFunc receives the outcome of every applied entry, on the apply
+// goroutine: data is the entry as raft handed it over, res one Result per
+// operation in entry order (nil for an entry that is not a batch of
+// operations), err the reason the entry was refused as a whole. res lives
+// in buffers the FSM reuses for the next entry, so a hook that keeps it
+// copies it. The result reports whether anyone on this node was waiting for
+// the entry (on the leader, the callers that submitted it).
+type DeliverFunc func(data []byte, res []shards.Result, err error) bool
+
+// NewFSM returns a state machine applying to store and handing each
+// entry's outcome to deliver (nil: outcomes are dropped, as on a replica
+// nobody waits on). A nil logger discards.
+func NewFSM(store *shards.Store, deliver DeliverFunc, log *slog.Logger) *FSM {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &FSM{store: store, log: log, members: map[string]string{}}
+	if deliver == nil {
+		deliver = func([]byte, []shards.Result, error) bool { return false }
+	}
+	f := &FSM{store: store, log: log, deliver: deliver, members: map[string]string{}}
 	f.lastTime.Store(math.MinInt64)
 	return f
 }
 
-// applied is the response of a command entry: one Result per operation, in
-// entry order, or the reason the entry was refused as a whole.
-type applied struct {
-	res []shards.Result
-	err error
-}
-
-// Apply applies one committed entry. Without a deliver hook its response
-// (ApplyFuture.Response on the leader) is an *applied for a command entry,
-// nil otherwise; with one (a Node's FSM) the hook gets the outcome and the
-// response is nil.
+// Apply applies one committed entry and hands its outcome to the deliver
+// hook; the response to raft (ApplyFuture.Response) is always nil.
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	r := f.apply(l)
 	f.lastIndex.wake()
@@ -106,11 +105,8 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	if err != nil {
 		// Every replica decodes the same bytes and refuses them alike.
 		f.log.Error("replication: refusing log entry", "index", l.Index, "err", err)
-		if f.deliver != nil {
-			f.deliver(l.Data, nil, err)
-			return nil
-		}
-		return &applied{err: err}
+		f.deliver(l.Data, nil, err)
+		return nil
 	}
 	// Time never runs backwards: an entry stamped before the last applied
 	// instant applies at that instant. Deterministic, since every replica
@@ -119,16 +115,9 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	f.lastTime.Store(now)
 	switch e.typ {
 	case entryOps:
-		var res []shards.Result
-		var rb []engine.Result
-		if f.deliver != nil {
-			f.spare = slices.Grow(f.spare[:0], len(e.ops))[:len(e.ops)]
-			f.spareRes = slices.Grow(f.spareRes[:0], len(e.ops))[:len(e.ops)]
-			res, rb = f.spare, f.spareRes
-		} else {
-			res = make([]shards.Result, len(e.ops))
-			rb = make([]engine.Result, len(e.ops))
-		}
+		f.spare = slices.Grow(f.spare[:0], len(e.ops))[:len(e.ops)]
+		f.spareRes = slices.Grow(f.spareRes[:0], len(e.ops))[:len(e.ops)]
+		res, rb := f.spare, f.spareRes
 		// One result per op fits without allocating (OpLimitAll grows its
 		// own).
 		for i := range e.ops {
@@ -138,11 +127,8 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.scratch.release()
 		f.entries.Add(1)
 		f.ops.Add(uint64(len(e.ops)))
-		if f.deliver != nil {
-			f.deliver(l.Data, res, nil)
-			return nil
-		}
-		return &applied{res: res}
+		f.deliver(l.Data, res, nil)
+		return nil
 	case entrySetMember:
 		f.mu.Lock()
 		f.members[e.id] = e.addr
@@ -152,9 +138,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		delete(f.members, e.id)
 		f.mu.Unlock()
 	}
-	if f.deliver != nil {
-		f.deliver(l.Data, nil, nil)
-	}
+	f.deliver(l.Data, nil, nil)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"testing"
 	"time"
 
@@ -24,13 +25,65 @@ func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
 
-func newTestFSM(t *testing.T) *FSM {
+// newTestFSM returns an FSM over a fresh store, handing outcomes to deliver
+// (nil: dropped).
+func newTestFSM(t *testing.T, deliver DeliverFunc) *FSM {
 	t.Helper()
 	st, err := shards.New(shards.Config{Shards: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewFSM(st, nil)
+	return NewFSM(st, deliver, nil)
+}
+
+// outcome is what a deliver hook received for one entry, copied out of the
+// FSM's reused buffers.
+type outcome struct {
+	res []shards.Result // nil for an entry that is not a batch of operations
+	err error
+}
+
+// recorder is a deliver hook for tests: it keeps a deep copy of every
+// entry's outcome, in apply order, and claims none.
+type recorder struct{ out []outcome }
+
+func (r *recorder) deliver(_ []byte, res []shards.Result, err error) bool {
+	o := outcome{err: err}
+	if res != nil {
+		o.res = make([]shards.Result, len(res))
+		copyResults(o.res, res)
+	}
+	r.out = append(r.out, o)
+	return false
+}
+
+// freshResults applies the operations entries of logs to a store of its
+// own, each operation into a Result of its own (nothing reused), at the
+// time the FSM applies them: the reference for what a deliver hook gets.
+func freshResults(t *testing.T, logs []*raft.Log) map[int][]shards.Result {
+	t.Helper()
+	st, err := shards.New(shards.Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int][]shards.Result{}
+	last := int64(math.MinInt64)
+	for i, l := range logs {
+		e, err := decodeEntry(l.Data, nil)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		last = max(last, e.now)
+		if e.typ != entryOps {
+			continue
+		}
+		res := make([]shards.Result, len(e.ops))
+		for j := range e.ops {
+			st.Exec(&e.ops[j], last, &res[j])
+		}
+		out[i] = res
+	}
+	return out
 }
 
 func snapshotBytes(t *testing.T, f *FSM) []byte {
@@ -94,7 +147,7 @@ func testLog() []*raft.Log {
 // restored from that snapshot snapshots to the same bytes again.
 func TestDeterministicSnapshots(t *testing.T) {
 	logs := testLog()
-	a, b := newTestFSM(t), newTestFSM(t)
+	a, b := newTestFSM(t, nil), newTestFSM(t, nil)
 	for _, l := range logs {
 		a.Apply(l)
 	}
@@ -114,7 +167,7 @@ func TestDeterministicSnapshots(t *testing.T) {
 	if got := a.Members(); len(got) != 1 || got["n0"] != "127.0.0.1:7000" {
 		t.Fatalf("members = %v, want only n0", got)
 	}
-	c := newTestFSM(t)
+	c := newTestFSM(t, nil)
 	if err := c.Restore(io.NopCloser(bytes.NewReader(sa))); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +181,7 @@ func TestDeterministicSnapshots(t *testing.T) {
 
 // A corrupt snapshot is refused and leaves the FSM as it was.
 func TestRestoreCorruptLeavesState(t *testing.T) {
-	a := newTestFSM(t)
+	a := newTestFSM(t, nil)
 	for _, l := range testLog() {
 		a.Apply(l)
 	}
@@ -191,20 +244,23 @@ func TestCodec(t *testing.T) {
 		}
 	}
 	// The FSM refuses a bad entry as a whole and changes nothing.
-	f := newTestFSM(t)
-	r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: bad[1]})
-	if ap, ok := r.(*applied); !ok || !errors.Is(ap.err, ErrBadPayload) {
-		t.Fatalf("Apply(bad) = %v, want ErrBadPayload", r)
+	var rec recorder
+	f := newTestFSM(t, rec.deliver)
+	if r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: bad[1]}); r != nil {
+		t.Fatalf("Apply(bad) = %v, want nil (the outcome goes to the hook)", r)
+	}
+	if len(rec.out) != 1 || rec.out[0].res != nil || !errors.Is(rec.out[0].err, ErrBadPayload) {
+		t.Fatalf("Apply(bad) delivered %+v, want one outcome with ErrBadPayload", rec.out)
 	}
 }
 
-// An FSM with a deliver hook (a Node's) hands every entry's outcome to the
-// hook, from buffers it reuses, and returns nothing to raft; the hook sees
-// the results an FSM without one returns, and the state is the same.
+// The deliver hook gets every entry's outcome once, from buffers the FSM
+// reuses, and raft gets nothing: a hook that claims some entries (as a
+// Node's does, by the address of their data) and one that records all see
+// the results fresh buffers give, and the state is the same.
 func TestDeliverHook(t *testing.T) {
 	logs := testLog()
-	a, b := newTestFSM(t), newTestFSM(t)
-	// The hook claims every third entry, identified by the address of its
+	// b's hook claims every third entry, identified by the address of its
 	// data as the leader's submit path does, and copies its results.
 	claimed := map[*byte]bool{}
 	for i, l := range logs {
@@ -214,7 +270,9 @@ func TestDeliverHook(t *testing.T) {
 	}
 	got := map[int][]shards.Result{}
 	cur, calls := 0, 0
-	b.deliver = func(data []byte, res []shards.Result, err error) bool {
+	var rec recorder
+	a := newTestFSM(t, rec.deliver)
+	b := newTestFSM(t, func(data []byte, res []shards.Result, err error) bool {
 		calls++
 		if err != nil {
 			t.Errorf("deliver: %v", err)
@@ -225,33 +283,37 @@ func TestDeliverHook(t *testing.T) {
 		got[cur] = make([]shards.Result, len(res))
 		copyResults(got[cur], res)
 		return true
-	}
-	want := map[int][]shards.Result{}
+	})
 	for i, l := range logs {
 		cur = i
-		ra, rb := a.Apply(l), b.Apply(l)
-		if rb != nil {
-			t.Fatalf("entry %d: response %v with a deliver hook, want nil", i, rb)
+		if ra, rb := a.Apply(l), b.Apply(l); ra != nil || rb != nil {
+			t.Fatalf("entry %d: responses %v and %v, want nil", i, ra, rb)
 		}
-		if ap, ok := ra.(*applied); ok && i%3 == 0 {
-			if ap.err != nil {
-				t.Fatalf("entry %d: %v", i, ap.err)
-			}
-			want[i] = ap.res
-		}
+	}
+	if len(rec.out) != len(logs) || calls != len(logs) {
+		t.Fatalf("deliver called %d and %d times, want once per entry (%d)", len(rec.out), calls, len(logs))
 	}
 	// Compared after every entry was applied: a delivered copy must not
 	// share the buffers the FSM reuses.
-	for i, w := range want {
-		if fmt.Sprint(w) != fmt.Sprint(got[i]) {
-			t.Fatalf("entry %d: delivered %v, want %v", i, got[i], w)
+	fresh := freshResults(t, logs)
+	compared := 0
+	for i, o := range rec.out {
+		if o.err != nil {
+			t.Fatalf("entry %d: %v", i, o.err)
+		}
+		w, ok := fresh[i]
+		if ok != (o.res != nil) || fmt.Sprint(w) != fmt.Sprint(o.res) {
+			t.Fatalf("entry %d: recorded %v, want %v", i, o.res, w)
+		}
+		if ok && i%3 == 0 {
+			if fmt.Sprint(w) != fmt.Sprint(got[i]) {
+				t.Fatalf("entry %d: delivered %v, want %v", i, got[i], w)
+			}
+			compared++
 		}
 	}
-	if len(want) < 60 {
-		t.Fatalf("only %d claimed command entries compared", len(want))
-	}
-	if calls != len(logs) {
-		t.Fatalf("deliver called %d times, want once per entry (%d)", calls, len(logs))
+	if compared < 60 {
+		t.Fatalf("only %d claimed command entries compared", compared)
 	}
 	if sa, sb := snapshotBytes(t, a), snapshotBytes(t, b); !bytes.Equal(sa, sb) {
 		t.Fatalf("snapshots differ: %d and %d bytes", len(sa), len(sb))

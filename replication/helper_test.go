@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -222,18 +223,11 @@ func (c *testCluster) restart(i int) {
 	c.t.Helper()
 	tn := c.nodes[i]
 	var ln net.Listener
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(c.t, 5*time.Second, func() error { // the port is being released
+		var err error
 		ln, err = net.Listen("tcp", tn.respAddr)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the port is being released
-	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
+		return err
+	})
 	c.start(tn, testConfig(tn.id, tn.dir, tn.respAddr), ln)
 }
 
@@ -250,34 +244,43 @@ func isLeader(n *Node) bool { return n.ready.Load() }
 // nodes) and returns its index; it fails the test at the deadline.
 func (c *testCluster) WaitForLeader(timeout time.Duration, exclude ...int) int {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	leader := -1
+	poll.Until(c.t, timeout, func() error {
 		for i, tn := range c.nodes {
 			skip := false
 			for _, e := range exclude {
 				skip = skip || e == i
 			}
 			if !skip && tn.node != nil && isLeader(tn.node) {
-				return i
+				leader = i
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no leader within %v", timeout)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+		return errors.New("no ready leader")
+	})
+	return leader
 }
 
-// Partition cuts node i's raft traffic (both directions) or restores it.
+// Partition cuts node i's raft traffic (both directions) or restores it:
+// while cut, its stream refuses every dial and accept, and the connections
+// open when it is cut are closed. The filter is set before the connections
+// are closed, so none is tracked after closeConns without being refused.
 func (c *testCluster) Partition(i int, cut bool) {
-	c.nodes[i].node.stream.setPartitioned(cut)
+	s := c.nodes[i].node.stream
+	if !cut {
+		s.admit.Store(nil)
+		return
+	}
+	refuse := func() bool { return false }
+	s.admit.Store(&refuse)
+	s.closeConns()
 }
 
 // waitMembers polls until every running node sees want members, each with
 // its RESP address, and knows a leader.
 func (c *testCluster) waitMembers(want int, timeout time.Duration) {
 	c.t.Helper()
-	c.eventually(timeout, func() error {
+	poll.Until(c.t, timeout, func() error {
 		for _, tn := range c.nodes {
 			if tn.node == nil {
 				continue
@@ -303,7 +306,7 @@ func (c *testCluster) waitMembers(want int, timeout time.Duration) {
 // leader.
 func (c *testCluster) waitConverged(timeout time.Duration) {
 	c.t.Helper()
-	c.eventually(timeout, func() error {
+	poll.Until(c.t, timeout, func() error {
 		var max uint64
 		for _, tn := range c.nodes {
 			if tn.node != nil {
@@ -324,23 +327,6 @@ func maxU(a, b uint64) uint64 {
 		return a
 	}
 	return b
-}
-
-// eventually polls f until it returns nil, failing the test with f's last
-// error at the deadline.
-func (c *testCluster) eventually(timeout time.Duration, f func() error) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("not reached within %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
 }
 
 // throttle is CL.THROTTLE key burst rate period(s) qty as an Op.

@@ -102,7 +102,6 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		log:        log,
 		clock:      cfg.Clock,
 		store:      store,
-		fsm:        NewFSM(store, log),
 		queue:      make(chan *pending, 4096),
 		inflight:   make(chan *flight, cfg.MaxInflight),
 		slots:      make(chan struct{}, cfg.MaxInflight),
@@ -114,7 +113,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	n.fwd = newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, func(ctx context.Context, addr string) (net.Conn, error) {
 		return n.stream.dial(ctx, addr, headerForward)
 	})
-	n.fsm.deliver = n.deliverApplied
+	n.fsm = NewFSM(store, n.deliverApplied, log)
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // testCA is a throwaway certificate authority issuing node certificates
@@ -109,7 +111,7 @@ func TestMismatchedNodeCannotJoin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestCluster(t, 1, tt.cluster)
 			j := c.addNodeWith(tt.joiner)
-			c.eventually(20*time.Second, func() error {
+			poll.Until(c.t, 20*time.Second, func() error {
 				logs := j.logs.String()
 				if !strings.Contains(logs, "refused raft connection from 127.0.0.1:") || !strings.Contains(logs, tt.refusal) {
 					return fmt.Errorf("joiner has not logged the refusal (%q)", tt.refusal)
@@ -200,13 +202,12 @@ func TestRaftPortHandshake(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted, want refused")
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for !strings.Contains(logs.String(), tt.reason) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no refusal naming %q logged:\n%s", tt.reason, logs)
+			poll.Until(t, 5*time.Second, func() error {
+				if !strings.Contains(logs.String(), tt.reason) {
+					return fmt.Errorf("no refusal naming %q logged:\n%s", tt.reason, logs.String())
 				}
-				time.Sleep(10 * time.Millisecond) // polling interval
-			}
+				return nil
+			})
 			if !strings.Contains(logs.String(), "refused raft connection from 127.0.0.1:") {
 				t.Fatalf("the refusal does not name the remote address:\n%s", logs)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -70,7 +71,7 @@ func TestForwardingService(t *testing.T) {
 	if err := c.nodes[fs[0]].node.Remove(context.Background(), o.id); err != nil {
 		t.Fatalf("Remove(%s) via %s: %v", o.id, c.nodes[fs[0]].id, err)
 	}
-	c.eventually(10*time.Second, func() error {
+	poll.Until(c.t, 10*time.Second, func() error {
 		if got := len(c.nodes[l].node.Info().Members); got != 2 {
 			return fmt.Errorf("leader sees %d members, want 2", got)
 		}
@@ -236,13 +237,12 @@ func TestConnAliveThroughWrappers(t *testing.T) {
 				t.Fatal("connAlive(idle connection) = false, want true")
 			}
 			close(closeIt)
-			deadline := time.Now().Add(5 * time.Second)
-			for connAlive(c) {
-				if time.Now().After(deadline) {
-					t.Fatal("connAlive(connection closed by the peer) still true after 5s")
+			poll.Until(t, 5*time.Second, func() error {
+				if connAlive(c) {
+					return errors.New("connAlive(connection closed by the peer) still true")
 				}
-				time.Sleep(5 * time.Millisecond) // polling interval
-			}
+				return nil
+			})
 		})
 	}
 }

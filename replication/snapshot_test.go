@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 func smallLogs(cfg *Config) {
@@ -157,7 +159,7 @@ func testLateJoiner(t *testing.T, members, joiner string, wantSnapshot bool) {
 	if err := c.nodes[l].node.Remove(t.Context(), tn.id); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually(10*time.Second, func() error {
+	poll.Until(c.t, 10*time.Second, func() error {
 		if m := len(c.nodes[l].node.Info().Members); m != 3 {
 			return fmt.Errorf("%d members after remove, want 3", m)
 		}

@@ -22,10 +22,6 @@ import (
 // dial (the forwarding client's) write the header and run the dialer's half
 // of the handshake.
 //
-// It also has a switch that cuts this node off (every connection closed,
-// dials and accepts refused) so that tests can partition a node on real
-// sockets. Production code never sets the switch.
-//
 // All methods are safe for concurrent use. Close stops every goroutine the
 // stream started, service connections included.
 type tcpStream struct {
@@ -38,18 +34,20 @@ type tcpStream struct {
 	handshaking chan struct{}                    // one token per inbound handshake under way
 	raftConns   chan net.Conn                    // authenticated raft connections, for Accept
 	service     atomic.Pointer[func(c net.Conn)] // the forwarding service; nil until handle
+	admit       atomic.Pointer[func() bool]      // nil in production; see admits
 	done        chan struct{}                    // closed by Close
 	closeOnce   sync.Once
 	wg          sync.WaitGroup // the accept loop, handshakes and service connections
 
 	mu      sync.Mutex
-	cut     bool                  // guarded by mu
 	conns   map[net.Conn]struct{} // open connections, both directions; guarded by mu
 	closing bool                  // guarded by mu
 }
 
 var _ raft.StreamLayer = (*tcpStream)(nil)
 
+// errPartitioned refuses a connection the admit filter turned away (or one
+// made while the stream closes).
 var errPartitioned = errors.New("replication: node partitioned")
 
 const (
@@ -205,7 +203,7 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 // dialer's handshake, bounded by ctx (or handshakeTimeout when ctx has no
 // deadline). An error means no request was sent.
 func (s *tcpStream) dial(ctx context.Context, addr string, hdr byte) (net.Conn, error) {
-	if s.isCut() {
+	if !s.admits() {
 		return nil, errPartitioned
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -249,7 +247,7 @@ func (s *tcpStream) Accept() (net.Conn, error) {
 func (s *tcpStream) track(c net.Conn) (net.Conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cut || s.closing {
+	if s.closing || !s.admits() {
 		c.Close()
 		return nil, errPartitioned
 	}
@@ -264,17 +262,11 @@ func (s *tcpStream) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
-		s.closing = true
-		open := make([]net.Conn, 0, len(s.conns))
-		for c := range s.conns {
-			open = append(open, c)
-		}
+		s.closing = true // from here on, track refuses new connections
 		s.mu.Unlock()
 		close(s.done)
 		err = s.ln.Close()
-		for _, c := range open {
-			c.Close()
-		}
+		s.closeConns()
 		s.wg.Wait()
 	})
 	return err
@@ -289,21 +281,20 @@ func (s *tcpStream) isClosing() bool {
 	return s.closing
 }
 
-func (s *tcpStream) isCut() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cut
+// admits reports whether the admit filter, when set, lets connections
+// through. Tests set the filter to cut a node off on real sockets
+// (helper_test.go's Partition, which then calls closeConns).
+func (s *tcpStream) admits() bool {
+	f := s.admit.Load()
+	return f == nil || (*f)()
 }
 
-// setPartitioned cuts (true) or restores (false) this node's raft traffic.
-func (s *tcpStream) setPartitioned(cut bool) {
+// closeConns closes every open connection, both directions.
+func (s *tcpStream) closeConns() {
 	s.mu.Lock()
-	s.cut = cut
-	var open []net.Conn
-	if cut {
-		for c := range s.conns {
-			open = append(open, c)
-		}
+	open := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		open = append(open, c)
 	}
 	s.mu.Unlock()
 	for _, c := range open {
@@ -311,7 +302,8 @@ func (s *tcpStream) setPartitioned(cut bool) {
 	}
 }
 
-// trackedConn is a TCP connection the stream closes on Close and on a cut.
+// trackedConn is a TCP connection the stream closes on Close (and
+// closeConns).
 type trackedConn struct {
 	net.Conn
 	s    *tcpStream

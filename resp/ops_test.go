@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // TestLatencyBuckets checks that every duration lands in a bucket whose
@@ -346,16 +348,16 @@ func TestQueryTimeout(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or 5 s pass.
+// waitFor polls cond until it holds or 5 s pass (a thin wrapper of
+// poll.Until for boolean conditions).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	poll.Until(t, 5*time.Second, func() error {
+		if !cond() {
+			return fmt.Errorf("still waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestMaxMemoryNoEviction: over maxmemory, commands that would create a key

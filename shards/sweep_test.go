@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // TestSweepBounded: each Sweep reclaims at most its budget and examines at
@@ -70,13 +72,12 @@ func TestRunSweeper(t *testing.T) {
 		<-done
 	})
 	clock.Advance(11 * time.Second) // past every expiry
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Stats(clock.Now()).Keys != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sweeper left %d keys after 20s", s.Stats(clock.Now()).Keys)
+	poll.Until(t, 20*time.Second, func() error {
+		if n := s.Stats(clock.Now()).Keys; n != 0 {
+			return fmt.Errorf("sweeper left %d keys", n)
 		}
-		time.Sleep(time.Millisecond) // polling interval, not a synchronisation guess
-	}
+		return nil
+	})
 	cancel()
 	select {
 	case <-done:

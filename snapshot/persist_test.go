@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -449,13 +451,12 @@ func TestRunSavesPeriodically(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for info(p)["rdb_saves"] != "1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no periodic save within 10 s: %v", info(p))
+	poll.Until(t, 10*time.Second, func() error {
+		if inf := info(p); inf["rdb_saves"] != "1" {
+			return fmt.Errorf("no periodic save: %v", inf)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if p.saveDue() {
 		t.Fatal("save still due right after a periodic save")
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // writeThroughFollowers runs one CL.THROTTLE on a fresh key through each
@@ -82,7 +84,7 @@ func TestClusterTLSReplicationNeedsFiles(t *testing.T) {
 func TestClusterWrongSecret(t *testing.T) {
 	nodes := startCluster(t, 2, "--cluster-secret", "right")
 	bad := startClusterNode(t, "n3", nodes[0].Addr, "--cluster-secret", "wrong")
-	waitFor(t, 20*time.Second, func() error {
+	poll.Until(t, 20*time.Second, func() error {
 		out := bad.output.String()
 		if !strings.Contains(out, "refused raft connection from 127.0.0.1:") || !strings.Contains(out, "bad cluster secret") {
 			return fmt.Errorf("n3 has not logged the refusal:\n%s", out)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // TestLimiterCommands runs every limiter command of the contract through
@@ -413,7 +415,7 @@ func TestEveryServerCommand(t *testing.T) {
 			check("BGSAVE", strings.Contains(v, "Background saving started"), v, err, "Background saving started")
 			// Wait until the background save is over (a SAVE meanwhile is
 			// refused, as in Redis).
-			waitFor(t, 20*time.Second, func() error {
+			poll.Until(t, 20*time.Second, func() error {
 				text, err := c.Info(ctx, "persistence").Result()
 				if err != nil {
 					t.Fatalf("INFO persistence: %v", err)

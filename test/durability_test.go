@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // durable is the limit the durability tests count against: CL.THROTTLE
@@ -145,7 +147,7 @@ func testKillAll(t *testing.T, store, fsync string, args ...string) {
 			}
 		}(w)
 	}
-	waitFor(t, 60*time.Second, func() error {
+	poll.Until(t, 60*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if total < target {
@@ -178,7 +180,7 @@ func testKillAll(t *testing.T, store, fsync string, args ...string) {
 		for i, nd := range nodes {
 			c := noRetryClient(t, nd.Addr)
 			var r []int64
-			waitFor(t, 15*time.Second, func() error {
+			poll.Until(t, 15*time.Second, func() error {
 				var err error
 				r, err = throttle(context.Background(), c, append(append([]any{key}, durable...), 0)...)
 				return err
@@ -258,7 +260,7 @@ func TestClusterWALRestart(t *testing.T) {
 		t.Errorf("restarted node did not report its existing raft state:\n%s", nodes[l].output)
 	}
 	var alone map[string]string
-	waitFor(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if alone = raftInfo(nodes[l]); alone["raft_last_log_index"] == "" {
 			return errors.New("restarted node does not answer RAFT.INFO")
 		}
@@ -273,7 +275,7 @@ func TestClusterWALRestart(t *testing.T) {
 	resume()
 
 	var applied []string
-	waitFor(t, 30*time.Second, func() error {
+	poll.Until(t, 30*time.Second, func() error {
 		inf := raftInfo(nodes[l])
 		if inf["raft_state"] != "follower" || inf["raft_leader_resp_addr"] == "" {
 			return fmt.Errorf("restarted node: state %q, leader %q", inf["raft_state"], inf["raft_leader_resp_addr"])
@@ -292,7 +294,7 @@ func TestClusterWALRestart(t *testing.T) {
 	oc := noRetryClient(t, nodes[l].Addr)
 	for key, n := range map[string]int{"before": before, "after": after} {
 		var r []int64
-		waitFor(t, 15*time.Second, func() error {
+		poll.Until(t, 15*time.Second, func() error {
 			var err error
 			r, err = throttle(ctx, oc, append(append([]any{key}, durable...), 0)...)
 			return err

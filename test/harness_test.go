@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // binary is the path of the cellserver binary built once for all tests.
@@ -147,7 +149,7 @@ func (s *server) waitReady() {
 		_, err = c.Read(make([]byte, 64))
 		return err
 	}
-	waitFor(s.t, 15*time.Second, func() error {
+	poll.Until(s.t, 15*time.Second, func() error {
 		s.failIfExited()
 		if err := ping(); err != nil {
 			return fmt.Errorf("PING %s: %v\n%s", s.Addr, err, s.output)
@@ -241,23 +243,6 @@ func ints(t testing.TB, v any) []int64 {
 		out[i] = n
 	}
 	return out
-}
-
-// waitFor polls f until it returns nil, and fails the test with f's last
-// error once timeout has passed.
-func waitFor(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
 }
 
 // parseInfo reads the field:value lines of an INFO or RAFT.INFO reply

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // Operations and security, end to end with the real binary: TLS and mutual
@@ -111,7 +113,7 @@ func TestTLSOptionalAndTLSOnly(t *testing.T) {
 	s.launch()
 	ctx := context.Background()
 	c := tlsClient(t, tlsPort, pki.clientConfig(t, false))
-	waitFor(t, 15*time.Second, func() error {
+	poll.Until(t, 15*time.Second, func() error {
 		s.failIfExited()
 		return c.Ping(ctx).Err()
 	})
@@ -165,8 +167,7 @@ func TestMaxClientsBinary(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		// The harness's readiness probe may still count as a client for a
 		// moment after it closed: retry a refusal until a deadline.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		poll.Until(t, 10*time.Second, func() error {
 			nc, err := net.Dial("tcp", s.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -177,14 +178,14 @@ func TestMaxClientsBinary(t *testing.T) {
 			if l == "+PONG\r\n" {
 				t.Cleanup(func() { nc.Close() })
 				clients = append(clients, cl)
-				break
+				return nil
 			}
 			nc.Close()
-			if l != "-ERR max number of clients reached\r\n" || time.Now().After(deadline) {
+			if l != "-ERR max number of clients reached\r\n" {
 				t.Fatalf("client %d PING = %q, want +PONG", i, l)
 			}
-			time.Sleep(10 * time.Millisecond) // polling interval
-		}
+			return fmt.Errorf("client %d PING = %q, want +PONG", i, l)
+		})
 	}
 	nc, err := net.Dial("tcp", s.Addr)
 	if err != nil {
@@ -242,7 +243,7 @@ func TestMaxMemoryBinary(t *testing.T) {
 	// maxmemory is checked every 100 ms: new keys until the check refuses.
 	const oom = "OOM command not allowed when used memory > 'maxmemory'."
 	i := 0
-	waitFor(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		i++
 		err := c.Do(ctx, "FW.INCR", "k"+strconv.Itoa(i), "10", "1m").Err()
 		if err == nil || err.Error() != oom {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // persistKinds are one exhausting command per limiter kind: the first call
@@ -275,7 +277,7 @@ func TestPersistUnwritableDir(t *testing.T) {
 	if err := c.BgSave(ctxT(t)).Err(); err != nil {
 		t.Fatalf("BGSAVE = %v, want it started (its failure shows in INFO)", err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if v := infoField(t, c, "rdb_bgsave_in_progress"); v != "0" {
 			return fmt.Errorf("rdb_bgsave_in_progress = %s, want 0", v)
 		}

@@ -26,7 +26,10 @@ type clusterConfig struct {
 	RespAdvertise string
 	Bootstrap     bool
 	Join          string
-	Raft          raftTuning
+	// Raft is the node's configuration: the directives set its tuning
+	// fields directly, and replicationConfig fills in the rest (identity,
+	// addresses, directory, credentials, logger).
+	Raft replication.Config
 
 	// Node-to-node security on the raft port (docs/cluster.md, Security).
 	TLSReplication bool   // tls-replication: mutual TLS with the tls-* files
@@ -37,27 +40,8 @@ type clusterConfig struct {
 // tlsOn reports whether the raft port uses TLS.
 func (c *clusterConfig) tlsOn() bool { return c.TLSReplication || c.TLSCluster }
 
-// raftTuning are the replication settings the directives reach (a
-// comparable subset of replication.Config).
-type raftTuning struct {
-	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
-	NoLeaderTimeout, SnapshotInterval                                    time.Duration
-	SnapshotThreshold, TrailingLogs                                      uint64
-	MaxBatch, MaxInflight                                                int
-	LocalReads                                                           bool
-	LogStore, AppendFsync                                                string
-}
-
 func defaultClusterConfig() clusterConfig {
-	d := replication.DefaultConfig()
-	return clusterConfig{Raft: raftTuning{
-		HeartbeatTimeout: d.HeartbeatTimeout, ElectionTimeout: d.ElectionTimeout,
-		LeaderLeaseTimeout: d.LeaderLeaseTimeout, CommitTimeout: d.CommitTimeout,
-		NoLeaderTimeout: d.NoLeaderTimeout, SnapshotInterval: d.SnapshotInterval,
-		SnapshotThreshold: d.SnapshotThreshold, TrailingLogs: d.TrailingLogs,
-		MaxBatch: d.MaxBatch, MaxInflight: d.MaxInflight,
-		LocalReads: d.LocalReads, LogStore: d.LogStore, AppendFsync: d.AppendFsync,
-	}}
+	return clusterConfig{Raft: replication.DefaultConfig()}
 }
 
 func (c *clusterConfig) enabled() bool { return c.NodeID != "" }
@@ -117,14 +101,7 @@ var clusterDirectives = []directive{
 
 // replicationConfig maps the server configuration to the node's.
 func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
-	t := c.Cluster.Raft
-	rc := replication.DefaultConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout = t.HeartbeatTimeout, t.ElectionTimeout
-	rc.LeaderLeaseTimeout, rc.CommitTimeout = t.LeaderLeaseTimeout, t.CommitTimeout
-	rc.NoLeaderTimeout, rc.SnapshotInterval = t.NoLeaderTimeout, t.SnapshotInterval
-	rc.SnapshotThreshold, rc.TrailingLogs = t.SnapshotThreshold, t.TrailingLogs
-	rc.MaxBatch, rc.MaxInflight, rc.LocalReads = t.MaxBatch, t.MaxInflight, t.LocalReads
-	rc.LogStore, rc.AppendFsync = t.LogStore, t.AppendFsync
+	rc := c.Cluster.Raft
 	rc.NodeID = c.Cluster.NodeID
 	rc.RaftAddr = c.Cluster.RaftAddr
 	rc.RaftAdvertise = c.Cluster.RaftAdvertise

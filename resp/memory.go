@@ -3,10 +3,10 @@ package resp
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -66,24 +66,7 @@ func ParseMemoryPolicy(s string) (MemoryPolicy, error) {
 // ParseBytes reads a memory size as redis.conf writes them: a number of
 // bytes with an optional unit, 1k = 1000, 1kb = 1024, 1m = 10^6,
 // 1mb = 2^20, 1g = 10^9, 1gb = 2^30 (any letter case).
-func ParseBytes(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mul := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mul    int64
-	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mul = strings.TrimSuffix(t, u.suffix), u.mul
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mul {
-		return 0, fmt.Errorf("invalid memory size %q (e.g. 100mb, 1gb)", s)
-	}
-	return n * mul, nil
-}
+func ParseBytes(s string) (int64, error) { return setting.ParseBytes(s) }
 
 // memoryLoop enforces maxmemory until the server's context ends.
 func (s *Server) memoryLoop() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // Version is cellserver's version, reported by HELLO, INFO and --version.
@@ -108,9 +109,16 @@ func DefaultConfig() Config {
 
 // Validate reports whether c is usable by NewServer.
 func (c *Config) Validate() error {
+	// The ranges these share with the settings table, worded by it.
+	for _, r := range []struct {
+		name string
+		n    int64
+	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}} {
+		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
+			return fmt.Errorf("resp: %w", err)
+		}
+	}
 	switch {
-	case c.MaxClients < 1:
-		return fmt.Errorf("resp: maxclients %d must be at least 1", c.MaxClients)
 	case c.Timeout < 0:
 		return fmt.Errorf("resp: timeout %v must not be negative", c.Timeout)
 	case c.MaxBulkLen < 1:
@@ -121,10 +129,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("resp: client-query-buffer-limit %d must be at least %d", c.QueryBufferLimit, minQueryBufferLimit)
 	case c.QueryTimeout < 0:
 		return fmt.Errorf("resp: query timeout %v must not be negative", c.QueryTimeout)
-	case c.SlowlogMaxLen < 0:
-		return fmt.Errorf("resp: slowlog-max-len %d must not be negative", c.SlowlogMaxLen)
-	case c.MaxMemory < 0:
-		return fmt.Errorf("resp: maxmemory %d must not be negative", c.MaxMemory)
 	case c.MemoryPolicy != NoEviction && c.MemoryPolicy != VolatileTTL:
 		return fmt.Errorf("resp: unknown maxmemory policy %d", c.MemoryPolicy)
 	case c.MemoryCheckInterval <= 0:

@@ -1,18 +1,20 @@
 package resp
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
-// Setting is one parameter of CONFIG GET and CONFIG SET.
+// Setting is one parameter of CONFIG GET and CONFIG SET. The built-in
+// live settings parse and range-check their values with internal/setting's
+// table, which also words their errors.
 type Setting struct {
 	// Name is the parameter's name, lower case, as in redis.conf.
 	Name string
@@ -39,17 +41,17 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		{Name: "maxclients", Get: func() string { return itoa(s.maxClients.Load()) }, Set: func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				return errors.New("argument must be an integer of at least 1")
+			n, err := setting.Must("maxclients").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.maxClients.Store(n)
 			return nil
 		}},
 		{Name: "timeout", Get: func() string { return itoa(s.timeout.Load() / int64(time.Second)) }, Set: func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > 1<<31 {
-				return errors.New("argument couldn't be parsed into an integer")
+			n, err := setting.Must("timeout").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.timeout.Store(n * int64(time.Second))
 			return nil
@@ -61,49 +63,49 @@ func (s *Server) initSettings() error {
 			return LogLevelName(s.cfg.LogLevel.Level())
 		}},
 		{Name: "proto-max-bulk-len", Get: func() string { return itoa(s.maxBulk.Load()) }, Set: func(v string) error {
-			n, err := ParseBytes(v)
-			if err != nil || n < 1024*1024 || n > 1<<40 {
-				return errors.New("argument must be a memory size of at least 1mb")
+			n, err := setting.Must("proto-max-bulk-len").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.maxBulk.Store(n)
 			return nil
 		}},
 		{Name: "client-query-buffer-limit", Get: func() string { return itoa(s.queryLimit.Load()) }, Set: func(v string) error {
-			n, err := ParseBytes(v)
-			if err != nil || n < minQueryBufferLimit || n > 1<<40 {
-				return errors.New("argument must be a memory size of at least 1mb")
+			n, err := setting.Must("client-query-buffer-limit").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.queryLimit.Store(n)
 			return nil
 		}},
 		{Name: "client-query-timeout", Get: func() string { return itoa(s.queryTime.Load() / int64(time.Second)) }, Set: func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > 1<<31 {
-				return errors.New("argument couldn't be parsed into an integer")
+			n, err := setting.Must("client-query-timeout").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.queryTime.Store(n * int64(time.Second))
 			return nil
 		}},
 		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.slowerThan.Load()) }, Set: func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
+			n, err := setting.Must("slowlog-log-slower-than").ParseLive(v)
 			if err != nil {
-				return errors.New("argument couldn't be parsed into an integer")
+				return err
 			}
 			s.slowlog.slowerThan.Store(n)
 			return nil
 		}},
 		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.maxLen.Load()) }, Set: func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > 1<<31 {
-				return errors.New("argument must be a non-negative integer")
+			n, err := setting.Must("slowlog-max-len").ParseLive(v)
+			if err != nil {
+				return err
 			}
 			s.slowlog.maxLen.Store(n)
 			return nil
 		}},
 		{Name: "maxmemory", Get: func() string { return itoa(s.maxMemory.Load()) }, Set: func(v string) error {
-			n, err := ParseBytes(v)
+			n, err := setting.Must("maxmemory").ParseLive(v)
 			if err != nil {
-				return errors.New("argument must be a memory size (e.g. 100mb)")
+				return err
 			}
 			s.maxMemory.Store(n)
 			return nil
@@ -152,6 +154,18 @@ func (s *Server) initSettings() error {
 	}
 	sort.Slice(s.setlist, func(i, j int) bool { return s.setlist[i].Name < s.setlist[j].Name })
 	return nil
+}
+
+// liveSettings lists the settings CONFIG SET may change, from the settings
+// table.
+func liveSettings() string {
+	var names []string
+	for _, s := range setting.Table {
+		if s.Live {
+			names = append(names, s.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // ParseLogLevel maps Redis's log levels to slog: debug → Debug, verbose →
@@ -213,7 +227,7 @@ func configCommand() *Command {
 			},
 			{
 				Name: "set", Arity: -4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Changes settings live: requirepass, maxclients, timeout, loglevel, slowlog-log-slower-than, slowlog-max-len, maxmemory, maxmemory-policy, proto-max-bulk-len, client-query-buffer-limit, client-query-timeout (and those other components declare).", Complexity: "O(N) where N is the number of settings",
+				Summary: "Changes settings live: " + liveSettings() + " (docs/configuration.md).", Complexity: "O(N) where N is the number of settings",
 				Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
 					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"},
 				}}},

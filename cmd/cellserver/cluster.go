@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
@@ -46,57 +44,30 @@ func defaultClusterConfig() clusterConfig {
 
 func (c *clusterConfig) enabled() bool { return c.NodeID != "" }
 
-func setDuration(dst *time.Duration, v string) error {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("not a positive duration (e.g. 500ms): %q", v)
-	}
-	*dst = d
-	return nil
-}
-
-func setUint64(dst *uint64, v string) error {
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer: %q", v)
-	}
-	*dst = n
-	return nil
-}
-
 // clusterDirectives are the cluster settings (flags and config file).
 var clusterDirectives = []directive{
-	{"node-id", "cluster mode: this node's unique, stable id (empty: standalone)", func(c *Config, v string) error { c.Cluster.NodeID = v; return nil }},
-	{"raft-addr", "cluster: host:port of the raft transport", func(c *Config, v string) error { c.Cluster.RaftAddr = v; return nil }},
-	{"raft-advertise", "cluster: raft host:port other nodes dial (default: raft-addr)", func(c *Config, v string) error { c.Cluster.RaftAdvertise = v; return nil }},
-	{"resp-advertise", "cluster: RESP host:port other nodes list in ROLE and join through (default: bind:port)", func(c *Config, v string) error { c.Cluster.RespAdvertise = v; return nil }},
-	{"bootstrap", "cluster: make this node the first member of a new cluster (yes/no)", func(c *Config, v string) error { return setYesNo(&c.Cluster.Bootstrap, v) }},
-	{"join", "cluster: RESP host:port of any member to join through", func(c *Config, v string) error { c.Cluster.Join = v; return nil }},
-	{"raft-heartbeat-timeout", "cluster: follower's wait for the leader before an election", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.HeartbeatTimeout, v) }},
-	{"raft-election-timeout", "cluster: candidate's wait per election round", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.ElectionTimeout, v) }},
-	{"raft-lease-timeout", "cluster: leader steps down after this long without a quorum", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.LeaderLeaseTimeout, v) }},
-	{"raft-commit-timeout", "cluster: longest wait before the commit index is sent", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.CommitTimeout, v) }},
-	{"raft-no-leader-timeout", "cluster: how long a command waits for a leader before CLUSTERDOWN", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.NoLeaderTimeout, v) }},
-	{"raft-snapshot-threshold", "cluster: log entries between raft snapshots", func(c *Config, v string) error { return setUint64(&c.Cluster.Raft.SnapshotThreshold, v) }},
-	{"raft-snapshot-interval", "cluster: how often to check whether to snapshot", func(c *Config, v string) error { return setDuration(&c.Cluster.Raft.SnapshotInterval, v) }},
-	{"raft-trailing-logs", "cluster: log entries kept after a snapshot", func(c *Config, v string) error { return setUint64(&c.Cluster.Raft.TrailingLogs, v) }},
-	{"raft-max-batch", "cluster: most operations per raft log entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxBatch, v) }},
-	{"raft-max-inflight", "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry", func(c *Config, v string) error { return setInt(&c.Cluster.Raft.MaxInflight, v) }},
-	{"appendfsync", "cluster: when raft log appends reach the disk: always (before a node counts towards a commit), everysec (written at once, synced every second), no", func(c *Config, v string) error {
-		c.Cluster.Raft.AppendFsync = strings.ToLower(v)
-		return nil
-	}},
-	{"raft-log-store", "cluster: raft log store, boltdb or wal (fixed for a node's data directory)", func(c *Config, v string) error {
-		c.Cluster.Raft.LogStore = strings.ToLower(v)
-		return nil
-	}},
-	{"raft-local-reads", "cluster: serve reads from local state without confirming leadership (faster, possibly stale)", func(c *Config, v string) error { return setYesNo(&c.Cluster.Raft.LocalReads, v) }},
-
-	// Node-to-node security. Replication and forwarding share the raft
-	// port, so tls-replication and tls-cluster both turn TLS on for it.
-	{"tls-replication", "cluster: mutual TLS on the raft port (replication and forwarding), with tls-cert-file, tls-key-file and tls-ca-cert-file (yes/no)", func(c *Config, v string) error { return setYesNo(&c.Cluster.TLSReplication, v) }},
-	{"tls-cluster", "cluster: the same as tls-replication: both links share the raft port (yes/no)", func(c *Config, v string) error { return setYesNo(&c.Cluster.TLSCluster, v) }},
-	{"cluster-secret", "cluster: secret every node shares; a connection to the raft port must prove it knows it (authenticates, does not encrypt)", func(c *Config, v string) error { c.Cluster.Secret = v; return nil }},
+	{name: "node-id", field: func(c *Config) any { return &c.Cluster.NodeID }},
+	{name: "raft-addr", field: func(c *Config) any { return &c.Cluster.RaftAddr }},
+	{name: "raft-advertise", field: func(c *Config) any { return &c.Cluster.RaftAdvertise }},
+	{name: "resp-advertise", field: func(c *Config) any { return &c.Cluster.RespAdvertise }},
+	{name: "bootstrap", field: func(c *Config) any { return &c.Cluster.Bootstrap }},
+	{name: "join", field: func(c *Config) any { return &c.Cluster.Join }},
+	{name: "raft-heartbeat-timeout", field: func(c *Config) any { return &c.Cluster.Raft.HeartbeatTimeout }},
+	{name: "raft-election-timeout", field: func(c *Config) any { return &c.Cluster.Raft.ElectionTimeout }},
+	{name: "raft-lease-timeout", field: func(c *Config) any { return &c.Cluster.Raft.LeaderLeaseTimeout }},
+	{name: "raft-commit-timeout", field: func(c *Config) any { return &c.Cluster.Raft.CommitTimeout }},
+	{name: "raft-no-leader-timeout", field: func(c *Config) any { return &c.Cluster.Raft.NoLeaderTimeout }},
+	{name: "raft-snapshot-threshold", field: func(c *Config) any { return &c.Cluster.Raft.SnapshotThreshold }},
+	{name: "raft-snapshot-interval", field: func(c *Config) any { return &c.Cluster.Raft.SnapshotInterval }},
+	{name: "raft-trailing-logs", field: func(c *Config) any { return &c.Cluster.Raft.TrailingLogs }},
+	{name: "raft-max-batch", field: func(c *Config) any { return &c.Cluster.Raft.MaxBatch }},
+	{name: "raft-max-inflight", field: func(c *Config) any { return &c.Cluster.Raft.MaxInflight }},
+	{name: "appendfsync", field: func(c *Config) any { return &c.Cluster.Raft.AppendFsync }},
+	{name: "raft-log-store", field: func(c *Config) any { return &c.Cluster.Raft.LogStore }},
+	{name: "raft-local-reads", field: func(c *Config) any { return &c.Cluster.Raft.LocalReads }},
+	{name: "tls-replication", field: func(c *Config) any { return &c.Cluster.TLSReplication }},
+	{name: "tls-cluster", field: func(c *Config) any { return &c.Cluster.TLSCluster }},
+	{name: "cluster-secret", field: func(c *Config) any { return &c.Cluster.Secret }},
 }
 
 // replicationConfig maps the server configuration to the node's.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
@@ -59,62 +60,65 @@ func DefaultConfig() Config {
 	}
 }
 
-// directive is one configuration setting: its name (as in redis.conf and
-// as a --flag), its help, and how to set it from text. Adding a setting is
-// one entry here plus its field in Config. A directive whose set parses
-// with setYesNo is a yes/no directive: as a flag it may also stand alone
-// (--bootstrap means --bootstrap yes); see yesNoFlag. set must change
-// nothing but c: parseArgs calls it once on a scratch Config to tell.
+// directive binds a setting of internal/setting's table (name, kind and
+// parser, range, default, help) to its field in Config. Adding a setting is
+// one entry in setting.Table, one here (or in persist.go, cluster.go,
+// ops.go) and its field in Config. A YesNo setting may also stand alone as
+// a flag (--bootstrap means --bootstrap yes); see yesNoFlag.
 type directive struct {
 	name  string
-	usage string
-	set   func(c *Config, v string) error
+	field func(c *Config) any // a pointer to the field; see setting.Spec.Set
+	spec  *setting.Spec
 }
 
-var directives = append([]directive{
-	{"bind", "address to listen on", func(c *Config, v string) error { c.Bind = v; return nil }},
-	{"port", "TCP port to listen on (0: no plaintext port; tls-port must be set)", func(c *Config, v string) error { return setInt(&c.Port, v) }},
-	{"requirepass", "password clients must AUTH with (empty: none)", func(c *Config, v string) error { c.RequirePass = v; return nil }},
-	{"maxclients", "maximum connected clients", func(c *Config, v string) error { return setInt(&c.MaxClients, v) }},
-	{"timeout", "close clients idle for this many seconds (0: never)", func(c *Config, v string) error { return setInt(&c.Timeout, v) }},
-	{"loglevel", "debug, verbose, notice or warning", func(c *Config, v string) error { c.LogLevel = v; return nil }},
-	{"shards", "keyspace shards, a power of two (0: 16 per CPU, at most 1024)", func(c *Config, v string) error { return setInt(&c.Shards, v) }},
-	{"pprof-addr", "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only", func(c *Config, v string) error { c.PprofAddr = v; return nil }},
-	{"sl-max-limit", "largest SL.ADD limit (a sliding log keeps one entry per request)", func(c *Config, v string) error { return setInt64(&c.SLMaxLimit, v) }},
-}, append(persistDirectives, append(clusterDirectives, opsDirectives...)...)...) // dir, dbfilename, save, snapshot-ignore-corrupt: persist.go; node-id, raft-*: cluster.go; tls-*, limits, maxmemory, slowlog, metrics: ops.go
+// set parses v into c's field with the table's parser. Ranges are checked
+// by Validate.
+func (d directive) set(c *Config, v string) error { return d.spec.Set(d.field(c), v) }
 
-func setInt(dst *int, v string) error {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return fmt.Errorf("not an integer: %q", v)
+// bindDirectives looks every binding up in setting.Table; it panics on a
+// name the table lacks or on a table entry left unbound.
+func bindDirectives(ds ...[]directive) []directive {
+	var all []directive
+	bound := map[string]bool{}
+	for _, l := range ds {
+		for _, d := range l {
+			d.spec = setting.Must(d.name)
+			if bound[d.name] {
+				panic("cellserver: directive " + d.name + " bound twice")
+			}
+			bound[d.name] = true
+			all = append(all, d)
+		}
 	}
-	*dst = n
-	return nil
-}
-
-// errNotYesNo is returned (wrapped) by setYesNo for a word that is not yes
-// or no. parseArgs also uses it to recognise the yes/no directives.
-var errNotYesNo = errors.New("expected yes or no")
-
-// setYesNo parses the value of every yes/no directive, in flags and in the
-// configuration file alike: yes or no, also true/false and 1/0, in any case.
-func setYesNo(dst *bool, v string) error {
-	switch strings.ToLower(v) {
-	case "yes", "true", "1":
-		*dst = true
-	case "no", "false", "0":
-		*dst = false
-	default:
-		return fmt.Errorf("%w, got %q", errNotYesNo, v)
+	for _, s := range setting.Table {
+		if !bound[s.Name] {
+			panic("cellserver: setting " + s.Name + " has no field in Config")
+		}
 	}
-	return nil
+	return all
 }
 
-// isYesNo reports whether d is a yes/no directive: its set refuses an empty
-// value with errNotYesNo. scratch absorbs whatever set does with it.
-func isYesNo(d directive, scratch *Config) bool {
-	return errors.Is(d.set(scratch, ""), errNotYesNo)
+// directives are every setting, bound: the core ones below, then
+// persist.go's (dir, dbfilename, save, snapshot-ignore-corrupt),
+// cluster.go's (node-id, raft-*) and ops.go's (tls-*, limits, maxmemory,
+// slowlog, metrics).
+var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives)
+
+var coreDirectives = []directive{
+	{name: "bind", field: func(c *Config) any { return &c.Bind }},
+	{name: "port", field: func(c *Config) any { return &c.Port }},
+	{name: "requirepass", field: func(c *Config) any { return &c.RequirePass }},
+	{name: "maxclients", field: func(c *Config) any { return &c.MaxClients }},
+	{name: "timeout", field: func(c *Config) any { return &c.Timeout }},
+	{name: "loglevel", field: func(c *Config) any { return &c.LogLevel }},
+	{name: "shards", field: func(c *Config) any { return &c.Shards }},
+	{name: "pprof-addr", field: func(c *Config) any { return &c.PprofAddr }},
+	{name: "sl-max-limit", field: func(c *Config) any { return &c.SLMaxLimit }},
 }
+
+// isYesNo reports whether d is a yes/no directive (scratch is unused: the
+// table says).
+func isYesNo(d directive, _ *Config) bool { return d.spec.Kind == setting.YesNo }
 
 // yesNoFlag is a yes/no directive as a flag. IsBoolFlag lets it stand alone
 // (the flag package then sets "true"); --name=no and, through
@@ -177,14 +181,11 @@ func joinYesNoValues(fs *flag.FlagSet, args []string) []string {
 // Validate reports whether c can start a server.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Port < 0 || c.Port > 65535 {
-		errs = append(errs, fmt.Errorf("port %d is not in 0..65535", c.Port))
-	}
-	if c.MaxClients < 1 {
-		errs = append(errs, fmt.Errorf("maxclients %d must be at least 1", c.MaxClients))
-	}
-	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout %d must not be negative", c.Timeout))
+	// Every range, worded by the settings table.
+	for _, d := range directives {
+		if err := d.spec.Check(d.field(c)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, err := resp.ParseLogLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("loglevel: %w", err))
@@ -200,9 +201,6 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateOps(); err != nil {
 		errs = append(errs, err)
-	}
-	if c.SLMaxLimit < 1 || c.SLMaxLimit > engine.MaxCount {
-		errs = append(errs, fmt.Errorf("sl-max-limit %d is not in 1..%d", c.SLMaxLimit, engine.MaxCount))
 	}
 	return errors.Join(errs...)
 }
@@ -232,8 +230,9 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 
 // options are the command line's actions besides serving.
 type options struct {
-	version bool
-	genDocs bool
+	version       bool
+	genDocs       bool
+	genConfigDocs bool
 }
 
 // parseArgs reads an optional configuration file (the first argument, when
@@ -260,13 +259,14 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 	for _, d := range directives {
 		set := func(v string) error { return d.set(&cfg, v) }
 		if isYesNo(d, &scratch) {
-			fs.Var(&yesNoFlag{set: set}, d.name, d.usage)
+			fs.Var(&yesNoFlag{set: set}, d.name, d.spec.Usage())
 			continue
 		}
-		fs.Func(d.name, d.usage, set)
+		fs.Func(d.name, d.spec.Usage(), set)
 	}
 	fs.BoolVar(&opt.version, "version", false, "print the version and exit")
 	fs.BoolVar(&opt.genDocs, "gen-docs", false, "print docs/commands.md (generated from the command table) and exit")
+	fs.BoolVar(&opt.genConfigDocs, "gen-config-docs", false, "print docs/configuration.md (generated from the settings table) and exit")
 	if err := fs.Parse(joinYesNoValues(fs, args)); err != nil {
 		return cfg, opt, err
 	}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // TestYesNoFlags: a yes/no directive given alone means yes, and still takes
@@ -139,5 +141,31 @@ func TestYesNoDirectives(t *testing.T) {
 				t.Errorf("parseArgs(%q) differs from --%s=no", args, name)
 			}
 		}
+	}
+}
+
+// TestTableDefaults: every setting's default in internal/setting's table
+// (the docs' and --help's) is DefaultConfig's, and is in its own range.
+func TestTableDefaults(t *testing.T) {
+	def := DefaultConfig()
+	for _, d := range directives {
+		c := DefaultConfig()
+		if err := d.set(&c, d.spec.Default); err != nil {
+			t.Errorf("directive %s: default %q: %v", d.name, d.spec.Default, err)
+			continue
+		}
+		if !reflect.DeepEqual(c, def) {
+			t.Errorf("directive %s: the table's default %q is not DefaultConfig's", d.name, d.spec.Default)
+		}
+		if err := d.spec.Check(d.field(&c)); err != nil {
+			t.Errorf("directive %s: default out of range: %v", d.name, err)
+		}
+	}
+}
+
+func TestGenConfigDocs(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"--gen-config-docs"}, &out, &bytes.Buffer{}); err != nil || !bytes.Equal(out.Bytes(), setting.Markdown()) {
+		t.Errorf("--gen-config-docs printed %d bytes, %v; want the generated configuration docs", out.Len(), err)
 	}
 }

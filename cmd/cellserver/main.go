@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/metrics"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
@@ -40,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if opt.version || opt.genDocs {
+	if opt.version || opt.genDocs || opt.genConfigDocs {
 		return printAbout(opt, stdout)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -52,11 +53,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return serve(&cfg, level, logger)
 }
 
-// printAbout writes what --version or --gen-docs asks for to stdout.
+// printAbout writes what --version, --gen-docs or --gen-config-docs asks
+// for to stdout.
 func printAbout(opt options, stdout io.Writer) error {
 	if opt.version {
 		fmt.Fprintf(stdout, "cellserver %s\n", resp.Version)
 		return nil
+	}
+	if opt.genConfigDocs {
+		_, err := stdout.Write(setting.Markdown())
+		return err
 	}
 	_, err := stdout.Write(resp.CommandsMarkdown())
 	return err

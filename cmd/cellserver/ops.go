@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/resp"
 )
 
@@ -51,56 +52,29 @@ func defaultOpsConfig() opsConfig {
 	}
 }
 
-func setBytes(dst *int64, v string) error {
-	n, err := resp.ParseBytes(v)
-	if err != nil {
-		return err
-	}
-	*dst = n
-	return nil
-}
-
-func setInt64(dst *int64, v string) error {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return fmt.Errorf("not an integer: %q", v)
-	}
-	*dst = n
-	return nil
-}
-
 // opsDirectives are the operational settings of the directive table.
 var opsDirectives = []directive{
-	{"protected-mode", "yes: refuse to start on a non-loopback bind address without requirepass", func(c *Config, v string) error { return setYesNo(&c.Ops.ProtectedMode, v) }},
-	{"metrics-addr", "host:port to serve Prometheus metrics on at /metrics (empty: off), e.g. 127.0.0.1:9121", func(c *Config, v string) error { c.Ops.MetricsAddr = v; return nil }},
-	{"tls-port", "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0", func(c *Config, v string) error { return setInt(&c.Ops.TLSPort, v) }},
-	{"tls-cert-file", "server certificate (PEM) for TLS", func(c *Config, v string) error { c.Ops.TLSCertFile = v; return nil }},
-	{"tls-key-file", "server private key (PEM) for TLS", func(c *Config, v string) error { c.Ops.TLSKeyFile = v; return nil }},
-	{"tls-ca-cert-file", "CA certificates (PEM) that client certificates must chain to", func(c *Config, v string) error { c.Ops.TLSCACertFile = v; return nil }},
-	{"tls-auth-clients", "yes: clients must present a certificate signed by the CA; optional: verified if presented; no: not asked", func(c *Config, v string) error {
-		c.Ops.TLSAuthClients = strings.ToLower(v)
-		return nil
-	}},
-	{"proto-max-bulk-len", "largest argument in bytes (units: 512mb, 1gb)", func(c *Config, v string) error { return setBytes(&c.Ops.ProtoMaxBulkLen, v) }},
-	{"client-query-buffer-limit", "most unparsed input one client may have pending, in bytes (units: 1mb, 1gb)", func(c *Config, v string) error { return setBytes(&c.Ops.QueryBufLimit, v) }},
-	{"client-query-timeout", "seconds a client may take to send the rest of a command it started (0: no limit)", func(c *Config, v string) error { return setInt(&c.Ops.QueryTimeout, v) }},
-	{"slowlog-log-slower-than", "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)", func(c *Config, v string) error { return setInt64(&c.Ops.SlowlogSlowerThan, v) }},
-	{"slowlog-max-len", "SLOWLOG entries kept", func(c *Config, v string) error { return setInt(&c.Ops.SlowlogMaxLen, v) }},
-	{"maxmemory", "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)", func(c *Config, v string) error { return setBytes(&c.Ops.MaxMemory, v) }},
-	{"maxmemory-policy", "over maxmemory: noeviction (new keys answer OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)", func(c *Config, v string) error {
-		c.Ops.MaxMemoryPolicy = strings.ToLower(v)
-		return nil
-	}},
+	{name: "protected-mode", field: func(c *Config) any { return &c.Ops.ProtectedMode }},
+	{name: "metrics-addr", field: func(c *Config) any { return &c.Ops.MetricsAddr }},
+	{name: "tls-port", field: func(c *Config) any { return &c.Ops.TLSPort }},
+	{name: "tls-cert-file", field: func(c *Config) any { return &c.Ops.TLSCertFile }},
+	{name: "tls-key-file", field: func(c *Config) any { return &c.Ops.TLSKeyFile }},
+	{name: "tls-ca-cert-file", field: func(c *Config) any { return &c.Ops.TLSCACertFile }},
+	{name: "tls-auth-clients", field: func(c *Config) any { return &c.Ops.TLSAuthClients }},
+	{name: "proto-max-bulk-len", field: func(c *Config) any { return &c.Ops.ProtoMaxBulkLen }},
+	{name: "client-query-buffer-limit", field: func(c *Config) any { return &c.Ops.QueryBufLimit }},
+	{name: "client-query-timeout", field: func(c *Config) any { return &c.Ops.QueryTimeout }},
+	{name: "slowlog-log-slower-than", field: func(c *Config) any { return &c.Ops.SlowlogSlowerThan }},
+	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
+	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
+	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
 }
 
-// validateOps checks the operational directives, and protected mode
-// against the bind address and password.
+// validateOps checks the operational directives against each other, and
+// protected mode against the bind address and password (ranges: Validate).
 func (c *Config) validateOps() error {
 	o := &c.Ops
 	var errs []error
-	if o.TLSPort < 0 || o.TLSPort > 65535 {
-		errs = append(errs, fmt.Errorf("tls-port %d is not in 0..65535", o.TLSPort))
-	}
 	if c.Port == 0 && c.Cluster.enabled() {
 		errs = append(errs, errors.New("cluster mode needs the plaintext port (a new node sends RAFT.JOIN to a member's): port must not be 0"))
 	}
@@ -122,19 +96,7 @@ func (c *Config) validateOps() error {
 		}
 	case "no":
 	default:
-		errs = append(errs, fmt.Errorf("tls-auth-clients: expected yes, no or optional, got %q", o.TLSAuthClients))
-	}
-	if o.ProtoMaxBulkLen < 1<<20 || o.ProtoMaxBulkLen > 1<<40 {
-		errs = append(errs, fmt.Errorf("proto-max-bulk-len %d is not in 1mb..1tb", o.ProtoMaxBulkLen))
-	}
-	if o.QueryBufLimit < 1<<20 || o.QueryBufLimit > 1<<40 {
-		errs = append(errs, fmt.Errorf("client-query-buffer-limit %d is not in 1mb..1tb", o.QueryBufLimit))
-	}
-	if o.QueryTimeout < 0 {
-		errs = append(errs, fmt.Errorf("client-query-timeout %d must not be negative", o.QueryTimeout))
-	}
-	if o.SlowlogMaxLen < 0 {
-		errs = append(errs, fmt.Errorf("slowlog-max-len %d must not be negative", o.SlowlogMaxLen))
+		errs = append(errs, setting.Must("tls-auth-clients").CheckWord(o.TLSAuthClients))
 	}
 	if _, err := resp.ParseMemoryPolicy(o.MaxMemoryPolicy); err != nil {
 		errs = append(errs, err)

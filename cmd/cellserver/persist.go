@@ -16,19 +16,23 @@ import (
 // persistDirectives are the standalone persistence settings of the
 // directive table (redis.conf names).
 var persistDirectives = []directive{
-	{"dir", "directory of the snapshot file", func(c *Config, v string) error { c.Persist.Dir = v; return nil }},
-	{"dbfilename", "snapshot file name inside dir", func(c *Config, v string) error { c.Persist.DBFilename = v; return nil }},
-	{"save", `seconds between automatic background saves while anything changed ("" or 0: off; redis.conf's "<seconds> <changes>" is accepted)`,
-		func(c *Config, v string) error {
-			n, err := parseSave(v)
-			if err != nil {
-				return err
-			}
-			c.Persist.SaveSeconds = n
-			return nil
-		}},
-	{"snapshot-ignore-corrupt", "yes: move a corrupt snapshot aside and start empty, instead of refusing to start",
-		func(c *Config, v string) error { return setYesNo(&c.Persist.IgnoreCorrupt, v) }},
+	{name: "dir", field: func(c *Config) any { return &c.Persist.Dir }},
+	{name: "dbfilename", field: func(c *Config) any { return &c.Persist.DBFilename }},
+	{name: "save", field: func(c *Config) any { return (*savePeriod)(&c.Persist.SaveSeconds) }},
+	{name: "snapshot-ignore-corrupt", field: func(c *Config) any { return &c.Persist.IgnoreCorrupt }},
+}
+
+// savePeriod is the save directive's field: setting.Spec.Set hands its
+// text to Set, which parses it with parseSave.
+type savePeriod int
+
+func (p *savePeriod) Set(v string) error {
+	n, err := parseSave(v)
+	if err != nil {
+		return err
+	}
+	*p = savePeriod(n)
+	return nil
 }
 
 // parseSave reads a save period: "" (off), "<seconds>", or Redis's

@@ -1,0 +1,114 @@
+package setting
+
+import (
+	"strings"
+
+	"github.com/cellserver/cellserver/engine"
+)
+
+// Groups are the sections of docs/configuration.md, in order.
+var Groups = []string{"server", "limits", "slow log and memory", "tls", "persistence", "cluster"}
+
+// Table is every setting, in --help's order.
+var Table = []Spec{
+	// server
+	{Name: "bind", Kind: String, Default: "127.0.0.1", Group: "server", Help: "address to listen on"},
+	{Name: "port", Kind: Int, Min: 0, Max: 65535, Default: "6379", Group: "server", Help: "TCP port to listen on (0: no plaintext port; tls-port must be set)"},
+	{Name: "requirepass", Kind: Secret, Live: true, Group: "server", Help: "password clients must AUTH with (empty: none)"},
+	{Name: "maxclients", Kind: Int, Min: 1, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument must be an integer of at least 1", Group: "limits", Help: "maximum connected clients"},
+	{Name: "timeout", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "0", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "limits", Help: "close clients idle for this many seconds (0: never)"},
+	{Name: "loglevel", Kind: Enum, Words: []string{"debug", "verbose", "notice", "warning"}, Default: "notice", Live: true, Group: "server", Help: "debug, verbose, notice or warning"},
+	{Name: "shards", Kind: Int, Min: NoMin, Max: NoMax, Default: "0", Group: "server", Help: "keyspace shards, a power of two (0: 16 per CPU, at most 1024)"},
+	{Name: "pprof-addr", Kind: String, Group: "server", Help: "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only"},
+	{Name: "sl-max-limit", Kind: Int, Min: 1, Max: engine.MaxCount, Default: "100000", Group: "limits", Help: "largest SL.ADD limit (a sliding log keeps one entry per request)"},
+
+	// persistence
+	{Name: "dir", Kind: String, Default: ".", Group: "persistence", Help: "directory of the snapshot file"},
+	{Name: "dbfilename", Kind: String, Default: "cellserver.snap", Group: "persistence", Help: "snapshot file name inside dir"},
+	{Name: "save", Kind: String, Default: "60", Live: true, Group: "persistence", Help: `seconds between automatic background saves while anything changed ("" or 0: off; redis.conf's "<seconds> <changes>" is accepted)`},
+	{Name: "snapshot-ignore-corrupt", Kind: YesNo, Default: "no", Group: "persistence", Help: "yes: move a corrupt snapshot aside and start empty, instead of refusing to start"},
+
+	// cluster
+	{Name: "node-id", Kind: String, Group: "cluster", Help: "cluster mode: this node's unique, stable id (empty: standalone)"},
+	{Name: "raft-addr", Kind: String, Group: "cluster", Help: "cluster: host:port of the raft transport"},
+	{Name: "raft-advertise", Kind: String, Group: "cluster", Help: "cluster: raft host:port other nodes dial (default: raft-addr)"},
+	{Name: "resp-advertise", Kind: String, Group: "cluster", Help: "cluster: RESP host:port other nodes list in ROLE and join through (default: bind:port)"},
+	{Name: "bootstrap", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: make this node the first member of a new cluster (yes/no)"},
+	{Name: "join", Kind: String, Group: "cluster", Help: "cluster: RESP host:port of any member to join through"},
+	{Name: "raft-heartbeat-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: follower's wait for the leader before an election"},
+	{Name: "raft-election-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: candidate's wait per election round"},
+	{Name: "raft-lease-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: leader steps down after this long without a quorum"},
+	{Name: "raft-commit-timeout", Kind: Duration, Default: "20ms", Group: "cluster", Help: "cluster: longest wait before the commit index is sent"},
+	{Name: "raft-no-leader-timeout", Kind: Duration, Default: "3s", Group: "cluster", Help: "cluster: how long a command waits for a leader before CLUSTERDOWN"},
+	{Name: "raft-snapshot-threshold", Kind: Int, Min: 0, Max: NoMax, Default: "8192", Group: "cluster", Help: "cluster: log entries between raft snapshots"},
+	{Name: "raft-snapshot-interval", Kind: Duration, Default: "30s", Group: "cluster", Help: "cluster: how often to check whether to snapshot"},
+	{Name: "raft-trailing-logs", Kind: Int, Min: 0, Max: NoMax, Default: "10240", Group: "cluster", Help: "cluster: log entries kept after a snapshot"},
+	{Name: "raft-max-batch", Kind: Int, Min: NoMin, Max: NoMax, Default: "1024", Group: "cluster", Help: "cluster: most operations per raft log entry"},
+	{Name: "raft-max-inflight", Kind: Int, Min: NoMin, Max: NoMax, Default: "2", Group: "cluster", Help: "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry"},
+	{Name: "appendfsync", Kind: Enum, Words: []string{"always", "everysec", "no"}, Default: "always", Group: "cluster", Help: "cluster: when raft log appends reach the disk: always (before a node counts towards a commit), everysec (written at once, synced every second), no"},
+	{Name: "raft-log-store", Kind: Enum, Words: []string{"boltdb", "wal"}, Default: "boltdb", Group: "cluster", Help: "cluster: raft log store, boltdb or wal (fixed for a node's data directory)"},
+	{Name: "raft-local-reads", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: serve reads from local state without confirming leadership (faster, possibly stale)"},
+	// Node-to-node security. Replication and forwarding share the raft
+	// port, so tls-replication and tls-cluster both turn TLS on for it.
+	{Name: "tls-replication", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: mutual TLS on the raft port (replication and forwarding), with tls-cert-file, tls-key-file and tls-ca-cert-file (yes/no)"},
+	{Name: "tls-cluster", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: the same as tls-replication: both links share the raft port (yes/no)"},
+	{Name: "cluster-secret", Kind: Secret, Group: "cluster", Help: "cluster: secret every node shares; a connection to the raft port must prove it knows it (authenticates, does not encrypt)"},
+
+	// operations
+	{Name: "protected-mode", Kind: YesNo, Default: "yes", Group: "server", Help: "yes: refuse to start on a non-loopback bind address without requirepass"},
+	{Name: "metrics-addr", Kind: String, Group: "server", Help: "host:port to serve Prometheus metrics on at /metrics (empty: off), e.g. 127.0.0.1:9121"},
+	{Name: "tls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "tls", Help: "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0"},
+	{Name: "tls-cert-file", Kind: String, Group: "tls", Help: "server certificate (PEM) for TLS"},
+	{Name: "tls-key-file", Kind: String, Group: "tls", Help: "server private key (PEM) for TLS"},
+	{Name: "tls-ca-cert-file", Kind: String, Group: "tls", Help: "CA certificates (PEM) that client certificates must chain to"},
+	{Name: "tls-auth-clients", Kind: Enum, Words: []string{"yes", "no", "optional"}, Default: "yes", Group: "tls", Help: "yes: clients must present a certificate signed by the CA; optional: verified if presented; no: not asked"},
+	{Name: "proto-max-bulk-len", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "512mb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "largest argument in bytes (units: 512mb, 1gb)"},
+	{Name: "client-query-buffer-limit", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "1gb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "most unparsed input one client may have pending, in bytes (units: 1mb, 1gb)"},
+	{Name: "client-query-timeout", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "60", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "limits", Help: "seconds a client may take to send the rest of a command it started (0: no limit)"},
+	{Name: "slowlog-log-slower-than", Kind: Int, Min: NoMin, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "slow log and memory", Help: "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)"},
+	{Name: "slowlog-max-len", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "128", Live: true, LiveErr: "argument must be a non-negative integer", Group: "slow log and memory", Help: "SLOWLOG entries kept"},
+	{Name: "maxmemory", Kind: Bytes, Min: 0, Max: NoMax, Default: "0", Live: true, LiveErr: "argument must be a memory size (e.g. 100mb)", Group: "slow log and memory", Help: "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)"},
+	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (new keys answer OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
+}
+
+// TypeText describes s's kind and range for the docs.
+func (s *Spec) TypeText() string {
+	switch s.Kind {
+	case Secret:
+		return "secret"
+	case YesNo:
+		return "yes/no"
+	case Enum:
+		return orList(s.Words)
+	case Duration:
+		return "duration"
+	case Int, Bytes:
+		t := "integer"
+		if s.Kind == Bytes {
+			t = "bytes"
+		}
+		switch {
+		case s.Min == NoMin && s.Max == NoMax:
+			return t
+		case s.Max == NoMax:
+			return t + " ≥ " + s.format(s.Min)
+		}
+		return t + " " + s.format(s.Min) + ".." + s.format(s.Max)
+	}
+	return "string"
+}
+
+// Usage is --help's text for s: its help, type and default.
+func (s *Spec) Usage() string {
+	var extra []string
+	if s.Kind != String {
+		extra = append(extra, s.TypeText())
+	}
+	if s.Default != "" {
+		extra = append(extra, "default "+s.Default)
+	}
+	if len(extra) == 0 {
+		return s.Help
+	}
+	return s.Help + " [" + strings.Join(extra, "; ") + "]"
+}

@@ -35,20 +35,6 @@ var (
 	ErrUnknownNode = errors.New("replication: no such cluster member")
 )
 
-// replyErrors maps the reply texts the wire layer gives the sentinels back
-// to them. It is needed only for the reply to a new node's RAFT.JOIN, a RESP
-// reply read by errorFromReply; the forwarding service names sentinels by
-// code instead (codeErrors). The texts must stay those of resp's
-// appendErrorText (its tests pin them).
-var replyErrors = map[string]error{
-	"CLUSTERDOWN The cluster is down: no leader":                                                       ErrNoLeader,
-	"TRYAGAIN This node is not the leader":                                                             ErrNotLeader,
-	"TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied": ErrLeadershipLost,
-	"CLUSTERDOWN This node is shutting down":                                                           ErrShutdown,
-	"ERR invalid replication payload":                                                                  ErrBadPayload,
-	"ERR no such cluster member":                                                                       ErrUnknownNode,
-}
-
 // translate maps an error returned by hashicorp/raft to this package's
 // sentinels, keeping the original text as context. Errors it does not know
 // are wrapped as they are.
@@ -68,15 +54,9 @@ func translate(op string, err error) error {
 	return fmt.Errorf("replication: %s: %w", op, err)
 }
 
-// errorFromReply maps an error reply received from another node back to the
-// sentinel it names, so that errors.Is works across a RAFT.JOIN; any other
-// reply is a *RemoteError.
-func errorFromReply(msg string) error {
-	if err, ok := replyErrors[msg]; ok {
-		return err
-	}
-	return &RemoteError{Msg: msg}
-}
+// errorFromReply wraps an error reply from another node's RESP server (the
+// answer to a new node's RAFT.JOIN, which joinLoop logs and retries).
+func errorFromReply(msg string) error { return &RemoteError{Msg: msg} }
 
 // RemoteError is an error reply from another node that is not one of this
 // package's sentinels; Msg is the reply text, worded by the other node,

@@ -95,24 +95,13 @@ func openBolt(cfg *Config, slogger *slog.Logger) (*logStore, error) {
 	if !lazy {
 		return &logStore{logs: b, stable: b, close: b.Close}, nil
 	}
-	// bolt writes with pwrite, so an fsync of the same inode through
-	// another descriptor flushes what its commits wrote.
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("replication: open raft store for syncing: %w", err)
-	}
 	// Term and vote must be durable before raft acts on them, whatever the
 	// log's schedule: a vote forgotten by a power loss could elect two
 	// leaders in one term. They are written only around elections.
-	s := &logStore{logs: b, stable: syncedStable{StableStore: b, sync: f.Sync}}
-	stop := func() error { return nil }
+	s := &logStore{logs: b, stable: syncedStable{StableStore: b, sync: b.Sync}, close: b.Close}
 	if cfg.AppendFsync == FsyncEverySec {
-		stop = startSyncer(f.Sync, slogger)
-	}
-	s.close = func() error {
-		serr := stop()
-		return errors.Join(b.Close(), serr, f.Close())
+		stop := startSyncer(b.Sync, slogger)
+		s.close = func() error { return errors.Join(stop(), b.Close()) }
 	}
 	return s, nil
 }

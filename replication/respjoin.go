@@ -17,8 +17,7 @@ import (
 
 // joinViaRESP sends RAFT.JOIN id raftAddr respAddr to the RESP server at
 // addr on a connection of its own, bounded by ctx. The error is the error
-// reply (a sentinel when it names one, see errorFromReply) or a transport
-// error.
+// reply (a *RemoteError) or a transport error.
 func joinViaRESP(ctx context.Context, addr, password string, args ...string) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -64,8 +63,8 @@ func writeCommand(w *bufio.Writer, args ...string) {
 const maxReplyLine = 64 << 10
 
 // readReply reads one simple-string or error reply (all RAFT.JOIN and AUTH
-// answer): nil for +OK, the error reply mapped by errorFromReply, or a
-// transport or protocol error.
+// answer): nil for +OK, the error reply as a *RemoteError, or a transport
+// or protocol error.
 func readReply(r *bufio.Reader) error {
 	var line []byte
 	for {

@@ -2,76 +2,30 @@ package replication
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testcert"
 )
 
-// testCA is a throwaway certificate authority issuing node certificates
-// (serverAuth and clientAuth, as the raft port uses each both ways).
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
+// newTestCA is a throwaway certificate authority for node certificates.
+func newTestCA(t *testing.T) *testcert.CA { return testcert.NewCA(t, "test CA") }
 
-func newTestCA(t *testing.T) *testCA {
+// nodeTLS returns a node's replication TLS settings: a fresh certificate
+// signed by ca (serverAuth and clientAuth, as the raft port uses it both
+// ways), and ca as the root.
+func nodeTLS(t *testing.T, ca *testcert.CA) *tls.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := certTemplate("test CA")
-	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-func certTemplate(cn string) *x509.Certificate {
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	return &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-}
-
-// config returns a node's replication TLS settings: a fresh certificate
-// signed by ca, and ca as the root.
-func (ca *testCA) config(t *testing.T) *tls.Config {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := certTemplate("node")
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, RootCAs: ca.pool}
+	cert := ca.TLSCert(t, "node", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.Pool}
 }
 
 // addNodeWith starts a node (joining through node 0) with extra settings
@@ -104,8 +58,8 @@ func TestMismatchedNodeCannotJoin(t *testing.T) {
 	}{
 		{"different secret", withSecret("s3cret"), withSecret("guess"), "bad cluster secret"},
 		{"no secret", withSecret("s3cret"), withSecret(""), "bad cluster secret"},
-		{"TLS off on the joiner", func(cfg *Config) { cfg.TLS = ca.config(t) }, func(cfg *Config) { cfg.TLS = nil }, "TLS is off on this node"},
-		{"certificate from another CA", func(cfg *Config) { cfg.TLS = ca.config(t) }, func(cfg *Config) { cfg.TLS = other.config(t) }, "TLS handshake"},
+		{"TLS off on the joiner", func(cfg *Config) { cfg.TLS = nodeTLS(t, ca) }, func(cfg *Config) { cfg.TLS = nil }, "TLS is off on this node"},
+		{"certificate from another CA", func(cfg *Config) { cfg.TLS = nodeTLS(t, ca) }, func(cfg *Config) { cfg.TLS = nodeTLS(t, other) }, "TLS handshake"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +92,7 @@ func TestMismatchedNodeCannotJoin(t *testing.T) {
 func TestTLSCluster(t *testing.T) {
 	ca := newTestCA(t)
 	c := newTestCluster(t, 3, func(cfg *Config) {
-		cfg.TLS = ca.config(t)
+		cfg.TLS = nodeTLS(t, ca)
 		cfg.ClusterSecret = "s3cret"
 	})
 	l := c.WaitForLeader(10 * time.Second)
@@ -160,7 +114,7 @@ func TestTLSCluster(t *testing.T) {
 func TestRaftPortHandshake(t *testing.T) {
 	ca := newTestCA(t)
 	plain := &security{secret: []byte("s3cret")}
-	withTLS := newSecurity(&Config{TLS: ca.config(t), ClusterSecret: "s3cret"})
+	withTLS := newSecurity(&Config{TLS: nodeTLS(t, ca), ClusterSecret: "s3cret"})
 	tests := []struct {
 		name   string
 		server *security

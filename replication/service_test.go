@@ -209,7 +209,7 @@ func TestConnAliveThroughWrappers(t *testing.T) {
 		sec  *security
 	}{
 		{"plain", &security{secret: []byte("s")}},
-		{"TLS", newSecurity(&Config{TLS: ca.config(t), ClusterSecret: "s"})},
+		{"TLS", newSecurity(&Config{TLS: nodeTLS(t, ca), ClusterSecret: "s"})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			closeIt := make(chan struct{})

@@ -10,9 +10,8 @@ import (
 )
 
 // The errors of other packages carry plain texts; appendErrorText gives
-// them their Redis wording. These texts are what clients match on (and what
-// replication's errorFromReply reads back from a RAFT.JOIN reply): they must
-// not change.
+// them their Redis wording. These texts are what clients match on: they
+// must not change.
 func TestErrorWording(t *testing.T) {
 	tests := []struct {
 		err  error

@@ -36,6 +36,9 @@
 #   BENCH=1        also run the project's load generator (bench/) at P16 x 50,
 #                  leader against standalone, as a second opinion; extra
 #                  arguments go to it (e.g. -d 10s -rounds 5)
+#   REDIS=1        also measure Debian's redis-server (SET user:__rand_int__ v)
+#                  in the same rounds, when redis-server is installed
+#                  (REDIS=0: skip); the table then gives cluster / SET too
 #   RUN_TIMEOUT=   seconds after which one redis-benchmark run is a failure
 #                  (default 60 + 10 x DURATION, or 600 with REQUESTS); a
 #                  redis-benchmark whose server died mid-run spins until then
@@ -51,6 +54,9 @@ NODE_ENV=${NODE_ENV:-}
 BENCH=${BENCH:-}
 KEYS=100000
 CMD=(CL.THROTTLE 'user:__rand_int__' 15 30 60)
+SET_CMD=(SET 'user:__rand_int__' v) # the reference command on redis-server
+REDIS=${REDIS:-1}
+command -v redis-server >/dev/null || REDIS=0
 cd "$(dirname "$0")/.."
 
 die() {
@@ -147,6 +153,12 @@ wait_for "n1 to lead" 20 has_field "$p1" raft_ready:1
 start n2 $(node_cmd n2 "$p2") --join "127.0.0.1:$p1" $NODE_FLAGS
 start n3 $(node_cmd n3 "$p3") --join "127.0.0.1:$p1" $NODE_FLAGS
 start standalone "$work/cellserver" --port "$ps" --dir "$work/standalone" --loglevel warning
+pr=
+if [[ $REDIS == 1 ]]; then
+	pr=$(port)
+	start redis redis-server --port "$pr" --save '' --appendonly no --dir "$work/redis" --logfile "$work/redis/redis.log"
+	wait_for "redis-server to answer PING" 20 redis-cli -p "$pr" PING
+fi
 for p in "$p2" "$p3" "$ps"; do wait_for "port $p to answer PING" 20 redis-cli -p "$p" PING; done
 wait_for "3 raft members" 30 has_field "$p1" raft_members:3
 leader_port() {
@@ -162,22 +174,23 @@ follower=$p2
 # The follower must know the leader before it can forward to it.
 wait_for "the follower to know the leader" 20 has_field "$follower" "raft_leader_resp_addr:127.0.0.1:$leader"
 
-declare -A port_of=([standalone]=$ps [leader]=$leader [follower]=$follower)
+declare -A port_of=([standalone]=$ps [leader]=$leader [follower]=$follower [redis]=$pr)
 echo "cluster: leader 127.0.0.1:$leader, follower 127.0.0.1:$follower${NODE_FLAGS:+, NODE_FLAGS=$NODE_FLAGS}${NODE_ENV:+, NODE_ENV=$NODE_ENV}"
 echo "standalone: 127.0.0.1:$ps"
 echo "command: redis-benchmark -r $KEYS ${CMD[*]}; ROUNDS=$ROUNDS, ${REQUESTS:+REQUESTS=$REQUESTS}${REQUESTS:-DURATION=${DURATION}s}"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average before: $load_before"
 
-# rb PORT PIPELINE CONNECTIONS REQUESTS: prints "req/s p50_ms p99_ms".
+# rb TARGET PIPELINE CONNECTIONS REQUESTS: prints "req/s p50_ms p99_ms".
 # redis-benchmark stops at the first error reply.
 rb() {
-	local out rc=0
-	out=$(timeout --foreground "$RUN_TIMEOUT" redis-benchmark -p "$1" -P "$2" -c "$3" -n "$4" -r "$KEYS" --csv "${CMD[@]}" 2>&1) || rc=$?
+	local out rc=0 cmd=("${CMD[@]}")
+	[[ $1 != redis ]] || cmd=("${SET_CMD[@]}")
+	out=$(timeout --foreground "$RUN_TIMEOUT" redis-benchmark -p "${port_of[$1]}" -P "$2" -c "$3" -n "$4" -r "$KEYS" --csv "${cmd[@]}" 2>&1) || rc=$?
 	((rc <= 128 || rc == 124)) || exit "$rc" # killed by a signal (Ctrl-C): no report
 	if ((rc != 0)); then
 		printf '%s\n' "$out" | tail -n 5 >&2
-		fail "redis-benchmark -p $1 -P $2 -c $3 -n $4 failed (status $rc; 124: RUN_TIMEOUT=$RUN_TIMEOUT passed)"
+		fail "redis-benchmark -p ${port_of[$1]} -P $2 -c $3 -n $4 failed (status $rc; 124: RUN_TIMEOUT=$RUN_TIMEOUT passed)"
 	fi
 	printf '%s\n' "$out" | tail -n 1 | tr -d '"' | awk -F, 'NF == 8 && $2 > 0 { print $2, $5, $7; ok = 1 } END { exit !ok }' ||
 		fail "unexpected redis-benchmark output: $out"
@@ -189,12 +202,13 @@ fmt_run() { # label rps p50 p99 n
 # Warm-up: one run per shape and target, which also sets the request count.
 declare -A count
 targets=(standalone leader follower)
+[[ $REDIS != 1 ]] || targets+=(redis)
 for s in $SHAPES; do
 	[[ $s =~ ^p([0-9]+)x([0-9]+)$ ]]
 	P=${BASH_REMATCH[1]} C=${BASH_REMATCH[2]}
 	n0=$((20 * P * C > 200 ? 20 * P * C : 200))
 	for t in "${targets[@]}"; do
-		out=$(rb "${port_of[$t]}" "$P" "$C" "$n0")
+		out=$(rb "$t" "$P" "$C" "$n0")
 		read -r rps p50 p99 <<<"$out"
 		if [[ -n $REQUESTS ]]; then
 			count[$s.$t]=$REQUESTS
@@ -208,12 +222,12 @@ done
 results=$work/results.tsv
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=("${targets[@]}")
-	((r % 2)) || order=(follower leader standalone)
+	((r % 2)) || order=($(printf '%s\n' "${targets[@]}" | tac))
 	for s in $SHAPES; do
 		[[ $s =~ ^p([0-9]+)x([0-9]+)$ ]]
 		P=${BASH_REMATCH[1]} C=${BASH_REMATCH[2]}
 		for t in "${order[@]}"; do
-			out=$(rb "${port_of[$t]}" "$P" "$C" "${count[$s.$t]}")
+			out=$(rb "$t" "$P" "$C" "${count[$s.$t]}")
 			read -r rps p50 p99 <<<"$out"
 			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$t" "$rps" "$p50" "$p99" >>"$results"
 			fmt_run "round $r/$ROUNDS $s $t" "$rps" "$p50" "$p99" "${count[$s.$t]}"
@@ -246,8 +260,10 @@ def num(x):
     return f"{x:,.0f}".replace(",", " ")
 def ms(x):
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
-print("| shape | via | cluster req/s | standalone req/s | ratio | cluster p50 ms | cluster p99 ms |")
-print("|---|---|---|---|---|---|---|")
+redis = any(t == "redis" for _, t in rows)
+head = "| shape | via | cluster req/s | standalone req/s | ratio | cluster p50 ms | cluster p99 ms |"
+print(head + (" redis SET req/s | ÷ SET |" if redis else ""))
+print("|---" * (7 + 2 * redis) + "|")
 for shape in sys.argv[2].split():
     p, c = shape[1:].split("x")
     alone = rows[shape, "standalone"]
@@ -255,8 +271,13 @@ for shape in sys.argv[2].split():
         run = rows[shape, via]
         med = lambda i: statistics.median(v[i] for v in run.values())
         ratio = statistics.median(run[r][0] / alone[r][0] for r in run)
-        print(f"| P{p} × {c} | {via} | {num(med(0))} | {num(statistics.median(v[0] for v in alone.values()))} "
-              f"| {ratio:.3f} | {ms(med(1))} | {ms(med(2))} |")
+        line = (f"| P{p} × {c} | {via} | {num(med(0))} | {num(statistics.median(v[0] for v in alone.values()))} "
+                f"| {ratio:.3f} | {ms(med(1))} | {ms(med(2))} |")
+        if redis:
+            ref = rows[shape, "redis"]
+            vs = statistics.median(run[r][0] / ref[r][0] for r in run)
+            line += f" {num(statistics.median(v[0] for v in ref.values()))} | {vs:.3f} |"
+        print(line)
 print()
 print(sys.argv[3])
 EOF

@@ -1,19 +1,14 @@
 package test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/cellserver/cellserver/internal/testcert"
 )
 
 // testPKI is a throwaway certificate authority with a server and a client
@@ -32,15 +27,15 @@ type testPKI struct {
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
-	p := &testPKI{pool: x509.NewCertPool()}
-	ca, caKey := newCA(t, "cellserver test CA")
-	p.pool.AddCert(ca)
-	p.CAFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", ca.Raw)
-	p.ServerCert, p.ServerKey = issue(t, dir, "server", ca, caKey, x509.ExtKeyUsageServerAuth)
-	p.ClientCert, p.ClientKey = issue(t, dir, "client", ca, caKey, x509.ExtKeyUsageClientAuth)
-	p.NodeCert, p.NodeKey = issue(t, dir, "node", ca, caKey, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
-	other, otherKey := newCA(t, "another CA")
-	p.OtherCert, p.OtherKey = issue(t, dir, "other", other, otherKey, x509.ExtKeyUsageClientAuth)
+	p := &testPKI{}
+	ca := testcert.NewCA(t, "cellserver test CA")
+	p.pool = ca.Pool
+	p.CAFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", ca.Cert.Raw)
+	p.ServerCert, p.ServerKey = issue(t, dir, "server", ca, x509.ExtKeyUsageServerAuth)
+	p.ClientCert, p.ClientKey = issue(t, dir, "client", ca, x509.ExtKeyUsageClientAuth)
+	p.NodeCert, p.NodeKey = issue(t, dir, "node", ca, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	other := testcert.NewCA(t, "another CA")
+	p.OtherCert, p.OtherKey = issue(t, dir, "other", other, x509.ExtKeyUsageClientAuth)
 	return p
 }
 
@@ -59,58 +54,11 @@ func (p *testPKI) clientConfig(t *testing.T, withCert bool) *tls.Config {
 	return tc
 }
 
-func template(t *testing.T, cn string) *x509.Certificate {
-	t.Helper()
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-}
-
-func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := template(t, cn)
-	tmpl.IsCA = true
-	tmpl.BasicConstraintsValid = true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
 // issue creates a key and a certificate signed by ca, valid for localhost
 // and 127.0.0.1, and writes both; it returns the file names.
-func issue(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage ...x509.ExtKeyUsage) (certFile, keyFile string) {
+func issue(t *testing.T, dir, name string, ca *testcert.CA, usage ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := template(t, name)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = usage
-	tmpl.DNSNames = []string{"localhost"}
-	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	der, key := ca.Issue(t, name, usage...)
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)

@@ -147,6 +147,7 @@ func (c *Config) clusterSettings() []resp.Setting {
 	}
 }
 
+// yesNo formats a yes/no setting for CONFIG GET.
 func yesNo(b bool) string {
 	if b {
 		return "yes"

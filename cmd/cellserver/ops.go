@@ -134,14 +134,8 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.SlowlogMaxLen = o.SlowlogMaxLen
 	rc.MaxMemory = o.MaxMemory
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
-	yn := func(b bool) string {
-		if b {
-			return "yes"
-		}
-		return "no"
-	}
 	rc.Settings = append(rc.Settings,
-		resp.Setting{Name: "protected-mode", Get: func() string { return yn(o.ProtectedMode) }},
+		resp.Setting{Name: "protected-mode", Get: func() string { return yesNo(o.ProtectedMode) }},
 		resp.Setting{Name: "tls-port", Get: func() string { return strconv.Itoa(o.TLSPort) }},
 		resp.Setting{Name: "tls-cert-file", Get: func() string { return o.TLSCertFile }},
 		resp.Setting{Name: "tls-key-file", Get: func() string { return o.TLSKeyFile }},

@@ -75,6 +75,7 @@ type Collector struct {
 	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
+	authFailures, protectedDenied                           *prometheus.Desc
 	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
 	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
@@ -104,16 +105,19 @@ func NewCollector(src Sources) *Collector {
 		errorReplies:  d("error_replies_total", "Error replies sent, including protocol errors."),
 		clients:       d("connected_clients", "Client connections open."),
 		connsReceived: d("connections_received_total", "Client connections accepted."),
-		connsRejected: d("connections_rejected_total", "Client connections refused because maxclients was reached."),
-		clientsClosed: d("clients_closed_total", "Clients closed by a limit: query_buffer (client-query-buffer-limit) or query_timeout (client-query-timeout).", "reason"),
+		connsRejected: d("connections_rejected_total", "Client connections refused because maxclients was reached or by protected mode."),
+		clientsClosed: d("clients_closed_total", "Clients closed by a limit: query_buffer (client-query-buffer-limit), query_timeout (client-query-timeout), output_buffer (client-output-buffer-limit) or auth_failures (too many failed AUTH attempts).", "reason"),
 		keys:          d("keys", "Keys held, by limiter kind (including expired keys not yet reclaimed).", "kind"),
 		expired:       d("expired_keys_total", "Expired keys reclaimed, by limiter kind.", "kind"),
 		datasetBytes:  d("keyspace_allocated_bytes", "Memory the keyspace's tables hold, spare capacity included (INFO used_memory_dataset)."),
 		usedBytes:     d("keyspace_used_bytes", "Memory the live keys need: the figure maxmemory is compared with."),
 		maxBytes:      d("maxmemory_bytes", "The maxmemory setting (0: no limit)."),
-		oom:           d("maxmemory_refusing", "1 while the noeviction policy refuses new keys."),
+		oom:           d("maxmemory_refusing", "1 while the noeviction policy refuses writes that would add or grow a key."),
 		evicted:       d("evicted_keys_total", "Keys deleted by the volatile-ttl maxmemory policy."),
 		slowlogLen:    d("slowlog_length", "Entries in the slow log."),
+
+		authFailures:    d("auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth)."),
+		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
 
 		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
 		snapInProgress:   d("snapshot_in_progress", "1 while a background save runs."),
@@ -124,7 +128,7 @@ func NewCollector(src Sources) *Collector {
 		snapLastKeys:     d("snapshot_last_keys", "Keys written by the last successful save."),
 		snapLastBytes:    d("snapshot_last_bytes", "Size of the last snapshot written."),
 
-		raftState:         d("raft_state", "1 for this node's raft state (leader, follower, candidate, shutdown).", "state"),
+		raftState:         d("raft_state", "1 for this node's raft state (leader, follower, candidate, shutdown, removed).", "state"),
 		raftTerm:          d("raft_term", "Current raft term."),
 		raftCommit:        d("raft_commit_index", "Raft commit index."),
 		raftApplied:       d("raft_applied_index", "Raft applied index."),
@@ -183,6 +187,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.connsRejected, float64(st.RejectedConnections))
 	counter(c.clientsClosed, float64(st.QueryBufferClosed), "query_buffer")
 	counter(c.clientsClosed, float64(st.QueryTimeoutClosed), "query_timeout")
+	counter(c.clientsClosed, float64(st.AuthClosed), "auth_failures")
+	counter(c.clientsClosed, float64(st.OutputBufferClosed), "output_buffer")
+	counter(c.authFailures, float64(st.AuthFailures))
+	counter(c.protectedDenied, float64(st.ProtectedModeDenied))
 	gauge(c.usedBytes, float64(st.UsedMemory))
 	gauge(c.maxBytes, float64(st.MaxMemory))
 	gauge(c.oom, b2f(st.OOM))
@@ -201,7 +209,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if r := c.src.Raft; r != nil {
 		inf := r.Info()
-		for _, s := range []string{"leader", "follower", "candidate", "shutdown"} {
+		for _, s := range []string{"leader", "follower", "candidate", "shutdown", "removed"} {
 			gauge(c.raftState, b2f(inf.State == s), s)
 		}
 		gauge(c.raftTerm, float64(inf.Term))

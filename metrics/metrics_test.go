@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,9 @@ func TestScrape(t *testing.T) {
 	}
 	_ = c.Do(ctx, "CL.THROTTLE", "user", "-1", "1", "60").Err() // error: negative burst
 	_ = c.Do(ctx, "CL.THROTTLE", "user").Err()                  // rejected: arity
+	if err := c.Do(ctx, "AUTH", "nobody", "guess").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
+		t.Fatalf("AUTH nobody guess = %v, want WRONGPASS", err)
+	}
 	// Fill maxclients (3): the pool's connection plus two more; a fourth
 	// is refused.
 	var extra []net.Conn
@@ -171,7 +175,11 @@ func TestScrape(t *testing.T) {
 		{"cellserver_keys", map[string]string{"kind": "token-bucket"}, 4},
 		{"cellserver_connections_rejected_total", nil, 1},
 		{"cellserver_connected_clients", nil, 3},
-		{"cellserver_error_replies_total", nil, 2}, // the error and the arity error (a refused client is counted apart, as in Redis)
+		{"cellserver_error_replies_total", nil, 3}, // the error, the arity error and WRONGPASS (a refused client is counted apart, as in Redis)
+		{"cellserver_auth_failures_total", nil, 1},
+		{"cellserver_clients_closed_total", map[string]string{"reason": "auth_failures"}, 0},
+		{"cellserver_clients_closed_total", map[string]string{"reason": "output_buffer"}, 0},
+		{"cellserver_protected_mode_rejected_connections_total", nil, 0},
 		{"cellserver_snapshot_saves_total", nil, 3},
 		{"cellserver_snapshot_last_duration_seconds", nil, 0.25},
 		{"cellserver_snapshot_changes_since_last_save", nil, 7},

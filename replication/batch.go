@@ -78,7 +78,6 @@ func (p *pending) abandon() bool {
 // flight is one submitted log entry.
 type flight struct {
 	f     raft.ApplyFuture
-	data  *byte // first byte of the entry (its key in Node.own)
 	batch []*pending
 	seq   uint64
 	at    time.Time
@@ -259,11 +258,11 @@ func (n *Node) submitLocal(batch []*pending) {
 	// Registered before raft can apply it: the FSM answers the callers as
 	// it applies the entry (deliverApplied), without a hop through
 	// complete.
-	fl := &flight{data: &data[0], batch: batch, seq: seq, at: time.Now()}
+	fl := &flight{batch: batch, seq: seq, at: time.Now()}
 	n.ownMu.Lock()
-	n.own[fl.data] = fl
+	n.own[seq] = fl
 	n.ownMu.Unlock()
-	fl.f = n.raft.Apply(data, n.cfg.NoLeaderTimeout)
+	fl.f = n.raft.ApplyLog(raft.Log{Data: data, Extensions: encodeEntryID(n.origin, seq)}, n.cfg.NoLeaderTimeout)
 	n.inflight <- fl
 }
 
@@ -276,8 +275,8 @@ func (n *Node) complete() {
 		err := fl.f.Error()
 		n.commitNanos.Add(uint64(time.Since(fl.at)))
 		n.ownMu.Lock()
-		_, unanswered := n.own[fl.data]
-		delete(n.own, fl.data)
+		_, unanswered := n.own[fl.seq]
+		delete(n.own, fl.seq)
 		n.ownMu.Unlock()
 		if unanswered {
 			// The FSM answers every entry it applies here; this one

@@ -21,7 +21,7 @@ import (
 //	entrySetMember:    string id, string RESP address
 //	entryRemoveMember: string id
 //
-// ops is uvarint count, then per op: byte code, uvarint key count, keys
+// ops is uvarint count, then per op: byte code (bit 7: NoGrow), uvarint key count, keys
 // (uvarint length + bytes), uvarint request count, requests (byte kind, byte
 // flags (bit 0: Interval), varint burst, rate, period, quantity).
 //
@@ -35,6 +35,28 @@ import (
 
 const codecVersion = 1
 
+// An entry's id travels beside it, in the raft log's Extensions (which
+// older nodes ignore, so the entry format did not change): uint64 origin,
+// uint64 seq, little endian. The origin is random per Node, seq counts the
+// entries it submitted; the submitting leader matches an applied entry to
+// its callers by them.
+const entryIDLen = 16
+
+// encodeEntryID encodes an entry id.
+func encodeEntryID(origin, seq uint64) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, entryIDLen), origin)
+	return binary.LittleEndian.AppendUint64(b, seq)
+}
+
+// decodeEntryID decodes an entry id; ok is false for anything else
+// (entries without one, written before ids existed, have none).
+func decodeEntryID(b []byte) (origin, seq uint64, ok bool) {
+	if len(b) != entryIDLen {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), true
+}
+
 // Entry types.
 const (
 	entryOps          = 1
@@ -43,6 +65,13 @@ const (
 )
 
 const entryHeader = 10 // version, type, now
+
+// opNoGrow is the op code byte's flag for shards.Op.NoGrow. Op codes are
+// small, so the bit was always 0 before it existed: entries written earlier
+// decode as they always did. A node older than the flag refuses an entry
+// that carries it as a whole (an unknown op code), so a cluster must run
+// one version before its nodes go over maxmemory under noeviction.
+const opNoGrow = 0x80
 
 // errOther marks an op error that is not in resultErrs; its text follows.
 const errOther = 255
@@ -53,6 +82,7 @@ var resultErrs = [...]error{
 	shards.ErrWrongType, shards.ErrBadOp, shards.ErrKeyTooLarge, shards.ErrShardFull,
 	engine.ErrNotInteger, engine.ErrSyntax, engine.ErrNegative, engine.ErrZero,
 	engine.ErrInvalidDuration, engine.ErrOverflow, engine.ErrLogLimit,
+	shards.ErrWouldGrow,
 }
 
 // appendEntryHeader starts a log entry of type typ stamped at now.
@@ -78,7 +108,11 @@ func appendOps(dst []byte, groups ...[]shards.Op) []byte {
 }
 
 func appendOp(dst []byte, op *shards.Op) []byte {
-	dst = append(dst, byte(op.Code))
+	code := byte(op.Code)
+	if op.NoGrow {
+		code |= opNoGrow
+	}
+	dst = append(dst, code)
 	dst = binary.AppendUvarint(dst, uint64(len(op.Keys)))
 	for _, k := range op.Keys {
 		dst = appendBytes(dst, k)
@@ -258,7 +292,8 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 	defer func() { s.ops, s.keys, s.reqs = ops[:0], keys, reqs[:0] }()
 	for i := range ops {
 		op := &ops[i]
-		*op = shards.Op{Code: shards.OpCode(r.byte1("op code"))}
+		code := r.byte1("op code")
+		*op = shards.Op{Code: shards.OpCode(code &^ opNoGrow), NoGrow: code&opNoGrow != 0}
 		nk := r.count("key count", 1)
 		if nk > 0 {
 			k0 := len(keys)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -34,12 +36,27 @@ type Config struct {
 	// Dir holds the raft log and stable store (raft.db) and the snapshots
 	// (snapshots/). Created if missing.
 	Dir string
-	// Bootstrap makes this node the first member of a new cluster when Dir
-	// holds no raft state yet. Ignored when state exists.
+	// Bootstrap makes this node the only member of a new cluster when Dir
+	// holds no raft state yet. With Join peers, only once every peer has
+	// answered RAFT.HELLO and none belongs to a cluster (bootstrap.go); a
+	// node that finds a cluster joins it instead, and one that cannot reach
+	// every peer waits. Without Join peers it bootstraps at once: never
+	// restart a wiped node that way. Exclusive with BootstrapExpect > 0.
+	// Ignored when state exists.
 	Bootstrap bool
-	// Join is the RESP address of any member; a node with no raft state asks
-	// it (RAFT.JOIN) to be added, retrying until it is. Ignored when state
-	// exists or when Bootstrap is set.
+	// BootstrapExpect, when > 0, is the number of servers (this one
+	// included) that form a new cluster together: a node with no raft state
+	// asks every Join peer (RAFT.HELLO) and bootstraps, with the same
+	// configuration on every one of them, only once all have answered,
+	// none belongs to a cluster, all expect the same number and they are
+	// exactly BootstrapExpect distinct nodes. A node that finds a cluster
+	// joins it. 1 behaves as Bootstrap. Ignored when state exists.
+	BootstrapExpect int
+	// Join is a comma-separated list of RESP host:port addresses of other
+	// nodes (one is enough to join an existing cluster). A node with no
+	// raft state asks a member among them (RAFT.JOIN) to be added,
+	// retrying until it is; with Bootstrap or BootstrapExpect the list is
+	// also who is asked before bootstrapping. Ignored when state exists.
 	Join string
 
 	// HeartbeatTimeout is how long a follower waits without contact from the
@@ -93,8 +110,9 @@ type Config struct {
 	// (written before, synced once a second) or FsyncNo (never synced by
 	// cellserver). See logstore.go for what each survives.
 	AppendFsync string
-	// Password, when the RESP server at Join requires one, is sent with
-	// AUTH before RAFT.JOIN. Nothing else between nodes uses RESP.
+	// Password, when the RESP servers at Join require one, is sent with
+	// AUTH before RAFT.HELLO and RAFT.JOIN. Nothing else between nodes uses
+	// RESP.
 	Password string
 
 	// Node-to-node security: every connection to the raft port (raft's
@@ -115,6 +133,16 @@ type Config struct {
 	// dialed peer must prove it back. It authenticates, it does not
 	// encrypt; with TLS it is checked as well.
 	ClusterSecret string
+
+	// CleanupDeadServers lets the leader remove a member it has not reached
+	// for DeadServerTimeout, provided the voters left keep a reachable
+	// majority (a voter whose removal would not is kept, and logged). Off
+	// by default: an operator removes dead members with RAFT.REMOVE.
+	CleanupDeadServers bool
+	// DeadServerTimeout is how long the leader must have failed to reach a
+	// member (status requests, once a second) before CleanupDeadServers
+	// removes it. Positive.
+	DeadServerTimeout time.Duration
 
 	// ForwardPool is the most idle connections kept to the leader for
 	// forwarding (>= 1).
@@ -159,6 +187,7 @@ func DefaultConfig() Config {
 		MaxInflight:        2,
 		LogStore:           LogStoreBolt,
 		AppendFsync:        FsyncAlways,
+		DeadServerTimeout:  30 * time.Second,
 		ForwardPool:        16,
 		SweepInterval:      100 * time.Millisecond,
 		SweepBudget:        1000,
@@ -178,8 +207,10 @@ func (c *Config) Validate() error {
 		return bad("Dir", "is empty")
 	case c.RespAddr == "":
 		return bad("RespAddr", "is empty")
-	case c.Bootstrap && c.Join != "":
-		return errors.New("replication: config: Bootstrap and Join are exclusive")
+	case c.BootstrapExpect < 0:
+		return bad("BootstrapExpect", "must not be negative")
+	case c.Bootstrap && c.BootstrapExpect > 0:
+		return errors.New("replication: config: Bootstrap and BootstrapExpect are exclusive (BootstrapExpect 1 is Bootstrap)")
 	case c.HeartbeatTimeout < 5*time.Millisecond:
 		return bad("HeartbeatTimeout", "is below 5ms")
 	case c.ElectionTimeout < 5*time.Millisecond:
@@ -204,6 +235,8 @@ func (c *Config) Validate() error {
 		return bad("LogStore", "must be "+LogStoreBolt+" or "+LogStoreWAL)
 	case c.AppendFsync != FsyncAlways && c.AppendFsync != FsyncEverySec && c.AppendFsync != FsyncNo:
 		return bad("AppendFsync", "must be always, everysec or no")
+	case c.DeadServerTimeout <= 0:
+		return bad("DeadServerTimeout", "must be positive")
 	case c.ForwardPool < 1:
 		return bad("ForwardPool", "must be at least 1")
 	case c.TLS != nil && len(c.TLS.Certificates) == 0:
@@ -224,12 +257,49 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("replication: config: RaftAdvertise: %w", err)
 		}
 	}
-	if c.Join != "" {
-		if _, _, err := net.SplitHostPort(c.Join); err != nil {
-			return fmt.Errorf("replication: config: Join: %w", err)
+	peers, err := splitPeers(c.Join)
+	if err != nil {
+		return fmt.Errorf("replication: config: Join: %w", err)
+	}
+	others := 0
+	for _, p := range peers {
+		if p != c.RespAddr {
+			others++
 		}
 	}
+	if c.BootstrapExpect > 1 && others < c.BootstrapExpect-1 {
+		return fmt.Errorf("replication: config: BootstrapExpect %d needs the RESP addresses of the %d other nodes in Join (it lists %d)",
+			c.BootstrapExpect, c.BootstrapExpect-1, others)
+	}
 	return nil
+}
+
+// splitPeers parses a comma-separated list of host:port addresses (spaces
+// around each are ignored); an empty list is nil. Duplicates are dropped.
+func splitPeers(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, fmt.Errorf("empty address in %q", list)
+		}
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// joinPeers returns the Join addresses (Validate has checked them).
+func (c *Config) joinPeers() []string {
+	peers, _ := splitPeers(c.Join)
+	return peers
 }
 
 // raftConfig is the one place Config is mapped onto raft's settings.
@@ -249,7 +319,10 @@ func (c *Config) raftConfig() *raft.Config {
 	// queue the next entry while the previous is being written.
 	rc.MaxAppendEntries = 256
 	rc.BatchApplyCh = true
-	rc.ShutdownOnRemove = true
+	// A removed node stays up as a quiet non-member: it answers ErrRemoved
+	// at once, cannot win a vote (members refuse votes to non-members) and
+	// rejoins when added back, without a restart.
+	rc.ShutdownOnRemove = false
 	out := c.RaftLogOutput
 	if out == nil {
 		out = os.Stderr

@@ -33,7 +33,66 @@ var (
 	ErrBadPayload = errors.New("replication: invalid payload")
 	// ErrUnknownNode is returned by Remove for an id that is not a member.
 	ErrUnknownNode = errors.New("replication: no such cluster member")
+	// ErrQuorumAtRisk is returned by Remove when the voters left after the
+	// change would not include a reachable majority; nothing was changed.
+	// The error is a *QuorumError with the figures.
+	ErrQuorumAtRisk = errors.New("replication: the change would leave no reachable majority")
+	// ErrNotPromoted is returned by Join when the node was added as a
+	// non-voter but had not caught up (or could not be reached) in time to
+	// be promoted to voter. The change stands: the leader promotes it once
+	// it catches up. The error is a *PendingError naming the node.
+	ErrNotPromoted = errors.New("replication: added as a non-voter, not yet promoted")
+	// ErrRemoved is returned at once by Write and ReadNow on a node that
+	// was removed from the cluster and has not been added back; nothing
+	// was applied. The error is a *RemovedError naming the last leader
+	// this node knows of.
+	ErrRemoved = errors.New("replication: this node was removed from the cluster")
 )
+
+// QuorumError is ErrQuorumAtRisk with its figures: removing ID would leave
+// Remaining voters of which Reachable answered the leader, while a
+// majority of them is Needed.
+type QuorumError struct {
+	ID                           string
+	Reachable, Remaining, Needed int
+}
+
+func (e *QuorumError) Error() string {
+	return fmt.Sprintf("replication: refusing to remove %s: %d of the remaining %d voters would be reachable, a majority needs %d",
+		e.ID, e.Reachable, e.Remaining, e.Needed)
+}
+
+// Unwrap returns ErrQuorumAtRisk.
+func (e *QuorumError) Unwrap() error { return ErrQuorumAtRisk }
+
+// PendingError is ErrNotPromoted for node ID: at the last check it was
+// Reachable (or not) and Lag log entries behind the leader.
+type PendingError struct {
+	ID        string
+	Reachable bool
+	Lag       uint64
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("replication: %s was added as a non-voter and is not yet promoted (reachable %v, %d entries behind)", e.ID, e.Reachable, e.Lag)
+}
+
+// Unwrap returns ErrNotPromoted.
+func (e *PendingError) Unwrap() error { return ErrNotPromoted }
+
+// RemovedError is ErrRemoved with the last leader this node knows of
+// (LeaderID and its RESP address LeaderRespAddr; either may be empty when
+// unknown).
+type RemovedError struct {
+	LeaderID, LeaderRespAddr string
+}
+
+func (e *RemovedError) Error() string {
+	return fmt.Sprintf("replication: this node was removed from the cluster (leader %q at %q)", e.LeaderID, e.LeaderRespAddr)
+}
+
+// Unwrap returns ErrRemoved.
+func (e *RemovedError) Unwrap() error { return ErrRemoved }
 
 // translate maps an error returned by hashicorp/raft to this package's
 // sentinels, keeping the original text as context. Errors it does not know
@@ -55,7 +114,7 @@ func translate(op string, err error) error {
 }
 
 // errorFromReply wraps an error reply from another node's RESP server (the
-// answer to a new node's RAFT.JOIN, which joinLoop logs and retries).
+// answer to a new node's RAFT.JOIN, which discoverLoop logs and retries).
 func errorFromReply(msg string) error { return &RemoteError{Msg: msg} }
 
 // RemoteError is an error reply from another node that is not one of this

@@ -55,13 +55,14 @@ var (
 )
 
 // DeliverFunc receives the outcome of every applied entry, on the apply
-// goroutine: data is the entry as raft handed it over, res one Result per
+// goroutine: id is the entry's id as its submitter set it (the raft log's
+// Extensions; see entryID), res one Result per
 // operation in entry order (nil for an entry that is not a batch of
 // operations), err the reason the entry was refused as a whole. res lives
 // in buffers the FSM reuses for the next entry, so a hook that keeps it
 // copies it. The result reports whether anyone on this node was waiting for
 // the entry (on the leader, the callers that submitted it).
-type DeliverFunc func(data []byte, res []shards.Result, err error) bool
+type DeliverFunc func(id []byte, res []shards.Result, err error) bool
 
 // NewFSM returns a state machine applying to store and handing each
 // entry's outcome to deliver (nil: outcomes are dropped, as on a replica
@@ -105,7 +106,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	if err != nil {
 		// Every replica decodes the same bytes and refuses them alike.
 		f.log.Error("replication: refusing log entry", "index", l.Index, "err", err)
-		f.deliver(l.Data, nil, err)
+		f.deliver(l.Extensions, nil, err)
 		return nil
 	}
 	// Time never runs backwards: an entry stamped before the last applied
@@ -127,7 +128,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.scratch.release()
 		f.entries.Add(1)
 		f.ops.Add(uint64(len(e.ops)))
-		f.deliver(l.Data, res, nil)
+		f.deliver(l.Extensions, res, nil)
 		return nil
 	case entrySetMember:
 		f.mu.Lock()
@@ -138,7 +139,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		delete(f.members, e.id)
 		f.mu.Unlock()
 	}
-	f.deliver(l.Data, nil, nil)
+	f.deliver(l.Extensions, nil, nil)
 	return nil
 }
 

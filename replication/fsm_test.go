@@ -256,28 +256,29 @@ func TestCodec(t *testing.T) {
 
 // The deliver hook gets every entry's outcome once, from buffers the FSM
 // reuses, and raft gets nothing: a hook that claims some entries (as a
-// Node's does, by the address of their data) and one that records all see
+// Node's does, by the id in their Extensions) and one that records all see
 // the results fresh buffers give, and the state is the same.
 func TestDeliverHook(t *testing.T) {
 	logs := testLog()
-	// b's hook claims every third entry, identified by the address of its
-	// data as the leader's submit path does, and copies its results.
-	claimed := map[*byte]bool{}
+	// b's hook claims every third entry, identified by the id the
+	// leader's submit path gives it, and copies its results.
+	claimed := map[uint64]bool{}
 	for i, l := range logs {
+		l.Extensions = encodeEntryID(1, uint64(i))
 		if i%3 == 0 {
-			claimed[&l.Data[0]] = true
+			claimed[uint64(i)] = true
 		}
 	}
 	got := map[int][]shards.Result{}
 	cur, calls := 0, 0
 	var rec recorder
 	a := newTestFSM(t, rec.deliver)
-	b := newTestFSM(t, func(data []byte, res []shards.Result, err error) bool {
+	b := newTestFSM(t, func(id []byte, res []shards.Result, err error) bool {
 		calls++
 		if err != nil {
 			t.Errorf("deliver: %v", err)
 		}
-		if !claimed[&data[0]] {
+		if _, seq, ok := decodeEntryID(id); !ok || !claimed[seq] {
 			return false
 		}
 		got[cur] = make([]shards.Result, len(res))

@@ -181,8 +181,8 @@ func (c *testCluster) start(tn *testNode, cfg Config, ln net.Listener) {
 	}(tn.srv, tn.done)
 }
 
-// serveJoin answers RAFT.JOIN (AUTH too, accepting any password) as the
-// wire layer does: a joining node's first request.
+// serveJoin answers RAFT.JOIN and RAFT.HELLO (AUTH too, accepting any
+// password) as the wire layer does: what a node without raft state asks.
 func serveJoin(node *Node, conn redcon.Conn, cmd redcon.Command) {
 	switch strings.ToUpper(string(cmd.Args[0])) {
 	case "AUTH":
@@ -197,6 +197,13 @@ func serveJoin(node *Node, conn redcon.Conn, cmd redcon.Command) {
 			return
 		}
 		conn.WriteString("OK")
+	case CmdHello:
+		f := node.Hello().Fields()
+		conn.WriteArray(2 * len(f))
+		for _, kv := range f {
+			conn.WriteBulkString(kv[0])
+			conn.WriteBulkString(kv[1])
+		}
 	default:
 		conn.WriteError("ERR unknown command")
 	}

@@ -11,48 +11,111 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Join adds a voting member: id (its NodeID), raftAddr (its raft transport
+// Join adds a member: id (its NodeID), raftAddr (its raft transport
 // address) and respAddr (its RESP address, replicated through the log for
 // ROLE and INFO). On a follower the request goes to the leader through the
-// forwarding service. Before adding a new voter the leader checks that it
-// can connect to raftAddr and that the node there passes the handshake
-// (same TLS CA, same cluster secret): a voter raft cannot reach would count
-// towards the quorum without ever voting. Joining an existing member with
-// the same addresses is a no-op success, so a joining node may retry
-// freely.
+// forwarding service. The leader first checks that it can connect to
+// raftAddr and that the node there passes the handshake (same TLS CA, same
+// cluster secret), then adds it as a non-voter, which does not count
+// towards the quorum, and promotes it to voter once it answers status
+// requests and has caught up with the log (autopilot.go). Join returns nil
+// once the node is a voter and its RESP address is replicated; when that
+// does not happen within NoLeaderTimeout it fails with a *PendingError
+// (ErrNotPromoted): the node stays a non-voter and is promoted when it
+// catches up. Joining an existing member with the same addresses is a
+// no-op success, so a joining node may retry freely, and an outcome left
+// uncertain by a leader change is settled by retrying.
 func (n *Node) Join(ctx context.Context, id, raftAddr, respAddr string) error {
 	if id == "" || raftAddr == "" || respAddr == "" {
 		return fmt.Errorf("replication: join: id and addresses must not be empty")
 	}
 	return n.onLeader(ctx, "join", func() error {
 		return n.join(ctx, id, raftAddr, respAddr)
-	}, reqJoin, encodeJoin(id, raftAddr, respAddr))
+	}, reqJoin, encodeJoin(id, raftAddr, respAddr), nil)
 }
 
 // join is Join on the ready leader.
 func (n *Node) join(ctx context.Context, id, raftAddr, respAddr string) error {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return translate("join", err)
+	deadline := time.Now().Add(n.cfg.NoLeaderTimeout)
+	voter, err := n.addNonvoter(ctx, id, raftAddr, respAddr)
+	if err != nil {
+		return err
 	}
-	present := false
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
-			present = true
+	for !voter {
+		var pend *PendingError
+		voter, pend, err = n.promote(ctx, id)
+		switch {
+		case err != nil:
+			return err
+		case voter:
+		case !time.Now().Before(deadline):
+			return pend
+		default:
+			t := time.NewTimer(100 * time.Millisecond) // the non-voter catches up meanwhile
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-n.ctx.Done():
+				t.Stop()
+				return ErrShutdown
+			}
 		}
 	}
-	if !present {
-		if err := n.probe(ctx, raftAddr); err != nil {
-			return fmt.Errorf("replication: join %s: %w", id, err)
-		}
-		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
-			return translate("join", err)
+	return n.recordResp(ctx, id, respAddr)
+}
+
+// addNonvoter adds id at raftAddr as a non-voter unless it is a member at
+// that address already; voter reports whether it is a voter. respAddr is
+// kept to be replicated once it is promoted.
+func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (voter bool, err error) {
+	m := &n.mship
+	m.changeMu.Lock()
+	defer m.changeMu.Unlock()
+	servers, _, err := n.configuration()
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	if m.pending == nil {
+		m.pending = map[string]string{}
+	}
+	m.pending[id] = respAddr
+	m.mu.Unlock()
+	if i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }); i >= 0 && string(servers[i].Address) == raftAddr {
+		return servers[i].Suffrage == raft.Voter, nil
+	}
+	if err := n.probe(ctx, raftAddr); err != nil {
+		return false, fmt.Errorf("replication: join %s: %w", id, err)
+	}
+	// A member that moved keeps its suffrage: AddNonvoter only updates its
+	// address.
+	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
+		return false, translate("join", err)
+	}
+	n.log.Info("replication: added a non-voter; it is promoted once caught up", "member", id, "raft", raftAddr)
+	servers, _, err = n.configuration()
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id && s.Suffrage == raft.Voter }), nil
+}
+
+// recordResp replicates id's RESP address unless it is recorded already.
+func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
+	if addr, ok := n.fsm.member(id); !ok || addr != respAddr {
+		if err := n.submit(ctx, &pending{member: &memberChange{id: id, respAddr: respAddr}}); err != nil {
+			return err
 		}
 	}
-	if addr, ok := n.fsm.member(id); ok && addr == respAddr {
-		return nil
+	m := &n.mship
+	m.mu.Lock()
+	if m.pending[id] == respAddr {
+		delete(m.pending, id)
 	}
-	return n.submit(ctx, &pending{member: &memberChange{id: id, respAddr: respAddr}})
+	m.mu.Unlock()
+	return nil
 }
 
 // probe connects to the raft port at raftAddr and completes the handshake
@@ -67,56 +130,97 @@ func (n *Node) probe(ctx context.Context, raftAddr string) error {
 	return c.Close()
 }
 
-// Remove removes member id from the cluster (it shuts its raft down once it
-// learns of it). On a follower the request goes to the leader through the
-// forwarding service. Removing the leader makes it step down after the
-// change commits. ErrUnknownNode if id is not a member.
+// Remove removes member id from the cluster. On a follower the request
+// goes to the leader through the forwarding service. A voter is removed
+// only if the voters left keep a reachable majority (the leader asks each
+// for its status first); otherwise Remove fails with a *QuorumError
+// (ErrQuorumAtRisk) and changes nothing. Removing an unreachable member is
+// therefore possible as long as the others are up, and removing the leader
+// makes it step down once the change commits; it stays up as a removed
+// node (Write and ReadNow fail with ErrRemoved) until it is joined again.
+// ErrUnknownNode if id is not a member; a removal whose first attempt had
+// an uncertain outcome and that later finds id gone succeeds.
 func (n *Node) Remove(ctx context.Context, id string) error {
-	return n.onLeader(ctx, "remove", func() error { return n.remove(ctx, id) }, reqRemove, encodeRemove(id))
+	uncertain := false
+	err := n.onLeader(ctx, "remove", func() error { return n.removeMember(ctx, id, "") }, reqRemove, encodeRemove(id), &uncertain)
+	if uncertain && errors.Is(err, ErrUnknownNode) {
+		return nil
+	}
+	return err
 }
 
 // remove is Remove on the ready leader.
-func (n *Node) remove(ctx context.Context, id string) error {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return translate("remove", err)
+func (n *Node) remove(ctx context.Context, id string) error { return n.removeMember(ctx, id, "") }
+
+// removeMember removes id on the ready leader after the quorum check; why
+// is logged (empty for an operator's request).
+func (n *Node) removeMember(ctx context.Context, id, why string) error {
+	m := &n.mship
+	m.changeMu.Lock()
+	defer m.changeMu.Unlock()
+	servers, _, err := n.configuration()
+	if err != nil {
+		return err
 	}
-	found := slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id })
-	if _, ok := n.fsm.member(id); !ok && !found {
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if _, ok := n.fsm.member(id); !ok && i < 0 {
 		return fmt.Errorf("replication: remove %q: %w", id, ErrUnknownNode)
+	}
+	if i >= 0 && servers[i].Suffrage == raft.Voter {
+		reach := n.healthRound(ctx, servers)
+		if err := quorumAfterRemoval(id, servers, reach); err != nil {
+			return err
+		}
 	}
 	// The address entry goes first: once the leader removes itself it can
 	// commit nothing more.
-	if err := n.submit(ctx, &pending{member: &memberChange{id: id, remove: true}}); err != nil {
-		return err
+	if _, ok := n.fsm.member(id); ok {
+		if err := n.submit(ctx, &pending{member: &memberChange{id: id, remove: true}}); err != nil {
+			return err
+		}
 	}
-	if found {
+	if i >= 0 {
 		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
 			return translate("remove", err)
 		}
 	}
+	m.mu.Lock()
+	delete(m.pending, id)
+	delete(m.warned, id)
+	m.mu.Unlock()
+	if why == "" {
+		why = "RAFT.REMOVE"
+	}
+	n.log.Info("replication: removed a member", "member", id, "by", why)
 	return nil
 }
 
 // onLeader runs fn on the leader: here when this node is the ready leader,
 // otherwise by sending the request (kind, payload) to the leader's
-// forwarding service. It retries while no leader is known, the target was
-// not the leader or the request could not be sent, up to NoLeaderTimeout.
-func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte) error {
-	deadline := time.Now().Add(n.cfg.NoLeaderTimeout)
+// forwarding service. fn must be idempotent (membership changes check the
+// configuration first). It retries while no leader is known, the target
+// was not the leader, the request could not be sent, or its outcome is
+// uncertain (leadership lost, the connection failed after sending), for up
+// to twice NoLeaderTimeout, so that the answer is definite: applied, or a
+// definite error. uncertain, when not nil, is set when an attempt's
+// outcome was uncertain.
+func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool) error {
+	deadline := time.Now().Add(2 * n.cfg.NoLeaderTimeout)
 	for {
 		var err error
+		forwarded := false
 		switch {
 		case n.ready.Load():
 			err = fn()
 		case n.raft.State() == raft.Leader:
 			err = ErrNotLeader // not ready yet: wait for the barrier
 		default:
-			addr, ok := n.forwardTarget()
+			addr, ok := n.membershipTarget()
 			if !ok {
 				err = ErrNoLeader
 				break
 			}
+			forwarded = true
 			cctx, cancel := context.WithDeadline(ctx, deadline.Add(n.cfg.NoLeaderTimeout))
 			_, err = n.fwd.do(cctx, addr, kind, payload, true)
 			cancel()
@@ -124,43 +228,51 @@ func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind 
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) && !errors.Is(err, errNotSent) {
-			return err
-		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !n.waitLeaderChange(deadline) {
-			return fmt.Errorf("replication: %s: %w", what, ErrNoLeader)
+		unsure := errors.Is(err, ErrLeadershipLost) || (forwarded && !definite(err))
+		if unsure && uncertain != nil {
+			*uncertain = true
+		}
+		leaderless := errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errNotSent)
+		switch {
+		case leaderless:
+			if !n.waitLeaderChange(deadline) {
+				return fmt.Errorf("replication: %s: %w", what, ErrNoLeader)
+			}
+		case unsure:
+			if !time.Now().Before(deadline) {
+				return fmt.Errorf("replication: %s: %w", what, ErrNoLeader)
+			}
+			t := time.NewTimer(100 * time.Millisecond) // then ask again
+			select {
+			case <-t.C:
+			case <-n.leaderChanged():
+				t.Stop()
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		default:
+			return err
 		}
 	}
 }
 
-// joinLoop asks the member at Config.Join (a RESP address) to add this
-// node, retrying until it succeeds or the node closes.
-func (n *Node) joinLoop() {
-	defer n.wg.Done()
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		// The member may forward to the leader, which probes this node
-		// before adding it: up to three NoLeaderTimeouts in all.
-		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.NoLeaderTimeout)
-		err := joinViaRESP(ctx, n.cfg.Join, n.cfg.Password, n.cfg.NodeID, string(n.trans.LocalAddr()), n.cfg.RespAddr)
-		cancel()
-		if err == nil {
-			n.log.Info("replication: joined the cluster", "via", n.cfg.Join, "attempts", attempt)
-			return
-		}
-		n.log.Warn("replication: join attempt failed; retrying", "via", n.cfg.Join, "attempt", attempt, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-n.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 2*time.Second)
+// definite reports whether err is an answer (a sentinel by its code, or
+// another node's error reply) rather than a transport failure.
+func definite(err error) bool {
+	var re *RemoteError
+	if errors.As(err, &re) || errors.Is(err, errNotSent) {
+		return true
 	}
+	for _, s := range codeErrors {
+		if s != nil && s != ErrLeadershipLost && errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Member is one cluster member as Info reports it.
@@ -175,17 +287,32 @@ type Member struct {
 	Voter bool
 	// Leader is true for the current leader as this node knows it.
 	Leader bool
+	// Health is true when the fields below are known: on the ready
+	// leader, for the other members it has tracked since it took over
+	// (status requests once a second).
+	Health bool
+	// Reachable is true when the member answered the last status request.
+	Reachable bool
+	// LastContact is how long ago it last answered (-1: never, since this
+	// leader took over).
+	LastContact time.Duration
+	// LastIndex is its last log index at its last answer, and Lag how many
+	// entries that is behind the leader's last index now.
+	LastIndex, Lag uint64
 }
 
 // Info is a snapshot of a node's replication status (RAFT.INFO, ROLE,
 // INFO replication).
 type Info struct {
-	// NodeID is this node's id; State is "leader", "follower", "candidate"
-	// or "shutdown". Ready is true on a leader that has applied every
-	// entry of earlier terms and so serves commands.
-	NodeID string
-	State  string
-	Ready  bool
+	// NodeID is this node's id; State is "leader", "follower", "candidate",
+	// "shutdown", or "removed" while this node is not a member of the
+	// cluster any more (Removed is then true and every command fails with
+	// ErrRemoved). Ready is true on a leader that has applied every entry
+	// of earlier terms and so serves commands.
+	NodeID  string
+	State   string
+	Ready   bool
+	Removed bool
 	// Term is the current raft term.
 	Term uint64
 	// LeaderID, LeaderRaftAddr and LeaderRespAddr describe the leader as
@@ -235,6 +362,12 @@ func (n *Node) Info() Info {
 	if leaderID != "" {
 		inf.LeaderRespAddr, _ = n.leaderResp()
 	}
+	if n.mship.removed.Load() {
+		inf.State, inf.Removed = "removed", true
+		if l := n.mship.leader.Load(); l != nil && leaderID == "" {
+			inf.LeaderID, inf.LeaderRaftAddr, inf.LeaderRespAddr = l.id, l.raft, l.resp
+		}
+	}
 	if e := n.seqDone(); e > 0 {
 		inf.CommitLatency = time.Duration(n.commitNanos.Load() / e)
 	}
@@ -248,6 +381,16 @@ func (n *Node) Info() Info {
 				Voter:    s.Suffrage == raft.Voter,
 				Leader:   s.ID == leaderID,
 			})
+			if h, ok := n.memberHealthOf(string(s.ID)); ok {
+				m := &inf.Members[len(inf.Members)-1]
+				m.Health, m.Reachable, m.LastContact, m.LastIndex = true, h.reachable, -1, h.status.LastIndex
+				if !h.lastContact.IsZero() {
+					m.LastContact = time.Since(h.lastContact)
+					m.Lag = n.lagOf(h.status)
+				} else {
+					m.Lag = inf.LastLogIndex
+				}
+			}
 		}
 	}
 	slices.SortFunc(inf.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -74,8 +75,16 @@ type Node struct {
 
 	encBuf []byte // encoding buffer of the run goroutine
 
-	ownMu sync.Mutex
-	own   map[*byte]*flight // submitted entries not yet answered, by their first byte; guarded by ownMu
+	// origin identifies this Node's entries in the log (with their seq:
+	// entryID); random, so that no other node or earlier run of this one
+	// shares it.
+	origin uint64
+	ownMu  sync.Mutex
+	own    map[uint64]*flight // submitted entries not yet answered, by seq; guarded by ownMu
+
+	// mship is the membership state: the leader's view of every member,
+	// and whether this node was removed (autopilot.go).
+	mship membership
 
 	batches     atomic.Uint64
 	batchedOps  atomic.Uint64
@@ -106,7 +115,8 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		inflight:   make(chan *flight, cfg.MaxInflight),
 		slots:      make(chan struct{}, cfg.MaxInflight),
 		leadChange: make(chan struct{}),
-		own:        map[*byte]*flight{},
+		own:        map[uint64]*flight{},
+		origin:     rand.Uint64() | 1,
 		lastStamp:  math.MinInt64,
 	}
 	n.forwardTarget = n.leaderRaft
@@ -129,6 +139,9 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	go n.run()
 	go n.complete()
 	go n.watchLeadership()
+	n.wg.Add(2)
+	go n.autopilot()
+	go n.watchMembership()
 	go func() {
 		defer n.wg.Done()
 		if cfg.SweepInterval > 0 {
@@ -163,43 +176,53 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: inspect raft state: %w", err)
 	}
+	// A peers.json left by the operator replaces the configuration before
+	// raft starts (recover.go).
+	if _, err := n.recoverFromPeersFile(rc, cache, n.logStore.stable, snaps, hasState); err != nil {
+		return err
+	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, cache, n.logStore.stable, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
 	n.stream.handle(n.serveForward)
+	alone := cfg.Bootstrap || cfg.BootstrapExpect == 1
+	peers := cfg.joinPeers()
 	switch {
 	case hasState:
 		n.log.Info("replication: restarting from existing raft state", "dir", cfg.Dir)
-	case cfg.Bootstrap:
+	case alone && len(peers) == 0:
+		// The only case that bootstraps without asking anyone: a wiped
+		// node started this way forks its cluster (docs/cluster.md).
 		c := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
 		}}}
 		if err := n.raft.BootstrapCluster(c).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("replication: bootstrap: %w", err)
 		}
-		n.log.Info("replication: bootstrapped a new cluster")
-	case cfg.Join != "":
+		n.log.Info("replication: bootstrapped a new cluster", "servers", cfg.NodeID)
+	case len(peers) > 0:
+		// Join, or bootstrap only once the peers agree (bootstrap.go).
 		n.wg.Add(1)
-		go n.joinLoop()
+		go n.discoverLoop()
 	}
 	return nil
 }
 
-// deliverApplied is the FSM's hand-off: when data is an entry this node
-// submitted and still answers for, it fans the results out to the callers
-// (copying them) and reports true. The leader's FSM applies the very slice
-// given to raft.Apply, so its address identifies the entry; a follower
-// decodes copies and never matches. Taking the flight out of n.own under
-// ownMu makes the answer exactly-once: complete fails only the flights the
-// FSM did not take.
-func (n *Node) deliverApplied(data []byte, res []shards.Result, err error) bool {
-	if len(data) == 0 {
+// deliverApplied is the FSM's hand-off: when id is that of an entry this
+// node submitted and still answers for, it fans the results out to the
+// callers (copying them) and reports true. Entries other nodes submitted
+// carry another origin and never match. Taking the flight out of n.own
+// under ownMu makes the answer exactly-once: complete fails only the
+// flights the FSM did not take.
+func (n *Node) deliverApplied(id []byte, res []shards.Result, err error) bool {
+	origin, seq, ok := decodeEntryID(id)
+	if !ok || origin != n.origin {
 		return false
 	}
 	n.ownMu.Lock()
-	fl := n.own[&data[0]]
-	delete(n.own, &data[0])
+	fl := n.own[seq]
+	delete(n.own, seq)
 	n.ownMu.Unlock()
 	if fl == nil {
 		return false
@@ -272,13 +295,17 @@ func (n *Node) Store() *shards.Store { return n.store }
 // acknowledged decision survives any failover. Per-operation failures
 // (WRONGTYPE ...) are in res[i].Err; the returned error is about the whole
 // write: ErrNoLeader (none within NoLeaderTimeout; nothing applied),
-// ErrLeadershipLost (outcome unknown), ErrShutdown, or ctx's error.
+// ErrLeadershipLost (outcome unknown), ErrRemoved (at once, on a node
+// removed from the cluster; nothing applied), ErrShutdown, or ctx's error.
 func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) error {
 	if len(ops) != len(res) {
 		return fmt.Errorf("replication: write: %d results for %d operations", len(res), len(ops))
 	}
 	if len(ops) == 0 {
 		return nil
+	}
+	if err := n.removedErr(); err != nil {
+		return err
 	}
 	return n.submit(ctx, &pending{ops: ops, res: res})
 }
@@ -317,8 +344,12 @@ func (n *Node) ApplyEncoded(ctx context.Context, payload []byte) ([]byte, error)
 // With LocalReads every node answers at once with its last applied stamped
 // time: no network round trip, possibly stale.
 //
-// Errors: ErrNoLeader within NoLeaderTimeout, ErrShutdown, ctx's error.
+// Errors: ErrNoLeader within NoLeaderTimeout, ErrRemoved (at once, on a
+// node removed from the cluster), ErrShutdown, ctx's error.
 func (n *Node) ReadNow(ctx context.Context) (int64, error) {
+	if err := n.removedErr(); err != nil {
+		return 0, err
+	}
 	if n.cfg.LocalReads {
 		return max(n.fsm.LastTime(), 0), nil
 	}

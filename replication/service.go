@@ -31,17 +31,21 @@ import (
 //	reqReadIndex  empty → encodeReadIndex(index, instant)
 //	reqJoin       uvarint-prefixed id, raft address, RESP address → empty
 //	reqRemove     uvarint-prefixed id → empty
+//	reqStatus     uvarint-prefixed id of the asker → encodeStatus (any node answers)
 //
 // A response's status is statusOK (the payload is the answer) or the code
-// of a whole-request error: one of the sentinels in codeErrors with an
-// empty payload, or codeOther with the error's reply text. Per-operation
-// errors travel inside the results (codec.go).
+// of a whole-request error: one of the sentinels in codeErrors, with an
+// empty payload or, for the sentinels that carry figures (QuorumError,
+// PendingError, RemovedError), their fields (encodeErrorDetail); or
+// codeOther with the error's reply text. Per-operation errors travel
+// inside the results (codec.go).
 
 const (
 	reqApply     byte = 1
 	reqReadIndex byte = 2
 	reqJoin      byte = 3
 	reqRemove    byte = 4
+	reqStatus    byte = 5
 )
 
 const (
@@ -58,6 +62,9 @@ var codeErrors = [...]error{
 	4: ErrShutdown,
 	5: ErrBadPayload,
 	6: ErrUnknownNode,
+	7: ErrQuorumAtRisk,
+	8: ErrNotPromoted,
+	9: ErrRemoved,
 }
 
 const (
@@ -184,6 +191,13 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return nil, n.onlyLeader(func() error { return n.remove(ctx, id) })
+	case reqStatus:
+		r := reader{b: payload}
+		asker := string(r.bytes("id"))
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+		return encodeStatus(n.status(asker)), nil
 	}
 	return nil, fmt.Errorf("%w: unknown request type %d", ErrBadPayload, kind)
 }
@@ -200,6 +214,9 @@ func (n *Node) onlyLeader(fn func() error) error {
 // other error as codeOther with its reply text. An error caused by this
 // node closing (its context ended) is ErrShutdown.
 func (n *Node) errorStatus(err error) (byte, []byte) {
+	if code, body, ok := encodeErrorDetail(err); ok {
+		return code, body
+	}
 	for code, s := range codeErrors {
 		if s != nil && errors.Is(err, s) {
 			return byte(code), nil
@@ -230,6 +247,11 @@ func errReply(err error) string {
 // statusError decodes a response's error status.
 func statusError(status byte, body []byte) error {
 	if int(status) < len(codeErrors) && codeErrors[status] != nil {
+		if len(body) > 0 {
+			if err := decodeErrorDetail(status, body); err != nil {
+				return err
+			}
+		}
 		return codeErrors[status]
 	}
 	if status == codeOther {
@@ -255,3 +277,105 @@ func encodeJoin(id, raftAddr, respAddr string) []byte {
 }
 
 func encodeRemove(id string) []byte { return appendBytes(nil, []byte(id)) }
+
+// encodeErrorDetail encodes the figures of a sentinel that carries them,
+// for errorStatus; ok is false for any other error.
+func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
+	var (
+		q *QuorumError
+		p *PendingError
+		r *RemovedError
+	)
+	switch {
+	case errors.As(err, &q):
+		b := appendBytes(nil, []byte(q.ID))
+		b = binary.AppendUvarint(b, uint64(q.Reachable))
+		b = binary.AppendUvarint(b, uint64(q.Remaining))
+		return errorCode(ErrQuorumAtRisk), binary.AppendUvarint(b, uint64(q.Needed)), true
+	case errors.As(err, &p):
+		b := appendBytes(nil, []byte(p.ID))
+		reach := byte(0)
+		if p.Reachable {
+			reach = 1
+		}
+		b = append(b, reach)
+		return errorCode(ErrNotPromoted), binary.AppendUvarint(b, p.Lag), true
+	case errors.As(err, &r):
+		b := appendBytes(nil, []byte(r.LeaderID))
+		return errorCode(ErrRemoved), appendBytes(b, []byte(r.LeaderRespAddr)), true
+	}
+	return 0, nil, false
+}
+
+// decodeErrorDetail decodes what encodeErrorDetail encoded for status; nil
+// when the body does not decode (the bare sentinel is used then).
+func decodeErrorDetail(status byte, body []byte) error {
+	r := reader{b: body}
+	var err error
+	switch codeErrors[status] {
+	case ErrQuorumAtRisk:
+		q := &QuorumError{ID: string(r.bytes("id"))}
+		q.Reachable, q.Remaining, q.Needed = int(r.uvarint("reachable")), int(r.uvarint("remaining")), int(r.uvarint("needed"))
+		err = q
+	case ErrNotPromoted:
+		p := &PendingError{ID: string(r.bytes("id"))}
+		p.Reachable = r.byte1("reachable") == 1
+		p.Lag = r.uvarint("lag")
+		err = p
+	case ErrRemoved:
+		err = &RemovedError{LeaderID: string(r.bytes("leader id")), LeaderRespAddr: string(r.bytes("leader address"))}
+	default:
+		return nil
+	}
+	if r.end() != nil {
+		return nil
+	}
+	return err
+}
+
+// nodeStatus is a node's answer to a status request: what the leader's
+// autopilot needs to judge a member (reachable, caught up), and what a
+// removed node needs to name the current leader.
+type nodeStatus struct {
+	ID                               string
+	Term, LastIndex, AppliedIndex    uint64
+	LeaderID, LeaderRaft, LeaderResp string
+	// Ready is true when the answering node is the ready leader; Member
+	// tells whether the asker is in its latest configuration.
+	Ready, Member bool
+}
+
+const (
+	statusReady  = 1 << 0
+	statusMember = 1 << 1
+)
+
+// encodeStatus encodes the answer to reqStatus.
+func encodeStatus(st nodeStatus) []byte {
+	b := appendBytes(nil, []byte(st.ID))
+	b = binary.AppendUvarint(b, st.Term)
+	b = binary.AppendUvarint(b, st.LastIndex)
+	b = binary.AppendUvarint(b, st.AppliedIndex)
+	b = appendBytes(b, []byte(st.LeaderID))
+	b = appendBytes(b, []byte(st.LeaderRaft))
+	b = appendBytes(b, []byte(st.LeaderResp))
+	var flags byte
+	if st.Ready {
+		flags |= statusReady
+	}
+	if st.Member {
+		flags |= statusMember
+	}
+	return append(b, flags)
+}
+
+// decodeStatus decodes encodeStatus's output.
+func decodeStatus(b []byte) (nodeStatus, error) {
+	r := reader{b: b}
+	st := nodeStatus{ID: string(r.bytes("id"))}
+	st.Term, st.LastIndex, st.AppliedIndex = r.uvarint("term"), r.uvarint("last index"), r.uvarint("applied index")
+	st.LeaderID, st.LeaderRaft, st.LeaderResp = string(r.bytes("leader id")), string(r.bytes("leader raft address")), string(r.bytes("leader RESP address"))
+	flags := r.byte1("flags")
+	st.Ready, st.Member = flags&statusReady != 0, flags&statusMember != 0
+	return st, r.end()
+}

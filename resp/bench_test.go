@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -66,6 +67,54 @@ func BenchmarkPipeline(b *testing.B) {
 				c.execBatch(cmds)
 				c.out = c.out[:0]
 				done += len(cmds)
+			}
+		})
+	}
+}
+
+// BenchmarkRoundTrip answers: what does one CL.THROTTLE cost end to end over
+// loopback TCP, one request at a time on one connection, on an event loop
+// and on a goroutine per connection — and does either allocate? Allocations
+// are counted process-wide; the client here does not allocate.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, loops := range []int{1, 0} {
+		b.Run(fmt.Sprintf("loops=%d", loops), func(b *testing.B) {
+			store, _ := shards.New(shards.Config{})
+			cfg := DefaultConfig()
+			cfg.Logger = discardLogger()
+			cfg.EventLoops = loops
+			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go srv.Serve(ln)
+			defer srv.Close()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			req := []byte("*5\r\n$11\r\nCL.THROTTLE\r\n$3\r\nk:1\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n")
+			r := bufio.NewReader(nc)
+			roundTrip := func() {
+				if _, err := nc.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < 6; i++ { // *5, then five integers
+					if _, err := r.ReadSlice('\n'); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			roundTrip() // connect, warm up
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				roundTrip()
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func (v clusterView) Role() RoleInfo {
 		return r
 	}
 	r := RoleInfo{Offset: int64(inf.AppliedIndex), State: "connect"}
-	if inf.LeaderRespAddr != "" {
+	if inf.LeaderRespAddr != "" && !inf.Removed {
 		r.LeaderHost, r.LeaderPort = splitHostPort(inf.LeaderRespAddr)
 		r.State = "connected"
 	}
@@ -71,8 +71,8 @@ func (v clusterView) InfoFields() [][2]string {
 		f = append(f, [2]string{"connected_slaves", strconv.Itoa(n)})
 	} else {
 		h, p := splitHostPort(inf.LeaderRespAddr)
-		status := "down"
-		if inf.LeaderRespAddr != "" {
+		status := "down" // also on a removed node: no leader replicates to it
+		if inf.LeaderRespAddr != "" && !inf.Removed {
 			status = "up"
 		}
 		f = append(f, [2]string{"role", "slave"}, [2]string{"master_host", h}, [2]string{"master_port", strconv.Itoa(p)},
@@ -98,6 +98,7 @@ func raftFields(inf *replication.Info) [][2]string {
 	f := [][2]string{
 		{"raft_node_id", inf.NodeID},
 		{"raft_state", inf.State},
+		{"raft_removed", b(inf.Removed)},
 		{"raft_ready", b(inf.Ready)},
 		{"raft_term", u(inf.Term)},
 		{"raft_leader_id", inf.LeaderID},
@@ -116,13 +117,21 @@ func raftFields(inf *replication.Info) [][2]string {
 		{"raft_members", strconv.Itoa(len(inf.Members))},
 	}
 	for _, m := range inf.Members {
-		f = append(f, [2]string{"raft_member_" + m.ID, "raft=" + m.RaftAddr + ",resp=" + m.RespAddr + ",voter=" + b(m.Voter) + ",leader=" + b(m.Leader)})
+		v := "raft=" + m.RaftAddr + ",resp=" + m.RespAddr + ",voter=" + b(m.Voter) + ",leader=" + b(m.Leader)
+		if m.Health {
+			contact := "-1"
+			if m.LastContact >= 0 {
+				contact = strconv.FormatInt(m.LastContact.Milliseconds(), 10)
+			}
+			v += ",reachable=" + b(m.Reachable) + ",last_contact_ms=" + contact + ",last_log_index=" + u(m.LastIndex) + ",lag=" + u(m.Lag)
+		}
+		f = append(f, [2]string{"raft_member_" + m.ID, v})
 	}
 	return f
 }
 
 // RegisterCluster adds the cluster commands to s, backed by n: RAFT.JOIN,
-// RAFT.REMOVE and RAFT.INFO. Nodes forward writes and reads to the leader
+// RAFT.REMOVE, RAFT.HELLO and RAFT.INFO. Nodes forward writes and reads to the leader
 // through the replication package's own service on the raft port, not
 // through RESP. Call it once, before s serves.
 func RegisterCluster(s *Server, n *replication.Node) {
@@ -138,9 +147,10 @@ func clusterCommands(n *replication.Node) []*Command {
 			Summary: "Adds a node to the raft cluster (forwarded to the leader).", Complexity: "O(1)",
 			Args: []Arg{{Name: "id", Type: "string"}, {Name: "raft-addr", Type: "string", Doc: "host:port of the node's raft transport"},
 				{Name: "resp-addr", Type: "string", Doc: "host:port of the node's RESP listener"}},
-			Reply: "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op.",
+			Reply: "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op. The leader adds the node as a non-voter and promotes it to voter once it has caught up with the log, so a node that dies while joining never counts towards the quorum.",
 			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
-				"`ERR replication: join <id>: cannot connect to its raft address …` when the leader cannot complete the node-to-node handshake with the new node's raft address (unreachable, or its TLS or cluster secret differ); nothing is changed."},
+				"`ERR replication: join <id>: cannot connect to its raft address …` when the leader cannot complete the node-to-node handshake with the new node's raft address (unreachable, or its TLS or cluster secret differ); nothing is changed.",
+				"`ERR <id> was added as a non-voter and will be promoted to voter once it catches up (…)` when it has not caught up within the no-leader timeout: the node is a non-voting member, promoted by the leader once it catches up; `RAFT.INFO` on the leader shows its lag."},
 			Handler: func(c *Conn, args [][]byte) error {
 				if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
 					return err
@@ -152,9 +162,10 @@ func clusterCommands(n *replication.Node) []*Command {
 		{
 			Name: strings.ToLower(replication.CmdRemove), Arity: 2, Flags: FlagAdmin | FlagStale, Group: "cluster", Since: "0.1.0",
 			Summary: "Removes a node from the raft cluster (forwarded to the leader).", Complexity: "O(1)",
-			Args:   []Arg{{Name: "id", Type: "string"}},
-			Reply:  "Simple string `OK`.",
-			Errors: []string{"`ERR no such cluster member` for an unknown id.", "`CLUSTERDOWN …` when no leader answers within the no-leader timeout."},
+			Args:  []Arg{{Name: "id", Type: "string"}},
+			Reply: "Simple string `OK` once the change is committed. A removed leader steps down and stays up as a removed node until it is joined again.",
+			Errors: []string{"`ERR no such cluster member` for an unknown id.", "`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
+				"`ERR refusing to remove <id>: <r> of the remaining <n> voters would be reachable, a majority needs <m>` when the voters left would not include a reachable majority (the leader asks each for its status first); nothing is changed."},
 			Handler: func(c *Conn, args [][]byte) error {
 				if err := n.Remove(c.srv.ctx, string(args[1])); err != nil {
 					return err
@@ -164,9 +175,24 @@ func clusterCommands(n *replication.Node) []*Command {
 			},
 		},
 		{
+			Name: strings.ToLower(replication.CmdHello), Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
+			Summary: "Returns who this node is and whether it belongs to a cluster (asked by nodes that start without raft state).", Complexity: "O(1)",
+			Reply: "Map of bulk strings (a flat array of name, value pairs in RESP2): `id`, `raft-addr`, `resp-addr`, `member` (`1` when the node has raft state, a configuration or a known leader), `leader-id` (empty when none is known), `bootstrap-expect` and `bootstrap` (`1` when it would bootstrap a cluster of its own). " +
+				"A node started with `--bootstrap-expect` or `--bootstrap yes --join …` sends it to every node it lists, and bootstraps only when none answers `member` 1.",
+			Handler: func(c *Conn, _ [][]byte) error {
+				f := n.Hello().Fields()
+				c.WriteMap(len(f))
+				for _, kv := range f {
+					c.WriteBulkString(kv[0])
+					c.WriteBulkString(kv[1])
+				}
+				return nil
+			},
+		},
+		{
 			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
 			Summary: "Returns this node's raft status.", Complexity: "O(members)",
-			Reply: "Bulk string of `field:value` lines: state, term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses.",
+			Reply: "Bulk string of `field:value` lines: state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index` and `lag` (entries behind the leader).",
 			Handler: func(c *Conn, _ [][]byte) error {
 				inf := n.Info()
 				var b []byte

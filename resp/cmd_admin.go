@@ -20,6 +20,8 @@ func serverCommands() []*Command {
 		commandCommand(),
 		configCommand(),
 		slowlogCommand(),
+		aclCommand(),
+		memoryCommand(),
 		{
 			Name: "info", Arity: -1, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
 			Summary: "Returns information and statistics about the server.", Complexity: "O(1)",

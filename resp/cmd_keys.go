@@ -130,6 +130,13 @@ func keyCommands() []*Command {
 					if cur == 0 {
 						break
 					}
+					if c.outputOver(len(saved)) {
+						// Beyond client-output-buffer-limit's hard limit:
+						// stop building; the client is closed.
+						c.tmp = shrink(c.out[:0])
+						c.out = saved[:0]
+						return nil
+					}
 				}
 				body := c.out
 				c.out = saved

@@ -22,6 +22,7 @@ var limiterErrors = []string{
 	"`ERR <argument>: negative value` for a negative count; `ERR <argument>: zero rate or period` for a zero rate, period, window, limit or capacity.",
 	"`ERR <argument>: parameters overflow` when the derived duration (tolerance, time to refill or drain) exceeds 2^62 ns.",
 	"`ERR wrong number of arguments for '<command>' command`.",
+	"`OOM command not allowed when used memory > 'maxmemory'.` under `maxmemory-policy noeviction` while the keyspace is over `maxmemory`, when the request would create a key or grow one (an SL.ADD entry that needs a larger log); nothing changes. Requests that keep a key's size, denials and peeks still answer.",
 }
 
 func limiterCommands() []*Command {
@@ -116,7 +117,12 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 	limitDoc := "requests allowed per window; 1 up to 2^40"
 	complexity := "O(1)"
 	errs := limiterErrors
+	var notes []string
 	if kind == engine.KindSlidingLog {
+		notes = []string{"Memory: a sliding-log key costs what every key does (26 bytes of record and table slot, plus its name), a 64-byte side-table entry, " +
+			"and 16 bytes per entry of its log's array: one entry per admitted request at a distinct instant (requests at the same nanosecond share one), " +
+			"at most `limit` entries. The array grows by about 1.25× once large and is reused as entries leave the window, so a key with `limit` 100000 " +
+			"can hold about 2 MB. MEMORY USAGE reports it and `maxmemory` counts it."}
 		limitDoc = "requests allowed per window; 1 up to the server's sl-max-limit (default 100000)"
 		complexity = "O(log N) where N is the number of entries in the window, O(N) memory per key"
 		errs = append([]string{"`ERR limit: limit exceeds the sliding log maximum` for a limit above sl-max-limit."}, limiterErrors...)
@@ -133,6 +139,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 		},
 		Reply:   limiterReply + " " + reply,
 		Errors:  errs,
+		Notes:   notes,
 		Prepare: prepareLimit(kind),
 		Finish:  finishMillis,
 	}

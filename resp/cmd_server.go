@@ -60,8 +60,13 @@ func connectionCommands() []*Command {
 				{Name: "username", Type: "string", Optional: true, Doc: "`default` (the only user)"},
 				{Name: "password", Type: "string", Doc: "the server's requirepass"},
 			},
-			Reply:  "Simple string OK.",
-			Errors: []string{"`WRONGPASS invalid username-password pair or user is disabled.`", "`ERR AUTH <password> called without any password configured for the default user. ...` when no password is configured."},
+			Reply: "Simple string OK.",
+			Errors: []string{"`WRONGPASS invalid username-password pair or user is disabled.`", "`ERR AUTH <password> called without any password configured for the default user. ...` when no password is configured.",
+				"`ERR too many failed authentication attempts from this address; try again later` when the address's attempts are already scheduled 5 s ahead: the password is not checked and the connection is closed."},
+			Notes: []string{"Failed attempts (here and in HELLO ... AUTH) are counted per client address (IP; an IPv6 client's /64): after 3 failures, every attempt " +
+				"from the address waits before its password is checked, 10 ms doubling with each further failure up to 1 s; a success forgets the address, " +
+				"and so does a minute without failures. 10 failures in a row close the connection after the last error. Each failure is counted in INFO's " +
+				"`acl_access_denied_auth` and logged in ACL LOG."},
 			Handler: func(c *Conn, args [][]byte) error {
 				user, pass := []byte("default"), args[1]
 				if len(args) == 3 {
@@ -96,25 +101,21 @@ func connectionCommands() []*Command {
 	}
 }
 
-// authenticate checks a user name and password against requirepass.
-// passOnly is AUTH with one argument.
+// authenticate checks a user name and password against requirepass (any
+// password is right for the default user when none is set), under the
+// guard against guessing (checkPassword). passOnly is AUTH with one
+// argument.
 func (c *Conn) authenticate(user, pass []byte, passOnly bool) error {
 	want := *c.srv.requirePass.Load()
-	if want == "" {
-		if passOnly {
-			return ErrNoPasswordSet
-		}
+	if want == "" && passOnly {
+		return ErrNoPasswordSet
+	}
+	return c.checkPassword(user, func() bool {
 		if string(user) != "default" {
-			return ErrWrongPass
+			return false
 		}
-		c.authed = true
-		return nil
-	}
-	if string(user) != "default" || subtle.ConstantTimeCompare(pass, []byte(want)) != 1 {
-		return ErrWrongPass
-	}
-	c.authed = true
-	return nil
+		return want == "" || subtle.ConstantTimeCompare(pass, []byte(want)) == 1
+	})
 }
 
 func helloHandler(c *Conn, args [][]byte) error {
@@ -275,6 +276,30 @@ func clientCommand() *Command {
 				Handler: clientListHandler,
 			},
 			{
+				Name: "kill", Arity: -3, Flags: FlagAdmin | FlagNoScript | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
+				Summary: "Closes client connections.", Complexity: "O(N) where N is the number of clients",
+				Args: []Arg{{Name: "filter", Type: "oneof", Args: []Arg{
+					{Name: "ip:port", Type: "string", Doc: "the old form: one client by its address"},
+					{Name: "new-format", Type: "oneof", Multiple: true, Args: []Arg{
+						{Name: "client-id", Type: "integer", Token: "ID"},
+						{Name: "client-type", Type: "oneof", Token: "TYPE", Args: []Arg{
+							{Name: "normal", Type: "pure-token", Token: "NORMAL"}, {Name: "master", Type: "pure-token", Token: "MASTER"},
+							{Name: "replica", Type: "pure-token", Token: "REPLICA"}, {Name: "pubsub", Type: "pure-token", Token: "PUBSUB"},
+						}},
+						{Name: "username", Type: "string", Token: "USER"},
+						{Name: "addr", Type: "string", Token: "ADDR", Doc: "ip:port of the client"},
+						{Name: "laddr", Type: "string", Token: "LADDR", Doc: "ip:port of the server's side"},
+						{Name: "skipme", Type: "oneof", Token: "SKIPME", Args: []Arg{
+							{Name: "yes", Type: "pure-token", Token: "YES"}, {Name: "no", Type: "pure-token", Token: "NO"},
+						}},
+						{Name: "maxage", Type: "integer", Token: "MAXAGE", Doc: "only clients connected at least this many seconds"},
+					}},
+				}}},
+				Reply:   "Simple string OK for the old form; otherwise Integer: the clients closed.",
+				Errors:  []string{"`ERR No such client` (old form).", "`ERR syntax error`, `ERR Unknown client type '...'`, `ERR client-id should be greater than 0`."},
+				Handler: clientKillHandler,
+			},
+			{
 				Name: "info", Arity: 2, Flags: FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
 				Summary: "Describes this connection (one CLIENT LIST line).", Complexity: "O(1)",
 				Reply: "Bulk string: the connection's `field=value` line.",
@@ -285,6 +310,122 @@ func clientCommand() *Command {
 			},
 		},
 	}
+}
+
+// killFilter is CLIENT KILL's selection; zero fields match every client.
+type killFilter struct {
+	id          int64
+	addr, laddr string
+	user        string
+	noNormal    bool  // TYPE other than normal: matches none (every client is normal)
+	maxAge      int64 // seconds; 0: any
+	skipMe      bool
+}
+
+func (f *killFilter) match(c, o *Conn, now int64) bool {
+	switch {
+	case f.noNormal, f.skipMe && o == c, o.closing.Load():
+		return false
+	case f.id != 0 && o.id != f.id, f.addr != "" && o.addr != f.addr, f.laddr != "" && o.laddr != f.laddr:
+		return false
+	case f.user != "" && f.user != "default":
+		return false
+	case f.maxAge > 0 && (now-o.start)/1e9 < f.maxAge:
+		return false
+	}
+	return true
+}
+
+// parseKillFilter reads CLIENT KILL's new form (args after KILL).
+func parseKillFilter(args [][]byte) (*killFilter, error) {
+	f := &killFilter{skipMe: true}
+	if len(args)%2 != 0 {
+		return nil, engine.ErrSyntax
+	}
+	for i := 0; i < len(args); i += 2 {
+		v := args[i+1]
+		switch {
+		case equalFoldString(args[i], "id"):
+			id, err := engine.ParseInt(v)
+			if err != nil || id < 1 {
+				return nil, &textError{"ERR client-id should be greater than 0"}
+			}
+			f.id = id
+		case equalFoldString(args[i], "type"):
+			switch strings.ToLower(string(v)) {
+			case "normal":
+			case "master", "replica", "slave", "pubsub":
+				f.noNormal = true
+			default:
+				return nil, &textError{"ERR Unknown client type '" + string(clip(v)) + "'"}
+			}
+		case equalFoldString(args[i], "addr"):
+			f.addr = string(v)
+		case equalFoldString(args[i], "laddr"):
+			f.laddr = string(v)
+		case equalFoldString(args[i], "user"):
+			f.user = string(v)
+		case equalFoldString(args[i], "maxage"):
+			age, err := engine.ParseInt(v)
+			if err != nil || age < 0 {
+				return nil, engine.ErrSyntax
+			}
+			f.maxAge = age
+		case equalFoldString(args[i], "skipme"):
+			switch {
+			case equalFoldString(v, "yes"):
+				f.skipMe = true
+			case equalFoldString(v, "no"):
+				f.skipMe = false
+			default:
+				return nil, engine.ErrSyntax
+			}
+		default:
+			return nil, engine.ErrSyntax
+		}
+	}
+	return f, nil
+}
+
+// clientKillHandler closes the matching clients: another connection at
+// once (whatever it is doing ends at its next read or write), the calling
+// one after this reply.
+func clientKillHandler(c *Conn, args [][]byte) error {
+	old := len(args) == 3
+	var f *killFilter
+	if old {
+		f = &killFilter{addr: string(args[2])}
+	} else {
+		var err error
+		if f, err = parseKillFilter(args[2:]); err != nil {
+			return err
+		}
+	}
+	now := c.srv.now()
+	var victims []*Conn
+	c.srv.mu.Lock()
+	for o := range c.srv.conns {
+		if f.match(c, o, now) {
+			victims = append(victims, o)
+		}
+	}
+	c.srv.mu.Unlock()
+	for _, o := range victims {
+		if o == c {
+			c.quit = true
+		} else {
+			o.closeNow()
+		}
+	}
+	if old {
+		if len(victims) == 0 {
+			return &textError{"ERR No such client"}
+		}
+		c.WriteOK()
+		return nil
+	}
+	c.WriteInt(int64(len(victims)))
+	return nil
 }
 
 func clientListHandler(c *Conn, args [][]byte) error {
@@ -365,7 +506,9 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = strconv.AppendInt(b, max(age, 0), 10)
 	b = append(b, " idle="...)
 	b = strconv.AppendInt(b, max(idle, 0), 10)
-	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="...)
+	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem="...)
+	b = strconv.AppendInt(b, o.omem.Load(), 10)
+	b = append(b, " tot-mem=0 events=r cmd="...)
 	b = append(b, cmd...)
 	b = append(b, " user=default redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(proto), 10)

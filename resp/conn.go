@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
+
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -53,6 +55,37 @@ type Conn struct {
 	// queryDeadline is true while the read deadline is the query
 	// timeout's (the client has started a command and must finish it).
 	queryDeadline bool
+
+	// Output buffer limit (outbuf.go): omem is the bytes pending for the
+	// client (CLIENT LIST), softSince when they passed the soft limit,
+	// writeDeadline the write deadline set, outLimited that the client is
+	// being closed for its output.
+	omem          atomic.Int64
+	softSince     time.Time
+	writeDeadline time.Time
+	outLimited    bool
+
+	// gc is the connection's handle on its event loop (loop.go), for the
+	// loop goroutine; nil for a connection served by its own goroutine.
+	// loop holds the same for other goroutines (nil until the loop has
+	// opened the connection).
+	gc   gnet.Conn
+	loop atomic.Pointer[loopConn]
+	// closing is set by closeNow, so that a connection killed while it
+	// moves onto its loop is closed there.
+	closing atomic.Bool
+	// partialSince is when a loop connection started the command it has
+	// not finished (Unix ns; 0: none), for the query timeout.
+	partialSince atomic.Int64
+	// loopSoft is set while a loop connection has more than the soft
+	// output limit pending (see checkLoopOutput).
+	loopSoft atomic.Bool
+
+	// authFails counts consecutive failed authentications (see authGuard);
+	// penalty is the time the current command waited for the guard, kept
+	// out of its execution time.
+	authFails int
+	penalty   time.Duration
 
 	mu       sync.Mutex // guards the fields below
 	name     string
@@ -98,15 +131,22 @@ func (c *Conn) Server() *Server { return c.srv }
 // a protocol error, the idle timeout, or the server's shutdown.
 func (c *Conn) serve() {
 	s := c.srv
+	moved := false
 	defer func() {
 		if r := recover(); r != nil {
 			// A bug must cost one connection, never the server.
 			s.log.Error("panic serving client; connection closed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
 		}
+		if moved {
+			return // the loop owns the connection now
+		}
 		c.nc.Close()
 		s.removeConn(c)
 		s.wg.Done()
 	}()
+	if c.refuseUnprotected() {
+		return
+	}
 	for {
 		if s.draining.Load() {
 			return
@@ -117,26 +157,10 @@ func (c *Conn) serve() {
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
 		c.queryDeadline = false
-		c.rd.maxBulk = int(s.maxBulk.Load())
-		c.rd.maxQuery = int(s.queryLimit.Load())
-		c.rd.unauth = !c.authed
+		c.refreshLimits()
 		cmds, err := c.rd.next()
 		if err != nil {
-			var perr *protocolError
-			switch {
-			case errors.As(err, &perr):
-				c.WriteError(err)
-				_ = c.flush()
-				s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
-			case errors.Is(err, errQueryLimit):
-				s.stats.queryLimited.Add(1)
-				s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", c.rd.maxQuery)
-			case errors.Is(err, os.ErrDeadlineExceeded) && c.queryDeadline && !s.draining.Load():
-				s.stats.queryTimeouts.Add(1)
-				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(s.queryTime.Load()))
-			case !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed):
-				s.log.Debug("read failed; client closed", "client", c.addr, "err", err)
-			}
+			c.readFailed(err)
 			return
 		}
 		c.now = 0
@@ -144,6 +168,57 @@ func (c *Conn) serve() {
 		if err := c.flush(); err != nil || c.quit {
 			return
 		}
+		if c.authed && s.loops != nil && s.loopable(c.nc) {
+			// Authenticated: the rest of the connection runs on a loop
+			// (failed AUTH waits happen here, never on a loop).
+			moved = true
+			if err := s.loops.enroll(c, c.nc); err != nil {
+				s.log.Warn("cannot move client onto an event loop; connection closed", "client", c.addr, "err", err)
+				moved = false
+			}
+			return
+		}
+	}
+}
+
+// closeNow closes the connection's transport: whatever the connection is
+// doing ends at its next read or write. Safe from any goroutine.
+func (c *Conn) closeNow() {
+	c.closing.Store(true)
+	if lc := c.loop.Load(); lc != nil {
+		_ = lc.gc.Close()
+		return
+	}
+	c.nc.Close()
+}
+
+// refreshLimits gives the reader the limits of this batch (they can change
+// live).
+func (c *Conn) refreshLimits() {
+	s := c.srv
+	c.rd.maxBulk = int(s.maxBulk.Load())
+	c.rd.maxQuery = int(s.queryLimit.Load())
+	c.rd.unauth = !c.authed
+}
+
+// readFailed answers (a protocol error), counts and logs the reason a
+// connection's input ended; the caller closes it.
+func (c *Conn) readFailed(err error) {
+	s := c.srv
+	var perr *protocolError
+	switch {
+	case errors.As(err, &perr):
+		c.WriteError(err)
+		_ = c.flush()
+		s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
+	case errors.Is(err, errQueryLimit):
+		s.stats.queryLimited.Add(1)
+		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", c.rd.maxQuery)
+	case errors.Is(err, os.ErrDeadlineExceeded) && c.queryDeadline && !s.draining.Load():
+		s.stats.queryTimeouts.Add(1)
+		s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(s.queryTime.Load()))
+	case !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed):
+		s.log.Debug("read failed; client closed", "client", c.addr, "err", err)
 	}
 }
 
@@ -164,20 +239,6 @@ func (c *Conn) beforeRead(partial bool) {
 	}
 	c.queryDeadline = true
 	_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(qt)))
-}
-
-// flush writes the pending replies.
-func (c *Conn) flush() error {
-	if len(c.out) == 0 {
-		return nil
-	}
-	_, err := c.nc.Write(c.out)
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	} else {
-		c.out = c.out[:0]
-	}
-	return err
 }
 
 // execBatch runs the commands of one batch, in order. Consecutive batchable
@@ -222,6 +283,9 @@ func (c *Conn) execBatch(cmds []span) {
 		if c.quit {
 			return
 		}
+		if c.outputOver(0) {
+			return
+		}
 		if len(c.out) > flushAt {
 			if c.flush() != nil {
 				c.quit = true
@@ -244,14 +308,12 @@ func (c *Conn) runWrites(slots []slot) {
 		op := &c.ops[n]
 		op.Keys = op.Keys[:0]
 		op.Reqs = op.Reqs[:0]
+		op.NoGrow = false
 		if sl.err = sl.cmd.Prepare(c, sl.args, op); sl.err != nil {
 			sl.op = -1
 			continue
 		}
-		if c.refuseOOM(op) {
-			sl.err, sl.op = ErrOOM, -1
-			continue
-		}
+		c.markNoGrow(op)
 		sl.op = n
 		n++
 	}
@@ -324,7 +386,8 @@ func (c *Conn) fail(cmd *Command, err error) {
 // histogram, and the slow log when slow enough); it returns the new t0.
 func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	t1 := time.Now()
-	ns := int64(t1.Sub(t0))
+	ns := int64(t1.Sub(t0) - c.penalty)
+	c.penalty = 0
 	st := &c.stats[cmd.index]
 	st.calls.Add(1)
 	st.nanos.Add(ns)

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/replication"
@@ -38,6 +39,15 @@ var (
 	// ErrShutdownFailed is returned by SHUTDOWN when the final save failed
 	// (the server keeps running).
 	ErrShutdownFailed = errors.New("errors trying to shutdown")
+	// ErrProtectedMode is sent, before the connection is closed, to a
+	// client of another host while protected-mode is yes and no password
+	// is set.
+	ErrProtectedMode = errors.New("protected mode: clients of other hosts need a password")
+	// ErrAuthThrottled is returned by AUTH and HELLO AUTH, unchecked and
+	// before the connection is closed, when the client's address has
+	// failed so often that its attempts are scheduled too far ahead (or
+	// the server stops during the wait).
+	ErrAuthThrottled = errors.New("too many failed authentication attempts")
 )
 
 // arityError is a command called with the wrong number of arguments.
@@ -76,12 +86,54 @@ func appendErrorText(b []byte, err error) []byte {
 		sub    *unknownSubcommandError
 		text   *textError
 		perr   *protocolError
+		quorum *replication.QuorumError
+		pend   *replication.PendingError
+		gone   *replication.RemovedError
 	)
 	switch {
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
 		return appendLine(b, remote.Msg)
+	case errors.As(err, &quorum):
+		b = append(b, "ERR refusing to remove "...)
+		b = appendLine(b, quorum.ID)
+		b = append(b, ": "...)
+		b = strconv.AppendInt(b, int64(quorum.Reachable), 10)
+		b = append(b, " of the remaining "...)
+		b = strconv.AppendInt(b, int64(quorum.Remaining), 10)
+		b = append(b, " voters would be reachable, a majority needs "...)
+		return strconv.AppendInt(b, int64(quorum.Needed), 10)
+	case errors.Is(err, replication.ErrQuorumAtRisk):
+		return append(b, "ERR refusing the change: the remaining voters would not include a reachable majority"...)
+	case errors.As(err, &pend):
+		b = append(b, "ERR "...)
+		b = appendLine(b, pend.ID)
+		b = append(b, " was added as a non-voter and will be promoted to voter once it catches up ("...)
+		if pend.Reachable {
+			b = strconv.AppendUint(b, pend.Lag, 10)
+			b = append(b, " log entries behind"...)
+		} else {
+			b = append(b, "not reachable from the leader yet"...)
+		}
+		return append(b, "); RAFT.INFO on the leader shows its progress"...)
+	case errors.Is(err, replication.ErrNotPromoted):
+		return append(b, "ERR the node was added as a non-voter and will be promoted to voter once it catches up"...)
+	case errors.As(err, &gone):
+		b = append(b, "CLUSTERDOWN this node was removed from the cluster ("...)
+		if gone.LeaderID != "" {
+			b = append(b, "leader "...)
+			b = appendLine(b, gone.LeaderID)
+			if gone.LeaderRespAddr != "" {
+				b = append(b, " at "...)
+				b = appendLine(b, gone.LeaderRespAddr)
+			}
+		} else {
+			b = append(b, "leader unknown"...)
+		}
+		return append(b, "); RAFT.JOIN it again to rejoin"...)
+	case errors.Is(err, replication.ErrRemoved):
+		return append(b, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"...)
 	case errors.Is(err, replication.ErrNoLeader):
 		return append(b, "CLUSTERDOWN The cluster is down: no leader"...)
 	case errors.Is(err, replication.ErrNotLeader):
@@ -147,10 +199,23 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "ERR invalid cursor"...)
 	case errors.Is(err, ErrPersistenceOff):
 		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"...)
-	case errors.Is(err, ErrOOM):
+	case errors.Is(err, ErrOOM), errors.Is(err, shards.ErrWouldGrow):
 		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
 	case errors.Is(err, ErrShutdownFailed):
 		return append(b, "ERR Errors trying to SHUTDOWN. Check logs."...)
+	case errors.Is(err, ErrProtectedMode):
+		return append(b, "DENIED cellserver is running in protected mode because protected mode is enabled and no password is set for the default user. "+
+			"In this mode connections are only accepted from the loopback interface. "+
+			"If you want to connect from external computers to cellserver you may adopt one of the following solutions: "+
+			"1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to cellserver "+
+			"from the same host the server is running, however MAKE SURE cellserver is not publicly accessible from internet if you do so. "+
+			"2) Alternatively you can just disable the protected mode by editing the cellserver configuration file, and setting the protected mode option to 'no', "+
+			"and then restarting the server. "+
+			"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. "+
+			"4) Set up an authentication password for the default user (requirepass). "+
+			"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."...)
+	case errors.Is(err, ErrAuthThrottled):
+		return append(b, "ERR too many failed authentication attempts from this address; try again later"...)
 	}
 	// Engine range errors and anything else: "ERR " and the message, which
 	// names the argument at fault.

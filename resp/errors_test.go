@@ -23,6 +23,13 @@ func TestErrorWording(t *testing.T) {
 		{replication.ErrShutdown, "CLUSTERDOWN This node is shutting down"},
 		{replication.ErrBadPayload, "ERR invalid replication payload"},
 		{replication.ErrUnknownNode, "ERR no such cluster member"},
+		{&replication.QuorumError{ID: "n2", Reachable: 1, Remaining: 2, Needed: 2}, "ERR refusing to remove n2: 1 of the remaining 2 voters would be reachable, a majority needs 2"},
+		{fmt.Errorf("forward: %w", &replication.QuorumError{ID: "n5", Reachable: 2, Remaining: 4, Needed: 3}), "ERR refusing to remove n5: 2 of the remaining 4 voters would be reachable, a majority needs 3"},
+		{&replication.PendingError{ID: "n4", Reachable: true, Lag: 900}, "ERR n4 was added as a non-voter and will be promoted to voter once it catches up (900 log entries behind); RAFT.INFO on the leader shows its progress"},
+		{&replication.PendingError{ID: "n4"}, "ERR n4 was added as a non-voter and will be promoted to voter once it catches up (not reachable from the leader yet); RAFT.INFO on the leader shows its progress"},
+		{&replication.RemovedError{LeaderID: "n2", LeaderRespAddr: "127.0.0.1:7002"}, "CLUSTERDOWN this node was removed from the cluster (leader n2 at 127.0.0.1:7002); RAFT.JOIN it again to rejoin"},
+		{&replication.RemovedError{}, "CLUSTERDOWN this node was removed from the cluster (leader unknown); RAFT.JOIN it again to rejoin"},
+		{replication.ErrRemoved, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"},
 		{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
 		// Wrapped with context: the sentinel's wording alone.
 		{fmt.Errorf("replication: apply: %w (leadership lost while processing command)", replication.ErrLeadershipLost), "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,10 @@ import (
 // t0 is the fake clock's starting instant: 2023-11-14T22:13:20Z, 20 s into
 // a minute (so fixed windows of 1m have 40 s left).
 const t0 = int64(1_700_000_000) * 1e9
+
+// goroutineConns runs the package's tests with a goroutine per connection
+// instead of the default event loops (scripts/test.sh runs both).
+var goroutineConns = flag.Bool("goroutine-conns", false, "serve test clients on a goroutine each instead of event loops")
 
 // fakeClock is the clock shared by the server and its backend. It stands
 // still at t0, so that every limiter reply is exact.
@@ -64,6 +69,9 @@ func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeCloc
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Now = clock.Now
 	cfg.Logger = discardLogger()
+	if *goroutineConns {
+		cfg.EventLoops = 0
+	}
 	mutate(&cfg, store, clock)
 	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
 	if err != nil {

@@ -164,7 +164,11 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
 	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
 	b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
+	b = fieldInt(b, "client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())
 	b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
+	b = fieldInt(b, "acl_access_denied_auth", s.guard.failures.Load())
+	b = fieldInt(b, "auth_failure_disconnections", s.guard.disconnects.Load())
+	b = fieldInt(b, "protected_mode_rejected_connections", s.stats.protectedDenied.Load())
 	b = fieldInt(b, "limiter_allowed", allowed)
 	b = fieldInt(b, "limiter_limited", limited)
 	for _, cmd := range s.table.all {

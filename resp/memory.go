@@ -14,15 +14,16 @@ import (
 // Store.UsedBytes: records, key bytes and sliding logs of the live keys) on
 // a timer rather than per command, so that the hot path pays one atomic
 // load. Between two checks the keyspace can outgrow the limit by what new
-// keys take in one interval.
+// keys and growing logs take in one interval.
 
 // MemoryPolicy is what happens when the keyspace is over maxmemory.
 type MemoryPolicy int32
 
 const (
-	// NoEviction refuses limiter commands that would create a key
-	// ("OOM command not allowed when used memory > 'maxmemory'."): new
-	// clients fail closed, keys that exist keep working.
+	// NoEviction refuses limiter commands that would create a key or grow
+	// one (a sliding log's new entry that needs a larger array): "OOM
+	// command not allowed when used memory > 'maxmemory'.". New clients
+	// fail closed; keys that exist keep limiting.
 	NoEviction MemoryPolicy = iota
 	// VolatileTTL deletes the keys nearest to expiry until the keyspace is
 	// under the limit: the limits of those keys fail open (they start
@@ -30,7 +31,8 @@ const (
 	VolatileTTL
 )
 
-// ErrOOM is returned for a command refused by the noeviction policy.
+// ErrOOM is the noeviction policy's refusal. The keyspace reports it as
+// shards.ErrWouldGrow, which is answered with the same text.
 var ErrOOM = errors.New("command not allowed when used memory > 'maxmemory'")
 
 // DefaultMemoryCheckInterval is how often maxmemory is checked.
@@ -136,18 +138,11 @@ func (s *Server) mayEvict() bool {
 	return s.cfg.Cluster == nil || s.cfg.Cluster.Role().Leader
 }
 
-// refuseOOM reports whether op must be refused by the noeviction policy:
-// the keyspace is over maxmemory and op would create a key.
-func (c *Conn) refuseOOM(op *shards.Op) bool {
-	if !c.srv.oom.Load() || (op.Code != shards.OpLimit && op.Code != shards.OpLimitAll) {
-		return false
-	}
-	store := c.srv.backend.Store()
-	now := c.srv.now()
-	for i := range op.Keys {
-		if store.Exists(op.Keys[i:i+1], now) == 0 {
-			return true
-		}
-	}
-	return false
+// markNoGrow sets op.NoGrow when the noeviction policy applies: the
+// keyspace is over maxmemory and op is a limiter op. The keyspace then
+// refuses the op, under the key's lock, exactly when it would create a key
+// or grow one (a sliding log that must enlarge its array), answered as OOM;
+// fixed-size updates, denials and peeks go on (see DESIGN.md).
+func (c *Conn) markNoGrow(op *shards.Op) {
+	op.NoGrow = c.srv.oom.Load() && (op.Code == shards.OpLimit || op.Code == shards.OpLimitAll)
 }

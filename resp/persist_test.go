@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -47,7 +49,15 @@ func TestPersistenceCommands(t *testing.T) {
 	if got := rc.line(t); got != "+Background saving started" && !strings.Contains(got, "in progress") {
 		t.Errorf("BGSAVE = %q", got)
 	}
-	p.Wait()
+	// Polled under the persister's lock rather than p.Wait(): BGSAVE's
+	// WaitGroup.Add ran on a server goroutine the test has no
+	// happens-before edge with (the reply came over TCP).
+	poll.Until(t, 10*time.Second, func() error {
+		if p.Stats().BGSaveInProgress {
+			return errors.New("background save still running")
+		}
+		return nil
+	})
 	rc.send(t, "INFO persistence\r\n")
 	var n int
 	if _, err := fmt.Sscanf(rc.line(t), "$%d", &n); err != nil {

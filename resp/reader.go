@@ -85,6 +85,7 @@ type reader struct {
 	maxBulk  int
 	maxArgs  int
 	maxQuery int  // client-query-buffer-limit
+	maxBatch int  // most commands per batch (0: every complete command)
 	unauth   bool // the client has not authenticated: Redis's tighter limits
 	// beforeRead, when set, is called before each read from the
 	// connection; partial tells whether part of a command is pending.
@@ -186,6 +187,9 @@ func (rd *reader) parse() error {
 		rd.scanned = 0
 		if len(rd.args) > lo {
 			rd.cmds = append(rd.cmds, span{lo, len(rd.args)})
+			if rd.maxBatch > 0 && len(rd.cmds) >= rd.maxBatch {
+				return nil // the rest waits for the next batch
+			}
 			if rd.unauth {
 				// One command at a time until AUTH has run, so that the
 				// limits above apply to every command before it.

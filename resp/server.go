@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,9 +35,22 @@ type Config struct {
 	// RequirePass, when not empty, is the password of the default user:
 	// clients must AUTH before other commands. Changeable live.
 	RequirePass string
+	// ProtectedMode, while RequirePass is empty, refuses clients that are
+	// not on this host (not loopback, not a unix socket) with Redis's
+	// DENIED error. Both are read for each new connection. Changeable live.
+	ProtectedMode bool
 	// MaxClients bounds the connected clients (>= 1); more are refused
 	// with "ERR max number of clients reached". Changeable live.
 	MaxClients int
+	// EventLoops is how many event loops serve plaintext TCP connections
+	// (loop.go); 0 gives every connection a goroutine of its own. Ignored
+	// with a Cluster: its writes wait on raft commits, and a loop must
+	// never wait. TLS connections always have their own goroutine.
+	EventLoops int
+	// FitClients, when not nil, is asked by CONFIG SET maxclients whether
+	// the process can serve n clients (it may raise the descriptor limit);
+	// its error refuses the new value and is shown to the client.
+	FitClients func(n int) error
 	// Timeout closes a client idle for that long (0: never). Whole seconds
 	// on the wire. Changeable live.
 	Timeout time.Duration
@@ -66,6 +80,11 @@ type Config struct {
 	MemoryPolicy MemoryPolicy
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
+	// OutputLimits is client-output-buffer-limit: a client with more reply
+	// bytes pending than its class's hard limit, or than the soft limit
+	// for longer than the soft seconds, is closed (see outbuf.go).
+	// Changeable live.
+	OutputLimits OutputLimits
 	// Parse holds the limits limiter requests are parsed with (the sliding
 	// log's maximum limit).
 	Parse engine.ParseOptions
@@ -93,19 +112,28 @@ type Config struct {
 // with Redis's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:       "127.0.0.1:6379",
-		MaxClients: 10000,
-		MaxBulkLen: defaultMaxBulkLen,
-		MaxArgs:    defaultMaxArgs,
-		Parse:      engine.DefaultParseOptions(),
+		Addr:          "127.0.0.1:6379",
+		ProtectedMode: true,
+		MaxClients:    10000,
+		EventLoops:    DefaultEventLoops(),
+		MaxBulkLen:    defaultMaxBulkLen,
+		MaxArgs:       defaultMaxArgs,
+		Parse:         engine.DefaultParseOptions(),
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
 		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
 		SlowlogMaxLen:       DefaultSlowlogMaxLen,
 		MemoryCheckInterval: DefaultMemoryCheckInterval,
+		OutputLimits:        DefaultOutputLimits(),
 	}
 }
+
+// DefaultEventLoops is the default Config.EventLoops: one loop per two
+// CPUs the process may use, at least one. A loop keeps its CPU busy
+// under load; the other half is left to the keyspace's own work, the
+// runtime and, on a small machine, the clients that share it.
+func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Validate reports whether c is usable by NewServer.
 func (c *Config) Validate() error {
@@ -134,6 +162,9 @@ func (c *Config) Validate() error {
 	case c.MemoryCheckInterval <= 0:
 		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)
 	}
+	if _, err := ParseOutputLimits(c.OutputLimits.String(), c.OutputLimits); err != nil {
+		return fmt.Errorf("resp: client-output-buffer-limit: %w", err)
+	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("resp: address %q: %w", c.Addr, err)
 	}
@@ -153,6 +184,9 @@ type Server struct {
 	setlist []*Setting
 
 	requirePass atomic.Pointer[string]
+	protected   atomic.Bool // protected-mode
+	guard       *authGuard  // failed AUTH delays and counters
+	acllog      aclLog
 	maxClients  atomic.Int64
 	timeout     atomic.Int64 // ns
 	maxBulk     atomic.Int64 // proto-max-bulk-len
@@ -161,6 +195,7 @@ type Server struct {
 	maxMemory   atomic.Int64
 	policy      atomic.Int32 // MemoryPolicy
 	oom         atomic.Bool  // over maxmemory: refuse new keys
+	outLimits   atomic.Pointer[OutputLimits]
 	slowlog     slowlog
 	latency     *latencies
 
@@ -170,6 +205,8 @@ type Server struct {
 	stats    serverStats
 	shutdown chan struct{} // closed by the SHUTDOWN command
 	shutOnce sync.Once
+	stopping chan struct{} // closed when Shutdown or Close begins
+	stopOnce sync.Once
 
 	ctx    context.Context // canceled by Close: aborts backend waits
 	cancel context.CancelFunc
@@ -179,7 +216,8 @@ type Server struct {
 	conns    map[*Conn]struct{}
 	closed   bool
 	draining atomic.Bool
-	wg       sync.WaitGroup // one per connection goroutine
+	wg       sync.WaitGroup // one per connection (goroutine or loop)
+	loops    *loops         // nil: no event loops
 	bg       sync.WaitGroup // the maxmemory loop
 	served   chan struct{}  // closed when Serve's accept loop returns
 }
@@ -201,7 +239,9 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 		table:    newTable(),
 		conns:    make(map[*Conn]struct{}),
 		shutdown: make(chan struct{}),
+		stopping: make(chan struct{}),
 		served:   make(chan struct{}),
+		guard:    newAuthGuard(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -211,6 +251,7 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	}
 	s.started = s.now()
 	s.requirePass.Store(&cfg.RequirePass)
+	s.protected.Store(cfg.ProtectedMode)
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.timeout.Store(int64(cfg.Timeout))
 	s.maxBulk.Store(int64(cfg.MaxBulkLen))
@@ -218,6 +259,8 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
+	outLimits := cfg.OutputLimits
+	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
 	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -263,6 +306,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return ErrServerClosed
 	}
+	if s.cfg.EventLoops > 0 && s.cfg.Cluster == nil {
+		l, err := startLoops(s, s.cfg.EventLoops)
+		if err != nil {
+			s.mu.Unlock()
+			ln.Close()
+			return err
+		}
+		s.loops = l
+	}
 	s.ln = ln
 	s.prepare()
 	s.mu.Unlock()
@@ -298,11 +350,15 @@ func (s *Server) Serve(ln net.Listener) error {
 // prepare seals the command table, sizes the statistics and starts the
 // maxmemory loop. The caller holds mu.
 func (s *Server) prepare() {
-	s.table.sealed = true
+	s.table.sealed.Store(true)
 	s.stats.closed = make([]cmdStats, len(s.table.all))
 	s.latency = newLatencies(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()
+	if s.loops != nil {
+		s.bg.Add(1)
+		go s.sweepLoopConns()
+	}
 }
 
 func (s *Server) isClosed() bool {
@@ -338,7 +394,26 @@ func (s *Server) startConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	// A client that must authenticate, or that protected mode refuses,
+	// starts on its own goroutine: failed AUTH waits and the refusal's
+	// write may take time, which no loop may spend.
+	if c.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || isLocal(nc.RemoteAddr())) {
+		if err := s.loops.enroll(c, nc); err != nil {
+			// nc is closed; nothing was read from it.
+			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
+			s.removeConn(c)
+			s.wg.Done()
+		}
+		return
+	}
 	go c.serve()
+}
+
+// loopable reports whether nc can run on an event loop: plaintext TCP (a
+// TLS connection keeps its goroutine).
+func (s *Server) loopable(nc net.Conn) bool {
+	_, ok := nc.(*net.TCPConn)
+	return ok
 }
 
 func (s *Server) removeConn(c *Conn) {
@@ -360,6 +435,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	ln := s.ln
 	s.mu.Unlock()
 	s.draining.Store(true)
+	s.stopOnce.Do(func() { close(s.stopping) })
 	if ln != nil {
 		ln.Close()
 	}
@@ -398,12 +474,13 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.draining.Store(true)
+	s.stopOnce.Do(func() { close(s.stopping) })
 	s.cancel()
 	if ln != nil {
 		ln.Close()
 	}
 	for _, c := range conns {
-		c.nc.Close()
+		c.closeNow()
 	}
 	s.wg.Wait()
 	s.finish(ln)
@@ -414,6 +491,9 @@ func (s *Server) finish(ln net.Listener) {
 	if ln != nil {
 		<-s.served
 	}
+	if s.loops != nil {
+		s.loops.stop()
+	}
 	s.cancel()
 	s.bg.Wait()
 }
@@ -423,6 +503,12 @@ func (s *Server) pokeConns() {
 	defer s.mu.Unlock()
 	past := time.Unix(1, 0)
 	for c := range s.conns {
+		if lc := c.loop.Load(); lc != nil {
+			// Between events a loop connection has nothing in flight:
+			// its loop closes it after the event it may be running.
+			_ = lc.gc.Close()
+			continue
+		}
 		_ = c.nc.SetReadDeadline(past)
 	}
 }

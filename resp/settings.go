@@ -1,10 +1,12 @@
 package resp
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +25,10 @@ type Setting struct {
 	// Set changes the value live; nil makes the parameter read-only
 	// ("can't set immutable config"). Its error is shown to the client.
 	Set func(value string) error
+	// Fallback settings are used only when no other setting (built in, or
+	// in Config.Settings) has the name: a generic read-only view of every
+	// configured setting, which the servers' own live ones override.
+	Fallback bool
 }
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
@@ -44,6 +50,11 @@ func (s *Server) initSettings() error {
 			n, err := setting.Must("maxclients").ParseLive(v)
 			if err != nil {
 				return err
+			}
+			if fit := s.cfg.FitClients; fit != nil && n > s.maxClients.Load() {
+				if err := fit(int(min(n, 1<<31))); err != nil {
+					return err
+				}
 			}
 			s.maxClients.Store(n)
 			return nil
@@ -111,11 +122,36 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {
-			p, err := ParseMemoryPolicy(v)
+			w, err := setting.Must("maxmemory-policy").ParseWord(v)
+			if err != nil {
+				return err
+			}
+			p, err := ParseMemoryPolicy(w)
 			if err != nil {
 				return err
 			}
 			s.policy.Store(int32(p))
+			return nil
+		}},
+		{Name: "client-output-buffer-limit", Get: func() string { return s.outLimits.Load().String() }, Set: func(v string) error {
+			l, err := ParseOutputLimits(v, *s.outLimits.Load())
+			if err != nil {
+				return err
+			}
+			s.outLimits.Store(&l)
+			return nil
+		}},
+		{Name: "protected-mode", Get: func() string {
+			if s.protected.Load() {
+				return "yes"
+			}
+			return "no"
+		}, Set: func(v string) error {
+			b, err := setting.ParseYesNo(v)
+			if err != nil {
+				return errors.New("argument must be 'yes' or 'no'")
+			}
+			s.protected.Store(b)
 			return nil
 		}},
 		{Name: "databases", Get: constant("1")},
@@ -126,7 +162,11 @@ func (s *Server) initSettings() error {
 	}
 	if s.cfg.LogLevel != nil {
 		builtin[5].Set = func(v string) error {
-			l, err := ParseLogLevel(v)
+			w, err := setting.Must("loglevel").ParseWord(v)
+			if err != nil {
+				return err
+			}
+			l, err := ParseLogLevel(w)
 			if err != nil {
 				return err
 			}
@@ -138,16 +178,24 @@ func (s *Server) initSettings() error {
 	for i := range builtin {
 		s.setting[builtin[i].Name] = &builtin[i]
 	}
-	for i := range s.cfg.Settings {
-		st := &s.cfg.Settings[i]
-		name := strings.ToLower(st.Name)
-		if _, dup := s.setting[name]; dup && !fallbackSettings[name] {
-			return fmt.Errorf("resp: setting %q defined twice", name)
+	for _, fallback := range []bool{false, true} {
+		for i := range s.cfg.Settings {
+			st := &s.cfg.Settings[i]
+			if st.Fallback != fallback {
+				continue
+			}
+			name := strings.ToLower(st.Name)
+			_, dup := s.setting[name]
+			switch {
+			case st.Get == nil:
+				return fmt.Errorf("resp: setting %q has no getter", name)
+			case dup && fallback:
+				continue
+			case dup && !fallbackSettings[name]:
+				return fmt.Errorf("resp: setting %q defined twice", name)
+			}
+			s.setting[name] = st
 		}
-		if st.Get == nil {
-			return fmt.Errorf("resp: setting %q has no getter", name)
-		}
-		s.setting[name] = st
 	}
 	for _, st := range s.setting {
 		s.setlist = append(s.setlist, st)
@@ -231,8 +279,9 @@ func configCommand() *Command {
 				Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
 					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"},
 				}}},
-				Reply:  "Simple string OK.",
-				Errors: []string{"`ERR Unknown option or number of arguments for CONFIG SET - '<name>'`.", "`ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>` for a read-only setting or a bad value."},
+				Reply: "Simple string OK.",
+				Errors: []string{"`ERR Unknown option or number of arguments for CONFIG SET - '<name>'`.",
+					"`ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>` for a read-only setting, a bad value, or a parameter named twice (`duplicate parameter`); nothing is changed."},
 				Handler: func(c *Conn, args [][]byte) error {
 					if len(args)%2 != 0 {
 						return &arityError{"config|set"}
@@ -247,6 +296,11 @@ func configCommand() *Command {
 						}
 						if st.Set == nil {
 							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config"}
+						}
+						if slices.Contains(sts, st) {
+							// Redis 7 refuses a parameter named twice (and
+							// names it as given).
+							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + string(clip(args[i])) + "') - duplicate parameter"}
 						}
 						sts = append(sts, st)
 					}

@@ -57,7 +57,11 @@ type serverStats struct {
 	evicted       atomic.Int64 // evicted_keys (maxmemory volatile-ttl)
 	queryLimited  atomic.Int64 // clients closed by client-query-buffer-limit
 	queryTimeouts atomic.Int64 // clients closed by the query timeout
-	closed        []cmdStats   // totals of closed connections, by command index
+	outputLimited atomic.Int64 // clients closed by client-output-buffer-limit
+	// protectedDenied counts clients refused by protected mode (also
+	// counted in rejectedConns, as Redis counts them).
+	protectedDenied atomic.Int64
+	closed          []cmdStats // totals of closed connections, by command index
 }
 
 // absorb adds a closing connection's counters to the server's totals.
@@ -104,6 +108,10 @@ func (s *Server) resetStats() {
 	s.stats.evicted.Store(0)
 	s.stats.queryLimited.Store(0)
 	s.stats.queryTimeouts.Store(0)
+	s.stats.outputLimited.Store(0)
+	s.stats.protectedDenied.Store(0)
+	s.guard.failures.Store(0)
+	s.guard.disconnects.Store(0)
 	if l := s.latencyHists(); l != nil {
 		l.reset()
 	}
@@ -143,18 +151,27 @@ type Stats struct {
 	// ConnectedClients is the number of open client connections.
 	ConnectedClients int64
 	// ConnectionsReceived counts accepted connections, RejectedConnections
-	// those refused by maxclients.
-	ConnectionsReceived, RejectedConnections int64
+	// those refused by maxclients or protected mode, ProtectedModeDenied
+	// those refused by protected mode.
+	ConnectionsReceived, RejectedConnections, ProtectedModeDenied int64
+	// AuthFailures counts failed AUTH and HELLO AUTH attempts
+	// (acl_access_denied_auth), AuthClosed the clients closed for failing
+	// too often.
+	AuthFailures, AuthClosed int64
 	// QueryBufferClosed and QueryTimeoutClosed count clients closed by
 	// client-query-buffer-limit and by the query timeout.
 	QueryBufferClosed, QueryTimeoutClosed int64
+	// OutputBufferClosed counts clients closed by
+	// client-output-buffer-limit.
+	OutputBufferClosed int64
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
 	// EvictedKeys counts keys deleted by maxmemory's volatile-ttl policy.
 	EvictedKeys int64
 	// MaxMemory is the maxmemory setting (0: none); UsedMemory the bytes
 	// the live keys need (shards' Store.UsedBytes, what maxmemory is
-	// compared with); OOM is true while noeviction refuses new keys.
+	// compared with); OOM is true while noeviction refuses new keys and
+	// growth.
 	MaxMemory, UsedMemory int64
 	OOM                   bool
 	// SlowlogLen is the number of SLOWLOG entries.
@@ -169,8 +186,12 @@ func (s *Server) Stats() Stats {
 		ConnectedClients:    s.clients.Load(),
 		ConnectionsReceived: s.stats.connections.Load(),
 		RejectedConnections: s.stats.rejectedConns.Load(),
+		ProtectedModeDenied: s.stats.protectedDenied.Load(),
+		AuthFailures:        s.guard.failures.Load(),
+		AuthClosed:          s.guard.disconnects.Load(),
 		QueryBufferClosed:   s.stats.queryLimited.Load(),
 		QueryTimeoutClosed:  s.stats.queryTimeouts.Load(),
+		OutputBufferClosed:  s.stats.outputLimited.Load(),
 		ErrorReplies:        s.stats.errors.Load(),
 		EvictedKeys:         s.stats.evicted.Load(),
 		MaxMemory:           s.maxMemory.Load(),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cellserver/cellserver/shards"
 )
@@ -207,8 +208,8 @@ func writeArgSyntax(b *strings.Builder, a Arg) {
 // panics (a programming error, found by the first test that builds a server).
 type table struct {
 	byName map[string]*Command
-	all    []*Command // every command and subcommand, by index
-	sealed bool
+	all    []*Command  // every command and subcommand, by index
+	sealed atomic.Bool // set when serving starts; Handle may race with it
 }
 
 func newTable() *table { return &table{byName: make(map[string]*Command)} }
@@ -216,7 +217,7 @@ func newTable() *table { return &table{byName: make(map[string]*Command)} }
 // add registers cmd and its subcommands. It panics on a duplicate name, on a
 // malformed entry, or once the server has started serving.
 func (t *table) add(cmd *Command) {
-	if t.sealed {
+	if t.sealed.Load() {
 		panic("resp: command " + cmd.Name + " registered after the server started")
 	}
 	name := strings.ToLower(cmd.Name)

@@ -100,3 +100,16 @@ func (c *Conn) header(kind byte, n int) {
 	c.out = strconv.AppendInt(c.out, int64(n), 10)
 	c.out = append(c.out, '\r', '\n')
 }
+
+// WriteDouble appends a double reply: RESP3's double, or in RESP2 a bulk
+// string of the shortest decimal that reads back as f, as Redis does.
+func (c *Conn) WriteDouble(f float64) {
+	if c.proto >= 3 {
+		c.out = append(c.out, ',')
+		c.out = strconv.AppendFloat(c.out, f, 'g', -1, 64)
+		c.out = append(c.out, '\r', '\n')
+		return
+	}
+	var tmp [32]byte
+	c.WriteBulk(strconv.AppendFloat(tmp[:0], f, 'g', -1, 64))
+}

@@ -27,4 +27,7 @@ fi
 
 go vet ./...
 go test -race -timeout 40m ./...
+# The RESP server again with a goroutine per connection (TLS connections and
+# cluster nodes use that path; plaintext standalone clients use event loops).
+go test -race -count=1 ./resp -args -goroutine-conns
 (cd bench && go vet ./... && go test -race ./...)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/cellserver/cellserver/engine"
 )
 
 // Memory accounting and eviction support for maxmemory. The store never
@@ -18,6 +20,36 @@ const perKeyBytes = 26
 // extEntryBytes is a side-table entry's cost (map entry and its share of
 // buckets), as shard.bytes counts it.
 const extEntryBytes = 64
+
+// logEntryBytes is one sliding-log entry's cost (engine.LogEntry: an
+// instant and a count, two int64s). A log is counted by its array's
+// capacity, which append grows by about 1.25× once large (2× while small).
+const logEntryBytes = 16
+
+// stateBytes is what a stored state costs besides its record and key: a
+// compact state nothing, any other a side-table entry and its log's array.
+func stateBytes(st *engine.State) int64 {
+	if compact(st) {
+		return 0
+	}
+	return extEntryBytes + int64(cap(st.Log))*logEntryBytes
+}
+
+// KeyBytes returns the bytes key accounts for in UsedBytes (its record and
+// table slot, its name, its side-table entry and sliding log), or 0 and
+// false when the key is missing or expired at now (MEMORY USAGE). It takes
+// the key's shard lock briefly; O(1).
+func (s *Store) KeyBytes(key []byte, now int64) (int64, bool) {
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, idx := sh.find(h, key)
+	if idx < 0 || sh.recs[idx].w() <= now {
+		return 0, false
+	}
+	st := sh.state(idx)
+	return perKeyBytes + int64(len(key)) + stateBytes(&st), true
+}
 
 // UsedBytes estimates the memory the live keys need (records, table slots,
 // key bytes, side-table entries and sliding logs), without the spare

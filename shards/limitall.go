@@ -42,7 +42,8 @@ type allPlan struct {
 // committed. If any limits, nothing is: each refusing request reports its own
 // limited result and each allowing one reports what a peek (quantity 0) of its
 // key answers at now. A key of another kind fails the whole op with
-// ErrWrongType.
+// ErrWrongType. With op.NoGrow, an op that would commit a new key or a
+// larger state fails with ErrWouldGrow, committing nothing.
 func (s *Store) execAll(op *Op, now int64, res *Result) {
 	if len(op.Keys) == 0 {
 		return
@@ -66,6 +67,10 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 		s.reclaimStale(op.Keys, &p)
 	case limited:
 		peekAllowed(op, now, &p, res)
+		s.reclaimStale(op.Keys, &p)
+	case op.NoGrow && growsAll(&p):
+		res.Results = res.Results[:0]
+		res.Err = ErrWouldGrow
 		s.reclaimStale(op.Keys, &p)
 	default:
 		s.commitAll(op.Keys, &p, res)
@@ -175,6 +180,20 @@ func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err erro
 		res.Results = append(res.Results, r)
 	}
 	return limited, nil
+}
+
+// growsAll reports whether committing p would create a key (one missing or
+// expired) or grow a stored key's accounted size.
+func growsAll(p *allPlan) bool {
+	for i := range p.work {
+		if p.alias[i] != i || p.work[i].Kind == engine.KindNone {
+			continue
+		}
+		if p.stale[i] || p.orig[i].Kind == engine.KindNone || stateBytes(&p.work[i]) > stateBytes(&p.orig[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // peekAllowed replaces the result of every request that allowed with what a

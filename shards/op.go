@@ -27,12 +27,21 @@ type Op struct {
 	Code OpCode
 	Keys [][]byte
 	Reqs []engine.Request
+	// NoGrow refuses the op with ErrWouldGrow, changing nothing, when it
+	// would make the keyspace larger: create a key (OpLimit, OpLimitAll)
+	// or grow a key's accounted size (a sliding log's array that must be
+	// enlarged to take a new entry). Decisions that keep a key's size
+	// (every fixed-size limiter, a log entry merged or appended into spare
+	// capacity), refusals and peeks are applied as usual. The wire layer
+	// sets it while the keyspace is over maxmemory under noeviction; it is
+	// part of the replicated op, so every replica decides alike.
+	NoGrow bool
 }
 
 // Result is the outcome of one Op.
 type Result struct {
 	// Err is a failure of the whole op, in which case nothing changed:
-	// ErrWrongType, ErrBadOp, ErrKeyTooLarge or ErrShardFull.
+	// ErrWrongType, ErrBadOp, ErrKeyTooLarge, ErrShardFull or ErrWouldGrow.
 	Err error
 	// Results holds one engine.Result per key of OpLimit / OpLimitAll.
 	Results []engine.Result

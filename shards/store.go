@@ -21,6 +21,9 @@ var (
 	ErrKeyTooLarge = errors.New("shards: key too large")
 	// ErrShardFull is returned when a shard's keys would exceed 4 GiB.
 	ErrShardFull = errors.New("shards: shard key space full")
+	// ErrWouldGrow is returned for an op with NoGrow set that would create
+	// a key or grow a key's accounted size (the wire layer answers OOM).
+	ErrWouldGrow = errors.New("shards: operation would grow the keyspace")
 )
 
 // Store is the sharded keyspace. All methods are safe for concurrent use;
@@ -82,7 +85,9 @@ func (s *Store) shardIndex(key []byte) (int, uint32) {
 // ExpireAt is after now and deleted otherwise. OpLimitAll runs every request
 // at the same instant with the shards involved locked in ascending order; it
 // commits all if all allow and none otherwise (see execAll). OpDel sets res.N
-// to the number of live keys deleted. OpFlush deletes every key.
+// to the number of live keys deleted. OpFlush deletes every key. With
+// op.NoGrow, an OpLimit or OpLimitAll that would create a key or grow one
+// fails with ErrWouldGrow instead (see Op.NoGrow).
 func (s *Store) Exec(op *Op, now int64, res *Result) {
 	res.Err = nil
 	res.N = 0
@@ -93,7 +98,7 @@ func (s *Store) Exec(op *Op, now int64, res *Result) {
 			res.Err = ErrBadOp
 			return
 		}
-		s.execOne(op.Keys[0], &op.Reqs[0], now, res)
+		s.execOne(op.Keys[0], &op.Reqs[0], op.NoGrow, now, res)
 	case OpLimitAll:
 		if len(op.Keys) != len(op.Reqs) {
 			res.Err = ErrBadOp
@@ -115,7 +120,7 @@ func (s *Store) Exec(op *Op, now int64, res *Result) {
 	}
 }
 
-func (s *Store) execOne(key []byte, req *engine.Request, now int64, res *Result) {
+func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64, res *Result) {
 	if len(key) > MaxKeyLen {
 		res.Err = ErrKeyTooLarge
 		return
@@ -139,6 +144,18 @@ func (s *Store) execOne(key []byte, req *engine.Request, now int64, res *Result)
 		}
 	}
 	next, r := engine.Apply(st, req, now)
+	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && (idx < 0 || expired || stateBytes(&next) > stateBytes(&st)) {
+		// Refused before anything is stored. The engine enlarges a log by
+		// appending into a new array (it writes in place only within the
+		// capacity it was given), so the stored state is intact.
+		if idx >= 0 && expired {
+			sh.removeAt(pos, idx)
+			sh.maybeShrink()
+		}
+		sh.mu.Unlock()
+		res.Err = ErrWouldGrow
+		return
+	}
 	changed := true
 	switch {
 	case next.ExpireAt > now && next.Kind == req.Kind:

@@ -165,7 +165,7 @@ func (sh *shard) set(idx int, st *engine.State) {
 		sh.byKind[st.Kind]++
 	}
 	if r.isExt() {
-		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * 16
+		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * logEntryBytes
 	}
 	if compact(st) {
 		if r.isExt() {
@@ -177,7 +177,7 @@ func (sh *shard) set(idx int, st *engine.State) {
 			sh.ext = make(map[uint32]extState)
 		}
 		sh.ext[uint32(idx)] = extState{A: st.A, B: st.B, C: st.C, Log: st.Log}
-		sh.logBytes += int64(cap(st.Log)) * 16
+		sh.logBytes += int64(cap(st.Log)) * logEntryBytes
 		r.setKind(st.Kind, true)
 	}
 	r.setW(st.ExpireAt)
@@ -254,7 +254,7 @@ shift:
 	}
 	r := &sh.recs[idx]
 	if r.isExt() {
-		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * 16
+		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * logEntryBytes
 		delete(sh.ext, uint32(idx))
 	}
 	sh.byKind[r.kind()]--

@@ -22,8 +22,9 @@ import (
 )
 
 // Operations and security, end to end with the real binary: TLS and mutual
-// TLS (redis-cli and go-redis), protected mode, maxclients, the query
-// buffer limit, maxmemory and the Prometheus endpoint.
+// TLS (redis-cli and go-redis), maxclients, the query buffer limit,
+// maxmemory and the Prometheus endpoint (protected mode and AUTH:
+// security_test.go).
 
 // tlsServer starts the binary with the plaintext port and a TLS port.
 func tlsServer(t *testing.T, pki *testPKI, authClients string, extra ...string) (*server, int) {
@@ -130,20 +131,6 @@ func TestTLSOptionalAndTLSOnly(t *testing.T) {
 	if nc, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
 		nc.Close()
 		t.Errorf("dial %s succeeded, want nothing listening on a plaintext port under --port 0", s.Addr)
-	}
-}
-
-// TestProtectedMode: a non-loopback bind without requirepass refuses to
-// start, unless --protected-mode no or a password is given.
-func TestProtectedMode(t *testing.T) {
-	port := strconv.Itoa(freePort(t))
-	out, err := exec.Command(binary, "--bind", "0.0.0.0", "--port", port, "--save", "").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "protected mode") {
-		t.Fatalf("bind 0.0.0.0 without a password: exit %v, output %q; want a protected mode refusal", err, out)
-	}
-	for _, extra := range [][]string{{"--protected-mode", "no"}, {"--requirepass", "s3cret"}} {
-		s := startServer(t, append([]string{"--bind", "0.0.0.0"}, extra...)...)
-		s.stop()
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/cellserver/cellserver/replication"
-	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -23,7 +22,8 @@ type clusterConfig struct {
 	RaftAdvertise string
 	RespAdvertise string
 	Bootstrap     bool
-	Join          string
+	Expect        int    // bootstrap-expect
+	Join          string // comma-separated RESP addresses
 	// Raft is the node's configuration: the directives set its tuning
 	// fields directly, and replicationConfig fills in the rest (identity,
 	// addresses, directory, credentials, logger).
@@ -51,6 +51,7 @@ var clusterDirectives = []directive{
 	{name: "raft-advertise", field: func(c *Config) any { return &c.Cluster.RaftAdvertise }},
 	{name: "resp-advertise", field: func(c *Config) any { return &c.Cluster.RespAdvertise }},
 	{name: "bootstrap", field: func(c *Config) any { return &c.Cluster.Bootstrap }},
+	{name: "bootstrap-expect", field: func(c *Config) any { return &c.Cluster.Expect }},
 	{name: "join", field: func(c *Config) any { return &c.Cluster.Join }},
 	{name: "raft-heartbeat-timeout", field: func(c *Config) any { return &c.Cluster.Raft.HeartbeatTimeout }},
 	{name: "raft-election-timeout", field: func(c *Config) any { return &c.Cluster.Raft.ElectionTimeout }},
@@ -65,6 +66,8 @@ var clusterDirectives = []directive{
 	{name: "appendfsync", field: func(c *Config) any { return &c.Cluster.Raft.AppendFsync }},
 	{name: "raft-log-store", field: func(c *Config) any { return &c.Cluster.Raft.LogStore }},
 	{name: "raft-local-reads", field: func(c *Config) any { return &c.Cluster.Raft.LocalReads }},
+	{name: "raft-cleanup-dead-servers", field: func(c *Config) any { return &c.Cluster.Raft.CleanupDeadServers }},
+	{name: "raft-dead-server-timeout", field: func(c *Config) any { return &c.Cluster.Raft.DeadServerTimeout }},
 	{name: "tls-replication", field: func(c *Config) any { return &c.Cluster.TLSReplication }},
 	{name: "tls-cluster", field: func(c *Config) any { return &c.Cluster.TLSCluster }},
 	{name: "cluster-secret", field: func(c *Config) any { return &c.Cluster.Secret }},
@@ -82,6 +85,7 @@ func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
 	}
 	rc.Password = c.RequirePass
 	rc.Bootstrap = c.Cluster.Bootstrap
+	rc.BootstrapExpect = c.Cluster.Expect
 	rc.Join = c.Cluster.Join
 	rc.ClusterSecret = c.Cluster.Secret // rc.TLS is loaded by startCluster
 	rc.Dir = filepath.Join(c.Persist.Dir, "raft-"+c.Cluster.NodeID)
@@ -125,26 +129,6 @@ func startCluster(cfg *Config, store *shards.Store, logger *slog.Logger) (*repli
 	}
 	logger.Info("cluster node started", "node_id", rc.NodeID, "raft", n.RaftAddr(), "resp", rc.RespAddr, "dir", rc.Dir)
 	return n, nil
-}
-
-// clusterSettings are the cluster directives CONFIG GET shows (read-only).
-func (c *Config) clusterSettings() []resp.Setting {
-	t := &c.Cluster.Raft
-	return []resp.Setting{
-		{Name: "appendfsync", Get: func() string { return t.AppendFsync }},
-		{Name: "raft-log-store", Get: func() string { return t.LogStore }},
-		{Name: "tls-replication", Get: func() string { return yesNo(c.Cluster.TLSReplication) }},
-		{Name: "tls-cluster", Get: func() string { return yesNo(c.Cluster.TLSCluster) }},
-		// Shown as set or not, never its value (CONFIG GET is not a way
-		// to read the cluster's credentials; SLOWLOG says "(redacted)"
-		// for passwords the same way).
-		{Name: "cluster-secret", Get: func() string {
-			if c.Cluster.Secret == "" {
-				return ""
-			}
-			return "(redacted)"
-		}},
-	}
 }
 
 // yesNo formats a yes/no setting for CONFIG GET.

@@ -50,14 +50,14 @@ func TestClusterSecurityDirectives(t *testing.T) {
 		t.Fatalf("replication ClusterSecret = %q, want the directive's", rc.ClusterSecret)
 	}
 	shown := map[string]string{}
-	for _, st := range cfg.clusterSettings() {
+	for _, st := range cfg.tableSettings() {
 		shown[st.Name] = st.Get()
 	}
 	if shown["cluster-secret"] != "(redacted)" || shown["tls-cluster"] != "yes" || shown["tls-replication"] != "no" {
 		t.Fatalf("CONFIG GET shows %v; want cluster-secret (redacted), tls-cluster yes, tls-replication no", shown)
 	}
 	none := DefaultConfig()
-	for _, st := range none.clusterSettings() {
+	for _, st := range none.tableSettings() {
 		if st.Name == "cluster-secret" && st.Get() != "" {
 			t.Fatalf("CONFIG GET cluster-secret with none set = %q, want empty", st.Get())
 		}

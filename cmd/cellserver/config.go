@@ -27,6 +27,8 @@ type Config struct {
 	Port        int    // TCP port, 0..65535 (0: no plaintext port)
 	RequirePass string // password clients must AUTH with (empty: none)
 	MaxClients  int    // at least 1
+	IOThreads   int    // event loops (0: resp.DefaultEventLoops)
+	EventLoops  bool   // io-event-loops: serve plaintext clients on event loops
 	Timeout     int    // idle seconds; 0 never
 	LogLevel    string // debug, verbose, notice or warning
 	Shards      int    // 0: shards' default for this machine
@@ -42,6 +44,8 @@ type Config struct {
 	// Ops holds TLS, protected mode, limits, the slow log, maxmemory and
 	// metrics (ops.go).
 	Ops opsConfig
+	// RLS holds Envoy's rate-limit service directives (rls.go).
+	RLS rlsConfig
 	// File is the configuration file read, if any.
 	File string
 }
@@ -52,11 +56,13 @@ func DefaultConfig() Config {
 		Bind:       "127.0.0.1",
 		Port:       6379,
 		MaxClients: 10000,
+		EventLoops: true,
 		LogLevel:   "notice",
 		SLMaxLimit: engine.DefaultMaxLogLimit,
 		Persist:    snapshot.DefaultConfig(),
 		Cluster:    defaultClusterConfig(),
 		Ops:        defaultOpsConfig(),
+		RLS:        defaultRLSConfig(),
 	}
 }
 
@@ -102,13 +108,15 @@ func bindDirectives(ds ...[]directive) []directive {
 // persist.go's (dir, dbfilename, save, snapshot-ignore-corrupt),
 // cluster.go's (node-id, raft-*) and ops.go's (tls-*, limits, maxmemory,
 // slowlog, metrics).
-var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives)
+var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives)
 
 var coreDirectives = []directive{
 	{name: "bind", field: func(c *Config) any { return &c.Bind }},
 	{name: "port", field: func(c *Config) any { return &c.Port }},
 	{name: "requirepass", field: func(c *Config) any { return &c.RequirePass }},
 	{name: "maxclients", field: func(c *Config) any { return &c.MaxClients }},
+	{name: "io-threads", field: func(c *Config) any { return &c.IOThreads }},
+	{name: "io-event-loops", field: func(c *Config) any { return &c.EventLoops }},
 	{name: "timeout", field: func(c *Config) any { return &c.Timeout }},
 	{name: "loglevel", field: func(c *Config) any { return &c.LogLevel }},
 	{name: "shards", field: func(c *Config) any { return &c.Shards }},
@@ -181,14 +189,11 @@ func joinYesNoValues(fs *flag.FlagSet, args []string) []string {
 // Validate reports whether c can start a server.
 func (c *Config) Validate() error {
 	var errs []error
-	// Every range, worded by the settings table.
+	// Every range and every enum's words, worded by the settings table.
 	for _, d := range directives {
 		if err := d.spec.Check(d.field(c)); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if _, err := resp.ParseLogLevel(c.LogLevel); err != nil {
-		errs = append(errs, fmt.Errorf("loglevel: %w", err))
 	}
 	if err := (shards.Config{Shards: c.Shards}).Validate(); err != nil {
 		errs = append(errs, err)
@@ -200,6 +205,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.validateOps(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateRLS(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -214,17 +222,21 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	rc.Addr = c.Addr()
 	rc.RequirePass = c.RequirePass
 	rc.MaxClients = c.MaxClients
+	rc.FitClients = liveMaxClients
+	switch {
+	case !c.EventLoops:
+		rc.EventLoops = 0
+	case c.IOThreads > 0:
+		rc.EventLoops = c.IOThreads
+	}
 	rc.Timeout = time.Duration(c.Timeout) * time.Second
 	rc.Parse = engine.ParseOptions{MaxLogLimit: c.SLMaxLimit}
 	rc.Logger = logger
 	rc.LogLevel = level
 	rc.ConfigFile = c.File
-	rc.Settings = []resp.Setting{
-		{Name: "shards", Get: func() string { return strconv.Itoa(c.Shards) }},
-		{Name: "sl-max-limit", Get: func() string { return strconv.FormatInt(c.SLMaxLimit, 10) }},
-	}
-	rc.Settings = append(rc.Settings, c.clusterSettings()...)
 	c.applyOps(&rc)
+	rc.Settings = append(rc.Settings, c.rlsSettings()...)
+	rc.Settings = append(rc.Settings, c.tableSettings()...)
 	return rc
 }
 

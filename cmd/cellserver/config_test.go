@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/resp"
 )
 
 // TestYesNoFlags: a yes/no directive given alone means yes, and still takes
@@ -167,5 +174,42 @@ func TestGenConfigDocs(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{"--gen-config-docs"}, &out, &bytes.Buffer{}); err != nil || !bytes.Equal(out.Bytes(), setting.Markdown()) {
 		t.Errorf("--gen-config-docs printed %d bytes, %v; want the generated configuration docs", out.Len(), err)
+	}
+}
+
+// TestConfigGetEverySetting: CONFIG GET shows every setting of the table,
+// with the value it was started with (a secret only as set or not).
+func TestConfigGetEverySetting(t *testing.T) {
+	c := DefaultConfig()
+	c.Port = 0
+	c.Shards = 64
+	c.Cluster.Secret = "s3cret"
+	c.Cluster.Raft.HeartbeatTimeout = 750 * time.Millisecond
+	srv, err := resp.NewServer(c.ServerConfig(new(slog.LevelVar), slog.New(slog.DiscardHandler)), resp.NewLocal(nil, func() int64 { return 0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	t.Cleanup(func() { rc.Close() })
+	got, err := rc.ConfigGet(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range setting.Table {
+		if _, ok := got[s.Name]; !ok {
+			t.Errorf("CONFIG GET * lacks %s", s.Name)
+		}
+	}
+	want := map[string]string{"shards": "64", "cluster-secret": "(redacted)", "raft-heartbeat-timeout": "750ms", "io-event-loops": "yes", "bootstrap": "no"}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("CONFIG GET %s = %q, want %q", name, got[name], v)
+		}
 	}
 }

@@ -48,8 +48,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// 2. Logging.
+	// 2. Logging, and file descriptors for maxclients clients (or fewer
+	// clients).
 	level, logger := newLogger(cfg.LogLevel, stderr)
+	if err := fitMaxClients(&cfg, logger); err != nil {
+		return err
+	}
 	return serve(&cfg, level, logger)
 }
 
@@ -89,6 +93,9 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	clock := func() int64 { return time.Now().UnixNano() }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// As Redis: a hang-up of the terminal does not stop the server (the
+	// rate-limit service, when on, reloads its rules on SIGHUP instead).
+	signal.Ignore(syscall.SIGHUP)
 	stopBackground, err := startBackground(cfg, store, clock, logger)
 	if err != nil {
 		return err
@@ -104,11 +111,20 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 		defer st.node.Close()
 	}
 
+	// 4b. Envoy's rate-limit service over the same backend, on its own
+	// port (rls.go); before the RESP server, which reaches it through
+	// CONFIG SET rls-config.
+	if err := st.startRLS(cfg, logger); err != nil {
+		return st.abort(err, logger)
+	}
+	defer st.stopRLS(logger)
+
 	// 5. The RESP server.
 	srv, serveErr, err := startServer(cfg, level, logger, st)
 	if err != nil {
 		return err
 	}
+	st.followMemory(srv) // the rate-limit service obeys maxmemory too
 
 	// 6. Metrics, on their own address.
 	closeMetrics, err := startMetrics(cfg, srv, st, logger)
@@ -158,6 +174,7 @@ type storage struct {
 	backend resp.Backend
 	node    *replication.Node // nil standalone
 	persist *persistence      // nil in cluster mode
+	rls     *rlsServer        // nil unless rls-port is set (rls.go)
 }
 
 // startStorage starts the raft node in cluster mode, which restores its own
@@ -206,6 +223,9 @@ func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *sto
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "tls_port", cfg.Ops.TLSPort, "shards", st.store.NumShards())
+	if w := cfg.protectedModeWarning(); w != "" {
+		logger.Warn(w, "bind", cfg.Bind)
+	}
 	return srv, serveErr, nil
 }
 
@@ -251,6 +271,7 @@ func (st *storage) waitAndStop(ctx context.Context, srv *resp.Server, serveErr <
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown grace expired; connections closed", "err", err)
 	}
+	st.stopRLS(logger)
 	if err := <-serveErr; err != nil && !errors.Is(err, resp.ErrServerClosed) {
 		return st.abort(err, logger)
 	}

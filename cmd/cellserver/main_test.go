@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellserver/cellserver/resp"
 )
@@ -72,7 +73,12 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Port = 70000 }, "port 70000"},
 		{func(c *Config) { c.MaxClients = 0 }, "maxclients 0"},
 		{func(c *Config) { c.Timeout = -1 }, "timeout -1"},
-		{func(c *Config) { c.LogLevel = "loud" }, "invalid log level"},
+		{func(c *Config) { c.LogLevel = "loud" }, `loglevel: expected debug, verbose, notice or warning, got "loud"`},
+		{func(c *Config) { c.Ops.MaxMemoryPolicy = "allkeys-lru" }, `maxmemory-policy: expected noeviction or volatile-ttl`},
+		{func(c *Config) { c.Ops.TLSAuthClients = "maybe" }, `tls-auth-clients: expected yes, no or optional`},
+		{func(c *Config) { c.Cluster.Raft.AppendFsync = "sometimes" }, `appendfsync: expected always, everysec or no`},
+		{func(c *Config) { c.Cluster.Raft.HeartbeatTimeout = time.Millisecond }, "raft-heartbeat-timeout 1ms must be at least 5ms"},
+		{func(c *Config) { c.Cluster.Raft.MaxInflight = 0 }, "raft-max-inflight 0 must be at least 1"},
 		{func(c *Config) { c.Shards = 3 }, "not a power of two"},
 		{func(c *Config) { c.SLMaxLimit = 0 }, "sl-max-limit 0"},
 	}

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/resp"
 )
 
@@ -30,7 +29,8 @@ type opsConfig struct {
 	TLSAuthClients  string // yes, no, optional
 	ProtoMaxBulkLen int64
 	QueryBufLimit   int64
-	QueryTimeout    int // seconds; 0: none
+	QueryTimeout    int    // seconds; 0: none
+	OutputLimit     string // client-output-buffer-limit
 
 	SlowlogSlowerThan int64 // µs
 	SlowlogMaxLen     int
@@ -46,6 +46,7 @@ func defaultOpsConfig() opsConfig {
 		ProtoMaxBulkLen:   int64(rc.MaxBulkLen),
 		QueryBufLimit:     int64(rc.QueryBufferLimit),
 		QueryTimeout:      int(rc.QueryTimeout / time.Second),
+		OutputLimit:       "normal 64mb 16mb 60",
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
@@ -64,14 +65,17 @@ var opsDirectives = []directive{
 	{name: "proto-max-bulk-len", field: func(c *Config) any { return &c.Ops.ProtoMaxBulkLen }},
 	{name: "client-query-buffer-limit", field: func(c *Config) any { return &c.Ops.QueryBufLimit }},
 	{name: "client-query-timeout", field: func(c *Config) any { return &c.Ops.QueryTimeout }},
+	{name: "client-output-buffer-limit", field: func(c *Config) any { return &c.Ops.OutputLimit }},
 	{name: "slowlog-log-slower-than", field: func(c *Config) any { return &c.Ops.SlowlogSlowerThan }},
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
 }
 
-// validateOps checks the operational directives against each other, and
-// protected mode against the bind address and password (ranges: Validate).
+// validateOps checks the operational directives against each other
+// (ranges: Validate). Protected mode does not stop the server from
+// starting: it refuses clients of other hosts per connection (see
+// protectedModeWarning).
 func (c *Config) validateOps() error {
 	o := &c.Ops
 	var errs []error
@@ -94,24 +98,27 @@ func (c *Config) validateOps() error {
 		if o.TLSPort != 0 && o.TLSCACertFile == "" {
 			errs = append(errs, fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file (or tls-auth-clients no)", o.TLSAuthClients))
 		}
-	case "no":
-	default:
-		errs = append(errs, setting.Must("tls-auth-clients").CheckWord(o.TLSAuthClients))
 	}
-	if _, err := resp.ParseMemoryPolicy(o.MaxMemoryPolicy); err != nil {
-		errs = append(errs, err)
+	if _, err := resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()); err != nil {
+		errs = append(errs, fmt.Errorf("client-output-buffer-limit %q: %w", o.OutputLimit, err))
 	}
 	if o.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("metrics-addr %q: %w", o.MetricsAddr, err))
 		}
 	}
-	if o.ProtectedMode && c.RequirePass == "" && !isLoopback(c.Bind) {
-		errs = append(errs, fmt.Errorf("protected mode: refusing to listen on %q without a password; "+
-			"set requirepass, bind a loopback address (127.0.0.1), or start with --protected-mode no "+
-			"if the network is otherwise protected", c.Bind))
-	}
 	return errors.Join(errs...)
+}
+
+// protectedModeWarning is the start-up warning of a server that listens
+// beyond this host without a password while protected mode is on (clients
+// of other hosts will be refused), or "".
+func (c *Config) protectedModeWarning() string {
+	if !c.Ops.ProtectedMode || c.RequirePass != "" || isLoopback(c.Bind) {
+		return ""
+	}
+	return "protected mode is on and no password is set: clients of other hosts will be refused with a DENIED error; " +
+		"set requirepass, or protected-mode no if the network is otherwise protected"
 }
 
 // isLoopback reports whether a bind address reaches this host only.
@@ -130,19 +137,12 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MaxBulkLen = int(o.ProtoMaxBulkLen)
 	rc.QueryBufferLimit = int(o.QueryBufLimit)
 	rc.QueryTimeout = time.Duration(o.QueryTimeout) * time.Second
+	rc.OutputLimits, _ = resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()) // checked by validateOps
 	rc.SlowlogSlowerThan = o.SlowlogSlowerThan
 	rc.SlowlogMaxLen = o.SlowlogMaxLen
 	rc.MaxMemory = o.MaxMemory
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
-	rc.Settings = append(rc.Settings,
-		resp.Setting{Name: "protected-mode", Get: func() string { return yesNo(o.ProtectedMode) }},
-		resp.Setting{Name: "tls-port", Get: func() string { return strconv.Itoa(o.TLSPort) }},
-		resp.Setting{Name: "tls-cert-file", Get: func() string { return o.TLSCertFile }},
-		resp.Setting{Name: "tls-key-file", Get: func() string { return o.TLSKeyFile }},
-		resp.Setting{Name: "tls-ca-cert-file", Get: func() string { return o.TLSCACertFile }},
-		resp.Setting{Name: "tls-auth-clients", Get: func() string { return o.TLSAuthClients }},
-		resp.Setting{Name: "metrics-addr", Get: func() string { return o.MetricsAddr }},
-	)
+	rc.ProtectedMode = o.ProtectedMode
 }
 
 // loadTLSFiles loads tls-cert-file and tls-key-file, and the CA

@@ -19,7 +19,7 @@ const (
 	Bytes                // a memory size (512mb, 1gb) in Min..Max; see ParseBytes
 	YesNo                // yes or no (also true/false, 1/0)
 	Enum                 // one of Words, any letter case
-	Duration             // a positive Go duration (500ms, 3s)
+	Duration             // a positive Go duration (500ms, 3s) in Min..Max nanoseconds
 )
 
 // Unbounded ends of a range.
@@ -32,7 +32,8 @@ const (
 type Spec struct {
 	Name string // as in redis.conf and as a --flag
 	Kind Kind
-	// Min and Max bound an Int or Bytes value (NoMin, NoMax: unbounded).
+	// Min and Max bound an Int, Bytes or Duration value (a Duration's in
+	// nanoseconds; NoMin, NoMax: unbounded). Every such row sets both.
 	Min, Max int64
 	// LiveMax, when not 0, is CONFIG SET's tighter upper bound (a number
 	// of seconds the server holds as nanoseconds).
@@ -86,20 +87,27 @@ func (s *Spec) ParseInt(v string) (int64, error) {
 // every range error uses: "port 70000 is not in 0..65535", "maxclients 0
 // must be at least 1", "timeout -1 must not be negative".
 func (s *Spec) CheckRange(n int64) error {
+	v := strconv.FormatInt(n, 10)
+	if s.Kind == Duration {
+		v = time.Duration(n).String()
+	}
 	switch {
 	case n >= s.Min && n <= s.Max:
 		return nil
 	case s.Max != NoMax:
-		return fmt.Errorf("%s %d is not in %s..%s", s.Name, n, s.format(s.Min), s.format(s.Max))
+		return fmt.Errorf("%s %s is not in %s..%s", s.Name, v, s.format(s.Min), s.format(s.Max))
 	case s.Min == 0:
-		return fmt.Errorf("%s %d must not be negative", s.Name, n)
+		return fmt.Errorf("%s %s must not be negative", s.Name, v)
 	}
-	return fmt.Errorf("%s %d must be at least %s", s.Name, n, s.format(s.Min))
+	return fmt.Errorf("%s %s must be at least %s", s.Name, v, s.format(s.Min))
 }
 
 func (s *Spec) format(n int64) string {
-	if s.Kind == Bytes {
+	switch s.Kind {
+	case Bytes:
 		return FormatBytes(n)
+	case Duration:
+		return time.Duration(n).String()
 	}
 	return strconv.FormatInt(n, 10)
 }
@@ -132,7 +140,8 @@ func ParseYesNo(v string) (bool, error) {
 	return false, fmt.Errorf("%w, got %q", ErrNotYesNo, v)
 }
 
-// CheckWord reports whether v is one of an Enum's words.
+// CheckWord reports whether v is one of an Enum's words (exactly: Set and
+// ParseWord store them in lower case).
 func (s *Spec) CheckWord(v string) error {
 	for _, w := range s.Words {
 		if v == w {
@@ -140,6 +149,19 @@ func (s *Spec) CheckWord(v string) error {
 		}
 	}
 	return fmt.Errorf("%s: expected %s, got %q", s.Name, orList(s.Words), v)
+}
+
+// ParseWord reads an Enum value given to CONFIG SET: one of Words in any
+// letter case, returned in lower case, or LiveErr.
+func (s *Spec) ParseWord(v string) (string, error) {
+	w := strings.ToLower(v)
+	if err := s.CheckWord(w); err != nil {
+		if s.LiveErr != "" {
+			return "", errors.New(s.LiveErr)
+		}
+		return "", err
+	}
+	return w, nil
 }
 
 func orList(words []string) string {
@@ -211,17 +233,28 @@ func (s *Spec) Set(dst any, v string) error {
 	return nil
 }
 
-// Check reports whether the field dst points to holds a value in the
-// setting's range (Int and Bytes settings; others are always in range).
+// Check reports whether the field dst points to holds a valid value: an
+// Int, Bytes or Duration in the setting's range, an Enum one of its words.
+// Other kinds are always valid.
 func (s *Spec) Check(dst any) error {
-	if s.Kind != Int && s.Kind != Bytes {
-		return nil
-	}
 	switch p := dst.(type) {
 	case *int:
 		return s.CheckRange(int64(*p))
 	case *int64:
-		return s.CheckRange(*p)
+		if s.Kind == Int || s.Kind == Bytes {
+			return s.CheckRange(*p)
+		}
+	case *uint64:
+		if *p > math.MaxInt64 {
+			return s.CheckRange(math.MaxInt64)
+		}
+		return s.CheckRange(int64(*p))
+	case *time.Duration:
+		return s.CheckRange(int64(*p))
+	case *string:
+		if s.Kind == Enum {
+			return s.CheckWord(*p)
+		}
 	}
 	return nil
 }

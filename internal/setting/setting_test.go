@@ -3,6 +3,7 @@ package setting
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // TestDocsUpToDate fails when docs/configuration.md differs from what the
@@ -31,8 +32,11 @@ func TestTable(t *testing.T) {
 		if !groups[s.Group] {
 			t.Errorf("setting %q: group %q is not in Groups", s.Name, s.Group)
 		}
-		if (s.Kind == Int || s.Kind == Bytes) && s.Min > s.Max {
-			t.Errorf("setting %q: range %d..%d is empty", s.Name, s.Min, s.Max)
+		if (s.Kind == Int || s.Kind == Bytes || s.Kind == Duration) && s.Min >= s.Max {
+			t.Errorf("setting %q: range %d..%d is empty or unset", s.Name, s.Min, s.Max)
+		}
+		if s.Kind == Duration && s.Min < 1 {
+			t.Errorf("setting %q: a duration's Min must be at least 1ns", s.Name)
 		}
 		if s.Kind == Enum && len(s.Words) == 0 {
 			t.Errorf("setting %q: an enum without words", s.Name)
@@ -87,6 +91,58 @@ func TestParseLive(t *testing.T) {
 		}
 		if n != tt.want || got != tt.err {
 			t.Errorf("%s.ParseLive(%q) = %d, %q; want %d, %q", tt.name, tt.v, n, got, tt.want, tt.err)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	word := func(v string) any { return &v }
+	dur := func(d time.Duration) any { return &d }
+	u64 := func(n uint64) any { return &n }
+	tests := []struct {
+		name string
+		dst  any
+		want string
+	}{
+		{"appendfsync", word("everysec"), ""},
+		{"appendfsync", word("sometimes"), `appendfsync: expected always, everysec or no, got "sometimes"`},
+		{"loglevel", word("warning"), ""},
+		{"loglevel", word("loud"), `loglevel: expected debug, verbose, notice or warning, got "loud"`},
+		{"raft-heartbeat-timeout", dur(time.Millisecond), "raft-heartbeat-timeout 1ms must be at least 5ms"},
+		{"raft-heartbeat-timeout", dur(time.Second), ""},
+		{"raft-snapshot-threshold", u64(0), "raft-snapshot-threshold 0 must be at least 1"},
+		{"raft-max-inflight", func() any { n := 0; return &n }(), "raft-max-inflight 0 must be at least 1"},
+		{"shards", func() any { n := 2048; return &n }(), "shards 2048 is not in 0..1024"},
+		{"bind", word("anything"), ""},
+	}
+	for _, tt := range tests {
+		err := Must(tt.name).Check(tt.dst)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s.Check(%v) = %q, want %q", tt.name, tt.dst, got, tt.want)
+		}
+	}
+}
+
+func TestParseWord(t *testing.T) {
+	tests := []struct {
+		name, v, want, err string
+	}{
+		{"maxmemory-policy", "VOLATILE-TTL", "volatile-ttl", ""},
+		{"maxmemory-policy", "allkeys-lru", "", `maxmemory-policy: expected noeviction or volatile-ttl, got "allkeys-lru"`},
+		{"loglevel", "Notice", "notice", ""},
+	}
+	for _, tt := range tests {
+		w, err := Must(tt.name).ParseWord(tt.v)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if w != tt.want || got != tt.err {
+			t.Errorf("%s.ParseWord(%q) = %q, %q; want %q, %q", tt.name, tt.v, w, got, tt.want, tt.err)
 		}
 	}
 }

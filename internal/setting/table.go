@@ -2,12 +2,17 @@ package setting
 
 import (
 	"strings"
+	"time"
 
 	"github.com/cellserver/cellserver/engine"
 )
 
 // Groups are the sections of docs/configuration.md, in order.
-var Groups = []string{"server", "limits", "slow log and memory", "tls", "persistence", "cluster"}
+var Groups = []string{"server", "limits", "slow log and memory", "tls", "persistence", "cluster", "rate-limit service"}
+
+// minRaftTimeout is the shortest raft timeout (nanoseconds): raft's own
+// floor for its timers.
+const minRaftTimeout = int64(5 * time.Millisecond)
 
 // Table is every setting, in --help's order.
 var Table = []Spec{
@@ -15,10 +20,12 @@ var Table = []Spec{
 	{Name: "bind", Kind: String, Default: "127.0.0.1", Group: "server", Help: "address to listen on"},
 	{Name: "port", Kind: Int, Min: 0, Max: 65535, Default: "6379", Group: "server", Help: "TCP port to listen on (0: no plaintext port; tls-port must be set)"},
 	{Name: "requirepass", Kind: Secret, Live: true, Group: "server", Help: "password clients must AUTH with (empty: none)"},
-	{Name: "maxclients", Kind: Int, Min: 1, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument must be an integer of at least 1", Group: "limits", Help: "maximum connected clients"},
+	{Name: "maxclients", Kind: Int, Min: 1, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument must be an integer of at least 1", Group: "limits", Help: "maximum connected clients (lowered at start-up to what the open files limit allows, less 32 reserved descriptors)"},
 	{Name: "timeout", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "0", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "limits", Help: "close clients idle for this many seconds (0: never)"},
 	{Name: "loglevel", Kind: Enum, Words: []string{"debug", "verbose", "notice", "warning"}, Default: "notice", Live: true, Group: "server", Help: "debug, verbose, notice or warning"},
-	{Name: "shards", Kind: Int, Min: NoMin, Max: NoMax, Default: "0", Group: "server", Help: "keyspace shards, a power of two (0: 16 per CPU, at most 1024)"},
+	{Name: "io-threads", Kind: Int, Min: 0, Max: 1024, Default: "0", Group: "server", Help: "event loops serving plaintext client connections (0: one per two CPUs, at least one); TLS connections and cluster nodes serve each client on its own goroutine"},
+	{Name: "io-event-loops", Kind: YesNo, Default: "yes", Group: "server", Help: "no: serve every client on its own goroutine instead of on event loops (io-threads)"},
+	{Name: "shards", Kind: Int, Min: 0, Max: 1024, Default: "0", Group: "server", Help: "keyspace shards, a power of two (0: 16 per CPU, at most 1024)"},
 	{Name: "pprof-addr", Kind: String, Group: "server", Help: "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only"},
 	{Name: "sl-max-limit", Kind: Int, Min: 1, Max: engine.MaxCount, Default: "100000", Group: "limits", Help: "largest SL.ADD limit (a sliding log keeps one entry per request)"},
 
@@ -33,21 +40,24 @@ var Table = []Spec{
 	{Name: "raft-addr", Kind: String, Group: "cluster", Help: "cluster: host:port of the raft transport"},
 	{Name: "raft-advertise", Kind: String, Group: "cluster", Help: "cluster: raft host:port other nodes dial (default: raft-addr)"},
 	{Name: "resp-advertise", Kind: String, Group: "cluster", Help: "cluster: RESP host:port other nodes list in ROLE and join through (default: bind:port)"},
-	{Name: "bootstrap", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: make this node the first member of a new cluster (yes/no)"},
-	{Name: "join", Kind: String, Group: "cluster", Help: "cluster: RESP host:port of any member to join through"},
-	{Name: "raft-heartbeat-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: follower's wait for the leader before an election"},
-	{Name: "raft-election-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: candidate's wait per election round"},
-	{Name: "raft-lease-timeout", Kind: Duration, Default: "500ms", Group: "cluster", Help: "cluster: leader steps down after this long without a quorum"},
-	{Name: "raft-commit-timeout", Kind: Duration, Default: "20ms", Group: "cluster", Help: "cluster: longest wait before the commit index is sent"},
-	{Name: "raft-no-leader-timeout", Kind: Duration, Default: "3s", Group: "cluster", Help: "cluster: how long a command waits for a leader before CLUSTERDOWN"},
-	{Name: "raft-snapshot-threshold", Kind: Int, Min: 0, Max: NoMax, Default: "8192", Group: "cluster", Help: "cluster: log entries between raft snapshots"},
-	{Name: "raft-snapshot-interval", Kind: Duration, Default: "30s", Group: "cluster", Help: "cluster: how often to check whether to snapshot"},
+	{Name: "bootstrap", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: with no raft state, make this node the only member of a new cluster (yes/no); with join, only once every listed node answered and none belongs to a cluster. Never restart a wiped node with bootstrap yes and no join"},
+	{Name: "bootstrap-expect", Kind: Int, Min: 0, Max: NoMax, Default: "0", Group: "cluster", Help: "cluster: with no raft state, form a new cluster of this many nodes (this one included) once every node listed in join answered, without state and with the same number; join a cluster if any belongs to one (0: off). The recommended start for every node"},
+	{Name: "join", Kind: String, Group: "cluster", Help: "cluster: comma-separated RESP host:port of the other nodes; a node with no raft state joins through a member among them"},
+	{Name: "raft-heartbeat-timeout", Kind: Duration, Min: minRaftTimeout, Max: NoMax, Default: "500ms", Group: "cluster", Help: "cluster: follower's wait for the leader before an election"},
+	{Name: "raft-election-timeout", Kind: Duration, Min: minRaftTimeout, Max: NoMax, Default: "500ms", Group: "cluster", Help: "cluster: candidate's wait per election round"},
+	{Name: "raft-lease-timeout", Kind: Duration, Min: minRaftTimeout, Max: NoMax, Default: "500ms", Group: "cluster", Help: "cluster: leader steps down after this long without a quorum"},
+	{Name: "raft-commit-timeout", Kind: Duration, Min: 1, Max: NoMax, Default: "20ms", Group: "cluster", Help: "cluster: longest wait before the commit index is sent"},
+	{Name: "raft-no-leader-timeout", Kind: Duration, Min: 1, Max: NoMax, Default: "3s", Group: "cluster", Help: "cluster: how long a command waits for a leader before CLUSTERDOWN"},
+	{Name: "raft-snapshot-threshold", Kind: Int, Min: 1, Max: NoMax, Default: "8192", Group: "cluster", Help: "cluster: log entries between raft snapshots"},
+	{Name: "raft-snapshot-interval", Kind: Duration, Min: minRaftTimeout, Max: NoMax, Default: "30s", Group: "cluster", Help: "cluster: how often to check whether to snapshot"},
 	{Name: "raft-trailing-logs", Kind: Int, Min: 0, Max: NoMax, Default: "10240", Group: "cluster", Help: "cluster: log entries kept after a snapshot"},
-	{Name: "raft-max-batch", Kind: Int, Min: NoMin, Max: NoMax, Default: "1024", Group: "cluster", Help: "cluster: most operations per raft log entry"},
-	{Name: "raft-max-inflight", Kind: Int, Min: NoMin, Max: NoMax, Default: "2", Group: "cluster", Help: "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry"},
+	{Name: "raft-max-batch", Kind: Int, Min: 1, Max: NoMax, Default: "1024", Group: "cluster", Help: "cluster: most operations per raft log entry"},
+	{Name: "raft-max-inflight", Kind: Int, Min: 1, Max: NoMax, Default: "2", Group: "cluster", Help: "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry"},
 	{Name: "appendfsync", Kind: Enum, Words: []string{"always", "everysec", "no"}, Default: "always", Group: "cluster", Help: "cluster: when raft log appends reach the disk: always (before a node counts towards a commit), everysec (written at once, synced every second), no"},
 	{Name: "raft-log-store", Kind: Enum, Words: []string{"boltdb", "wal"}, Default: "boltdb", Group: "cluster", Help: "cluster: raft log store, boltdb or wal (fixed for a node's data directory)"},
 	{Name: "raft-local-reads", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: serve reads from local state without confirming leadership (faster, possibly stale)"},
+	{Name: "raft-cleanup-dead-servers", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: the leader removes a member it has not reached for raft-dead-server-timeout, only if the remaining voters keep a reachable majority (yes/no)"},
+	{Name: "raft-dead-server-timeout", Kind: Duration, Min: int64(time.Second), Max: NoMax, Default: "30s", Group: "cluster", Help: "cluster: how long the leader must fail to reach a member before raft-cleanup-dead-servers removes it"},
 	// Node-to-node security. Replication and forwarding share the raft
 	// port, so tls-replication and tls-cluster both turn TLS on for it.
 	{Name: "tls-replication", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: mutual TLS on the raft port (replication and forwarding), with tls-cert-file, tls-key-file and tls-ca-cert-file (yes/no)"},
@@ -55,7 +65,7 @@ var Table = []Spec{
 	{Name: "cluster-secret", Kind: Secret, Group: "cluster", Help: "cluster: secret every node shares; a connection to the raft port must prove it knows it (authenticates, does not encrypt)"},
 
 	// operations
-	{Name: "protected-mode", Kind: YesNo, Default: "yes", Group: "server", Help: "yes: refuse to start on a non-loopback bind address without requirepass"},
+	{Name: "protected-mode", Kind: YesNo, Default: "yes", Live: true, Group: "server", Help: "yes: while requirepass is empty, refuse clients that are not on this host (not loopback, not a unix socket) with a DENIED error"},
 	{Name: "metrics-addr", Kind: String, Group: "server", Help: "host:port to serve Prometheus metrics on at /metrics (empty: off), e.g. 127.0.0.1:9121"},
 	{Name: "tls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "tls", Help: "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0"},
 	{Name: "tls-cert-file", Kind: String, Group: "tls", Help: "server certificate (PEM) for TLS"},
@@ -65,10 +75,16 @@ var Table = []Spec{
 	{Name: "proto-max-bulk-len", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "512mb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "largest argument in bytes (units: 512mb, 1gb)"},
 	{Name: "client-query-buffer-limit", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "1gb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "most unparsed input one client may have pending, in bytes (units: 1mb, 1gb)"},
 	{Name: "client-query-timeout", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "60", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "limits", Help: "seconds a client may take to send the rest of a command it started (0: no limit)"},
+	{Name: "client-output-buffer-limit", Kind: String, Default: "normal 64mb 16mb 60", Live: true, Group: "limits", Help: `"<class> <hard> <soft> <soft-seconds>", repeatable: close a client with more than hard bytes of replies pending, or more than soft for soft-seconds (0: no limit); classes replica and pubsub are accepted and ignored`},
 	{Name: "slowlog-log-slower-than", Kind: Int, Min: NoMin, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "slow log and memory", Help: "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)"},
 	{Name: "slowlog-max-len", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "128", Live: true, LiveErr: "argument must be a non-negative integer", Group: "slow log and memory", Help: "SLOWLOG entries kept"},
 	{Name: "maxmemory", Kind: Bytes, Min: 0, Max: NoMax, Default: "0", Live: true, LiveErr: "argument must be a memory size (e.g. 100mb)", Group: "slow log and memory", Help: "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)"},
-	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (new keys answer OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
+	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (creating or growing a key answers OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
+
+	// rate-limit service (Envoy's gRPC API; package rls)
+	{Name: "rls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "rate-limit service", Help: "TCP port serving Envoy's rate-limit service (envoy.service.ratelimit.v3) over gRPC (0: off); TLS with tls-cert-file and tls-auth-clients when tls-port is set"},
+	{Name: "rls-config", Kind: String, Live: true, Group: "rate-limit service", Help: "directory of the rate-limit service's rules: envoyproxy/ratelimit YAML files (*.yaml, *.yml), reloaded when they change, on SIGHUP and on CONFIG SET; a bad file is refused and the rules in force stay (empty: no rules, every descriptor OK)"},
+	{Name: "rls-response-headers", Kind: Enum, Words: []string{"off", "ietf", "legacy"}, Default: "off", Live: true, Group: "rate-limit service", Help: "headers the rate-limit service asks Envoy to add: off, ietf (RateLimit, RateLimit-Policy) or legacy (X-RateLimit-Limit, -Remaining, -Reset); Retry-After too when over the limit"},
 }
 
 // TypeText describes s's kind and range for the docs.
@@ -81,6 +97,9 @@ func (s *Spec) TypeText() string {
 	case Enum:
 		return orList(s.Words)
 	case Duration:
+		if s.Min > 1 {
+			return "duration ≥ " + s.format(s.Min)
+		}
 		return "duration"
 	case Int, Bytes:
 		t := "integer"

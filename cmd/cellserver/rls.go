@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/rls"
+)
+
+// rlsWatchInterval is how often the rate-limit service's configuration
+// directory is checked for changes.
+const rlsWatchInterval = time.Second
+
+// rlsConfig holds the directives of Envoy's rate-limit service (package
+// rls): its gRPC port, its rules directory and its response headers.
+type rlsConfig struct {
+	Port            int    // 0..65535; 0: off
+	ConfigDir       string // directory of envoyproxy/ratelimit YAML files ("": no rules)
+	ResponseHeaders string // off, ietf or legacy
+
+	// svc is the service, built by startRLS before the RESP server so
+	// that CONFIG GET/SET reach it; nil before.
+	svc *rls.Service
+}
+
+func defaultRLSConfig() rlsConfig { return rlsConfig{ResponseHeaders: "off"} }
+
+var rlsDirectives = []directive{
+	{name: "rls-port", field: func(c *Config) any { return &c.RLS.Port }},
+	{name: "rls-config", field: func(c *Config) any { return &c.RLS.ConfigDir }},
+	{name: "rls-response-headers", field: func(c *Config) any { return &c.RLS.ResponseHeaders }},
+}
+
+// validateRLS checks that the rate-limit port does not collide with the
+// RESP ports.
+func (c *Config) validateRLS() error {
+	p := c.RLS.Port
+	switch {
+	case p == 0:
+		return nil
+	case p == c.Port:
+		return fmt.Errorf("rls-port and port are both %d", p)
+	case p == c.Ops.TLSPort:
+		return fmt.Errorf("rls-port and tls-port are both %d", p)
+	}
+	return nil
+}
+
+// rlsSettings are the CONFIG GET/SET entries of the rate-limit service:
+// rls-config and rls-response-headers change live (a bad directory is
+// refused and the rules in force stay), rls-port is read-only.
+func (c *Config) rlsSettings() []resp.Setting {
+	r := &c.RLS
+	return []resp.Setting{
+		{Name: "rls-port", Get: func() string { return strconv.Itoa(r.Port) }},
+		{Name: "rls-config", Get: func() string {
+			if r.svc == nil {
+				return r.ConfigDir
+			}
+			return r.svc.Dir()
+		}, Set: func(v string) error {
+			if r.svc == nil {
+				return errors.New("the rate-limit service is not running")
+			}
+			return r.svc.Load(v)
+		}},
+		{Name: "rls-response-headers", Get: func() string {
+			if r.svc == nil {
+				return r.ResponseHeaders
+			}
+			return r.svc.Headers().String()
+		}, Set: func(v string) error {
+			w, err := setting.Must("rls-response-headers").ParseWord(v)
+			if err != nil {
+				return err
+			}
+			m, err := rls.ParseHeaderMode(w)
+			if err != nil {
+				return err
+			}
+			if r.svc == nil {
+				return errors.New("the rate-limit service is not running")
+			}
+			r.svc.SetHeaders(m)
+			return nil
+		}},
+	}
+}
+
+// rlsServer is the running rate-limit service: its gRPC server, its
+// configuration watcher and its SIGHUP handler.
+type rlsServer struct {
+	gs     *grpc.Server
+	served chan error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	hup    chan os.Signal
+	once   sync.Once
+	ctx    context.Context // ends at stopRLS
+	// oom mirrors the RESP server's "over maxmemory under noeviction"
+	// state (followMemory), so that the service refuses to create keys
+	// then, as limiter commands do.
+	oom atomic.Bool
+}
+
+// rlsMemoryInterval is how often followMemory reads the RESP server's
+// maxmemory state.
+const rlsMemoryInterval = 100 * time.Millisecond
+
+// followMemory keeps the rate-limit service's maxmemory state in step with
+// srv's until stopRLS. It does nothing when the service does not serve.
+func (st *storage) followMemory(srv *resp.Server) {
+	s := st.rls
+	if s == nil {
+		return
+	}
+	s.wg.Go(func() {
+		t := time.NewTicker(rlsMemoryInterval)
+		defer t.Stop()
+		for {
+			s.oom.Store(srv.Stats().OOM)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// startRLS builds the rate-limit service over st's backend, so its
+// decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are,
+// and loads rls-config: a bad directory stops the start. With rls-port
+// set it serves gRPC there (with TLS when tls-port is set, sharing its
+// certificate and client policy), reloads the rules when their files change
+// or on SIGHUP, until stopRLS.
+func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
+	mode, err := rls.ParseHeaderMode(cfg.RLS.ResponseHeaders)
+	if err != nil {
+		return err
+	}
+	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
+	svc := rls.New(rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.oom.Load})
+	if err := svc.Load(cfg.RLS.ConfigDir); err != nil {
+		return fmt.Errorf("rls-config: %w", err)
+	}
+	cfg.RLS.svc = svc
+	if cfg.RLS.Port == 0 {
+		return nil
+	}
+	var opts []grpc.ServerOption
+	if cfg.Ops.TLSPort != 0 {
+		tc, err := cfg.Ops.tlsConfig()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)), grpc.ConnectionTimeout(tlsHandshakeTimeout))
+	}
+	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RLS.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen rls: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.gs, s.ctx, s.cancel = rls.NewGRPCServer(svc, opts...), ctx, cancel
+	go func() { s.served <- s.gs.Serve(ln) }()
+	s.wg.Go(func() { svc.Watch(ctx, rlsWatchInterval) })
+	signal.Notify(s.hup, syscall.SIGHUP)
+	s.wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.hup:
+				logger.Info("SIGHUP: reloading the rate-limit service's configuration")
+				_ = svc.Reload() // logged by the service
+			}
+		}
+	})
+	st.rls = s
+	logger.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", cfg.Ops.TLSPort != 0, "config", cfg.RLS.ConfigDir)
+	return nil
+}
+
+// stopRLS stops the rate-limit service, if it runs: no new calls, the calls
+// in flight finish (within shutdownGrace), the watcher and the SIGHUP
+// handler end. Calling it again does nothing.
+func (st *storage) stopRLS(logger *slog.Logger) {
+	s := st.rls
+	if s == nil {
+		return
+	}
+	s.once.Do(func() {
+		signal.Stop(s.hup)
+		s.cancel()
+		s.wg.Wait()
+		stopped := make(chan struct{})
+		go func() {
+			s.gs.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(shutdownGrace):
+			logger.Warn("rate-limit service: shutdown grace expired; calls in flight cut")
+			s.gs.Stop()
+			<-stopped
+		}
+		if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			logger.Warn("rate-limit service stopped", "err", err)
+		}
+	})
+}

@@ -1,0 +1,164 @@
+// Command httplimit is an HTTP service behind cellserver rate limits, to
+// copy from: every request is limited per client IP by two policies decided
+// in one round trip, answered 429 with Retry-After and the RateLimit fields
+// when over, and failed open (or closed, with -fail-closed) when cellserver
+// does not answer within 100 ms.
+//
+//	go run ./examples/httplimit -cellserver 127.0.0.1:6379
+//	curl -i localhost:8080/hello
+//
+// -cellserver takes one address, or the nodes of one Raft group separated
+// by commas: any node accepts every command, so the client dials them in
+// turn until one answers. -cluster instead treats the addresses as a
+// cluster of groups routed by hash slot (redis.ClusterClient).
+//
+// Counters of decisions and failures are served at /debug/vars.
+package main
+
+import (
+	"context"
+	"errors"
+	"expvar"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/httplimit"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "httplimit:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	// 1. Flags.
+	listen := flag.String("listen", "127.0.0.1:8080", "address to serve HTTP on")
+	servers := flag.String("cellserver", "127.0.0.1:6379", "cellserver address, or the comma-separated nodes of one Raft group")
+	cluster := flag.Bool("cluster", false, "the addresses are a cluster of groups routed by hash slot")
+	password := flag.String("password", "", "cellserver's requirepass")
+	trusted := flag.String("trusted-proxies", "", "comma-separated prefixes (10.0.0.0/8) of proxies whose X-Forwarded-For is believed")
+	failClosed := flag.Bool("fail-closed", false, "answer 503 when cellserver does not answer, instead of letting requests through")
+	flag.Parse()
+
+	var proxies []netip.Prefix
+	for _, s := range splitList(*trusted) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("-trusted-proxies: %w", err)
+		}
+		proxies = append(proxies, p)
+	}
+	addrs := splitList(*servers)
+	if len(addrs) == 0 {
+		return errors.New("-cellserver: no address")
+	}
+
+	// 2. The client. ContextTimeoutEnabled lets the limiter's timeout stop
+	// the call itself.
+	var rdb redis.UniversalClient
+	if *cluster {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: *password, ContextTimeoutEnabled: true})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: addrs[0], Dialer: dialAny(addrs), Password: *password, ContextTimeoutEnabled: true})
+	}
+	defer rdb.Close()
+
+	// 3. The policies and the middleware.
+	policies := []httplimit.Policy{
+		{Name: "burst", Burst: 19, Count: 10, Period: time.Second},         // 20 at once, 10 per second
+		{Name: "daily", Burst: 9999, Count: 10000, Period: 24 * time.Hour}, // 10000 a day
+	}
+	allowed, refused, failed := expvar.NewInt("ratelimit_allowed"), expvar.NewInt("ratelimit_refused"), expvar.NewInt("ratelimit_errors")
+	opts := []httplimit.Option{
+		httplimit.WithLegacyHeaders(),
+		httplimit.WithOnDecision(func(_ *http.Request, d httplimit.Decision) {
+			if d.Allowed {
+				allowed.Add(1)
+			} else {
+				refused.Add(1)
+			}
+		}),
+		httplimit.WithErrorHandler(func(r *http.Request, err error) {
+			failed.Add(1)
+			slog.Warn("rate limiter unavailable", "path", r.URL.Path, "err", err)
+		}),
+	}
+	if *failClosed {
+		opts = append(opts, httplimit.WithFailClosed())
+	}
+	limit, err := httplimit.Middleware(rdb, policies, httplimit.ByIP(proxies...), opts...)
+	if err != nil {
+		return err
+	}
+
+	// 4. The service: /hello is limited, /debug/vars is not.
+	api := http.NewServeMux()
+	api.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "hello\n")
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/debug/vars", expvar.Handler())
+	mux.Handle("/", limit(api))
+
+	// 5. Serve until SIGINT or SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	slog.Info("serving", "addr", *listen, "cellserver", addrs)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// dialAny dials the addresses in turn, starting from the last that
+// answered: the nodes of one Raft group all accept every command.
+func dialAny(addrs []string) func(ctx context.Context, network, _ string) (net.Conn, error) {
+	var last atomic.Int64
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		var errs []error
+		start := int(last.Load())
+		for i := range addrs {
+			n := (start + i) % len(addrs)
+			c, err := d.DialContext(ctx, network, addrs[n])
+			if err == nil {
+				last.Store(int64(n))
+				return c, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Option configures a Limiter or the middleware.
+type Option func(*config)
+
+type config struct {
+	failClosed bool
+	timeout    time.Duration
+	prefix     string
+	legacy     bool
+	ietf       bool
+	onError    func(r *http.Request, err error)
+	onDecision func(r *http.Request, d Decision)
+	quantity   func(r *http.Request) int64
+	limited    http.Handler
+}
+
+func newConfig(opts []Option) (config, error) {
+	cfg := config{timeout: DefaultTimeout, ietf: true}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.timeout <= 0 {
+		return config{}, fmt.Errorf("%w: timeout %v must be positive", ErrInvalidOption, cfg.timeout)
+	}
+	if strings.ContainsAny(cfg.prefix, "{}") {
+		return config{}, fmt.Errorf("%w: key prefix %q must not hold a brace", ErrInvalidOption, cfg.prefix)
+	}
+	return cfg, nil
+}
+
+// WithFailOpen lets requests through, without rate-limit fields, when
+// there is no decision (the server is down, slow or answers an error).
+// This is the default: choose it when availability matters more than the
+// limit.
+func WithFailOpen() Option { return func(c *config) { c.failClosed = false } }
+
+// WithFailClosed answers 503 Service Unavailable (an
+// application/problem+json body) when there is no decision. Choose it when
+// the limit protects against abuse (logins, expensive or paid calls).
+func WithFailClosed() Option { return func(c *config) { c.failClosed = true } }
+
+// WithTimeout bounds each decision, one round trip to the server, to d
+// (DefaultTimeout, 100 ms, when not given; it must be positive). The
+// request's own context bounds it too. For a *redis.Client or
+// *redis.ClusterClient with ContextTimeoutEnabled, the client stops the
+// call itself; otherwise the decision stops waiting at d and the
+// abandoned call ends at the client's read timeout.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithKeyPrefix puts prefix before every key the limiter writes on the
+// server (default none), to keep several applications apart on one
+// server. It must hold no brace.
+func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (delta seconds) for the most restrictive policy
+// (Decision.Binding).
+func WithLegacyHeaders() Option { return func(c *config) { c.legacy = true } }
+
+// WithoutIETFHeaders leaves out the RateLimit-Policy and RateLimit fields
+// (sent by default).
+func WithoutIETFHeaders() Option { return func(c *config) { c.ietf = false } }
+
+// WithErrorHandler calls f for every request that got no decision, before
+// it is failed open or closed: to log, or count failures. f runs on the
+// request's goroutine and must not write the response.
+func WithErrorHandler(f func(r *http.Request, err error)) Option {
+	return func(c *config) { c.onError = f }
+}
+
+// WithOnDecision calls f with every decision, allowed or refused, before
+// the response is written: for metrics. f runs on the request's goroutine
+// and must not write the response.
+func WithOnDecision(f func(r *http.Request, d Decision)) Option {
+	return func(c *config) { c.onDecision = f }
+}
+
+// WithQuantity sets what a request costs (default 1): 0 peeks, a
+// negative or too large value (above MaxQuantity) is a failure
+// (ErrInvalidQuantity) handled as fail open or closed says.
+func WithQuantity(f func(r *http.Request) int64) Option {
+	return func(c *config) { c.quantity = f }
+}
+
+// WithLimitedHandler replaces the default answer to a refused request
+// (429 with an application/problem+json body). h is called with the
+// rate-limit fields and Retry-After already set, and writes the response.
+func WithLimitedHandler(h http.Handler) Option { return func(c *config) { c.limited = h } }

@@ -1,0 +1,479 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Membership safety (DESIGN.md, "Membership"): a leader-side loop, the
+// autopilot, asks every other member for its status once a second over the
+// forwarding service (reqStatus), records whom it reached and how far
+// behind each is, promotes caught-up non-voters, and when
+// Config.CleanupDeadServers is set removes members it has not reached for
+// Config.DeadServerTimeout. Every node also watches its own membership, so
+// that a removed node fails commands at once instead of waiting for a
+// leader that will never contact it.
+
+const (
+	// autopilotInterval is the time between two rounds of the autopilot.
+	autopilotInterval = time.Second
+	// watchInterval is how often a node re-reads its raft configuration
+	// to notice that it was removed or added back.
+	watchInterval = 250 * time.Millisecond
+	// promoteMaxLag is the most log entries a non-voter may be behind the
+	// leader's last index and still be promoted.
+	promoteMaxLag = 256
+)
+
+// membership is a Node's membership state. Its zero value is ready to use.
+type membership struct {
+	// changeMu serialises the configuration changes this node makes as
+	// leader (join, promotion, removal, cleanup), so that each quorum
+	// check holds until its change is made.
+	changeMu sync.Mutex
+
+	mu      sync.Mutex
+	health  map[string]*memberHealth // the leader's view, by id; guarded by mu
+	gen     uint64                   // leadGen the health belongs to; guarded by mu
+	pending map[string]string        // RESP addresses to record once promoted, by id; guarded by mu
+	warned  map[string]bool          // cleanup refusals already logged; guarded by mu
+
+	// removed is set while this node is not in its latest configuration
+	// and knows no other leader (or a leader said it is not a member).
+	removed atomic.Bool
+	// leader is the last leader known from other nodes while removed.
+	leader atomic.Pointer[leaderRef]
+	// servers is the latest raft configuration this node knows.
+	servers atomic.Pointer[[]raft.Server]
+}
+
+// leaderRef names a leader: its id, raft and RESP addresses.
+type leaderRef struct{ id, raft, resp string }
+
+// memberHealth is what the leader knows of one other member.
+type memberHealth struct {
+	since       time.Time // when this leader started tracking it
+	lastContact time.Time // last status answer; zero: never
+	reachable   bool      // the last status request was answered
+	status      nodeStatus
+}
+
+// status is this node's answer to a status request from asker.
+func (n *Node) status(asker string) nodeStatus {
+	addr, id := n.raft.LeaderWithID()
+	st := nodeStatus{
+		ID:           n.cfg.NodeID,
+		Term:         n.raft.CurrentTerm(),
+		LastIndex:    n.raft.LastIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LeaderID:     string(id),
+		LeaderRaft:   string(addr),
+		Ready:        n.ready.Load(),
+	}
+	if id != "" {
+		st.LeaderResp, _ = n.leaderResp()
+	}
+	if s := n.mship.servers.Load(); s != nil {
+		st.Member = slices.ContainsFunc(*s, func(s raft.Server) bool { return string(s.ID) == asker })
+	} else {
+		st.Member = true // not read yet: accuse nobody
+	}
+	return st
+}
+
+// askStatus sends a status request to the node at raftAddr.
+func (n *Node) askStatus(ctx context.Context, raftAddr string) (nodeStatus, error) {
+	body, err := n.fwd.do(ctx, raftAddr, reqStatus, appendBytes(nil, []byte(n.cfg.NodeID)), true)
+	if err != nil {
+		return nodeStatus{}, err
+	}
+	return decodeStatus(body)
+}
+
+// statusTimeout bounds one status request.
+func (n *Node) statusTimeout() time.Duration {
+	return max(n.cfg.NoLeaderTimeout/2, 100*time.Millisecond)
+}
+
+// configuration returns the latest raft configuration and its index.
+func (n *Node) configuration() ([]raft.Server, uint64, error) {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, 0, translate("configuration", err)
+	}
+	return cf.Configuration().Servers, cf.Index(), nil
+}
+
+// healthRound asks every member other than this node for its status, in
+// parallel, records the answers, and returns which members answered (this
+// node counts as reachable). Only meaningful on the leader.
+func (n *Node) healthRound(ctx context.Context, servers []raft.Server) map[string]bool {
+	gen := n.leadGen.Load()
+	type answer struct {
+		id  string
+		st  nodeStatus
+		err error
+	}
+	ch := make(chan answer, len(servers))
+	asked := 0
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.NodeID {
+			continue
+		}
+		asked++
+		go func(id, addr string) {
+			cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
+			defer cancel()
+			st, err := n.askStatus(cctx, addr)
+			if err == nil && st.ID != id {
+				err = fmt.Errorf("%s answered as %q", addr, st.ID)
+			}
+			ch <- answer{id, st, err}
+		}(string(s.ID), string(s.Address))
+	}
+	reach := map[string]bool{n.cfg.NodeID: true}
+	now := time.Now()
+	m := &n.mship
+	m.mu.Lock()
+	if m.gen != gen || m.health == nil {
+		m.gen, m.health = gen, map[string]*memberHealth{}
+	}
+	for id := range m.health {
+		if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+			delete(m.health, id)
+		}
+	}
+	for _, s := range servers {
+		if _, ok := m.health[string(s.ID)]; !ok && string(s.ID) != n.cfg.NodeID {
+			m.health[string(s.ID)] = &memberHealth{since: now}
+		}
+	}
+	m.mu.Unlock()
+	for range asked {
+		a := <-ch
+		reach[a.id] = a.err == nil
+		m.mu.Lock()
+		if h := m.health[a.id]; h != nil && m.gen == gen {
+			h.reachable = a.err == nil
+			if a.err == nil {
+				h.lastContact, h.status = time.Now(), a.st
+			}
+		}
+		m.mu.Unlock()
+	}
+	return reach
+}
+
+// quorumAfterRemoval checks that removing id from servers leaves voters of
+// which a majority is reachable; a *QuorumError if not.
+func quorumAfterRemoval(id string, servers []raft.Server, reach map[string]bool) error {
+	remaining, reachable := 0, 0
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter || string(s.ID) == id {
+			continue
+		}
+		remaining++
+		if reach[string(s.ID)] {
+			reachable++
+		}
+	}
+	if needed := remaining/2 + 1; reachable < needed {
+		return &QuorumError{ID: id, Reachable: reachable, Remaining: remaining, Needed: needed}
+	}
+	return nil
+}
+
+// lagOf returns how many entries a member that answered st is behind this
+// node's last index.
+func (n *Node) lagOf(st nodeStatus) uint64 {
+	last := n.raft.LastIndex()
+	if st.LastIndex >= last {
+		return 0
+	}
+	return last - st.LastIndex
+}
+
+// caughtUp reports whether a member that answered st may be promoted: it
+// follows this leader's term and is at most promoteMaxLag entries behind.
+func (n *Node) caughtUp(st nodeStatus) bool {
+	return st.Term == n.raft.CurrentTerm() && n.lagOf(st) <= promoteMaxLag
+}
+
+// promote promotes non-voter id to voter if it answers a status request
+// and has caught up. promoted is true once id is a voter (also when it
+// already was); otherwise pend says how far it is. ErrUnknownNode if id is
+// no longer a member.
+func (n *Node) promote(ctx context.Context, id string) (promoted bool, pend *PendingError, err error) {
+	m := &n.mship
+	m.changeMu.Lock()
+	defer m.changeMu.Unlock()
+	servers, index, err := n.configuration()
+	if err != nil {
+		return false, nil, err
+	}
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if i < 0 {
+		return false, nil, fmt.Errorf("replication: promote %q: %w", id, ErrUnknownNode)
+	}
+	s := servers[i]
+	if s.Suffrage == raft.Voter {
+		return true, nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
+	st, serr := n.askStatus(cctx, string(s.Address))
+	cancel()
+	pend = &PendingError{ID: id, Reachable: serr == nil && st.ID == id}
+	if !pend.Reachable {
+		pend.Lag = n.raft.LastIndex()
+		return false, pend, nil
+	}
+	pend.Lag = n.lagOf(st)
+	if !n.caughtUp(st) {
+		return false, pend, nil
+	}
+	if err := n.raft.AddVoter(s.ID, s.Address, index, n.cfg.NoLeaderTimeout).Error(); err != nil {
+		return false, nil, translate("promote", err)
+	}
+	n.log.Info("replication: promoted a caught-up non-voter to voter", "member", id, "lag", pend.Lag)
+	return true, nil, nil
+}
+
+// autopilot runs the leader-side rounds until the node closes.
+func (n *Node) autopilot() {
+	defer n.wg.Done()
+	t := time.NewTicker(autopilotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !n.ready.Load() {
+			continue
+		}
+		n.autopilotRound()
+	}
+}
+
+// autopilotRound is one round on the ready leader: refresh every member's
+// health, promote caught-up non-voters, and clean up dead members when
+// configured to.
+func (n *Node) autopilotRound() {
+	servers, _, err := n.configuration()
+	if err != nil {
+		return
+	}
+	reach := n.healthRound(n.ctx, servers)
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter || !reach[string(s.ID)] || n.ctx.Err() != nil {
+			continue
+		}
+		id := string(s.ID)
+		promoted, _, err := n.promote(n.ctx, id)
+		if err != nil {
+			n.log.Warn("replication: promote non-voter", "member", id, "err", err)
+			continue
+		}
+		if promoted {
+			n.recordPending(id)
+		}
+	}
+	if n.cfg.CleanupDeadServers {
+		n.cleanupDead()
+	}
+}
+
+// recordPending replicates the RESP address a join left for id, once id
+// is a voter.
+func (n *Node) recordPending(id string) {
+	m := &n.mship
+	m.mu.Lock()
+	addr, ok := m.pending[id]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
+	defer cancel()
+	if err := n.recordResp(ctx, id, addr); err != nil {
+		n.log.Warn("replication: record a promoted member's RESP address", "member", id, "err", err)
+	}
+}
+
+// cleanupDead removes the members this leader has not reached for
+// DeadServerTimeout, each only if the voters left keep a reachable
+// majority.
+func (n *Node) cleanupDead() {
+	m := &n.mship
+	now := time.Now()
+	var dead []string
+	m.mu.Lock()
+	for id, h := range m.health {
+		last := h.lastContact
+		if last.IsZero() {
+			last = h.since
+		}
+		if !h.reachable && now.Sub(last) > n.cfg.DeadServerTimeout {
+			dead = append(dead, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(dead)
+	for _, id := range dead {
+		if n.ctx.Err() != nil || !n.ready.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
+		err := n.removeMember(ctx, id, "dead-server cleanup")
+		cancel()
+		var q *QuorumError
+		switch {
+		case err == nil:
+			n.log.Warn("replication: removed a member unreachable for longer than the dead-server timeout", "member", id, "timeout", n.cfg.DeadServerTimeout)
+		case errors.As(err, &q):
+			m.mu.Lock()
+			first := !m.warned[id]
+			if m.warned == nil {
+				m.warned = map[string]bool{}
+			}
+			m.warned[id] = true
+			m.mu.Unlock()
+			if first {
+				n.log.Warn("replication: not removing a dead member: the rest would have no reachable majority",
+					"member", id, "reachable", q.Reachable, "remaining", q.Remaining, "needed", q.Needed)
+			}
+		case errors.Is(err, ErrUnknownNode):
+		default:
+			n.log.Warn("replication: dead-server cleanup", "member", id, "err", err)
+		}
+	}
+}
+
+// memberHealthOf returns the leader's view of member id (ok false when
+// this node is not the ready leader or has not tracked id).
+func (n *Node) memberHealthOf(id string) (memberHealth, bool) {
+	if !n.ready.Load() {
+		return memberHealth{}, false
+	}
+	if id == n.cfg.NodeID {
+		now := time.Now()
+		return memberHealth{since: now, lastContact: now, reachable: true, status: nodeStatus{ID: id, LastIndex: n.raft.LastIndex()}}, true
+	}
+	m := &n.mship
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.health[id]
+	if !ok || m.gen != n.leadGen.Load() {
+		return memberHealth{}, false
+	}
+	return *h, true
+}
+
+// watchMembership keeps the removed flag and the cached configuration up
+// to date, until the node closes: on every leader change and every
+// watchInterval it re-reads the configuration; while removed, or while no
+// leader is known, it asks the other members once a second who leads and
+// whether this node is still a member.
+func (n *Node) watchMembership() {
+	defer n.wg.Done()
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	var lastAsk time.Time
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		case <-n.leaderChanged():
+		}
+		servers, _, err := n.configuration()
+		if err != nil {
+			continue
+		}
+		n.mship.servers.Store(&servers)
+		in := slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+		_, leader := n.raft.LeaderWithID()
+		otherLeader := leader != "" && string(leader) != n.cfg.NodeID
+		was := n.mship.removed.Load()
+		removed := was
+		switch {
+		case !in && len(servers) > 0 && !otherLeader:
+			removed = true // left out, and nobody leads it any more
+		case leader != "":
+			removed = false // a leader contacts it, or it leads
+		}
+		if leader == "" && len(servers) > 0 && time.Since(lastAsk) >= autopilotInterval {
+			lastAsk = time.Now()
+			if ref, member, ok := n.askLeader(servers); ok {
+				n.mship.leader.Store(ref)
+				removed = removed || !member
+			}
+		}
+		if removed != was {
+			n.mship.removed.Store(removed)
+			if removed {
+				n.log.Warn("replication: this node is not a member of the cluster any more; RAFT.JOIN it again to rejoin")
+			} else {
+				n.log.Info("replication: this node is a member of the cluster again")
+			}
+		}
+	}
+}
+
+// askLeader asks the other servers in turn who leads; ok when one that is
+// the ready leader, or knows the leader, answered. member is the leader's
+// own verdict on this node when the leader answered, true otherwise.
+func (n *Node) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool) {
+	member = true
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.NodeID {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.statusTimeout())
+		st, err := n.askStatus(ctx, string(s.Address))
+		cancel()
+		if err != nil || st.LeaderID == "" || st.LeaderID == n.cfg.NodeID {
+			continue
+		}
+		ref = &leaderRef{id: st.LeaderID, raft: st.LeaderRaft, resp: st.LeaderResp}
+		if st.Ready {
+			return ref, st.Member, true
+		}
+		ok = true
+	}
+	return ref, member, ok
+}
+
+// removedErr is ErrRemoved (a *RemovedError naming the last known leader)
+// while this node is removed, nil otherwise. It reads cached state only.
+func (n *Node) removedErr() error {
+	if !n.mship.removed.Load() {
+		return nil
+	}
+	e := &RemovedError{}
+	if l := n.mship.leader.Load(); l != nil {
+		e.LeaderID, e.LeaderRespAddr = l.id, l.resp
+	}
+	return e
+}
+
+// membershipTarget is where a membership request goes when this node is
+// not the leader: the leader's raft address, or while removed the leader
+// other members named.
+func (n *Node) membershipTarget() (string, bool) {
+	if addr, ok := n.forwardTarget(); ok {
+		return addr, true
+	}
+	if l := n.mship.leader.Load(); l != nil && n.mship.removed.Load() && l.raft != "" {
+		return l.raft, true
+	}
+	return "", false
+}

@@ -1,0 +1,240 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Event loops. A plaintext TCP connection is accepted by Serve as any
+// other (maxclients and every accept-time check apply), then handed to one
+// of Config.EventLoops gnet loops instead of getting a goroutine of its
+// own. The loop reads whatever the socket holds once per readiness event,
+// parses every complete command with the connection's reader, runs the
+// batch on the loop goroutine and writes the replies with one write (gnet
+// keeps what the socket does not take and sends it when it drains). The
+// goroutine-per-connection path reads again after each answer only to
+// meet EAGAIN and park: two reads and a wake-up per request where a loop
+// needs one read (resp/DESIGN.md has the figures).
+//
+// What a loop must never do is wait: a backend whose writes wait on the
+// network (the cluster's, Backend.Blocking) keeps goroutine connections,
+// as TLS connections always do.
+
+// loopBatch bounds the commands of one batch on a loop, so that a deep
+// pipeline of slow commands (KEYS) reaches the time check between batches
+// soon; a redis-benchmark P16 pipeline still fits in one.
+const loopBatch = 32
+
+// loopSlice is how long one connection's event may run batches before it
+// lets the loop's other connections have their turn.
+const loopSlice = 2 * time.Millisecond
+
+// errWouldBlock is the loop reader's "nothing more has arrived": the reader
+// keeps its partial command and the loop waits for the next event.
+var errWouldBlock = errors.New("resp: no more input")
+
+// loops runs connections on gnet event loops.
+type loops struct {
+	gnet.BuiltinEventEngine
+	srv *Server
+	cli *gnet.Client
+}
+
+// startLoops starts n event loops for s.
+func startLoops(s *Server, n int) (*loops, error) {
+	l := &loops{srv: s}
+	cli, err := gnet.NewClient(l,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(n),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("resp: event loops: %w", err)
+	}
+	if err := cli.Start(); err != nil {
+		return nil, fmt.Errorf("resp: start event loops: %w", err)
+	}
+	l.cli = cli
+	return l, nil
+}
+
+// enroll moves nc onto a loop (gnet duplicates its descriptor and closes
+// nc). The caller has counted c in s.wg; OnClose releases it.
+func (l *loops) enroll(c *Conn, nc net.Conn) error {
+	gc, err := l.cli.EnrollContext(nc, c)
+	if err != nil {
+		return err
+	}
+	// closeNow stores closing, then loads loop; this stores loop, then
+	// loads closing: one of the two sees the other and closes gc.
+	c.loop.CompareAndSwap(nil, &loopConn{gc})
+	if c.closing.Load() {
+		_ = gc.Close()
+	}
+	return nil
+}
+
+// stop closes every loop connection and stops the loops.
+func (l *loops) stop() {
+	if err := l.cli.Stop(); err != nil {
+		l.srv.log.Debug("stopping event loops", "err", err)
+	}
+}
+
+// OnOpen runs on the connection's loop before any of its traffic.
+func (l *loops) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c := gc.Context().(*Conn)
+	c.gc = gc
+	c.loop.CompareAndSwap(nil, &loopConn{gc})
+	c.rd.rd = loopInput{gc}
+	c.rd.beforeRead = nil
+	c.rd.maxBatch = loopBatch
+	if c.queryDeadline || c.rd.w > c.rd.r {
+		// Moved from its goroutine with input already read: run it now
+		// rather than at the next arrival.
+		c.queryDeadline = false
+		_ = gc.Wake(nil)
+	}
+	return nil, gnet.None
+}
+
+// OnTraffic runs a connection's complete commands.
+func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
+	c := gc.Context().(*Conn)
+	if c.onTraffic() {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// OnClose runs once per connection, whoever closed it.
+func (l *loops) OnClose(gc gnet.Conn, _ error) gnet.Action {
+	c := gc.Context().(*Conn)
+	c.srv.removeConn(c)
+	c.srv.wg.Done()
+	return gnet.None
+}
+
+// loopConn is a connection's loop handle as other goroutines see it.
+type loopConn struct{ gc gnet.Conn }
+
+// loopInput is the reader's input on a loop: what gnet has buffered for the
+// connection, then errWouldBlock.
+type loopInput struct{ gc gnet.Conn }
+
+func (in loopInput) Read(p []byte) (int, error) {
+	n, _ := in.gc.Read(p)
+	if n == 0 {
+		return 0, errWouldBlock
+	}
+	return n, nil
+}
+
+// onTraffic parses and runs every complete command received so far and
+// writes their replies; it reports whether the connection must close.
+func (c *Conn) onTraffic() (closing bool) {
+	s := c.srv
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic serving client; connection closed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
+			closing = true
+		}
+	}()
+	if c.loopSoft.Load() && c.checkLoopOutput() != nil {
+		return true
+	}
+	start := time.Now()
+	for {
+		if s.draining.Load() || c.closing.Load() {
+			return true
+		}
+		if time.Since(start) > loopSlice {
+			// A long pipeline of slow commands (KEYS) yields to the
+			// loop's other connections; its next event continues it.
+			_ = c.gc.Wake(nil)
+			return c.flush() != nil
+		}
+		c.refreshLimits()
+		cmds, err := c.rd.next()
+		if errors.Is(err, errWouldBlock) {
+			c.markPartial(c.rd.w > c.rd.r)
+			return c.flush() != nil
+		}
+		if err != nil {
+			c.readFailed(err)
+			return true
+		}
+		c.markPartial(false)
+		c.now = 0
+		c.execBatch(cmds) // flushes on its own past flushAt
+		if c.quit {
+			_ = c.flush()
+			return true
+		}
+	}
+}
+
+// markPartial records when the client started a command it has not
+// finished (for the query timeout, which loops enforce in sweepLoopConns).
+func (c *Conn) markPartial(partial bool) {
+	switch {
+	case !partial:
+		if c.partialSince.Load() != 0 {
+			c.partialSince.Store(0)
+		}
+	case c.partialSince.Load() == 0:
+		c.partialSince.Store(time.Now().UnixNano())
+	}
+}
+
+// sweepLoopConns closes loop connections past the idle timeout or the query
+// timeout, as the goroutine path's read deadlines do, ten times a second
+// (Redis's clientsCron checks timeouts at a similar pace).
+func (s *Server) sweepLoopConns() {
+	defer s.bg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		idle, query := s.timeout.Load(), s.queryTime.Load()
+		s.mu.Lock()
+		for c := range s.conns {
+			lc := c.loop.Load()
+			if lc == nil {
+				continue
+			}
+			switch p := c.partialSince.Load(); {
+			case query > 0 && p != 0 && now-p > query:
+				s.stats.queryTimeouts.Add(1)
+				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
+				_ = lc.gc.Close()
+			case idle > 0 && now-c.lastSeen.Load() > idle:
+				_ = lc.gc.Close()
+			case c.loopSoft.Load():
+				_ = lc.gc.Wake(nil) // checks the soft output limit
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// gnetLogger sends gnet's log lines to the server's logger.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(format string, args ...any) { g.l.Debug(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Infof(format string, args ...any)  { g.l.Debug(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Warnf(format string, args ...any)  { g.l.Warn(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Errorf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Fatalf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }

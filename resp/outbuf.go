@@ -1,0 +1,247 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cellserver/cellserver/internal/setting"
+)
+
+// Output buffer limit (client-output-buffer-limit).
+//
+// A connection appends its replies to one buffer and writes it with
+// blocking writes when its batch ends or the buffer passes flushAt. A client
+// that pipelines without reading therefore fills the kernel's socket
+// buffers, the write blocks, and the connection stops reading commands: it
+// is back-pressured, and what the server holds for it is at most one
+// batch's replies (about flushAt) plus the largest single reply. The limit
+// bounds what back-pressure cannot: a reply larger than the hard limit (KEYS
+// over a huge keyspace), which closes the client while the reply is built,
+// and a large reply that the client drains so slowly that more than the
+// soft limit stays unwritten for longer than the soft seconds.
+//
+// The bytes counted are those the server holds and the kernel has not yet
+// accepted (CLIENT LIST's omem), as Redis counts its reply buffers.
+
+// OutputLimit is one client class's client-output-buffer-limit.
+type OutputLimit struct {
+	// Hard closes the client as soon as more than Hard bytes are pending
+	// for it (0: no hard limit).
+	Hard int64
+	// Soft closes the client when more than Soft bytes stay pending for
+	// longer than SoftSeconds (0 in either: no soft limit).
+	Soft        int64
+	SoftSeconds int64
+}
+
+// OutputLimits is the client-output-buffer-limit setting, in Redis's three
+// classes. Only Normal applies: cellserver has no replica (its cluster
+// replicates over raft) and no pub/sub clients, so Replica and PubSub are
+// accepted and reported by CONFIG GET for compatibility, and ignored.
+type OutputLimits struct {
+	Normal, Replica, PubSub OutputLimit
+}
+
+// DefaultOutputLimits returns the default: normal clients 64mb hard, 16mb
+// soft for 60 s (Redis's default for normal clients is no limit, but a
+// limiter's replies are tens of bytes and the only large ones are
+// administrative, so a bound costs nothing legitimate and keeps one client
+// from holding unbounded memory); the other classes have Redis's defaults.
+func DefaultOutputLimits() OutputLimits {
+	return OutputLimits{
+		Normal:  OutputLimit{Hard: 64 << 20, Soft: 16 << 20, SoftSeconds: 60},
+		Replica: OutputLimit{Hard: 256 << 20, Soft: 64 << 20, SoftSeconds: 60},
+		PubSub:  OutputLimit{Hard: 32 << 20, Soft: 8 << 20, SoftSeconds: 60},
+	}
+}
+
+// ParseOutputLimits reads a client-output-buffer-limit value, one or more
+// groups of "<class> <hard> <soft> <soft-seconds>" (class normal, replica
+// (or slave) or pubsub; sizes in bytes with redis.conf units such as 64mb),
+// over base: classes not named keep base's values, as in Redis.
+func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
+	f := strings.Fields(s)
+	if len(f) == 0 || len(f)%4 != 0 {
+		return base, errors.New("Wrong number of arguments in buffer limit configuration.")
+	}
+	out := base
+	for i := 0; i < len(f); i += 4 {
+		var l *OutputLimit
+		switch strings.ToLower(f[i]) {
+		case "normal":
+			l = &out.Normal
+		case "replica", "slave":
+			l = &out.Replica
+		case "pubsub":
+			l = &out.PubSub
+		default:
+			return base, errors.New("Invalid client class specified in buffer limit configuration.")
+		}
+		hard, err1 := setting.ParseBytes(f[i+1])
+		soft, err2 := setting.ParseBytes(f[i+2])
+		secs, err3 := strconv.ParseInt(f[i+3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || hard < 0 || soft < 0 || secs < 0 || secs > 1<<31 {
+			return base, errors.New("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+		}
+		*l = OutputLimit{Hard: hard, Soft: soft, SoftSeconds: secs}
+	}
+	return out, nil
+}
+
+// String formats the setting as Redis's CONFIG GET does, in bytes:
+// "normal 67108864 16777216 60 slave 268435456 67108864 60 pubsub ...".
+func (l OutputLimits) String() string {
+	return fmt.Sprintf("normal %d %d %d slave %d %d %d pubsub %d %d %d",
+		l.Normal.Hard, l.Normal.Soft, l.Normal.SoftSeconds,
+		l.Replica.Hard, l.Replica.Soft, l.Replica.SoftSeconds,
+		l.PubSub.Hard, l.PubSub.Soft, l.PubSub.SoftSeconds)
+}
+
+// errOutputLimit ends a connection closed by client-output-buffer-limit.
+var errOutputLimit = errors.New("output buffer limit reached")
+
+// writeChunk is the most one write hands the kernel while more than the
+// soft limit is pending, so that the soft limit's clock restarts as soon as
+// the client has drained below it.
+const writeChunk = 256 << 10
+
+// outputOver reports whether the client must be closed because pending
+// bytes (its unwritten replies plus extra, a reply being built aside) pass
+// the hard limit. The first time, it logs, counts, drops the pending
+// replies and marks the connection to close after the command: handlers
+// building a large reply call it as they go and stop when it is true.
+func (c *Conn) outputOver(extra int) bool {
+	if c.outLimited {
+		return true
+	}
+	hard := c.srv.outLimits.Load().Normal.Hard
+	n := int64(len(c.out) + extra)
+	if c.gc != nil {
+		n += int64(c.gc.OutboundBuffered())
+	}
+	if hard <= 0 || n <= hard {
+		return false
+	}
+	c.closeForOutput("hard", n)
+	return true
+}
+
+// closeForOutput marks the client closed by the output buffer limit.
+func (c *Conn) closeForOutput(which string, pending int64) {
+	c.outLimited = true
+	c.quit = true
+	c.out = c.out[:0]
+	c.omem.Store(0)
+	c.srv.stats.outputLimited.Add(1)
+	l := c.srv.outLimits.Load().Normal
+	c.srv.log.Warn("closing client that reached its output buffer limit", "client", c.addr, "limit", which,
+		"pending", pending, "hard", l.Hard, "soft", l.Soft, "soft_seconds", l.SoftSeconds)
+}
+
+// flush writes the pending replies. While more than the soft limit is
+// pending, it writes in chunks under a deadline at the instant the soft
+// limit's time runs out (counted from when the pending bytes first passed
+// it), so a client that does not drain them in time is closed; below the
+// soft limit a write may block as long as the client does not read
+// (back-pressure: the connection reads no more commands meanwhile).
+func (c *Conn) flush() error {
+	if c.outLimited {
+		return errOutputLimit
+	}
+	if len(c.out) == 0 {
+		return nil
+	}
+	if c.outputOver(0) {
+		return errOutputLimit
+	}
+	if c.gc != nil {
+		return c.flushLoop()
+	}
+	l := c.srv.outLimits.Load().Normal
+	out := c.out
+	var err error
+	for len(out) > 0 && err == nil {
+		c.omem.Store(int64(len(out)))
+		chunk := len(out)
+		var dl time.Time
+		if l.Soft > 0 && l.SoftSeconds > 0 && int64(len(out)) > l.Soft {
+			if c.softSince.IsZero() {
+				c.softSince = time.Now()
+			}
+			dl = c.softSince.Add(time.Duration(l.SoftSeconds) * time.Second)
+			chunk = min(chunk, writeChunk)
+		} else {
+			c.softSince = time.Time{}
+		}
+		if !dl.Equal(c.writeDeadline) {
+			_ = c.nc.SetWriteDeadline(dl)
+			c.writeDeadline = dl
+		}
+		var n int
+		n, err = c.nc.Write(out[:chunk])
+		out = out[n:]
+	}
+	if err == nil {
+		c.softSince = time.Time{}
+	} else {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && !c.writeDeadline.IsZero() {
+			c.closeForOutput("soft", int64(len(out)))
+			err = errOutputLimit
+		}
+	}
+	c.omem.Store(0)
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// flushLoop is flush on an event loop: gnet writes what the socket takes
+// and keeps the rest, sending it as the socket drains, so nothing blocks
+// and nothing back-pressures the client; the limits bound what gnet keeps.
+// As in Redis, they are checked when replies are added: the hard limit at
+// once, the soft limit against the time the pending bytes first passed it.
+func (c *Conn) flushLoop() error {
+	_, err := c.gc.Write(c.out)
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	if err != nil {
+		return err
+	}
+	return c.checkLoopOutput()
+}
+
+// checkLoopOutput compares what gnet keeps for a loop connection with the
+// limits. While more than the soft limit is pending, loopSoft is set and
+// the sweeper wakes the connection to check again, so that a client that
+// stops reading and sending is still closed when the soft time runs out.
+func (c *Conn) checkLoopOutput() error {
+	pending := int64(c.gc.OutboundBuffered())
+	c.omem.Store(pending)
+	l := c.srv.outLimits.Load().Normal
+	switch {
+	case l.Hard > 0 && pending > l.Hard:
+		c.closeForOutput("hard", pending)
+		return errOutputLimit
+	case l.Soft <= 0 || l.SoftSeconds <= 0 || pending <= l.Soft:
+		c.softSince = time.Time{}
+		c.loopSoft.Store(false)
+	case c.softSince.IsZero():
+		c.softSince = time.Now()
+		c.loopSoft.Store(true)
+	case time.Since(c.softSince) > time.Duration(l.SoftSeconds)*time.Second:
+		c.closeForOutput("soft", pending)
+		return errOutputLimit
+	}
+	return nil
+}

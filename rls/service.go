@@ -1,0 +1,490 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// Writer executes keyspace operations: resp.Backend's Write, implemented
+// by the standalone keyspace and by the cluster's replicated node. It must
+// be safe for concurrent use, fill res[i] for ops[i], and return a non-nil
+// error only when the ops may not have been applied.
+type Writer interface {
+	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
+}
+
+// MaxDescriptors bounds the descriptors of one request; more are refused
+// with InvalidArgument.
+const MaxDescriptors = 1024
+
+// Options configure a Service.
+type Options struct {
+	// Writer decides; required.
+	Writer Writer
+	// Headers chooses the response headers (HeadersOff by default).
+	Headers HeaderMode
+	// NoGrow, when set, is asked before each decision: true marks the ops
+	// NoGrow (the keyspace is over maxmemory under noeviction), so that a
+	// request that would create a key is refused with ResourceExhausted.
+	NoGrow func() bool
+	// Logger receives reload messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Service answers envoy.service.ratelimit.v3.RateLimitService. The
+// configuration is an immutable snapshot swapped atomically by Load and
+// Reload, so a request in flight finishes with the configuration it
+// started with. All methods are safe for concurrent use.
+type Service struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	w      Writer
+	noGrow func() bool
+	log    *slog.Logger
+
+	cfg     atomic.Pointer[Config]
+	headers atomic.Int32 // a HeaderMode
+
+	mu       sync.Mutex // serialises loads
+	dir      string     // guarded by mu
+	seen     string     // guarded by mu: dir's fingerprint at the last load attempt
+	dirValue atomic.Pointer[string]
+
+	stats counters
+}
+
+// counters are the service's running totals.
+type counters struct {
+	requests, overLimit, shadowOverLimit, errors, reloads, reloadErrors atomic.Int64
+}
+
+// Stats are a Service's totals since it was created.
+type Stats struct {
+	// Requests is the ShouldRateLimit calls answered (errors included).
+	Requests int64
+	// OverLimit is the calls answered OVER_LIMIT overall.
+	OverLimit int64
+	// ShadowOverLimit is the descriptors found over limit whose rule is in
+	// shadow mode (answered OK).
+	ShadowOverLimit int64
+	// Errors is the calls answered with a gRPC error.
+	Errors int64
+	// Reloads and ReloadErrors count configuration loads that succeeded and
+	// that were refused (the previous configuration kept).
+	Reloads, ReloadErrors int64
+}
+
+// New returns a Service with an empty configuration (every descriptor
+// answers OK) until Load.
+func New(opt Options) *Service {
+	s := &Service{w: opt.Writer, noGrow: opt.NoGrow, log: opt.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cfg.Store(newConfig())
+	s.headers.Store(int32(opt.Headers))
+	empty := ""
+	s.dirValue.Store(&empty)
+	return s
+}
+
+// Stats returns the running totals.
+func (s *Service) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Requests: c.requests.Load(), OverLimit: c.overLimit.Load(), ShadowOverLimit: c.shadowOverLimit.Load(),
+		Errors: c.errors.Load(), Reloads: c.reloads.Load(), ReloadErrors: c.reloadErrors.Load(),
+	}
+}
+
+// Config returns the configuration in force.
+func (s *Service) Config() *Config { return s.cfg.Load() }
+
+// Dir returns the configuration directory ("" when none).
+func (s *Service) Dir() string { return *s.dirValue.Load() }
+
+// SetHeaders changes the response headers from the next request on.
+func (s *Service) SetHeaders(m HeaderMode) { s.headers.Store(int32(m)) }
+
+// Headers returns the response headers mode.
+func (s *Service) Headers() HeaderMode { return HeaderMode(s.headers.Load()) }
+
+// Load reads the configuration directory dir (see LoadDir) and makes it the
+// one in force, and dir the directory Reload and Watch read. On any error
+// nothing changes: the previous configuration and directory stay.
+func (s *Service) Load(dir string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loadLocked(dir)
+}
+
+// Reload reads the configuration directory again (SIGHUP). On error the
+// previous configuration stays.
+func (s *Service) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loadLocked(s.dir)
+}
+
+func (s *Service) loadLocked(dir string) error {
+	fp := fingerprint(dir)
+	c, err := LoadDir(dir)
+	if err != nil {
+		if dir == s.dir {
+			s.seen = fp // a watcher retries only once the files change again
+		}
+		s.stats.reloadErrors.Add(1)
+		s.log.Error("rate-limit service: configuration refused; the previous one stays", "dir", dir, "err", err)
+		return err
+	}
+	s.cfg.Store(c)
+	s.dir, s.seen = dir, fp
+	s.dirValue.Store(&dir)
+	s.stats.reloads.Add(1)
+	s.log.Info("rate-limit service: configuration loaded", "dir", dir, "files", len(c.Files), "domains", c.Domains())
+	return nil
+}
+
+// reloadIfChanged reloads when the directory's files changed since the last
+// load attempt; it reports whether it tried.
+func (s *Service) reloadIfChanged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == "" || fingerprint(s.dir) == s.seen {
+		return false
+	}
+	_ = s.loadLocked(s.dir) // logged
+	return true
+}
+
+// plan is one descriptor's part in a decision.
+type plan struct {
+	limit  *Limit
+	shared []string
+	hits   int64
+	op     int // index into ops, -1: not decided in the keyspace
+	pos    int // index of its result within the op
+}
+
+// ShouldRateLimit decides every descriptor of req (see DESIGN.md): the
+// enforced descriptors together and atomically (all consume or none does),
+// shadow-mode, quota-mode and refund descriptors each on its own, all in one
+// Write. Errors: InvalidArgument for an empty domain, no descriptors, more
+// than MaxDescriptors, a hits_addend above 2^40 or an invalid limit
+// override; Unavailable when the keyspace cannot decide (no leader);
+// ResourceExhausted over maxmemory; the context's code when it ends.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	s.stats.requests.Add(1)
+	resp, err := s.decide(ctx, req)
+	if err != nil {
+		s.stats.errors.Add(1)
+		return nil, err
+	}
+	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		s.stats.overLimit.Add(1)
+	}
+	return resp, nil
+}
+
+func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	domain, descs := req.GetDomain(), req.GetDescriptors()
+	switch {
+	case domain == "":
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(descs) == 0:
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(descs) > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d per request", len(descs), MaxDescriptors)
+	}
+	cfg := s.cfg.Load()
+	plans := make([]plan, len(descs))
+	var replaced map[string]bool
+	for i, d := range descs {
+		p := &plans[i]
+		p.op = -1
+		var err error
+		if p.hits, err = hitsAddend(req, d); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+		}
+		if d.GetLimit() != nil {
+			if p.limit, err = overrideLimit(d.GetLimit()); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override: %v", i, err)
+			}
+		} else {
+			m := cfg.lookup(domain, entriesOf(d))
+			p.limit, p.shared = m.limit, m.shared
+		}
+		if p.limit != nil && len(p.limit.Replaces) > 0 {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			for _, r := range p.limit.Replaces {
+				replaced[r] = true
+			}
+		}
+	}
+	ops, err := s.buildOps(domain, descs, plans, replaced)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]shards.Result, len(ops))
+	if len(ops) > 0 {
+		if err := s.w.Write(ctx, ops, res); err != nil {
+			return nil, writeError(err)
+		}
+		for i := range res {
+			if err := res[i].Err; err != nil {
+				return nil, writeError(err)
+			}
+		}
+	}
+	return s.respond(plans, res), nil
+}
+
+// buildOps turns the plans into keyspace operations: one OpLimitAll (or an
+// OpLimit when alone) for the enforced descriptors, one OpLimit for each
+// shadow-mode, quota-mode or refund descriptor. It sets each plan's op and
+// pos. Replaced, unlimited and banned (requests_per_unit 0) limits take no
+// op; replaced ones lose their limit.
+func (s *Service) buildOps(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, replaced map[string]bool) ([]shards.Op, error) {
+	noGrow := s.noGrow != nil && s.noGrow()
+	var ops []shards.Op
+	all := shards.Op{Code: shards.OpLimitAll, NoGrow: noGrow}
+	var inAll []int
+	for i := range plans {
+		p := &plans[i]
+		l := p.limit
+		if l != nil && l.Name != "" && replaced[l.Name] {
+			p.limit, l = nil, nil
+		}
+		if l == nil || l.Unlimited || l.RequestsPerUnit == 0 {
+			continue
+		}
+		key := appendKey(nil, l.Algorithm, domain, descs[i].GetEntries(), p.shared)
+		r := l.request(p.hits)
+		if r.Quantity < 0 && l.Algorithm != GCRA {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits needs the gcra algorithm, not %s", i, l.Algorithm)
+		}
+		if err := r.Validate(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+		}
+		if l.ShadowMode || l.QuotaMode || r.Quantity < 0 {
+			p.op, p.pos = len(ops), 0
+			ops = append(ops, shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{r}, NoGrow: noGrow})
+			continue
+		}
+		inAll = append(inAll, i)
+		all.Keys = append(all.Keys, key)
+		all.Reqs = append(all.Reqs, r)
+	}
+	if len(all.Keys) > 0 {
+		if len(all.Keys) == 1 {
+			all.Code = shards.OpLimit
+		}
+		for j, i := range inAll {
+			plans[i].op, plans[i].pos = len(ops), j
+		}
+		ops = append(ops, all)
+	}
+	return ops, nil
+}
+
+// respond builds the reply from the plans and the keyspace's results.
+func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitResponse {
+	out := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(plans))}
+	var (
+		overLimit             bool
+		quotaTotal, quotaOver int
+		pick                  = -1 // the descriptor the headers describe
+		pickLimited           bool
+		pickRemaining         uint32 = math.MaxUint32
+		retry                 int64  = -1
+		resets                       = make([]int64, len(plans))
+	)
+	for i := range plans {
+		p := &plans[i]
+		l := p.limit
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		out.Statuses[i] = st
+		switch {
+		case l == nil:
+			continue
+		case l.Unlimited:
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		st.CurrentLimit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit, Name: l.Name}
+		limited, reset, retryAfter := false, l.Period, int64(-1)
+		if p.op >= 0 {
+			r := &res[p.op].Results[p.pos]
+			limited = r.Limited
+			st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
+			reset = r.ResetAfter
+			if limited && r.RetryAfter >= 0 {
+				reset, retryAfter = r.RetryAfter, r.RetryAfter
+			}
+		} else { // requests_per_unit 0: nothing is ever allowed
+			limited = p.hits > 0
+		}
+		resets[i] = reset
+		st.DurationUntilReset = durationpb.New(time.Duration(engine.CeilMillis(reset)) * time.Millisecond)
+		if limited {
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if l.QuotaMode {
+			quotaTotal++
+			if limited {
+				quotaOver++
+			}
+		} else if limited && l.ShadowMode {
+			st.Code = pb.RateLimitResponse_OK
+			s.stats.shadowOverLimit.Add(1)
+		} else if limited {
+			overLimit = true
+		}
+		enforcedLimited := limited && !l.ShadowMode && !l.QuotaMode
+		if pick < 0 || (enforcedLimited && !pickLimited) || (enforcedLimited == pickLimited && st.LimitRemaining < pickRemaining) {
+			pick, pickLimited, pickRemaining = i, enforcedLimited, st.LimitRemaining
+			retry = retryAfter
+		}
+	}
+	out.OverallCode = pb.RateLimitResponse_OK
+	if overLimit || (quotaTotal > 0 && quotaOver == quotaTotal) {
+		out.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	if mode := s.Headers(); mode != HeadersOff && pick >= 0 {
+		l := plans[pick].limit
+		if out.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			retry = -1
+		}
+		out.ResponseHeadersToAdd = appendHeaders(nil, mode, headerValues{
+			name: l.Name, limit: int64(l.RequestsPerUnit), remaining: int64(pickRemaining),
+			window: l.Period, reset: resets[pick], retry: retry,
+		})
+	}
+	return out
+}
+
+// hitsAddend returns what descriptor d takes: its own hits_addend when set
+// (0 allowed: it then only looks), else the request's, where 0 means 1.
+// is_negative_hits makes it a refund. Above engine.MaxCount is an error.
+func hitsAddend(req *pb.RateLimitRequest, d *rlpb.RateLimitDescriptor) (int64, error) {
+	var h uint64
+	if v := d.GetHitsAddend(); v != nil {
+		h = v.GetValue()
+	} else {
+		h = max(uint64(req.GetHitsAddend()), 1)
+	}
+	if h > uint64(engine.MaxCount) {
+		return 0, fmt.Errorf("hits_addend %d exceeds the largest allowed, 2^40 (%d)", h, engine.MaxCount)
+	}
+	if d.GetIsNegativeHits() {
+		return -int64(h), nil
+	}
+	return int64(h), nil
+}
+
+// overrideLimit converts a limit sent by Envoy with the descriptor: a GCRA
+// limit of requests_per_unit per unit × unit_multiplier, without shadow mode.
+func overrideLimit(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*Limit, error) {
+	unit := pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+	secs, ok := unitSeconds[unit]
+	if !ok {
+		return nil, fmt.Errorf("invalid unit %v", o.GetUnit())
+	}
+	mult := int64(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = int64(m.GetValue())
+	}
+	l := &Limit{
+		RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit, Algorithm: GCRA,
+		Period: secs * mult * 1e9, Burst: max(int64(o.GetRequestsPerUnit()), 1),
+	}
+	if l.Period > engine.MaxPeriod {
+		return nil, fmt.Errorf("period of %d %s exceeds 3660 days", mult, unit)
+	}
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// entriesOf returns d's entries as lookup takes them.
+func entriesOf(d *rlpb.RateLimitDescriptor) []entry {
+	es := d.GetEntries()
+	out := make([]entry, len(es))
+	for i, e := range es {
+		out[i] = entry{key: e.GetKey(), value: e.GetValue()}
+	}
+	return out
+}
+
+// appendKey appends the keyspace key of a descriptor to b:
+//
+//	rls:<algorithm>:<domain>_<key>_<value>_<key>_<value>...
+//
+// the layout of envoyproxy/ratelimit's cache key without its time bucket,
+// with the algorithm in front (a key holds one limiter kind). Each field
+// escapes '%' as %25 and '_' as %5F, so distinct descriptors never share a
+// key. shared[i], when set, replaces entry i's value (share_threshold).
+func appendKey(b []byte, a Algorithm, domain string, es []*rlpb.RateLimitDescriptor_Entry, shared []string) []byte {
+	b = append(b, "rls:"...)
+	b = append(b, a.String()...)
+	b = append(b, ':')
+	b = appendField(b, domain)
+	for i, e := range es {
+		b = append(b, '_')
+		b = appendField(b, e.GetKey())
+		b = append(b, '_')
+		if i < len(shared) && shared[i] != "" {
+			b = appendField(b, shared[i])
+		} else {
+			b = appendField(b, e.GetValue())
+		}
+	}
+	return b
+}
+
+func appendField(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b = append(b, "%25"...)
+		case '_':
+			b = append(b, "%5F"...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// writeError maps a keyspace failure to a gRPC status.
+func writeError(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.Is(err, shards.ErrWouldGrow):
+		return status.Error(codes.ResourceExhausted, "rate limit keyspace over maxmemory: "+err.Error())
+	case errors.Is(err, shards.ErrWrongType):
+		return status.Error(codes.FailedPrecondition, "a rate limit key holds another kind of limiter: "+err.Error())
+	}
+	return status.Error(codes.Unavailable, "rate limit decision failed: "+err.Error())
+}
+
+var _ pb.RateLimitServiceServer = (*Service)(nil)

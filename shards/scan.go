@@ -76,7 +76,7 @@ func (sh *shard) scanBucket(v uint32, now int64, fn func(key []byte, kind engine
 		if x == 0 {
 			return n
 		}
-		r := &sh.recs[x-1]
+		r := &sh.recs[slotRec(x)]
 		if r.h&mask == b && r.w() > now {
 			fn(sh.key(r), r.kind())
 			n++

@@ -19,7 +19,9 @@ var (
 	ErrBadOp = errors.New("shards: malformed operation")
 	// ErrKeyTooLarge is returned for a key longer than MaxKeyLen bytes.
 	ErrKeyTooLarge = errors.New("shards: key too large")
-	// ErrShardFull is returned when a shard's keys would exceed 4 GiB.
+	// ErrShardFull is returned when a shard's keys would exceed 4 GiB, or
+	// its key count 16,777,215 (the default shard count, 16 per CPU, holds
+	// at least 268 million keys).
 	ErrShardFull = errors.New("shards: shard key space full")
 	// ErrWouldGrow is returned for an op with NoGrow set that would create
 	// a key or grow a key's accounted size (the wire layer answers OOM).

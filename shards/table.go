@@ -26,6 +26,15 @@ const (
 	// maxArena bounds a shard's key arena: offsets are 32-bit.
 	maxArena = 1<<32 - 1
 
+	// A table slot is 0 (empty) or a record's index+1 in its low
+	// slotIdxBits bits, under the top bits of the record's hash: a probe
+	// compares those bits before it reads the record, so a slot that holds
+	// another key costs no cache miss on the record slab (in 255 cases of
+	// 256). The index bits bound a shard's records (maxRecs).
+	slotIdxBits = 24
+	slotIdxMask = 1<<slotIdxBits - 1
+	maxRecs     = slotIdxMask
+
 	// minTable is the smallest (and initial) table size of a shard.
 	minTable = 16
 	// compactMin is the slab length (records) or arena length (bytes) below
@@ -119,22 +128,33 @@ func (sh *shard) key(r *rec) []byte {
 // find returns the table position and record index of key, or (-1, -1).
 func (sh *shard) find(h uint32, key []byte) (int, int) {
 	mask := uint32(len(sh.table) - 1)
+	tag := h &^ slotIdxMask
 	for pos := h & mask; ; pos = (pos + 1) & mask {
 		v := sh.table[pos]
 		if v == 0 {
 			return -1, -1
 		}
-		r := &sh.recs[v-1]
+		if v&^slotIdxMask != tag {
+			continue
+		}
+		idx := slotRec(v)
+		r := &sh.recs[idx]
 		if r.h == h && r.keyLen() == len(key) && bytes.Equal(sh.arena[r.off:r.off+uint32(len(key))], key) {
-			return int(pos), int(v - 1)
+			return int(pos), idx
 		}
 	}
 }
 
+// slot is the table slot of record idx, whose hash is h.
+func slot(h uint32, idx int) uint32 { return h&^slotIdxMask | uint32(idx+1) }
+
+// slotRec is the record index a non-empty slot holds.
+func slotRec(v uint32) int { return int(v&slotIdxMask) - 1 }
+
 // posOf returns the table position holding record idx.
 func (sh *shard) posOf(idx int) int {
 	mask := uint32(len(sh.table) - 1)
-	want := uint32(idx + 1)
+	want := slot(sh.recs[idx].h, idx)
 	for pos := sh.recs[idx].h & mask; ; pos = (pos + 1) & mask {
 		switch sh.table[pos] {
 		case want:
@@ -184,8 +204,11 @@ func (sh *shard) set(idx int, st *engine.State) {
 }
 
 // insert adds key (absent from the shard) with state st. It fails only when
-// the shard's arena would exceed 4 GiB of live keys.
+// the shard's arena would exceed 4 GiB of live keys, or its records maxRecs.
 func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
+	if sh.free == 0 && len(sh.recs) >= maxRecs {
+		return ErrShardFull
+	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
 		sh.rehash(len(sh.table) * 2)
 	}
@@ -222,7 +245,7 @@ func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
 	for sh.table[pos] != 0 {
 		pos = (pos + 1) & mask
 	}
-	sh.table[pos] = uint32(idx + 1)
+	sh.table[pos] = slot(h, idx)
 	return nil
 }
 
@@ -242,7 +265,7 @@ shift:
 			if v == 0 {
 				break shift
 			}
-			home := int(sh.recs[v-1].h) & mask
+			home := int(sh.recs[slotRec(v)].h) & mask
 			// The entry at j may move back to i unless its home lies
 			// cyclically in (i, j].
 			if (i <= j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
@@ -301,7 +324,7 @@ func (sh *shard) rehash(size int) {
 		for t[pos] != 0 {
 			pos = (pos + 1) & mask
 		}
-		t[pos] = uint32(i + 1)
+		t[pos] = slot(r.h, i)
 	}
 	sh.table = t
 }

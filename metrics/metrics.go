@@ -13,6 +13,7 @@ import (
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/rls"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -38,13 +39,20 @@ type Raft interface {
 	Info() replication.Info
 }
 
+// RateLimitService is Envoy's rate-limit service (*rls.Service satisfies
+// it).
+type RateLimitService interface {
+	Stats() rls.Stats
+}
+
 // Sources are what a Collector reads at each scrape. Server and Store are
-// required; Persistence and Raft are nil when off.
+// required; Persistence, Raft and RLS are nil when off.
 type Sources struct {
 	Server      Server
 	Store       Store
 	Persistence Persistence
 	Raft        Raft
+	RLS         RateLimitService
 	// Now is the clock Store.Stats is read at (Unix ns); nil uses the
 	// system clock.
 	Now func() int64
@@ -81,6 +89,8 @@ type Collector struct {
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
 	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
 	raftEntries, buildInfo                                  *prometheus.Desc
+	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
+	rlsReloads                                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -139,6 +149,12 @@ func NewCollector(src Sources) *Collector {
 		raftEntries:       d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
 		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
+
+		rlsRequests:  d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),
+		rlsOverLimit: d("rls_over_limit_total", "ShouldRateLimit calls answered OVER_LIMIT."),
+		rlsShadow:    d("rls_shadow_over_limit_total", "Descriptors over their limit under a shadow_mode rule (answered OK)."),
+		rlsErrors:    d("rls_errors_total", "ShouldRateLimit calls answered with a gRPC error."),
+		rlsReloads:   d("rls_config_loads_total", "Rate-limit service configuration loads: ok, or refused (the previous configuration kept).", "outcome"),
 	}
 	c.descs = descs
 	return c
@@ -206,6 +222,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	if p := c.src.Persistence; p != nil {
 		c.collectPersistence(p, gauge, counter)
+	}
+	if r := c.src.RLS; r != nil {
+		s := r.Stats()
+		counter(c.rlsRequests, float64(s.Requests))
+		counter(c.rlsOverLimit, float64(s.OverLimit))
+		counter(c.rlsShadow, float64(s.ShadowOverLimit))
+		counter(c.rlsErrors, float64(s.Errors))
+		counter(c.rlsReloads, float64(s.Reloads), "ok")
+		counter(c.rlsReloads, float64(s.ReloadErrors), "refused")
 	}
 	if r := c.src.Raft; r != nil {
 		inf := r.Info()

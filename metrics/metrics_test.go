@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/rls"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -112,7 +113,8 @@ func TestScrape(t *testing.T) {
 		ChangesSinceLastSave: 7, LastSave: time.Unix(1700000000, 0), LastSaveOK: true, Saves: 3,
 		LastSaveDuration: 250 * time.Millisecond, LastSaveKeys: 5, LastSaveBytes: 4096,
 	}
-	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist})
+	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1}
+	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist, RLS: rlsStats})
 	h, err := Listen("127.0.0.1:0", reg, discard())
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +191,12 @@ func TestScrape(t *testing.T) {
 		{"cellserver_snapshot_last_keys", nil, 5},
 		{"cellserver_snapshot_last_bytes", nil, 4096},
 		{"cellserver_build_info", map[string]string{"version": resp.Version}, 1},
+		{"cellserver_rls_requests_total", nil, 9},
+		{"cellserver_rls_over_limit_total", nil, 2},
+		{"cellserver_rls_shadow_over_limit_total", nil, 1},
+		{"cellserver_rls_errors_total", nil, 3},
+		{"cellserver_rls_config_loads_total", map[string]string{"outcome": "ok"}, 4},
+		{"cellserver_rls_config_loads_total", map[string]string{"outcome": "refused"}, 1},
 	}
 	for _, tt := range tests {
 		got, ok := value(mf, tt.name, tt.labels)
@@ -227,3 +235,8 @@ func TestScrape(t *testing.T) {
 		t.Errorf("histogram: last bucket %d, count %d, sum %v; want last bucket <= count and sum > 0", prev, hist.GetSampleCount(), hist.GetSampleSum())
 	}
 }
+
+// fakeRLS stands for the rate-limit service's counters.
+type fakeRLS rls.Stats
+
+func (f fakeRLS) Stats() rls.Stats { return rls.Stats(f) }

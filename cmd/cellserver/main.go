@@ -242,6 +242,9 @@ func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logge
 	if st.node != nil {
 		src.Raft = st.node
 	}
+	if st.rls != nil {
+		src.RLS = cfg.RLS.svc
+	}
 	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), logger)
 	if err != nil {
 		return nil, err

@@ -394,7 +394,7 @@ func (n *Node) watchMembership() {
 		case <-t.C:
 		case <-n.leaderChanged():
 		}
-		servers, _, err := n.configuration()
+		servers, index, err := n.configuration()
 		if err != nil {
 			continue
 		}
@@ -402,10 +402,15 @@ func (n *Node) watchMembership() {
 		in := slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
 		_, leader := n.raft.LeaderWithID()
 		otherLeader := leader != "" && string(leader) != n.cfg.NodeID
+		// A configuration not known to be committed may still be undone
+		// by the next leader (a removal replicated here, then lost with
+		// its leader): only a committed one is trusted alone; otherwise
+		// the leader's own answer (askLeader) decides.
+		committed := index <= n.raft.CommitIndex()
 		was := n.mship.removed.Load()
 		removed := was
 		switch {
-		case !in && len(servers) > 0 && !otherLeader:
+		case !in && len(servers) > 0 && !otherLeader && committed:
 			removed = true // left out, and nobody leads it any more
 		case leader != "":
 			removed = false // a leader contacts it, or it leads

@@ -47,6 +47,11 @@ var (
 	// was applied. The error is a *RemovedError naming the last leader
 	// this node knows of.
 	ErrRemoved = errors.New("replication: this node was removed from the cluster")
+	// ErrIDInUse is returned by Join for an id that is a member at another
+	// raft address: a new node must not take over a member's id (raft
+	// would keep the member's vote for a node with an empty log). Remove
+	// the member first. Nothing was changed.
+	ErrIDInUse = errors.New("replication: the id is a member at another raft address")
 )
 
 // QuorumError is ErrQuorumAtRisk with its figures: removing ID would leave

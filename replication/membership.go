@@ -77,20 +77,20 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 	if err != nil {
 		return false, err
 	}
-	m.mu.Lock()
-	if m.pending == nil {
-		m.pending = map[string]string{}
-	}
-	m.pending[id] = respAddr
-	m.mu.Unlock()
-	if i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }); i >= 0 && string(servers[i].Address) == raftAddr {
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	switch {
+	case i >= 0 && string(servers[i].Address) == raftAddr:
+		n.setPending(id, respAddr)
 		return servers[i].Suffrage == raft.Voter, nil
+	case i >= 0:
+		// AddNonvoter would only move the member, keeping its vote, to a
+		// node that may hold none of its log.
+		return false, fmt.Errorf("replication: join %s at %s (a member at %s): %w", id, raftAddr, servers[i].Address, ErrIDInUse)
 	}
 	if err := n.probe(ctx, raftAddr); err != nil {
 		return false, fmt.Errorf("replication: join %s: %w", id, err)
 	}
-	// A member that moved keeps its suffrage: AddNonvoter only updates its
-	// address.
+	n.setPending(id, respAddr)
 	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
 		return false, translate("join", err)
 	}
@@ -100,6 +100,17 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 		return false, err
 	}
 	return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id && s.Suffrage == raft.Voter }), nil
+}
+
+// setPending keeps respAddr to be replicated once id is promoted.
+func (n *Node) setPending(id, respAddr string) {
+	m := &n.mship
+	m.mu.Lock()
+	if m.pending == nil {
+		m.pending = map[string]string{}
+	}
+	m.pending[id] = respAddr
+	m.mu.Unlock()
 }
 
 // recordResp replicates id's RESP address unless it is recorded already.

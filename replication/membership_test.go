@@ -81,6 +81,15 @@ func TestBadJoinsKeepQuorum(t *testing.T) {
 	if err := c.nodes[l].node.Join(t.Context(), "nobody", deadAddr, "127.0.0.1:1"); err == nil || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrNotPromoted) {
 		t.Fatalf("Join of an unreachable address = %v, want the probe's refusal", err)
 	}
+	// A new node may not take over a member's id at another address (it
+	// would inherit the member's vote with none of its log), whether the
+	// join reaches the leader directly or through a follower.
+	for _, via := range []int{l, (l + 1) % 3} {
+		taken := c.nodes[(l+2)%3].id
+		if err := c.nodes[via].node.Join(t.Context(), taken, zombie(t), "127.0.0.1:1"); !errors.Is(err, ErrIDInUse) {
+			t.Fatalf("Join(%s) at another address via %s = %v, want ErrIDInUse", taken, c.nodes[via].id, err)
+		}
+	}
 	l = c.WaitForLeader(10 * time.Second)
 	got, non := voters(t, c.nodes[l].node)
 	if !slices.Equal(got, want) {

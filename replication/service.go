@@ -56,15 +56,16 @@ const (
 // codeErrors names the sentinels by their code on the wire. Codes are part
 // of the protocol: never renumber one.
 var codeErrors = [...]error{
-	1: ErrNotLeader,
-	2: ErrNoLeader,
-	3: ErrLeadershipLost,
-	4: ErrShutdown,
-	5: ErrBadPayload,
-	6: ErrUnknownNode,
-	7: ErrQuorumAtRisk,
-	8: ErrNotPromoted,
-	9: ErrRemoved,
+	1:  ErrNotLeader,
+	2:  ErrNoLeader,
+	3:  ErrLeadershipLost,
+	4:  ErrShutdown,
+	5:  ErrBadPayload,
+	6:  ErrUnknownNode,
+	7:  ErrQuorumAtRisk,
+	8:  ErrNotPromoted,
+	9:  ErrRemoved,
+	10: ErrIDInUse,
 }
 
 const (

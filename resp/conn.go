@@ -249,6 +249,12 @@ func (c *Conn) execBatch(cmds []span) {
 	t0 := time.Now()
 	c.lastSeen.Store(t0.UnixNano())
 	for i := 0; i < len(cmds); {
+		if c.closing.Load() {
+			// Closed by CLIENT KILL or Close: the rest of a long batch is
+			// not run (Shutdown lets batches finish; Close does not wait).
+			c.quit = true
+			return
+		}
 		a := args[cmds[i].lo:cmds[i].hi]
 		cmd, err := t.resolve(a)
 		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {

@@ -146,6 +146,8 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "ERR invalid replication payload"...)
 	case errors.Is(err, replication.ErrUnknownNode):
 		return append(b, "ERR no such cluster member"...)
+	case errors.Is(err, replication.ErrIDInUse):
+		return append(b, "ERR a member with this id exists at another raft address; RAFT.REMOVE it first to replace it"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)

@@ -23,7 +23,8 @@ import (
 // needs one read (resp/DESIGN.md has the figures).
 //
 // What a loop must never do is wait: a backend whose writes wait on the
-// network (the cluster's, Backend.Blocking) keeps goroutine connections,
+// network (a server with a Cluster: its writes wait on raft commits) keeps
+// goroutine connections,
 // as TLS connections always do.
 
 // loopBatch bounds the commands of one batch on a loop, so that a deep
@@ -72,9 +73,14 @@ func (l *loops) enroll(c *Conn, nc net.Conn) error {
 	if err != nil {
 		return err
 	}
-	// closeNow stores closing, then loads loop; this stores loop, then
-	// loads closing: one of the two sees the other and closes gc.
-	c.loop.CompareAndSwap(nil, &loopConn{gc})
+	// EnrollContext returns once the loop has opened the connection, or
+	// failed to register it (gnet then returns no error, but OnOpen never
+	// ran and OnClose never will).
+	if c.loop.Load() == nil {
+		return errors.New("the event loop could not register the connection")
+	}
+	// closeNow stores closing, then loads loop; OnOpen stored loop before
+	// this loads closing: one of the two sees the other and closes gc.
 	if c.closing.Load() {
 		_ = gc.Close()
 	}
@@ -92,7 +98,7 @@ func (l *loops) stop() {
 func (l *loops) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := gc.Context().(*Conn)
 	c.gc = gc
-	c.loop.CompareAndSwap(nil, &loopConn{gc})
+	c.loop.Store(&loopConn{gc})
 	c.rd.rd = loopInput{gc}
 	c.rd.beforeRead = nil
 	c.rd.maxBatch = loopBatch
@@ -147,8 +153,21 @@ func (c *Conn) onTraffic() (closing bool) {
 			closing = true
 		}
 	}()
-	if c.loopSoft.Load() && c.checkLoopOutput() != nil {
+	if in := c.gc.InboundBuffered(); in > int(s.queryLimit.Load()) {
+		// What gnet holds beyond the reader (a connection that yielded
+		// while its client kept sending) counts against the same limit.
+		s.stats.queryLimited.Add(1)
+		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", s.queryLimit.Load())
 		return true
+	}
+	if prev := c.omem.Load(); prev > 0 || c.loopSoft.Load() {
+		if c.checkLoopOutput() != nil {
+			return true
+		}
+		if c.omem.Load() < prev {
+			// Draining its replies counts as activity (idle timeout).
+			c.lastSeen.Store(time.Now().UnixNano())
+		}
 	}
 	start := time.Now()
 	for {
@@ -220,10 +239,12 @@ func (s *Server) sweepLoopConns() {
 				s.stats.queryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
-			case idle > 0 && now-c.lastSeen.Load() > idle:
+			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
 				_ = lc.gc.Close()
-			case c.loopSoft.Load():
-				_ = lc.gc.Wake(nil) // checks the soft output limit
+			case c.loopSoft.Load(), idle > 0 && c.omem.Load() > 0:
+				// Replies pending: the connection checks the output limits
+				// and whether its client is still draining them.
+				_ = lc.gc.Wake(nil)
 			}
 		}
 		s.mu.Unlock()

@@ -1,11 +1,15 @@
 package resp
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // transports runs f against a server of each kind of connection: event
@@ -88,4 +92,38 @@ func TestClientKillMaxAge(t *testing.T) {
 	if lines := strings.Count(string(body), "\n"); lines != 2 { // one client line, then CRLF
 		t.Errorf("CLIENT LIST after the kill = %q, want only this client", body)
 	}
+}
+
+// Close does not wait for the rest of a long batch of slow commands: the
+// connection stops at the next command, on either transport.
+func TestCloseStopsBatch(t *testing.T) {
+	transports(t, func(t *testing.T, loops int) {
+		ts := startServer(t, func(c *Config) { c.EventLoops = loops })
+		fillKeys(t, ts.client(t, 2, ""), 50000)
+		rc := ts.raw(t)
+		const n = 400 // each scans 50,000 keys and matches none
+		if _, err := rc.Write(bytes.Repeat([]byte("*2\r\n$4\r\nKEYS\r\n$3\r\nzz*\r\n"), n)); err != nil {
+			t.Fatal(err)
+		}
+		keysCalls := func() int64 {
+			for _, cs := range ts.srv.Stats().Commands {
+				if cs.Name == "keys" {
+					return cs.Calls
+				}
+			}
+			return 0
+		}
+		poll.Until(t, 30*time.Second, func() error {
+			if keysCalls() == 0 {
+				return errors.New("no KEYS has run yet")
+			}
+			return nil
+		})
+		if err := ts.srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := keysCalls(); got >= n {
+			t.Errorf("%d of %d KEYS ran: Close waited for the whole batch", got, n)
+		}
+	})
 }

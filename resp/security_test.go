@@ -565,6 +565,8 @@ func TestConfigSetDuplicate(t *testing.T) {
 		{[]any{"maxmemory", "10", "maxmemory", "20"}, "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - duplicate parameter"},
 		{[]any{"maxmemory", "10", "MAXMEMORY", "20"}, "ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter"},
 		{[]any{"timeout", "5", "maxmemory", "10", "timeout", "6"}, "ERR CONFIG SET failed (possibly related to argument 'timeout') - duplicate parameter"},
+		// A bad value after good ones: those are put back.
+		{[]any{"timeout", "55", "maxmemory", "10", "maxmemory-policy", "bogus"}, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - maxmemory-policy: expected noeviction or volatile-ttl, got \"bogus\""},
 	}
 	for _, tt := range tests {
 		err := c.Do(ctx, append([]any{"CONFIG", "SET"}, tt.args...)...).Err()

@@ -129,6 +129,11 @@ func DefaultConfig() Config {
 	}
 }
 
+// OverMemory reports whether the keyspace is over maxmemory under the
+// noeviction policy, so that writes that would add or grow a key are
+// refused (INFO's OOM state). Safe from any goroutine; it reads one atomic.
+func (s *Server) OverMemory() bool { return s.oom.Load() }
+
 // DefaultEventLoops is the default Config.EventLoops: one loop per two
 // CPUs the process may use, at least one. A loop keeps its CPU busy
 // under load; the other half is left to the keyspace's own work, the

@@ -304,8 +304,17 @@ func configCommand() *Command {
 						}
 						sts = append(sts, st)
 					}
+					// Apply in order; a value refused after others were
+					// applied puts those back, as Redis 7 does.
+					old := make([]string, len(sts))
 					for k, st := range sts {
+						old[k] = st.Get()
 						if err := st.Set(string(args[2+2*k+1])); err != nil {
+							for j := k - 1; j >= 0; j-- {
+								if rerr := sts[j].Set(old[j]); rerr != nil {
+									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
+								}
+							}
 							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
 						}
 					}

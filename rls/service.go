@@ -310,12 +310,14 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 	var (
 		overLimit             bool
 		quotaTotal, quotaOver int
-		pick                  = -1 // the descriptor the headers describe
-		pickLimited           bool
-		pickRemaining         uint32 = math.MaxUint32
-		retry                 int64  = -1
-		resets                       = make([]int64, len(plans))
+		// The headers describe an enforced descriptor (a quota one only
+		// when no enforced descriptor matched; never a shadow one, which
+		// must stay invisible to clients): see headerPick.
+		enforced, quota headerPick
+		resets          = make([]int64, len(plans))
 	)
+	enforced.init()
+	quota.init()
 	for i := range plans {
 		p := &plans[i]
 		l := p.limit
@@ -357,27 +359,63 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 		} else if limited {
 			overLimit = true
 		}
-		enforcedLimited := limited && !l.ShadowMode && !l.QuotaMode
-		if pick < 0 || (enforcedLimited && !pickLimited) || (enforcedLimited == pickLimited && st.LimitRemaining < pickRemaining) {
-			pick, pickLimited, pickRemaining = i, enforcedLimited, st.LimitRemaining
-			retry = retryAfter
+		switch {
+		case l.QuotaMode:
+			quota.add(i, limited, st.LimitRemaining, retryAfter)
+		case !l.ShadowMode:
+			enforced.add(i, limited, st.LimitRemaining, retryAfter)
 		}
 	}
 	out.OverallCode = pb.RateLimitResponse_OK
 	if overLimit || (quotaTotal > 0 && quotaOver == quotaTotal) {
 		out.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
-	if mode := s.Headers(); mode != HeadersOff && pick >= 0 {
-		l := plans[pick].limit
-		if out.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			retry = -1
+	hp := &enforced
+	if hp.pick < 0 || (!overLimit && out.OverallCode == pb.RateLimitResponse_OVER_LIMIT) {
+		hp = &quota // no enforced descriptor, or the quota ones decided
+	}
+	if mode := s.Headers(); mode != HeadersOff && hp.pick >= 0 {
+		l := plans[hp.pick].limit
+		retry := int64(-1)
+		if out.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+			retry = hp.retry
 		}
 		out.ResponseHeadersToAdd = appendHeaders(nil, mode, headerValues{
-			name: l.Name, limit: int64(l.RequestsPerUnit), remaining: int64(pickRemaining),
-			window: l.Period, reset: resets[pick], retry: retry,
+			name: l.Name, limit: int64(l.RequestsPerUnit), remaining: int64(hp.remaining),
+			window: l.Period, reset: resets[hp.pick], retry: retry,
 		})
 	}
 	return out
+}
+
+// headerPick chooses, among one class of descriptors, the one the response
+// headers describe — a limited one first, then the one with the least
+// remaining — and the Retry-After of the class: the longest wait among its
+// limited descriptors (all of them must allow the request again), or -1
+// when one of them never will.
+type headerPick struct {
+	pick      int
+	limited   bool
+	remaining uint32
+	retry     int64
+	never     bool
+}
+
+func (h *headerPick) init() { *h = headerPick{pick: -1, remaining: math.MaxUint32, retry: -1} }
+
+func (h *headerPick) add(i int, limited bool, remaining uint32, retryAfter int64) {
+	if limited {
+		if retryAfter < 0 {
+			h.never = true
+		}
+		h.retry = max(h.retry, retryAfter)
+		if h.never {
+			h.retry = -1
+		}
+	}
+	if h.pick < 0 || (limited && !h.limited) || (limited == h.limited && remaining < h.remaining) {
+		h.pick, h.limited, h.remaining = i, limited, remaining
+	}
 }
 
 // hitsAddend returns what descriptor d takes: its own hits_addend when set
@@ -411,12 +449,13 @@ func overrideLimit(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*Limit, error
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
 		mult = int64(m.GetValue())
 	}
+	// Checked before multiplying: a large multiplier would wrap around.
+	if mult > engine.MaxPeriod/(secs*1e9) {
+		return nil, fmt.Errorf("period of %d %s exceeds 3660 days", mult, unit)
+	}
 	l := &Limit{
 		RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit, Algorithm: GCRA,
 		Period: secs * mult * 1e9, Burst: max(int64(o.GetRequestsPerUnit()), 1),
-	}
-	if l.Period > engine.MaxPeriod {
-		return nil, fmt.Errorf("period of %d %s exceeds 3660 days", mult, unit)
 	}
 	if err := l.check(); err != nil {
 		return nil, err

@@ -481,3 +481,37 @@ func TestNoGrow(t *testing.T) {
 		t.Fatalf("new key under maxmemory = %v; want OK", r)
 	}
 }
+
+// TestHeaderPick: the headers describe a limited descriptor first, then the
+// one with the least remaining; Retry-After is the longest wait among the
+// limited ones (all must allow the request again), or none when one of
+// them never will.
+func TestHeaderPick(t *testing.T) {
+	type add struct {
+		limited   bool
+		remaining uint32
+		retry     int64
+	}
+	tests := []struct {
+		name      string
+		adds      []add
+		pick      int
+		retry     int64
+		remaining uint32
+	}{
+		{"none limited: least remaining", []add{{false, 5, -1}, {false, 2, -1}}, 1, -1, 2},
+		{"a limited one first", []add{{false, 0, -1}, {true, 0, 10}}, 1, 10, 0},
+		{"longest wait of two limited", []add{{true, 0, 1e9}, {true, 0, 3600e9}}, 0, 3600e9, 0},
+		{"one limited never allows", []add{{true, 0, 3600e9}, {true, 0, -1}}, 0, -1, 0},
+	}
+	for _, tt := range tests {
+		var h headerPick
+		h.init()
+		for i, a := range tt.adds {
+			h.add(i, a.limited, a.remaining, a.retry)
+		}
+		if h.pick != tt.pick || h.retry != tt.retry || h.remaining != tt.remaining {
+			t.Errorf("%s: pick %d, retry %d, remaining %d; want %d, %d, %d", tt.name, h.pick, h.retry, h.remaining, tt.pick, tt.retry, tt.remaining)
+		}
+	}
+}

@@ -35,6 +35,17 @@ func stateBytes(st *engine.State) int64 {
 	return extEntryBytes + int64(cap(st.Log))*logEntryBytes
 }
 
+// grownBytes is the size NoGrow compares (see Op.NoGrow): as stateBytes,
+// but a log counted by its length, never its capacity. Every replica holds
+// the same entries, but not the same spare capacity (a log restored from a
+// snapshot has none), so only the length decides alike everywhere.
+func grownBytes(st *engine.State) int64 {
+	if compact(st) {
+		return 0
+	}
+	return extEntryBytes + int64(len(st.Log))*logEntryBytes
+}
+
 // KeyBytes returns the bytes key accounts for in UsedBytes (its record and
 // table slot, its name, its side-table entry and sliding log), or 0 and
 // false when the key is missing or expired at now (MEMORY USAGE). It takes

@@ -74,6 +74,9 @@ func TestNoGrow(t *testing.T) {
 			return t0 + int64(time.Hour)
 		}, limitOp("k", gcra(0, 1, time.Second, 1)), ErrWouldGrow, false},
 		{"full log, new entry", func(t *testing.T, s *Store) int64 { return fullLog(t, s, "k") }, limitOp("k", sl(1000, time.Hour, 1)), ErrWouldGrow, false},
+		// A new entry is refused even where the array has spare room: the
+		// room is not the same on every replica (see grownBytes).
+		{"log with room, new entry", func(t *testing.T, s *Store) int64 { return fillLog(t, s, "k", 5) }, limitOp("k", sl(1000, time.Hour, 1)), ErrWouldGrow, false},
 		{"full log, merged entry", func(t *testing.T, s *Store) int64 { return fullLog(t, s, "k") - int64(time.Millisecond) }, limitOp("k", sl(1000, time.Hour, 1)), nil, false},
 		{"full log, denied", func(t *testing.T, s *Store) int64 { return fullLog(t, s, "k") }, limitOp("k", sl(3, time.Hour, 1)), nil, true},
 		{"full log, peek", func(t *testing.T, s *Store) int64 { return fullLog(t, s, "k") }, limitOp("k", sl(1000, time.Hour, 0)), nil, false},
@@ -161,5 +164,31 @@ func TestKeyBytesSlidingLog(t *testing.T) {
 	}
 	if n, ok := s.KeyBytes([]byte("missing"), now); ok || n != 0 {
 		t.Errorf("KeyBytes(missing) = %d, %v; want 0, false", n, ok)
+	}
+}
+
+// A replica that restored a log from a snapshot (no spare capacity) decides
+// a NoGrow op exactly as the node that built the log by appending: the
+// decision must not depend on what is not replicated.
+func TestNoGrowSameOnRestoredReplica(t *testing.T) {
+	for n := 1; n <= 12; n++ {
+		built := newStore(t, 4)
+		now := fillLog(t, built, "k", n)
+		st, ok := built.Lookup([]byte("k"), now)
+		if !ok {
+			t.Fatal("log missing")
+		}
+		restored := newStore(t, 4)
+		restored.Put([]byte("k"), engine.State{Kind: st.Kind, ExpireAt: st.ExpireAt, A: st.A, B: st.B, C: st.C, Log: append([]engine.LogEntry(nil), st.Log...)})
+		for _, at := range []int64{now, now - int64(time.Millisecond)} { // a new entry, a merged one
+			var a, b Result
+			opA, opB := limitOp("k", sl(1000, time.Hour, 1)), limitOp("k", sl(1000, time.Hour, 1))
+			opA.NoGrow, opB.NoGrow = true, true
+			built.Exec(opA, at, &a)
+			restored.Exec(opB, at, &b)
+			if !errors.Is(a.Err, b.Err) || !errors.Is(b.Err, a.Err) {
+				t.Errorf("log of %d entries at %d: built %v, restored %v", n, at, a.Err, b.Err)
+			}
+		}
 	}
 }

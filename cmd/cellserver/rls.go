@@ -133,7 +133,7 @@ func (st *storage) followMemory(srv *resp.Server) {
 		t := time.NewTicker(rlsMemoryInterval)
 		defer t.Stop()
 		for {
-			s.oom.Store(srv.Stats().OOM)
+			s.oom.Store(srv.OverMemory())
 			select {
 			case <-s.ctx.Done():
 				return

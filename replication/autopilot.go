@@ -433,26 +433,44 @@ func (n *Node) watchMembership() {
 	}
 }
 
-// askLeader asks the other servers in turn who leads; ok when one that is
-// the ready leader, or knows the leader, answered. member is the leader's
-// own verdict on this node when the leader answered, true otherwise.
+// askLeader asks the other servers, all at once, who leads; ok when one
+// that is the ready leader, or knows the leader, answered. member is the
+// leader's own verdict on this node when the leader answered, true
+// otherwise. It takes at most one status timeout, however many members are
+// down.
 func (n *Node) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool) {
-	member = true
+	ctx, cancel := context.WithTimeout(n.ctx, n.statusTimeout())
+	defer cancel()
+	answers := make(chan nodeStatus, len(servers))
+	asked := 0
 	for _, s := range servers {
 		if string(s.ID) == n.cfg.NodeID {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, n.statusTimeout())
-		st, err := n.askStatus(ctx, string(s.Address))
-		cancel()
-		if err != nil || st.LeaderID == "" || st.LeaderID == n.cfg.NodeID {
+		asked++
+		go func(addr string) {
+			st, err := n.askStatus(ctx, addr)
+			if err != nil {
+				st = nodeStatus{}
+			}
+			answers <- st // buffered: never blocks, so every asker exits
+		}(string(s.Address))
+	}
+	// Every answer is awaited (the askers end at once when cancelled), so
+	// that none outlives the watcher that Close waits for.
+	member = true
+	ready := false
+	for range asked {
+		st := <-answers
+		if ready || st.LeaderID == "" || st.LeaderID == n.cfg.NodeID {
 			continue
 		}
 		ref = &leaderRef{id: st.LeaderID, raft: st.LeaderRaft, resp: st.LeaderResp}
-		if st.Ready {
-			return ref, st.Member, true
-		}
 		ok = true
+		if st.Ready {
+			ready, member = true, st.Member
+			cancel()
+		}
 	}
 	return ref, member, ok
 }

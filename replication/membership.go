@@ -113,14 +113,25 @@ func (n *Node) setPending(id, respAddr string) {
 	m.mu.Unlock()
 }
 
-// recordResp replicates id's RESP address unless it is recorded already.
+// recordResp replicates id's RESP address unless it is recorded already,
+// while id is a member (under changeMu, so that a removal between the
+// promotion and this cannot leave the address of a node that left).
 func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
+	m := &n.mship
+	m.changeMu.Lock()
+	defer m.changeMu.Unlock()
+	servers, _, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		return fmt.Errorf("replication: join %q: %w", id, ErrUnknownNode)
+	}
 	if addr, ok := n.fsm.member(id); !ok || addr != respAddr {
 		if err := n.submit(ctx, &pending{member: &memberChange{id: id, respAddr: respAddr}}); err != nil {
 			return err
 		}
 	}
-	m := &n.mship
 	m.mu.Lock()
 	if m.pending[id] == respAddr {
 		delete(m.pending, id)

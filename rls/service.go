@@ -156,7 +156,9 @@ func (s *Service) loadLocked(dir string) error {
 	s.dir, s.seen = dir, fp
 	s.dirValue.Store(&dir)
 	s.stats.reloads.Add(1)
-	s.log.Info("rate-limit service: configuration loaded", "dir", dir, "files", len(c.Files), "domains", c.Domains())
+	if dir != "" { // no directory: no rules, nothing worth a line
+		s.log.Info("rate-limit service: configuration loaded", "dir", dir, "files", len(c.Files), "domains", c.Domains())
+	}
 	return nil
 }
 

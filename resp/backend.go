@@ -81,6 +81,33 @@ type Cluster interface {
 	Role() RoleInfo
 	// InfoFields returns the INFO replication fields, in order.
 	InfoFields() [][2]string
+	// Topology returns the group's members as the CLUSTER command
+	// reports them.
+	Topology() Topology
+}
+
+// Topology is a replication group's membership as CLUSTER SLOTS, SHARDS
+// and NODES report it: one shard owning every slot.
+type Topology struct {
+	// SelfID is this node's NodeID.
+	SelfID string
+	// Term is the current raft term, reported as the config epoch.
+	Term uint64
+	// Nodes lists the voting members that have a replicated RESP
+	// address, the leader (when one is known) first, then by NodeID.
+	Nodes []TopologyNode
+}
+
+// TopologyNode is one member of a Topology.
+type TopologyNode struct {
+	// ID is the member's NodeID.
+	ID string
+	// Host and Port are its RESP listener; BusPort is its raft port
+	// (0 when its raft address has none).
+	Host          string
+	Port, BusPort int
+	// Leader is true for the leader as this node knows it.
+	Leader bool
 }
 
 // RoleInfo is the ROLE reply. A leader answers like a Redis master

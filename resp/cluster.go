@@ -51,6 +51,27 @@ func (v clusterView) Role() RoleInfo {
 	return r
 }
 
+// Topology lists the voters with a replicated RESP address, the leader
+// first: followers catching up as non-voters are left out.
+func (v clusterView) Topology() Topology {
+	inf := v.n.Info()
+	t := Topology{SelfID: inf.NodeID, Term: inf.Term}
+	for _, m := range inf.Members { // sorted by ID
+		if !m.Voter || m.RespAddr == "" {
+			continue
+		}
+		h, p := splitHostPort(m.RespAddr)
+		_, bus := splitHostPort(m.RaftAddr)
+		nd := TopologyNode{ID: m.ID, Host: h, Port: p, BusPort: bus, Leader: m.Leader && !inf.Removed}
+		if nd.Leader {
+			t.Nodes = append([]TopologyNode{nd}, t.Nodes...)
+		} else {
+			t.Nodes = append(t.Nodes, nd)
+		}
+	}
+	return t
+}
+
 // InfoFields answers INFO replication: Redis's role fields first (so that
 // tools reading role/master_host/connected_slaves work), then the raft view.
 func (v clusterView) InfoFields() [][2]string {

@@ -12,6 +12,8 @@ func builtinCommands() []*Command {
 	all = append(all, keyCommands()...)
 	all = append(all, connectionCommands()...)
 	all = append(all, serverCommands()...)
+	all = append(all, clusterCommand())
+	all = append(all, clusterConnCommands()...)
 	return all
 }
 
@@ -26,7 +28,7 @@ func serverCommands() []*Command {
 			Name: "info", Arity: -1, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
 			Summary: "Returns information and statistics about the server.", Complexity: "O(1)",
 			Args: []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true,
-				Doc: "server, clients, memory, persistence, stats, replication, cpu, keyspace, commandstats; default, all or everything"}},
+				Doc: "server, clients, memory, persistence, stats, replication, cpu, cluster (`cluster_enabled`: 1 in a replication group), keyspace, commandstats; default, all or everything"}},
 			Reply:   "Bulk string: `# Section` headers and `field:value` lines separated by CRLF, as Redis writes them.",
 			Handler: infoHandler,
 		},

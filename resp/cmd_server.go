@@ -461,7 +461,9 @@ func clientListHandler(c *Conn, args [][]byte) error {
 		c.srv.mu.Lock()
 		conns := make([]*Conn, 0, len(c.srv.conns))
 		for o := range c.srv.conns {
-			if ids == nil || ids[o.id] {
+			// A killed client is gone for CLIENT LIST at once, as in
+			// Redis, though its goroutine or loop may still be closing it.
+			if (ids == nil || ids[o.id]) && !o.closing.Load() {
 				conns = append(conns, o)
 			}
 		}

@@ -28,6 +28,7 @@ var infoSections = []infoSection{
 	{"stats", true, (*Server).infoStats},
 	{"replication", true, (*Server).infoReplication},
 	{"cpu", true, (*Server).infoCPU},
+	{"cluster", true, (*Server).infoCluster},
 	{"keyspace", true, (*Server).infoKeyspace},
 	{"commandstats", false, (*Server).infoCommandstats},
 	{"latencystats", false, (*Server).infoLatencystats},
@@ -76,7 +77,11 @@ func (s *Server) infoServer(b []byte, now int64) []byte {
 	b = append(b, "# Server\r\n"...)
 	b = field(b, "redis_version", redisVersion)
 	b = field(b, "cellserver_version", Version)
-	b = field(b, "redis_mode", "standalone")
+	mode := "standalone"
+	if s.cfg.Cluster != nil {
+		mode = "cluster" // CLUSTER answers: clients may use cluster mode
+	}
+	b = field(b, "redis_mode", mode)
 	b = field(b, "os", runtime.GOOS+" "+runtime.GOARCH)
 	b = fieldInt(b, "arch_bits", strconv.IntSize)
 	b = field(b, "go_version", runtime.Version())
@@ -201,6 +206,17 @@ func (s *Server) infoCPU(b []byte, _ int64) []byte {
 	b = append(b, "# CPU\r\n"...)
 	b = fieldInt(b, "go_max_procs", int64(runtime.GOMAXPROCS(0)))
 	return fieldInt(b, "goroutines", int64(runtime.NumGoroutine()))
+}
+
+// infoCluster appends the Cluster section: cluster_enabled is 1 in a
+// replication group, which speaks the Redis Cluster protocol (CLUSTER).
+func (s *Server) infoCluster(b []byte, _ int64) []byte {
+	b = append(b, "# Cluster\r\n"...)
+	enabled := int64(0)
+	if s.cfg.Cluster != nil {
+		enabled = 1
+	}
+	return fieldInt(b, "cluster_enabled", enabled)
 }
 
 // infoKeyspace appends the Keyspace section: db0's key count and the count

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,4 +192,74 @@ func TestClusterProtocol(t *testing.T) {
 			t.Fatalf("ClusterClient CL.THROTTLE %s after failover = %v, %v; want allowed", key, v, err)
 		}
 	}
+}
+
+// TestClusterModeClients: redis-py's RedisCluster and ioredis's Cluster,
+// given one node's address, read CLUSTER SLOTS and drive the group: three
+// CL.THROTTLE with a limit of 2 on one key answer allowed, allowed,
+// limited, wherever each client sends them.
+func TestClusterModeClients(t *testing.T) {
+	nodes := startCluster(t, 3)
+	l := waitLeader(t, nodes)
+	var followers []*clusterNode
+	for i, nd := range nodes {
+		if i != l {
+			followers = append(followers, nd)
+		}
+	}
+	poll.Until(t, 20*time.Second, func() error {
+		for _, nd := range nodes {
+			if err := checkSlots(nd, nodes[l], followers); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	port := strconv.Itoa(followers[0].Port) // a follower: the client must find the leader
+	want := "0 0 1"
+
+	t.Run("redis-py", func(t *testing.T) {
+		py := pythonWithRedis(t)
+		script := `
+import sys
+from redis.cluster import RedisCluster, ClusterNode
+rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", int(sys.argv[1]))])
+print(*[rc.execute_command("CL.THROTTLE", "py:cluster", 1, 2, 60)[0] for _ in range(3)])
+rc.close()
+`
+		out, err := exec.Command(py, "-c", script, port).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-py RedisCluster: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("redis-py RedisCluster limited flags = %q, want %q", got, want)
+		}
+	})
+
+	t.Run("ioredis", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Skip("node not installed")
+		}
+		if _, err := exec.Command(node, "-e", `require.resolve("ioredis", {paths: ["node"]})`).CombinedOutput(); err != nil {
+			t.Skip("ioredis not installed in test/node (scripts/test.sh runs npm ci there)")
+		}
+		script := `
+const Redis = require(require.resolve("ioredis", {paths: ["node"]}));
+const c = new Redis.Cluster([{host: "127.0.0.1", port: Number(process.argv[1])}]);
+(async () => {
+  const flags = [];
+  for (let i = 0; i < 3; i++) flags.push((await c.call("CL.THROTTLE", "js:cluster", 1, 2, 60))[0]);
+  console.log(flags.join(" "));
+  c.disconnect();
+})().catch(e => { console.error(e); process.exit(1); });
+`
+		out, err := exec.Command(node, "-e", script, port).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ioredis Cluster: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("ioredis Cluster limited flags = %q, want %q", got, want)
+		}
+	})
 }

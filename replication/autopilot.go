@@ -81,7 +81,7 @@ func (n *Node) status(asker string) nodeStatus {
 		st.LeaderResp, _ = n.leaderResp()
 	}
 	if s := n.mship.servers.Load(); s != nil {
-		st.Member = slices.ContainsFunc(*s, func(s raft.Server) bool { return string(s.ID) == asker })
+		st.Member = serverIndex(*s, asker) >= 0
 	} else {
 		st.Member = true // not read yet: accuse nobody
 	}
@@ -100,6 +100,11 @@ func (n *Node) askStatus(ctx context.Context, raftAddr string) (nodeStatus, erro
 // statusTimeout bounds one status request.
 func (n *Node) statusTimeout() time.Duration {
 	return max(n.cfg.NoLeaderTimeout/2, 100*time.Millisecond)
+}
+
+// serverIndex is the index of member id in servers, or -1.
+func serverIndex(servers []raft.Server, id string) int {
+	return slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
 }
 
 // configuration returns the latest raft configuration and its index.
@@ -146,7 +151,7 @@ func (n *Node) healthRound(ctx context.Context, servers []raft.Server) map[strin
 		m.gen, m.health = gen, map[string]*memberHealth{}
 	}
 	for id := range m.health {
-		if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		if serverIndex(servers, id) < 0 {
 			delete(m.health, id)
 		}
 	}
@@ -218,7 +223,7 @@ func (n *Node) promote(ctx context.Context, id string) (promoted bool, pend *Pen
 	if err != nil {
 		return false, nil, err
 	}
-	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	i := serverIndex(servers, id)
 	if i < 0 {
 		return false, nil, fmt.Errorf("replication: promote %q: %w", id, ErrUnknownNode)
 	}
@@ -399,7 +404,7 @@ func (n *Node) watchMembership() {
 			continue
 		}
 		n.mship.servers.Store(&servers)
-		in := slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+		in := serverIndex(servers, n.cfg.NodeID) >= 0
 		_, leader := n.raft.LeaderWithID()
 		otherLeader := leader != "" && string(leader) != n.cfg.NodeID
 		// A configuration not known to be committed may still be undone

@@ -109,10 +109,7 @@ func decodeHello(v []string) (Hello, error) {
 // the network.
 func (n *Node) Hello() Hello {
 	_, leaderID := n.raft.LeaderWithID()
-	member := leaderID != "" || n.raft.LastIndex() > 0
-	if cf := n.raft.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
-		member = true
-	}
+	member := leaderID != "" || n.raft.LastIndex() > 0 || n.hasConfiguration()
 	return Hello{
 		ID:              n.cfg.NodeID,
 		RaftAddr:        string(n.trans.LocalAddr()),
@@ -120,7 +117,7 @@ func (n *Node) Hello() Hello {
 		Member:          member,
 		LeaderID:        string(leaderID),
 		BootstrapExpect: n.cfg.BootstrapExpect,
-		Bootstrap:       n.cfg.Bootstrap || n.cfg.BootstrapExpect == 1,
+		Bootstrap:       n.cfg.bootstrapsAlone(),
 	}
 }
 

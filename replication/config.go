@@ -302,6 +302,11 @@ func (c *Config) joinPeers() []string {
 	return peers
 }
 
+// bootstrapsAlone reports whether this node may bootstrap a one-node
+// cluster (--bootstrap, or --bootstrap-expect 1), subject to the checks of
+// bootstrap.go.
+func (c *Config) bootstrapsAlone() bool { return c.Bootstrap || c.BootstrapExpect == 1 }
+
 // raftConfig is the one place Config is mapped onto raft's settings.
 func (c *Config) raftConfig() *raft.Config {
 	rc := raft.DefaultConfig()

@@ -77,7 +77,7 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 	if err != nil {
 		return false, err
 	}
-	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	i := serverIndex(servers, id)
 	switch {
 	case i >= 0 && string(servers[i].Address) == raftAddr:
 		n.setPending(id, respAddr)
@@ -124,7 +124,7 @@ func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+	if serverIndex(servers, id) < 0 {
 		return fmt.Errorf("replication: join %q: %w", id, ErrUnknownNode)
 	}
 	if addr, ok := n.fsm.member(id); !ok || addr != respAddr {
@@ -171,9 +171,6 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	return err
 }
 
-// remove is Remove on the ready leader.
-func (n *Node) remove(ctx context.Context, id string) error { return n.removeMember(ctx, id, "") }
-
 // removeMember removes id on the ready leader after the quorum check; why
 // is logged (empty for an operator's request).
 func (n *Node) removeMember(ctx context.Context, id, why string) error {
@@ -184,8 +181,9 @@ func (n *Node) removeMember(ctx context.Context, id, why string) error {
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
-	if _, ok := n.fsm.member(id); !ok && i < 0 {
+	i := serverIndex(servers, id)
+	_, hasAddr := n.fsm.member(id)
+	if !hasAddr && i < 0 {
 		return fmt.Errorf("replication: remove %q: %w", id, ErrUnknownNode)
 	}
 	if i >= 0 && servers[i].Suffrage == raft.Voter {
@@ -196,7 +194,7 @@ func (n *Node) removeMember(ctx context.Context, id, why string) error {
 	}
 	// The address entry goes first: once the leader removes itself it can
 	// commit nothing more.
-	if _, ok := n.fsm.member(id); ok {
+	if hasAddr {
 		if err := n.submit(ctx, &pending{member: &memberChange{id: id, remove: true}}); err != nil {
 			return err
 		}

@@ -186,7 +186,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
 	n.stream.handle(n.serveForward)
-	alone := cfg.Bootstrap || cfg.BootstrapExpect == 1
+	alone := cfg.bootstrapsAlone()
 	peers := cfg.joinPeers()
 	switch {
 	case hasState:

@@ -147,7 +147,7 @@ func readScalar(r *bufio.Reader, line string) (string, error) {
 		}
 		b := make([]byte, n+2)
 		if _, err := io.ReadFull(r, b); err != nil {
-			return "", unexpectedEOF(err)
+			return "", noEOF(err)
 		}
 		if b[n] != '\r' || b[n+1] != '\n' {
 			return "", fmt.Errorf("bulk string of %d bytes not followed by CRLF", n)
@@ -168,7 +168,7 @@ func readLine(r *bufio.Reader) (string, error) {
 			continue
 		}
 		if err != nil {
-			return "", unexpectedEOF(err)
+			return "", noEOF(err)
 		}
 		break
 	}
@@ -176,11 +176,4 @@ func readLine(r *bufio.Reader) (string, error) {
 		return "", fmt.Errorf("malformed reply line %q", line)
 	}
 	return string(line[:len(line)-2]), nil
-}
-
-func unexpectedEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }

@@ -191,7 +191,7 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 		if err := r.end(); err != nil {
 			return nil, err
 		}
-		return nil, n.onlyLeader(func() error { return n.remove(ctx, id) })
+		return nil, n.onlyLeader(func() error { return n.removeMember(ctx, id, "") })
 	case reqStatus:
 		r := reader{b: payload}
 		asker := string(r.bytes("id"))

@@ -49,8 +49,9 @@ type authAddr struct {
 }
 
 // authGuard tracks the failed authentications of every address. Its methods
-// are safe for concurrent use; the lock is taken only by AUTH attempts
-// while a password is set, never by other commands. The counters are read
+// are safe for concurrent use; the lock is taken only by authentication
+// attempts (AUTH, HELLO … AUTH: a wrong user name fails even while no
+// password is set), never by other commands. The counters are read
 // by INFO and Stats.
 type authGuard struct {
 	now func() time.Time // the monotonic clock; tests replace it
@@ -294,9 +295,7 @@ func (c *Conn) refuseUnprotected() bool {
 	s.stats.rejectedConns.Add(1)
 	s.stats.protectedDenied.Add(1)
 	s.log.Debug("protected mode: client from another host refused", "client", c.addr)
-	b := append([]byte{'-'}, appendErrorText(nil, ErrProtectedMode)...)
-	b = append(b, '\r', '\n')
 	_ = c.nc.SetDeadline(time.Now().Add(deniedWriteTimeout))
-	_, _ = c.nc.Write(b)
+	_, _ = c.nc.Write(appendErrorReply(nil, ErrProtectedMode))
 	return true
 }

@@ -201,7 +201,7 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "ERR invalid cursor"...)
 	case errors.Is(err, ErrPersistenceOff):
 		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"...)
-	case errors.Is(err, ErrOOM), errors.Is(err, shards.ErrWouldGrow):
+	case errors.Is(err, shards.ErrWouldGrow): // the noeviction policy's refusal
 		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
 	case errors.Is(err, ErrShutdownFailed):
 		return append(b, "ERR Errors trying to SHUTDOWN. Check logs."...)

@@ -1,12 +1,10 @@
 package resp
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -30,10 +28,6 @@ const (
 	// afresh). Every limiter key has an expiry, so every key is a candidate.
 	VolatileTTL
 )
-
-// ErrOOM is the noeviction policy's refusal. The keyspace reports it as
-// shards.ErrWouldGrow, which is answered with the same text.
-var ErrOOM = errors.New("command not allowed when used memory > 'maxmemory'")
 
 // DefaultMemoryCheckInterval is how often maxmemory is checked.
 const DefaultMemoryCheckInterval = 100 * time.Millisecond
@@ -64,11 +58,6 @@ func ParseMemoryPolicy(s string) (MemoryPolicy, error) {
 	}
 	return 0, fmt.Errorf("invalid maxmemory-policy %q (want noeviction or volatile-ttl)", s)
 }
-
-// ParseBytes reads a memory size as redis.conf writes them: a number of
-// bytes with an optional unit, 1k = 1000, 1kb = 1024, 1m = 10^6,
-// 1mb = 2^20, 1g = 10^9, 1gb = 2^30 (any letter case).
-func ParseBytes(s string) (int64, error) { return setting.ParseBytes(s) }
 
 // memoryLoop enforces maxmemory until the server's context ends.
 func (s *Server) memoryLoop() {

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"fmt"
+	"github.com/cellserver/cellserver/internal/setting"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -95,7 +96,7 @@ func TestParseBytes(t *testing.T) {
 		{"-1", 0, false}, {"mb", 0, false}, {"1tb", 0, false}, {"99999999999999gb", 0, false}, {"", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseBytes(tt.in)
+		got, err := setting.ParseBytes(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}

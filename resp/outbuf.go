@@ -119,11 +119,14 @@ func (c *Conn) outputOver(extra int) bool {
 		return true
 	}
 	hard := c.srv.outLimits.Load().Normal.Hard
+	if hard <= 0 {
+		return false
+	}
 	n := int64(len(c.out) + extra)
-	if c.gc != nil {
+	if n <= hard && c.gc != nil {
 		n += int64(c.gc.OutboundBuffered())
 	}
-	if hard <= 0 || n <= hard {
+	if n <= hard {
 		return false
 	}
 	c.closeForOutput("hard", n)
@@ -195,11 +198,7 @@ func (c *Conn) flush() error {
 		}
 	}
 	c.omem.Store(0)
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	} else {
-		c.out = c.out[:0]
-	}
+	c.resetOut()
 	return err
 }
 
@@ -210,11 +209,7 @@ func (c *Conn) flush() error {
 // once, the soft limit against the time the pending bytes first passed it.
 func (c *Conn) flushLoop() error {
 	_, err := c.gc.Write(c.out)
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	} else {
-		c.out = c.out[:0]
-	}
+	c.resetOut()
 	if err != nil {
 		return err
 	}
@@ -244,4 +239,14 @@ func (c *Conn) checkLoopOutput() error {
 		return errOutputLimit
 	}
 	return nil
+}
+
+// resetOut empties the reply buffer after a write, dropping one that a
+// large reply grew past 1 MiB.
+func (c *Conn) resetOut() {
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
 }

@@ -379,12 +379,8 @@ func (s *Server) startConn(nc net.Conn) {
 	if s.clients.Add(1) > s.maxClients.Load() {
 		s.clients.Add(-1)
 		s.stats.rejectedConns.Add(1)
-		var b []byte
-		b = append(b, '-')
-		b = appendErrorText(b, ErrMaxClients)
-		b = append(b, '\r', '\n')
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = nc.Write(b)
+		_, _ = nc.Write(appendErrorReply(nil, ErrMaxClients))
 		nc.Close()
 		return
 	}

@@ -89,10 +89,14 @@ func (c *Conn) WriteNullArray() {
 }
 
 // WriteError appends the error reply for err; see appendErrorText.
-func (c *Conn) WriteError(err error) {
-	c.out = append(c.out, '-')
-	c.out = appendErrorText(c.out, err)
-	c.out = append(c.out, '\r', '\n')
+func (c *Conn) WriteError(err error) { c.out = appendErrorReply(c.out, err) }
+
+// appendErrorReply appends err as a RESP error reply: '-', its wording
+// (appendErrorText), CRLF.
+func appendErrorReply(b []byte, err error) []byte {
+	b = append(b, '-')
+	b = appendErrorText(b, err)
+	return append(b, '\r', '\n')
 }
 
 func (c *Conn) header(kind byte, n int) {

@@ -9,8 +9,10 @@ import (
 )
 
 // HeaderMode chooses the response headers a reply asks Envoy to add
-// (response_headers_to_add). They describe one descriptor: the first
-// enforced one over its limit, otherwise the one with the least remaining.
+// (response_headers_to_add). They describe one descriptor: among the
+// enforced ones, one over its limit with the least remaining, else the one
+// with the least remaining; quota-mode ones only when no enforced one
+// matched or they decided the outcome; never a shadow-mode one.
 type HeaderMode int32
 
 // The header modes.

@@ -112,9 +112,6 @@ func (s *Service) Stats() Stats {
 	}
 }
 
-// Config returns the configuration in force.
-func (s *Service) Config() *Config { return s.cfg.Load() }
-
 // Dir returns the configuration directory ("" when none).
 func (s *Service) Dir() string { return *s.dirValue.Load() }
 
@@ -179,8 +176,9 @@ type plan struct {
 	limit  *Limit
 	shared []string
 	hits   int64
-	op     int // index into ops, -1: not decided in the keyspace
-	pos    int // index of its result within the op
+	op     int   // index into ops, -1: not decided in the keyspace
+	pos    int   // index of its result within the op
+	reset  int64 // ns until it is fully replenished (or allows again), set by respond
 }
 
 // ShouldRateLimit decides every descriptor of req (see DESIGN.md): the
@@ -316,7 +314,6 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 		// when no enforced descriptor matched; never a shadow one, which
 		// must stay invisible to clients): see headerPick.
 		enforced, quota headerPick
-		resets          = make([]int64, len(plans))
 	)
 	enforced.init()
 	quota.init()
@@ -345,7 +342,7 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 		} else { // requests_per_unit 0: nothing is ever allowed
 			limited = p.hits > 0
 		}
-		resets[i] = reset
+		p.reset = reset
 		st.DurationUntilReset = durationpb.New(time.Duration(engine.CeilMillis(reset)) * time.Millisecond)
 		if limited {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
@@ -384,7 +381,7 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 		}
 		out.ResponseHeadersToAdd = appendHeaders(nil, mode, headerValues{
 			name: l.Name, limit: int64(l.RequestsPerUnit), remaining: int64(hp.remaining),
-			window: l.Period, reset: resets[hp.pick], retry: retry,
+			window: l.Period, reset: plans[hp.pick].reset, retry: retry,
 		})
 	}
 	return out

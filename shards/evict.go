@@ -46,6 +46,12 @@ func grownBytes(st *engine.State) int64 {
 	return extEntryBytes + int64(len(st.Log))*logEntryBytes
 }
 
+// grows reports whether storing next in place of old creates a key (old is
+// empty) or enlarges it, as NoGrow counts (grownBytes).
+func grows(old, next *engine.State) bool {
+	return old.Kind == engine.KindNone || grownBytes(next) > grownBytes(old)
+}
+
 // KeyBytes returns the bytes key accounts for in UsedBytes (its record and
 // table slot, its name, its side-table entry and sliding log), or 0 and
 // false when the key is missing or expired at now (MEMORY USAGE). It takes

@@ -189,7 +189,7 @@ func growsAll(p *allPlan) bool {
 		if p.alias[i] != i || p.work[i].Kind == engine.KindNone {
 			continue
 		}
-		if p.stale[i] || p.orig[i].Kind == engine.KindNone || grownBytes(&p.work[i]) > grownBytes(&p.orig[i]) {
+		if p.stale[i] || grows(&p.orig[i], &p.work[i]) {
 			return true
 		}
 	}

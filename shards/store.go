@@ -146,7 +146,7 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 		}
 	}
 	next, r := engine.Apply(st, req, now)
-	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && (idx < 0 || expired || grownBytes(&next) > grownBytes(&st)) {
+	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && grows(&st, &next) { // st is empty for a missing or expired key
 		// Refused before anything is stored. The engine enlarges a log by
 		// appending into a new array (it writes in place only within the
 		// capacity it was given), so the stored state is intact.

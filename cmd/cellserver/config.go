@@ -124,9 +124,8 @@ var coreDirectives = []directive{
 	{name: "sl-max-limit", field: func(c *Config) any { return &c.SLMaxLimit }},
 }
 
-// isYesNo reports whether d is a yes/no directive (scratch is unused: the
-// table says).
-func isYesNo(d directive, _ *Config) bool { return d.spec.Kind == setting.YesNo }
+// isYesNo reports whether d is a yes/no directive.
+func isYesNo(d directive) bool { return d.spec.Kind == setting.YesNo }
 
 // yesNoFlag is a yes/no directive as a flag. IsBoolFlag lets it stand alone
 // (the flag package then sets "true"); --name=no and, through
@@ -267,10 +266,9 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 			"given alone means yes: --bootstrap is --bootstrap yes (also --bootstrap=no).\n")
 		fs.PrintDefaults()
 	}
-	scratch := DefaultConfig()
 	for _, d := range directives {
 		set := func(v string) error { return d.set(&cfg, v) }
-		if isYesNo(d, &scratch) {
+		if isYesNo(d) {
 			fs.Var(&yesNoFlag{set: set}, d.name, d.spec.Usage())
 			continue
 		}

@@ -109,9 +109,8 @@ func TestYesNoErrors(t *testing.T) {
 // (which needs it to parse with setYesNo), and each takes every form.
 func TestYesNoDirectives(t *testing.T) {
 	found := map[string]bool{}
-	scratch := DefaultConfig()
 	for _, d := range directives {
-		if isYesNo(d, &scratch) {
+		if isYesNo(d) {
 			found[d.name] = true
 			continue
 		}

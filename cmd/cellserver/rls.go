@@ -63,11 +63,11 @@ func (c *Config) validateRLS() error {
 
 // rlsSettings are the CONFIG GET/SET entries of the rate-limit service:
 // rls-config and rls-response-headers change live (a bad directory is
-// refused and the rules in force stay), rls-port is read-only.
+// refused and the rules in force stay); rls-port is read-only, shown from
+// the settings table (tableSettings).
 func (c *Config) rlsSettings() []resp.Setting {
 	r := &c.RLS
 	return []resp.Setting{
-		{Name: "rls-port", Get: func() string { return strconv.Itoa(r.Port) }},
 		{Name: "rls-config", Get: func() string {
 			if r.svc == nil {
 				return r.ConfigDir
@@ -112,35 +112,25 @@ type rlsServer struct {
 	hup    chan os.Signal
 	once   sync.Once
 	ctx    context.Context // ends at stopRLS
-	// oom mirrors the RESP server's "over maxmemory under noeviction"
-	// state (followMemory), so that the service refuses to create keys
-	// then, as limiter commands do.
-	oom atomic.Bool
+	// srv is the RESP server once it runs (followMemory): its maxmemory
+	// state is the service's too.
+	srv atomic.Pointer[resp.Server]
 }
 
-// rlsMemoryInterval is how often followMemory reads the RESP server's
-// maxmemory state.
-const rlsMemoryInterval = 100 * time.Millisecond
+// overMemory reports whether writes that would create keys are refused
+// (over maxmemory under noeviction); false until the RESP server runs.
+func (s *rlsServer) overMemory() bool {
+	srv := s.srv.Load()
+	return srv != nil && srv.OverMemory()
+}
 
-// followMemory keeps the rate-limit service's maxmemory state in step with
-// srv's until stopRLS. It does nothing when the service does not serve.
+// followMemory gives the rate-limit service the RESP server's maxmemory
+// state, so that it refuses to create keys when limiter commands do. It
+// does nothing when the service does not serve.
 func (st *storage) followMemory(srv *resp.Server) {
-	s := st.rls
-	if s == nil {
-		return
+	if st.rls != nil {
+		st.rls.srv.Store(srv)
 	}
-	s.wg.Go(func() {
-		t := time.NewTicker(rlsMemoryInterval)
-		defer t.Stop()
-		for {
-			s.oom.Store(srv.OverMemory())
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	})
 }
 
 // startRLS builds the rate-limit service over st's backend, so its
@@ -155,7 +145,7 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	svc := rls.New(rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.oom.Load})
+	svc := rls.New(rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory})
 	if err := svc.Load(cfg.RLS.ConfigDir); err != nil {
 		return fmt.Errorf("rls-config: %w", err)
 	}

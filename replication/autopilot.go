@@ -121,28 +121,7 @@ func (n *Node) configuration() ([]raft.Server, uint64, error) {
 // node counts as reachable). Only meaningful on the leader.
 func (n *Node) healthRound(ctx context.Context, servers []raft.Server) map[string]bool {
 	gen := n.leadGen.Load()
-	type answer struct {
-		id  string
-		st  nodeStatus
-		err error
-	}
-	ch := make(chan answer, len(servers))
-	asked := 0
-	for _, s := range servers {
-		if string(s.ID) == n.cfg.NodeID {
-			continue
-		}
-		asked++
-		go func(id, addr string) {
-			cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
-			defer cancel()
-			st, err := n.askStatus(cctx, addr)
-			if err == nil && st.ID != id {
-				err = fmt.Errorf("%s answered as %q", addr, st.ID)
-			}
-			ch <- answer{id, st, err}
-		}(string(s.ID), string(s.Address))
-	}
+	ch, asked := n.askOthers(ctx, servers)
 	reach := map[string]bool{n.cfg.NodeID: true}
 	now := time.Now()
 	m := &n.mship
@@ -438,36 +417,55 @@ func (n *Node) watchMembership() {
 	}
 }
 
+// statusAnswer is one member's answer to a status request: err is set when
+// it did not answer, or answered as another id.
+type statusAnswer struct {
+	id  string
+	st  nodeStatus
+	err error
+}
+
+// askOthers sends a status request to every member but this node, all at
+// once, each bounded by statusTimeout and ctx. Exactly asked answers come on
+// the channel, which is buffered for them all, so every asker ends even if
+// nobody reads.
+func (n *Node) askOthers(ctx context.Context, servers []raft.Server) (answers <-chan statusAnswer, asked int) {
+	ch := make(chan statusAnswer, len(servers))
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.NodeID {
+			continue
+		}
+		asked++
+		go func(id, addr string) {
+			cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
+			defer cancel()
+			st, err := n.askStatus(cctx, addr)
+			if err == nil && st.ID != id {
+				err = fmt.Errorf("%s answered as %q", addr, st.ID)
+			}
+			ch <- statusAnswer{id, st, err}
+		}(string(s.ID), string(s.Address))
+	}
+	return ch, asked
+}
+
 // askLeader asks the other servers, all at once, who leads; ok when one
 // that is the ready leader, or knows the leader, answered. member is the
 // leader's own verdict on this node when the leader answered, true
 // otherwise. It takes at most one status timeout, however many members are
 // down.
 func (n *Node) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.statusTimeout())
+	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
-	answers := make(chan nodeStatus, len(servers))
-	asked := 0
-	for _, s := range servers {
-		if string(s.ID) == n.cfg.NodeID {
-			continue
-		}
-		asked++
-		go func(addr string) {
-			st, err := n.askStatus(ctx, addr)
-			if err != nil {
-				st = nodeStatus{}
-			}
-			answers <- st // buffered: never blocks, so every asker exits
-		}(string(s.Address))
-	}
+	answers, asked := n.askOthers(ctx, servers)
 	// Every answer is awaited (the askers end at once when cancelled), so
 	// that none outlives the watcher that Close waits for.
 	member = true
 	ready := false
 	for range asked {
-		st := <-answers
-		if ready || st.LeaderID == "" || st.LeaderID == n.cfg.NodeID {
+		a := <-answers
+		st := a.st
+		if ready || a.err != nil || st.LeaderID == "" || st.LeaderID == n.cfg.NodeID {
 			continue
 		}
 		ref = &leaderRef{id: st.LeaderID, raft: st.LeaderRaft, resp: st.LeaderResp}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"gopkg.in/yaml.v3"
 
@@ -333,26 +334,24 @@ type match struct {
 	shared []string
 }
 
-// entry is one key/value pair of a request's descriptor.
-type entry struct{ key, value string }
-
 // lookup finds the limit of the descriptor entries in domain, with
 // envoyproxy/ratelimit's rules: at each level, the entry's key and value
 // match exactly first, then a value pattern with '*', then the key alone;
 // the limit applies only when the last entry lands on a rule that has one;
 // a level with no match, or a rule without deeper rules while entries
 // remain, means no limit.
-func (c *Config) lookup(domain string, entries []entry) match {
+func (c *Config) lookup(domain string, entries []*rlpb.RateLimitDescriptor_Entry) match {
 	n := c.domains[domain]
 	if n == nil {
 		return match{}
 	}
 	var m match
-	for i, e := range entries {
-		next := n.children[entryKey{key: e.key, value: e.value, hasValue: e.value != ""}]
+	for i, ent := range entries {
+		key, value := ent.GetKey(), ent.GetValue()
+		next := n.children[entryKey{key: key, value: value, hasValue: value != ""}]
 		if next == nil {
 			for _, w := range n.wildcards {
-				if w.key == e.key && globMatch(w.parts, e.value) {
+				if w.key == key && globMatch(w.parts, value) {
 					next = w.node
 					if next.shareThreshold {
 						if m.shared == nil {
@@ -365,7 +364,7 @@ func (c *Config) lookup(domain string, entries []entry) match {
 			}
 		}
 		if next == nil {
-			next = n.children[entryKey{key: e.key}]
+			next = n.children[entryKey{key: key}]
 		}
 		if next == nil {
 			return match{}

@@ -226,7 +226,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override: %v", i, err)
 			}
 		} else {
-			m := cfg.lookup(domain, entriesOf(d))
+			m := cfg.lookup(domain, d.GetEntries())
 			p.limit, p.shared = m.limit, m.shared
 		}
 		if p.limit != nil && len(p.limit.Replaces) > 0 {
@@ -460,16 +460,6 @@ func overrideLimit(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*Limit, error
 		return nil, err
 	}
 	return l, nil
-}
-
-// entriesOf returns d's entries as lookup takes them.
-func entriesOf(d *rlpb.RateLimitDescriptor) []entry {
-	es := d.GetEntries()
-	out := make([]entry, len(es))
-	for i, e := range es {
-		out[i] = entry{key: e.GetKey(), value: e.GetValue()}
-	}
-	return out
 }
 
 // appendKey appends the keyspace key of a descriptor to b:

@@ -76,6 +76,7 @@ func (n *Node) status(asker string) nodeStatus {
 		LeaderID:     string(id),
 		LeaderRaft:   string(addr),
 		Ready:        n.ready.Load(),
+		Group:        n.cfg.Group,
 	}
 	if id != "" {
 		st.LeaderResp, _ = n.leaderResp()

@@ -28,10 +28,15 @@ type pending struct {
 	leaderOnly bool      // forwarded from a follower: never forward again
 	deadline   time.Time // when waiting for a leader gives up
 	member     *memberChange
+	control    []byte       // the body of an entryCluster entry (slotstate.go)
 	state      atomic.Int32 // pendingWaiting, pendingClaimed, pendingAbandoned
 	err        error
 	done       chan struct{}
 }
+
+// alone reports whether p is an entry of its own (a membership or cluster
+// change), never packed with operations.
+func (p *pending) alone() bool { return p.member != nil || p.control != nil }
 
 // memberChange is a membership entry riding the submit path (so that every
 // entry is stamped in one place).
@@ -142,13 +147,13 @@ func (n *Node) run() {
 		batch := []*pending{first}
 		nops := len(first.ops)
 	fill:
-		for nops < n.cfg.MaxBatch && first.member == nil {
+		for nops < n.cfg.MaxBatch && !first.alone() {
 			select {
 			case p := <-n.queue:
 				if !p.claim() {
 					continue
 				}
-				if p.member != nil || nops+len(p.ops) > n.cfg.MaxBatch {
+				if p.alone() || nops+len(p.ops) > n.cfg.MaxBatch {
 					carry = p
 					break fill
 				}
@@ -186,7 +191,7 @@ func (n *Node) dispatch(batch []*pending) {
 			var fwd []*pending
 			for _, p := range batch {
 				switch {
-				case p.leaderOnly, p.member != nil:
+				case p.leaderOnly, p.alone():
 					p.deliver(fmt.Errorf("replication: submit: %w", ErrNotLeader), nil)
 				default:
 					fwd = append(fwd, p)
@@ -247,6 +252,8 @@ func (n *Node) submitLocal(batch []*pending) {
 	var data []byte
 	if m := batch[0].member; m != nil {
 		data = encodeMemberEntry(now, m.id, m.respAddr, m.remove)
+	} else if c := batch[0].control; c != nil {
+		data = append(appendEntryHeader(make([]byte, 0, entryHeader+len(c)), entryCluster, now), c...)
 	} else {
 		// Encoded into a buffer reused by this goroutine, then copied to
 		// an exact fit: raft keeps the entry (log cache, futures).

@@ -27,6 +27,8 @@ type Hello struct {
 	// ID is the node's NodeID; RaftAddr its advertised raft address and
 	// RespAddr its advertised RESP address.
 	ID, RaftAddr, RespAddr string
+	// Group is the node's group ("" from a node that predates groups).
+	Group string
 	// Member is true when the node belongs to a cluster: it has raft state
 	// (a log or a snapshot), a non-empty raft configuration, or knows a
 	// leader. Nobody bootstraps while a node they ask is a member.
@@ -41,7 +43,7 @@ type Hello struct {
 }
 
 // helloFields names Hello's fields on the wire, in order.
-var helloFields = []string{"id", "raft-addr", "resp-addr", "member", "leader-id", "bootstrap-expect", "bootstrap"}
+var helloFields = []string{"id", "raft-addr", "resp-addr", "member", "leader-id", "bootstrap-expect", "bootstrap", "group"}
 
 // Fields returns h as the name/value pairs RAFT.HELLO answers, in a fixed
 // order (booleans are "1" or "0").
@@ -52,7 +54,7 @@ func (h Hello) Fields() [][2]string {
 		}
 		return "0"
 	}
-	v := []string{h.ID, h.RaftAddr, h.RespAddr, b(h.Member), h.LeaderID, strconv.Itoa(h.BootstrapExpect), b(h.Bootstrap)}
+	v := []string{h.ID, h.RaftAddr, h.RespAddr, b(h.Member), h.LeaderID, strconv.Itoa(h.BootstrapExpect), b(h.Bootstrap), h.Group}
 	f := make([][2]string, len(helloFields))
 	for i, name := range helloFields {
 		f[i] = [2]string{name, v[i]}
@@ -94,6 +96,8 @@ func decodeHello(v []string) (Hello, error) {
 			h.BootstrapExpect, err = strconv.Atoi(val)
 		case "bootstrap":
 			h.Bootstrap, err = flag(val)
+		case "group":
+			h.Group = val
 		}
 		if err != nil {
 			return Hello{}, fmt.Errorf("field %s: %w", v[i], err)
@@ -114,6 +118,7 @@ func (n *Node) Hello() Hello {
 		ID:              n.cfg.NodeID,
 		RaftAddr:        string(n.trans.LocalAddr()),
 		RespAddr:        n.cfg.RespAddr,
+		Group:           n.cfg.Group,
 		Member:          member,
 		LeaderID:        string(leaderID),
 		BootstrapExpect: n.cfg.BootstrapExpect,
@@ -154,6 +159,8 @@ type decision struct {
 // decide is the bootstrap rule, a pure function of this node's own Hello
 // and its peers' answers (one per listed address). In order:
 //
+//  0. a peer of another group is a misconfiguration: wait (never join or
+//     bootstrap with it);
 //  1. a peer that belongs to a cluster wins: join through it;
 //  2. while any listed peer has not answered, wait (it may be a member);
 //  3. a peer with this node's id at another raft address is a
@@ -166,6 +173,11 @@ type decision struct {
 //     all of them, sorted by id, so every one of them bootstraps with the
 //     same configuration.
 func decide(self Hello, answers []peerAnswer) decision {
+	for _, a := range answers {
+		if a.err == nil && a.hello.Group != "" && a.hello.Group != self.Group {
+			return decision{why: fmt.Sprintf("node %s at %s belongs to group %q and this node to group %q: join must list nodes of this node's group", a.hello.ID, a.addr, a.hello.Group, self.Group)}
+		}
+	}
 	for _, a := range answers {
 		if a.err == nil && a.hello.Member && a.hello.ID != self.ID {
 			return decision{act: actJoin, via: a.addr}

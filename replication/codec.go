@@ -8,6 +8,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
 )
 
 // This file is the one place replicated commands are encoded and decoded.
@@ -21,9 +22,11 @@ import (
 //	entrySetMember:    string id, string RESP address
 //	entryRemoveMember: string id
 //
-// ops is uvarint count, then per op: byte code (bit 7: NoGrow), uvarint key count, keys
-// (uvarint length + bytes), uvarint request count, requests (byte kind, byte
-// flags (bit 0: Interval), varint burst, rate, period, quantity).
+// ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
+// Asking), uvarint key count, keys (uvarint length + bytes), uvarint request
+// count, requests (byte kind, byte flags (bit 0: Interval), varint burst,
+// rate, period, quantity); an OpRestore then has byte flags (bit 0:
+// Replace) and the state (snapshot.AppendState).
 //
 // A forwarded batch (the forwarding service's apply request, service.go) is
 // byte version followed by ops: it carries no time, because only the leader
@@ -73,16 +76,30 @@ const entryHeader = 10 // version, type, now
 // one version before its nodes go over maxmemory under noeviction.
 const opNoGrow = 0x80
 
+// opAsking is the op code byte's flag for shards.Op.Asking, added as
+// opNoGrow was: entries written before it never set it.
+const opAsking = 0x40
+
+// opFlags are the op code byte's flag bits.
+const opFlags = opNoGrow | opAsking
+
+// restoreReplace is an OpRestore flags byte's bit for shards.Op.Replace;
+// the other bits must be 0.
+const restoreReplace = 0x01
+
 // errOther marks an op error that is not in resultErrs; its text follows.
 const errOther = 255
 
 // resultErrs are the per-operation errors that keep their identity across a
-// forwarded call (errors.Is works on the forwarding node).
+// forwarded call (errors.Is works on the forwarding node). An error's code
+// is 1 + its index, so the list is only ever appended to.
 var resultErrs = [...]error{
 	shards.ErrWrongType, shards.ErrBadOp, shards.ErrKeyTooLarge, shards.ErrShardFull,
 	engine.ErrNotInteger, engine.ErrSyntax, engine.ErrNegative, engine.ErrZero,
 	engine.ErrInvalidDuration, engine.ErrOverflow, engine.ErrLogLimit,
 	shards.ErrWouldGrow,
+	shards.ErrBusyKey, shards.ErrMoving,
+	ErrMoved, ErrAsk, ErrTryAgain, ErrSlotUnbound,
 }
 
 // appendEntryHeader starts a log entry of type typ stamped at now.
@@ -112,6 +129,9 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 	if op.NoGrow {
 		code |= opNoGrow
 	}
+	if op.Asking {
+		code |= opAsking
+	}
 	dst = append(dst, code)
 	dst = binary.AppendUvarint(dst, uint64(len(op.Keys)))
 	for _, k := range op.Keys {
@@ -129,6 +149,14 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 		dst = binary.AppendVarint(dst, r.Rate)
 		dst = binary.AppendVarint(dst, r.Period)
 		dst = binary.AppendVarint(dst, r.Quantity)
+	}
+	if op.Code == shards.OpRestore {
+		var flags byte
+		if op.Replace {
+			flags |= restoreReplace
+		}
+		dst = append(dst, flags)
+		dst = snapshot.AppendState(dst, &op.State)
 	}
 	return dst
 }
@@ -293,7 +321,7 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 	for i := range ops {
 		op := &ops[i]
 		code := r.byte1("op code")
-		*op = shards.Op{Code: shards.OpCode(code &^ opNoGrow), NoGrow: code&opNoGrow != 0}
+		*op = shards.Op{Code: shards.OpCode(code &^ opFlags), NoGrow: code&opNoGrow != 0, Asking: code&opAsking != 0}
 		nk := r.count("key count", 1)
 		if nk > 0 {
 			k0 := len(keys)
@@ -317,6 +345,9 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 			}
 			op.Reqs = reqs[q0:len(reqs):len(reqs)]
 		}
+		if op.Code == shards.OpRestore {
+			r.restore(op)
+		}
 		if r.err != nil {
 			return nil
 		}
@@ -326,6 +357,28 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 		}
 	}
 	return ops
+}
+
+// restore decodes what follows an OpRestore's requests: its flags and its
+// state, validated (a state no limiter can hold makes the entry bad). The
+// state's log is a fresh slice; the store copies it again when it keeps it.
+func (r *reader) restore(op *shards.Op) {
+	flags := r.byte1("restore flags")
+	if r.err != nil {
+		return
+	}
+	if flags&^restoreReplace != 0 {
+		r.err = fmt.Errorf("%w: restore flags %#x", ErrBadPayload, flags)
+		return
+	}
+	op.Replace = flags&restoreReplace != 0
+	st, rest, err := snapshot.ParseState(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: restore state: %v", ErrBadPayload, err)
+		r.b = nil
+		return
+	}
+	op.State, r.b = st, rest
 }
 
 // checkOp rejects an op whose shape the keyspace does not accept, so that a
@@ -347,6 +400,14 @@ func checkOp(op *shards.Op) error {
 	case shards.OpFlush:
 		if len(op.Keys) != 0 || len(op.Reqs) != 0 {
 			return fmt.Errorf("%w: flush op with arguments", ErrBadPayload)
+		}
+	case shards.OpRestore:
+		if len(op.Keys) != 1 || len(op.Reqs) != 0 {
+			return fmt.Errorf("%w: restore op with %d keys, %d requests", ErrBadPayload, len(op.Keys), len(op.Reqs))
+		}
+	case shards.OpMoveOut, shards.OpMoveDone, shards.OpMoveAbort:
+		if len(op.Keys) == 0 || len(op.Reqs) != 0 {
+			return fmt.Errorf("%w: move op %d with %d keys, %d requests", ErrBadPayload, op.Code, len(op.Keys), len(op.Reqs))
 		}
 	default:
 		return fmt.Errorf("%w: unknown op code %d", ErrBadPayload, op.Code)

@@ -21,6 +21,11 @@ type Config struct {
 	// NodeID is this node's stable, unique name in the cluster (raft server
 	// id). It must not change across restarts.
 	NodeID string
+	// Group names the replication group this node belongs to (a raft
+	// cluster of its own). Several groups form one Redis Cluster, each
+	// owning hash slots; nodes of one group share its name, and a node of
+	// another group is never joined. Default "default".
+	Group string
 	// RaftAddr is the host:port the raft transport listens on. The port may
 	// be 0 (tests). The listening address is also what other nodes dial
 	// unless RaftAdvertise is set; an unspecified host (0.0.0.0) therefore
@@ -174,6 +179,7 @@ type Config struct {
 // 250 ms scheduling stall made healthy leaders step down.
 func DefaultConfig() Config {
 	return Config{
+		Group:              "default",
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
@@ -203,6 +209,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.NodeID == "":
 		return bad("NodeID", "is empty")
+	case !validGroupName(c.Group):
+		return bad("Group", "must be 1 to 64 letters, digits, '-', '_' or '.'")
 	case c.Dir == "":
 		return bad("Dir", "is empty")
 	case c.RespAddr == "":
@@ -338,4 +346,20 @@ func (c *Config) raftConfig() *raft.Config {
 	}
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: out, Level: hclog.LevelFromString(level)})
 	return rc
+}
+
+// validGroupName reports whether name may name a group: 1 to 64 ASCII
+// letters, digits, '-', '_' or '.', so that it reads well in replies and
+// logs.
+func validGroupName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

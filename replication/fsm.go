@@ -38,6 +38,12 @@ type FSM struct {
 
 	mu      sync.Mutex
 	members map[string]string // node id → RESP address; guarded by mu
+	cluster clusterState      // slots and known groups; written under mu
+	sharded atomic.Bool       // cluster.sharded(), read without mu on the apply path
+	group   string            // this node's group (a meet of it is ignored)
+	// onCluster, when set, is called (on the apply goroutine, without mu)
+	// after the cluster state changed.
+	onCluster func()
 
 	deliver DeliverFunc // never nil
 
@@ -74,7 +80,7 @@ func NewFSM(store *shards.Store, deliver DeliverFunc, log *slog.Logger) *FSM {
 	if deliver == nil {
 		deliver = func([]byte, []shards.Result, error) bool { return false }
 	}
-	f := &FSM{store: store, log: log, deliver: deliver, members: map[string]string{}}
+	f := &FSM{store: store, log: log, deliver: deliver, members: map[string]string{}, cluster: newClusterState()}
 	f.lastTime.Store(math.MinInt64)
 	return f
 }
@@ -102,6 +108,10 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	if len(l.Data) >= entryHeader && l.Data[0] == codecVersion && l.Data[1] == entryCluster {
+		f.applyCluster(l)
+		return nil
+	}
 	e, err := decodeEntry(l.Data, &f.scratch)
 	if err != nil {
 		// Every replica decodes the same bytes and refuses them alike.
@@ -121,8 +131,15 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		res, rb := f.spare, f.spareRes
 		// One result per op fits without allocating (OpLimitAll grows its
 		// own).
+		sharded := f.sharded.Load()
 		for i := range e.ops {
 			res[i].Results = rb[i : i : i+1]
+			if sharded {
+				if err := f.cluster.slotCheck(f.store, &e.ops[i], now); err != nil {
+					res[i] = shards.Result{Err: err, Results: res[i].Results}
+					continue
+				}
+			}
 			f.store.Exec(&e.ops[i], now, &res[i])
 		}
 		f.scratch.release()
@@ -179,6 +196,7 @@ type snapMeta struct {
 	Time    int64        `json:"time"`  // last applied stamped time, Unix ns
 	Index   uint64       `json:"index"` // raft index of the last applied entry
 	Members []metaMember `json:"members"`
+	Cluster *clusterMeta `json:"cluster,omitempty"`
 }
 
 type metaMember struct {
@@ -208,6 +226,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		}
 		return 0
 	})
+	m.Cluster = f.snapshotCluster()
 	meta, err := json.Marshal(&m)
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot metadata: %w", err)
@@ -265,6 +284,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.members = members
 	f.mu.Unlock()
+	if err := f.restoreCluster(m.Cluster); err != nil {
+		return err
+	}
 	f.lastTime.Store(m.Time)
 	f.lastIndex.advance(m.Index)
 	return nil

@@ -140,8 +140,11 @@ func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
 	return nil
 }
 
-// probe connects to the raft port at raftAddr and completes the handshake
-// (nothing else is sent), within NoLeaderTimeout.
+// probe connects to the raft port at raftAddr and completes the handshake,
+// within NoLeaderTimeout, then asks the node for its status and refuses a
+// node that answers with another group. A node that completes the
+// handshake but does not answer is accepted as before groups existed (it
+// joins as a non-voter and is promoted only once it acts as a member).
 func (n *Node) probe(ctx context.Context, raftAddr string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
@@ -149,7 +152,12 @@ func (n *Node) probe(ctx context.Context, raftAddr string) error {
 	if err != nil {
 		return fmt.Errorf("cannot connect to its raft address (tls-replication, the CA and cluster-secret must match on every node): %w", err)
 	}
-	return c.Close()
+	_ = c.Close()
+	st, err := n.askStatus(ctx, raftAddr)
+	if err == nil && st.Group != "" && st.Group != n.cfg.Group {
+		return fmt.Errorf("it belongs to group %q and this is group %q: %w", st.Group, n.cfg.Group, ErrOtherGroup)
+	}
+	return nil
 }
 
 // Remove removes member id from the cluster. On a follower the request
@@ -283,8 +291,11 @@ func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind 
 // definite reports whether err is an answer (a sentinel by its code, or
 // another node's error reply) rather than a transport failure.
 func definite(err error) bool {
-	var re *RemoteError
-	if errors.As(err, &re) || errors.Is(err, errNotSent) {
+	var (
+		re *RemoteError
+		se *SlotError
+	)
+	if errors.As(err, &re) || errors.As(err, &se) || errors.Is(err, errNotSent) {
 		return true
 	}
 	for _, s := range codeErrors {

@@ -86,6 +86,13 @@ type Node struct {
 	// and whether this node was removed (autopilot.go).
 	mship membership
 
+	// dir and routing are the cluster of groups as this node knows it
+	// (directory.go); routingMu serialises rebuilds.
+	dir       directory
+	routing   atomic.Pointer[Routing]
+	routingMu sync.Mutex
+	started   atomic.Bool // n.raft is set (the FSM may run before)
+
 	batches     atomic.Uint64
 	batchedOps  atomic.Uint64
 	commitNanos atomic.Uint64 // total time from raft.Apply to applied, over every submitted entry
@@ -124,6 +131,9 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		return n.stream.dial(ctx, addr, headerForward)
 	})
 	n.fsm = NewFSM(store, n.deliverApplied, log)
+	n.fsm.group = cfg.Group
+	n.fsm.onCluster = n.clusterChanged
+	n.dir = newDirectory()
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
 	}
@@ -139,7 +149,8 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	go n.run()
 	go n.complete()
 	go n.watchLeadership()
-	n.wg.Add(2)
+	n.wg.Add(3)
+	go n.directoryLoop()
 	go n.autopilot()
 	go n.watchMembership()
 	go func() {
@@ -185,6 +196,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
+	n.started.Store(true)
 	n.stream.handle(n.serveForward)
 	alone := cfg.bootstrapsAlone()
 	peers := cfg.joinPeers()
@@ -541,6 +553,7 @@ func (n *Node) broadcastChange() {
 	close(n.leadChange)
 	n.leadChange = make(chan struct{})
 	n.leadMu.Unlock()
+	n.kickDirectory() // CLUSTER replies name the new leader at once
 }
 
 // leaderRaft returns the leader's raft address, where its forwarding

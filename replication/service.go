@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -32,6 +34,9 @@ import (
 //	reqJoin       uvarint-prefixed id, raft address, RESP address → empty
 //	reqRemove     uvarint-prefixed id → empty
 //	reqStatus     uvarint-prefixed id of the asker → encodeStatus (any node answers)
+//	reqGroupView  empty → the node's group as JSON (groupWire; any node answers)
+//	reqMeet       an actMeet cluster change → empty (leader: record that group)
+//	reqCluster    a cluster change (slotstate.go) → empty (leader: check, commit)
 //
 // A response's status is statusOK (the payload is the answer) or the code
 // of a whole-request error: one of the sentinels in codeErrors, with an
@@ -46,6 +51,9 @@ const (
 	reqJoin      byte = 3
 	reqRemove    byte = 4
 	reqStatus    byte = 5
+	reqGroupView byte = 6
+	reqMeet      byte = 7
+	reqCluster   byte = 8
 )
 
 const (
@@ -66,6 +74,10 @@ var codeErrors = [...]error{
 	8:  ErrNotPromoted,
 	9:  ErrRemoved,
 	10: ErrIDInUse,
+	11: ErrSlotBusy, // any *SlotError, with its detail
+	12: ErrUnknownClusterNode,
+	13: ErrOwnGroup,
+	14: ErrOtherGroup,
 }
 
 const (
@@ -199,6 +211,19 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return encodeStatus(n.status(asker)), nil
+	case reqGroupView:
+		if len(payload) != 0 {
+			return nil, fmt.Errorf("%w: group view request with a payload", ErrBadPayload)
+		}
+		return json.Marshal(n.ownWire())
+	case reqMeet:
+		return nil, n.onlyLeader(func() error { return n.serveMeet(ctx, payload) })
+	case reqCluster:
+		c, err := decodeClusterChange(payload)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.onlyLeader(func() error { return n.changeClusterOnLeader(ctx, &c) })
 	}
 	return nil, fmt.Errorf("%w: unknown request type %d", ErrBadPayload, kind)
 }
@@ -286,8 +311,13 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 		q *QuorumError
 		p *PendingError
 		r *RemovedError
+		s *SlotError
 	)
 	switch {
+	case errors.As(err, &s):
+		b := binary.AppendUvarint(nil, uint64(s.Slot))
+		b = append(b, byte(max(slices.Index(slotErrs[:], s.Err), 0)))
+		return errorCode(ErrSlotBusy), appendBytes(b, []byte(s.Msg)), true
 	case errors.As(err, &q):
 		b := appendBytes(nil, []byte(q.ID))
 		b = binary.AppendUvarint(b, uint64(q.Reachable))
@@ -325,6 +355,13 @@ func decodeErrorDetail(status byte, body []byte) error {
 		err = p
 	case ErrRemoved:
 		err = &RemovedError{LeaderID: string(r.bytes("leader id")), LeaderRespAddr: string(r.bytes("leader address"))}
+	case ErrSlotBusy:
+		s := &SlotError{Slot: int(r.uvarint("slot"))}
+		if i := int(r.byte1("slot error")); i < len(slotErrs) {
+			s.Err = slotErrs[i]
+		}
+		s.Msg = string(r.bytes("message"))
+		err = s
 	default:
 		return nil
 	}
@@ -344,6 +381,9 @@ type nodeStatus struct {
 	// Ready is true when the answering node is the ready leader; Member
 	// tells whether the asker is in its latest configuration.
 	Ready, Member bool
+	// Group is the answering node's group ("" from a node that predates
+	// groups).
+	Group string
 }
 
 const (
@@ -367,7 +407,8 @@ func encodeStatus(st nodeStatus) []byte {
 	if st.Member {
 		flags |= statusMember
 	}
-	return append(b, flags)
+	b = append(b, flags)
+	return appendBytes(b, []byte(st.Group))
 }
 
 // decodeStatus decodes encodeStatus's output.
@@ -378,5 +419,8 @@ func decodeStatus(b []byte) (nodeStatus, error) {
 	st.LeaderID, st.LeaderRaft, st.LeaderResp = string(r.bytes("leader id")), string(r.bytes("leader raft address")), string(r.bytes("leader RESP address"))
 	flags := r.byte1("flags")
 	st.Ready, st.Member = flags&statusReady != 0, flags&statusMember != 0
+	if r.err == nil && len(r.b) > 0 {
+		st.Group = string(r.bytes("group"))
+	}
 	return st, r.end()
 }

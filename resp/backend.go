@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -75,39 +76,26 @@ type Persistence interface {
 }
 
 // Cluster describes this node's place in a replicated cluster. nil in Config
-// means standalone.
+// means standalone. Implementations must be safe for concurrent use.
 type Cluster interface {
 	// Role returns what ROLE answers.
 	Role() RoleInfo
 	// InfoFields returns the INFO replication fields, in order.
 	InfoFields() [][2]string
-	// Topology returns the group's members as the CLUSTER command
-	// reports them.
-	Topology() Topology
-}
-
-// Topology is a replication group's membership as CLUSTER SLOTS, SHARDS
-// and NODES report it: one shard owning every slot.
-type Topology struct {
-	// SelfID is this node's NodeID.
-	SelfID string
-	// Term is the current raft term, reported as the config epoch.
-	Term uint64
-	// Nodes lists the voting members that have a replicated RESP
-	// address, the leader (when one is known) first, then by NodeID.
-	Nodes []TopologyNode
-}
-
-// TopologyNode is one member of a Topology.
-type TopologyNode struct {
-	// ID is the member's NodeID.
-	ID string
-	// Host and Port are its RESP listener; BusPort is its raft port
-	// (0 when its raft address has none).
-	Host          string
-	Port, BusPort int
-	// Leader is true for the leader as this node knows it.
-	Leader bool
+	// Routing returns the current routing table: every known group, its
+	// members and slots, and which group serves each slot. It is immutable;
+	// nil only before the node has one (then no slot is served).
+	Routing() *replication.Routing
+	// AddSlots assigns free slots to this node's group (CLUSTER ADDSLOTS).
+	AddSlots(ctx context.Context, slots []int) error
+	// DelSlots makes slots of this node's group unowned (CLUSTER DELSLOTS).
+	DelSlots(ctx context.Context, slots []int) error
+	// Meet introduces the group of the node whose RESP listener is
+	// respAddr (host:port) (CLUSTER MEET).
+	Meet(ctx context.Context, respAddr string) error
+	// SetSlot runs CLUSTER SETSLOT slot action [clusterID]; clusterID is
+	// a member's 40-hex cluster node id ("" for SlotStable).
+	SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error
 }
 
 // RoleInfo is the ROLE reply. A leader answers like a Redis master

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -51,25 +52,25 @@ func (v clusterView) Role() RoleInfo {
 	return r
 }
 
-// Topology lists the voters with a replicated RESP address, the leader
-// first: followers catching up as non-voters are left out.
-func (v clusterView) Topology() Topology {
-	inf := v.n.Info()
-	t := Topology{SelfID: inf.NodeID, Term: inf.Term}
-	for _, m := range inf.Members { // sorted by ID
-		if !m.Voter || m.RespAddr == "" {
-			continue
-		}
-		h, p := splitHostPort(m.RespAddr)
-		_, bus := splitHostPort(m.RaftAddr)
-		nd := TopologyNode{ID: m.ID, Host: h, Port: p, BusPort: bus, Leader: m.Leader && !inf.Removed}
-		if nd.Leader {
-			t.Nodes = append([]TopologyNode{nd}, t.Nodes...)
-		} else {
-			t.Nodes = append(t.Nodes, nd)
-		}
-	}
-	return t
+// Routing returns the node's routing table.
+func (v clusterView) Routing() *replication.Routing { return v.n.Routing() }
+
+// AddSlots assigns slots to the node's group.
+func (v clusterView) AddSlots(ctx context.Context, slots []int) error {
+	return v.n.AddSlots(ctx, slots)
+}
+
+// DelSlots unassigns slots of the node's group.
+func (v clusterView) DelSlots(ctx context.Context, slots []int) error {
+	return v.n.DelSlots(ctx, slots)
+}
+
+// Meet introduces another group.
+func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Meet(ctx, respAddr) }
+
+// SetSlot changes a slot's migration state or owner.
+func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error {
+	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
 // InfoFields answers INFO replication: Redis's role fields first (so that

@@ -14,6 +14,7 @@ func builtinCommands() []*Command {
 	all = append(all, serverCommands()...)
 	all = append(all, clusterCommand())
 	all = append(all, clusterConnCommands()...)
+	all = append(all, migrateCommands()...)
 	return all
 }
 

@@ -1,54 +1,107 @@
 package resp
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
+	"errors"
+	"maps"
+	"net"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/replication"
 )
 
-// The Redis Cluster protocol over one replication group: the group is a
-// single shard owning all 16384 slots, its leader the master and its other
-// voters the replicas, so that cluster-aware clients find the leader by
-// themselves. A standalone server answers every CLUSTER subcommand, READONLY,
-// READWRITE and ASKING as a Redis server without cluster support does.
+// The Redis Cluster protocol over replication groups. Each group (a raft
+// cluster) is one Redis Cluster shard: its leader the master, its other
+// voters the replicas. A group that owns no slot and knows no other group
+// (an unsharded routing) answers as one shard owning slots 0–16383, so that
+// cluster-aware clients find the leader by themselves. Every view is
+// computed from one replication.Routing, an immutable table. A standalone
+// server answers every CLUSTER subcommand, READONLY, READWRITE and ASKING
+// as a Redis server without cluster support does.
 
 // errClusterDisabled is Redis's reply on a server without cluster support.
 var errClusterDisabled = &textError{"ERR This instance has cluster support disabled"}
 
-// clusterNodeID returns the 40 lowercase hex digits CLUSTER reports as the
-// node id of a member: the SHA-1 of its NodeID, so it is stable across
-// restarts and the same on every node.
-func clusterNodeID(nodeID string) string {
-	h := sha1.Sum([]byte(nodeID))
-	return hex.EncodeToString(h[:])
-}
-
-// clusterTopology returns the group's topology, or errClusterDisabled on a
-// standalone server.
-func clusterTopology(c *Conn) (Topology, error) {
+// clusterRouting returns the node's routing table, or errClusterDisabled
+// on a standalone server. Before the node has a table, an unsharded one of
+// a single group without members stands in (no slot is served).
+func clusterRouting(c *Conn) (Cluster, *replication.Routing, error) {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
-		return Topology{}, errClusterDisabled
+		return nil, nil, errClusterDisabled
 	}
-	return cl.Topology(), nil
+	r := cl.Routing()
+	if r == nil {
+		r = replication.NewRouting(0, "", []replication.GroupView{{}})
+	}
+	return cl, r, nil
 }
 
 // clusterHandler wraps a CLUSTER subcommand's handler: on a standalone
 // server it answers errClusterDisabled instead.
-func clusterHandler(h func(c *Conn, t Topology, args [][]byte) error) func(c *Conn, args [][]byte) error {
+func clusterHandler(h func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error) func(c *Conn, args [][]byte) error {
 	return func(c *Conn, args [][]byte) error {
-		t, err := clusterTopology(c)
+		cl, r, err := clusterRouting(c)
 		if err != nil {
 			return err
 		}
-		return h(c, t, args)
+		return h(c, cl, r, args)
 	}
 }
 
-// hasLeader reports whether t names a leader (then Nodes[0]).
-func (t *Topology) hasLeader() bool { return len(t.Nodes) > 0 && t.Nodes[0].Leader }
+// groupRanges returns the slot ranges group g serves as the CLUSTER views
+// report them: none while it has no known leader; all 16384 for this
+// node's group when the routing is unsharded.
+func groupRanges(r *replication.Routing, g int) [][2]int {
+	if _, ok := r.Groups[g].Leader(); !ok {
+		return nil
+	}
+	if !r.Sharded && g == r.Self {
+		return [][2]int{{0, clusterSlots - 1}}
+	}
+	return r.Groups[g].Slots
+}
+
+// hostPorts splits a member's RESP and raft addresses into the host, port
+// and bus port CLUSTER reports (0 for a port that does not parse).
+func hostPorts(m *replication.GroupMember) (host string, port, bus int) {
+	host, port = splitHostPort(m.RespAddr)
+	_, bus = splitHostPort(m.RaftAddr)
+	return host, port, bus
+}
+
+// groupHealthy reports whether group g serves its slots: a leader is
+// known and (for another group) its last answer is recent.
+func groupHealthy(r *replication.Routing, g int) bool {
+	_, ok := r.Groups[g].Leader()
+	return ok && r.Groups[g].Reachable
+}
+
+// groupNodeID returns the cluster node id that stands for group g: its
+// leader's when known, else its first member's ("" when it has none). The
+// migration marks of CLUSTER NODES name it.
+func groupNodeID(r *replication.Routing, g int) string {
+	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
+		return ""
+	}
+	return r.Groups[g].Members[0].ClusterID
+}
+
+// groupAddr returns the RESP address MOVED and ASK name for group g: its
+// leader's, else its first member's ("" when it has none).
+func groupAddr(r *replication.Routing, g int) string {
+	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
+		return ""
+	}
+	return r.Groups[g].Members[0].RespAddr
+}
+
+// myID returns this node's cluster node id.
+func myID(r *replication.Routing) string {
+	return replication.ClusterNodeID(r.Groups[r.Self].Name, r.SelfID)
+}
 
 // parseSlot parses a slot number; anything but an integer in [0, 16384)
 // is Redis's invalid-slot error, msg.
@@ -63,9 +116,75 @@ func parseSlot(b []byte, msg string) (int, error) {
 	return int(n), nil
 }
 
+// errBadSlot is Redis's reply to a slot argument of ADDSLOTS, DELSLOTS and
+// SETSLOT that is not an integer in [0, 16384).
+var errBadSlot = &textError{"ERR Invalid or out of range slot"}
+
+// parseSlotArg parses a slot of ADDSLOTS, DELSLOTS or SETSLOT, where Redis
+// answers errBadSlot for a non-integer too.
+func parseSlotArg(b []byte) (int, error) {
+	n, err := engine.ParseInt(b)
+	if err != nil || n < 0 || n >= clusterSlots {
+		return 0, errBadSlot
+	}
+	return int(n), nil
+}
+
+// parseSlotList parses ADDSLOTS / DELSLOTS arguments: each a slot, none twice.
+func parseSlotList(args [][]byte) ([]int, error) {
+	slots := make([]int, 0, len(args))
+	seen := map[int]bool{}
+	for _, a := range args {
+		s, err := parseSlotArg(a)
+		if err != nil {
+			return nil, err
+		}
+		if seen[s] {
+			return nil, &textError{"ERR Slot " + strconv.Itoa(s) + " specified multiple times"}
+		}
+		seen[s] = true
+		slots = append(slots, s)
+	}
+	return slots, nil
+}
+
+// parseSlotRanges parses ADDSLOTSRANGE / DELSLOTSRANGE arguments: pairs of
+// start and end slots (inclusive), no slot twice. An odd count is the arity
+// error, as in Redis.
+func parseSlotRanges(args [][]byte) ([]int, error) {
+	if len(args)%2 != 0 {
+		return nil, engine.ErrArity
+	}
+	var slots []int
+	seen := map[int]bool{}
+	for i := 0; i < len(args); i += 2 {
+		lo, err := parseSlotArg(args[i])
+		if err != nil {
+			return nil, err
+		}
+		hi, err := parseSlotArg(args[i+1])
+		if err != nil {
+			return nil, err
+		}
+		if lo > hi {
+			return nil, &textError{"ERR start slot number " + strconv.Itoa(lo) + " is greater than end slot number " + strconv.Itoa(hi)}
+		}
+		for s := lo; s <= hi; s++ {
+			if seen[s] {
+				return nil, &textError{"ERR Slot " + strconv.Itoa(s) + " specified multiple times"}
+			}
+			seen[s] = true
+			slots = append(slots, s)
+		}
+	}
+	return slots, nil
+}
+
 // slotKeys calls fn once for every distinct live key of slot at the read
-// instant, by scanning the whole keyspace: O(N) in the number of keys.
-// It stops when fn returns false.
+// instant, by scanning the whole keyspace (O(N) in the number of keys),
+// then for every key of the slot in the moving set (keys MIGRATE is
+// moving out are still this group's until the move completes). It stops
+// when fn returns false.
 func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	now, err := c.readNow()
 	if err != nil {
@@ -74,67 +193,279 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	store := c.srv.backend.Store()
 	seen := map[string]bool{} // a scan may report a key twice
 	var found [][]byte
-	stop := false
-	for cur := uint64(0); !stop; {
-		found = found[:0]
-		cur = store.Scan(cur, 1000, now, func(key []byte, _ engine.Kind) {
-			if keySlot(key) == slot && !seen[string(key)] {
-				seen[string(key)] = true
-				found = append(found, append([]byte(nil), key...))
-			}
-		})
+	keep := func(key []byte) {
+		if keySlot(key) == slot && !seen[string(key)] {
+			seen[string(key)] = true
+			found = append(found, append([]byte(nil), key...))
+		}
+	}
+	emit := func() bool {
 		for _, k := range found {
 			if !fn(k) {
-				stop = true
-				break
+				return false
 			}
+		}
+		found = found[:0]
+		return true
+	}
+	for cur := uint64(0); ; {
+		cur = store.Scan(cur, 1000, now, func(key []byte, _ engine.Kind) { keep(key) })
+		if !emit() {
+			return nil
 		}
 		if cur == 0 {
 			break
 		}
 	}
+	store.MovingKeys(func(key []byte, _ engine.State) bool { keep(key); return true })
+	emit()
 	return nil
 }
 
-// appendClusterNodeLine appends nd's CLUSTER NODES line.
-func appendClusterNodeLine(b []byte, t *Topology, nd *TopologyNode) []byte {
-	b = append(b, clusterNodeID(nd.ID)...)
+// appendSlotMarks appends group g's slot ranges, then its migrating
+// ("[slot->-<target-id>]") and importing ("[slot-<-<source-id>]") slots, as
+// Redis prints them in CLUSTER NODES.
+func appendSlotMarks(b []byte, r *replication.Routing, g int) []byte {
+	for _, rg := range groupRanges(r, g) {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(rg[0]), 10)
+		if rg[1] != rg[0] {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(rg[1]), 10)
+		}
+	}
+	gv := &r.Groups[g]
+	mark := func(m map[int]string, arrow string) {
+		for _, s := range slices.Sorted(maps.Keys(m)) {
+			b = append(b, " ["...)
+			b = strconv.AppendInt(b, int64(s), 10)
+			b = append(b, arrow...)
+			b = append(b, groupNodeID(r, r.Group(m[s]))...)
+			b = append(b, ']')
+		}
+	}
+	mark(gv.Migrating, "->-")
+	mark(gv.Importing, "-<-")
+	return b
+}
+
+// appendNodeLine appends the CLUSTER NODES line of member i of group g.
+func appendNodeLine(b []byte, r *replication.Routing, g, i int) []byte {
+	gv := &r.Groups[g]
+	m := &gv.Members[i]
+	host, port, bus := hostPorts(m)
+	b = append(b, m.ClusterID...)
 	b = append(b, ' ')
-	b = append(b, nd.Host...)
+	b = append(b, host...)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(nd.Port), 10)
+	b = strconv.AppendInt(b, int64(port), 10)
 	b = append(b, '@')
-	b = strconv.AppendInt(b, int64(nd.BusPort), 10)
+	b = strconv.AppendInt(b, int64(bus), 10)
 	b = append(b, ' ')
-	if nd.ID == t.SelfID {
+	if g == r.Self && m.ID == r.SelfID {
 		b = append(b, "myself,"...)
 	}
+	leader, hasLeader := gv.Leader()
 	master := "-"
-	if nd.Leader || !t.hasLeader() {
+	if i == 0 || !hasLeader {
 		b = append(b, "master"...)
 	} else {
 		b = append(b, "slave"...)
-		master = clusterNodeID(t.Nodes[0].ID)
+		master = leader.ClusterID
+	}
+	link := " connected"
+	if g != r.Self && !gv.Reachable {
+		// redis-cli --cluster skips failed nodes instead of connecting.
+		b = append(b, ",fail"...)
+		link = " disconnected"
 	}
 	b = append(b, ' ')
 	b = append(b, master...)
 	b = append(b, " 0 0 "...)
-	b = strconv.AppendUint(b, t.Term, 10)
-	b = append(b, " connected"...)
-	if nd.Leader {
-		b = append(b, " 0-16383"...)
+	b = strconv.AppendUint(b, gv.Term, 10)
+	b = append(b, link...)
+	if i == 0 && hasLeader {
+		b = appendSlotMarks(b, r, g)
 	}
 	return append(b, '\n')
 }
 
 // writeSlotsNode writes one node of a CLUSTER SLOTS range: ip, port, id and
 // an empty networking-metadata map, as Redis 7 does.
-func writeSlotsNode(c *Conn, nd *TopologyNode) {
+func writeSlotsNode(c *Conn, m *replication.GroupMember) {
+	host, port, _ := hostPorts(m)
 	c.WriteArray(4)
-	c.WriteBulkString(nd.Host)
-	c.WriteInt(int64(nd.Port))
-	c.WriteBulkString(clusterNodeID(nd.ID))
+	c.WriteBulkString(host)
+	c.WriteInt(int64(port))
+	c.WriteBulkString(m.ClusterID)
 	c.WriteMap(0)
+}
+
+// slotRange is one range of CLUSTER SLOTS: slots lo..hi of group g.
+type slotRange struct{ lo, hi, g int }
+
+// servedRanges lists every served slot range, by first slot.
+func servedRanges(r *replication.Routing) []slotRange {
+	var out []slotRange
+	for g := range r.Groups {
+		for _, rg := range groupRanges(r, g) {
+			out = append(out, slotRange{rg[0], rg[1], g})
+		}
+	}
+	slices.SortFunc(out, func(a, b slotRange) int { return a.lo - b.lo })
+	return out
+}
+
+// writeClusterSlots answers CLUSTER SLOTS.
+func writeClusterSlots(c *Conn, r *replication.Routing) {
+	rs := servedRanges(r)
+	c.WriteArray(len(rs))
+	for _, rg := range rs {
+		ms := r.Groups[rg.g].Members
+		c.WriteArray(2 + len(ms))
+		c.WriteInt(int64(rg.lo))
+		c.WriteInt(int64(rg.hi))
+		for i := range ms {
+			writeSlotsNode(c, &ms[i])
+		}
+	}
+}
+
+// writeClusterShards answers CLUSTER SHARDS: one entry per group.
+func writeClusterShards(c *Conn, r *replication.Routing) {
+	c.WriteArray(len(r.Groups))
+	for g := range r.Groups {
+		gv := &r.Groups[g]
+		rs := groupRanges(r, g)
+		c.WriteMap(2)
+		c.WriteBulkString("slots")
+		c.WriteArray(2 * len(rs))
+		for _, rg := range rs {
+			c.WriteInt(int64(rg[0]))
+			c.WriteInt(int64(rg[1]))
+		}
+		c.WriteBulkString("nodes")
+		c.WriteArray(len(gv.Members))
+		_, hasLeader := gv.Leader()
+		health := "online"
+		if !groupHealthy(r, g) {
+			health = "failed"
+		}
+		for i := range gv.Members {
+			m := &gv.Members[i]
+			host, port, _ := hostPorts(m)
+			role := "replica"
+			if i == 0 || !hasLeader {
+				role = "master"
+			}
+			c.WriteMap(7)
+			c.WriteBulkString("id")
+			c.WriteBulkString(m.ClusterID)
+			c.WriteBulkString("port")
+			c.WriteInt(int64(port))
+			c.WriteBulkString("ip")
+			c.WriteBulkString(host)
+			c.WriteBulkString("endpoint")
+			c.WriteBulkString(host)
+			c.WriteBulkString("role")
+			c.WriteBulkString(role)
+			c.WriteBulkString("replication-offset")
+			c.WriteInt(0)
+			c.WriteBulkString("health")
+			c.WriteBulkString(health)
+		}
+	}
+}
+
+// clusterInfo returns the CLUSTER INFO text.
+func clusterInfo(r *replication.Routing) []byte {
+	var assigned, ok int64
+	owning := make([]bool, len(r.Groups))
+	for s := range clusterSlots {
+		g := r.Owner(s)
+		if g < 0 || g >= len(r.Groups) {
+			continue
+		}
+		assigned++
+		owning[g] = true
+		if groupHealthy(r, g) {
+			ok++
+		}
+	}
+	var size, known int64
+	var epoch uint64
+	for g := range r.Groups {
+		if owning[g] {
+			size++
+		}
+		known += int64(len(r.Groups[g].Members))
+		epoch = max(epoch, r.Groups[g].Term)
+	}
+	state := "fail"
+	if ok == clusterSlots {
+		state = "ok"
+	}
+	b := field(nil, "cluster_state", state)
+	b = fieldInt(b, "cluster_slots_assigned", assigned)
+	b = fieldInt(b, "cluster_slots_ok", ok)
+	b = fieldInt(b, "cluster_slots_pfail", 0)
+	b = fieldInt(b, "cluster_slots_fail", assigned-ok)
+	b = fieldInt(b, "cluster_known_nodes", known)
+	b = fieldInt(b, "cluster_size", size)
+	b = field(b, "cluster_current_epoch", strconv.FormatUint(epoch, 10))
+	b = field(b, "cluster_my_epoch", strconv.FormatUint(r.Groups[r.Self].Term, 10))
+	b = fieldInt(b, "cluster_stats_messages_sent", 0)
+	b = fieldInt(b, "cluster_stats_messages_received", 0)
+	return fieldInt(b, "total_cluster_links_buffer_limit_exceeded", 0)
+}
+
+// setSlotAction parses SETSLOT's action and node id (args after the slot).
+func setSlotAction(args [][]byte) (replication.SlotAction, string, error) {
+	bad := &textError{"ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"}
+	var a replication.SlotAction
+	switch strings.ToLower(string(args[0])) {
+	case "importing":
+		a = replication.SlotImporting
+	case "migrating":
+		a = replication.SlotMigrating
+	case "node":
+		a = replication.SlotNode
+	case "stable":
+		if len(args) != 1 {
+			return 0, "", bad
+		}
+		return replication.SlotStable, "", nil
+	default:
+		return 0, "", bad
+	}
+	if len(args) != 2 {
+		return 0, "", bad
+	}
+	return a, string(args[1]), nil
+}
+
+// meetAddr parses MEET's host, port and optional bus port into the RESP
+// address to meet.
+func meetAddr(args [][]byte) (string, error) {
+	port, err := strconv.Atoi(string(args[1]))
+	if err != nil || port < 0 || port > 65535 {
+		return "", &textError{"ERR Invalid base port specified: " + string(clip(args[1]))}
+	}
+	if len(args) > 2 {
+		if bus, err := strconv.Atoi(string(args[2])); err != nil || bus < 0 || bus > 65535 {
+			return "", &textError{"ERR Invalid bus port specified: " + string(clip(args[2]))}
+		}
+	}
+	return net.JoinHostPort(string(args[0]), strconv.Itoa(port)), nil
+}
+
+// unknownNode returns err, made an unknownNodeError naming id when it is
+// replication.ErrUnknownClusterNode (Redis's reply names the id).
+func unknownNode(err error, id string) error {
+	if errors.Is(err, replication.ErrUnknownClusterNode) {
+		return &unknownNodeError{id}
+	}
+	return err
 }
 
 func clusterCommand() *Command {
@@ -145,120 +476,96 @@ func clusterCommand() *Command {
 		cmd.Errors = append([]string{"`ERR This instance has cluster support disabled` on a standalone server."}, cmd.Errors...)
 		return cmd
 	}
+	slotErrs := []string{
+		"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
+		"`ERR Slot <n> specified multiple times` when a slot is named twice.",
+	}
 	return &Command{
 		Name: "cluster", Arity: -2, Flags: FlagStale | FlagLoading, Group: "cluster", Since: "0.1.0",
-		Summary: "Describes the Redis Cluster view of the replication group: one shard owning every slot.", Complexity: "Depends on the subcommand",
-		Notes: []string{"A replication group answers as a Redis Cluster of one shard owning slots 0–16383: its leader is the master, " +
+		Summary: "Describes and changes the Redis Cluster the replication groups form.", Complexity: "Depends on the subcommand",
+		Notes: []string{"Each replication group is one Redis Cluster shard: its leader is the master, " +
 			"its other voting members with a replicated RESP address are its replicas (non-voters catching up are not listed). " +
-			"A node's id is the 40 lowercase hex digits of the SHA-1 of its `--node-id`, the same on every node and across restarts. " +
-			"The cluster bus port reported is the node's raft port. While no leader is known, no slot is served: every member is " +
-			"listed as a master without slots and `cluster_state` is `fail`."},
+			"A node's id is the 40 lowercase hex digits of the SHA-1 of `<group>/<node-id>`, the same on every node and across restarts. " +
+			"The cluster bus port reported is the node's raft port. A group that owns no slot and knows no other group answers as a cluster of " +
+			"one shard owning slots 0–16383. While a group has no known leader, its slots are not listed: its members are " +
+			"listed as masters without slots and `cluster_state` is `fail`.",
+			"Slot ownership and migration state live in each group's raft log; groups learn about one another through `CLUSTER MEET` " +
+				"and then ask each other for their members, leaders and slots (there is no gossip bus). The config epoch reported is the group's raft term.",
+			"Once any group owns a slot or another group is known, every command with keys is routed as Redis Cluster routes it: a key of a slot another group owns answers " +
+				"`-MOVED <slot> <host:port>` (that group's leader; its first member while it has none), a slot no group owns `-CLUSTERDOWN Hash slot not served`, and keys of several slots " +
+				"`-CROSSSLOT Keys in request don't hash to the same slot` unless this group owns every one of those slots (so `CL.THROTTLEALL` over keys of different slots of one group is allowed). " +
+				"During a slot's move, a key no longer here answers `-ASK <slot> <host:port>`, keys split between the two groups `-TRYAGAIN Multiple keys request during rehashing of slot`, " +
+				"a key in flight `-TRYAGAIN Key is being migrated, retry`; the target group serves the slot's keys to commands sent after `ASKING`. Inside a group, followers still forward to the leader."},
 		Subcommands: []*Command{
 			sub(&Command{
-				Name: "slots", Arity: 2, Flags: FlagFast, Summary: "Returns the slot ranges and the nodes serving them.", Complexity: "O(members)",
-				Reply: "Array with one range, `[0, 16383, leader, replicas...]`, each node an array of IP (bulk string), port (integer), node id (bulk string) " +
-					"and an empty map of networking metadata, as Redis 7 answers; an empty array while no leader is known.",
-				Handler: clusterHandler(func(c *Conn, t Topology, _ [][]byte) error {
-					if !t.hasLeader() {
-						c.WriteArray(0)
-						return nil
-					}
-					c.WriteArray(1)
-					c.WriteArray(2 + len(t.Nodes))
-					c.WriteInt(0)
-					c.WriteInt(clusterSlots - 1)
-					for i := range t.Nodes {
-						writeSlotsNode(c, &t.Nodes[i])
-					}
+				Name: "slots", Arity: 2, Flags: FlagFast, Summary: "Returns the slot ranges and the nodes serving them.", Complexity: "O(N) where N is the number of slot ranges",
+				Reply: "Array with one entry per contiguous slot range of each group with a known leader, `[start, end, leader, replicas...]`, by start slot; each node an array of IP (bulk string), port (integer), node id (bulk string) " +
+					"and an empty map of networking metadata, as Redis 7 answers. Ranges of a group without a known leader are left out.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					writeClusterSlots(c, r)
 					return nil
 				}),
 			}),
 			sub(&Command{
-				Name: "shards", Arity: 2, Flags: FlagFast, Summary: "Returns the shards, their slots and nodes.", Complexity: "O(members)",
-				Reply: "Array of one map (a flat array in RESP2) with `slots` (array of integers: `0`, `16383`; empty while no leader is known) and `nodes`: " +
-					"one map per node with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (0) and `health` (`online`), as Redis 7 answers.",
-				Handler: clusterHandler(func(c *Conn, t Topology, _ [][]byte) error {
-					c.WriteArray(1)
-					c.WriteMap(2)
-					c.WriteBulkString("slots")
-					if t.hasLeader() {
-						c.WriteArray(2)
-						c.WriteInt(0)
-						c.WriteInt(clusterSlots - 1)
-					} else {
-						c.WriteArray(0)
-					}
-					c.WriteBulkString("nodes")
-					c.WriteArray(len(t.Nodes))
-					for _, nd := range t.Nodes {
-						role := "replica"
-						if nd.Leader || !t.hasLeader() {
-							role = "master"
-						}
-						c.WriteMap(7)
-						c.WriteBulkString("id")
-						c.WriteBulkString(clusterNodeID(nd.ID))
-						c.WriteBulkString("port")
-						c.WriteInt(int64(nd.Port))
-						c.WriteBulkString("ip")
-						c.WriteBulkString(nd.Host)
-						c.WriteBulkString("endpoint")
-						c.WriteBulkString(nd.Host)
-						c.WriteBulkString("role")
-						c.WriteBulkString(role)
-						c.WriteBulkString("replication-offset")
-						c.WriteInt(0)
-						c.WriteBulkString("health")
-						c.WriteBulkString("online")
-					}
+				Name: "shards", Arity: 2, Flags: FlagFast, Summary: "Returns the shards, their slots and nodes.", Complexity: "O(N) where N is the number of groups and members",
+				Reply: "Array of one map (a flat array in RESP2) per group with `slots` (array of integers: start and end of each range; empty while the group has no known leader) and `nodes`: " +
+					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (0) and `health` " +
+					"(`online`, or `failed` while the group has no known leader or has not answered recently), as Redis 7 answers.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					writeClusterShards(c, r)
 					return nil
 				}),
 			}),
 			sub(&Command{
-				Name: "nodes", Arity: 2, Summary: "Returns the cluster configuration as this node sees it.", Complexity: "O(members)",
-				Reply: "Bulk string, one line per node in Redis 7's format: `<id> <ip:port@cport> <flags> <master-id|-> 0 0 <config-epoch> connected [0-16383]`, " +
-					"where cport is the node's raft port, flags are `master` or `slave` (prefixed `myself,` on this node), the config epoch is the raft term, and the leader's line ends with `0-16383`.",
-				Handler: clusterHandler(func(c *Conn, t Topology, _ [][]byte) error {
+				Name: "nodes", Arity: 2, Summary: "Returns the cluster configuration as this node sees it.", Complexity: "O(N) where N is the number of members",
+				Reply: "Bulk string, one line per member of every group in Redis 7's format: `<id> <ip:port@cport> <flags> <master-id|-> 0 0 <config-epoch> <link-state> [slots...]`, " +
+					"where cport is the node's raft port, flags are `master` or `slave` (prefixed `myself,` on this node; `,fail` with link state `disconnected` for another group that has not answered recently), " +
+					"the config epoch is the group's raft term, and the leader's line lists the group's slot ranges, then `[slot->-<target-id>]` for each slot migrating out and `[slot-<-<source-id>]` for each slot importing, as Redis prints them.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
 					var b []byte
-					for i := range t.Nodes {
-						b = appendClusterNodeLine(b, &t, &t.Nodes[i])
+					for g := range r.Groups {
+						for i := range r.Groups[g].Members {
+							b = appendNodeLine(b, r, g, i)
+						}
 					}
 					c.WriteBulk(b)
 					return nil
+				}),
+			}),
+			sub(&Command{
+				Name: "replicas", Arity: 3, Summary: "Lists the replicas of a master node.", Complexity: "O(N) where N is the number of members",
+				Args:   []Arg{{Name: "node-id", Type: "string"}},
+				Reply:  "Array of bulk strings: the `CLUSTER NODES` lines of the followers of the group whose leader is node-id.",
+				Errors: []string{"`ERR Unknown node <node-id>` for an id no known group has.", "`ERR The specified node is not a master` for a node that is not its group's leader."},
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, args [][]byte) error {
+					return writeReplicas(c, r, string(args[2]))
+				}),
+			}),
+			sub(&Command{
+				Name: "slaves", Arity: 3, Summary: "Lists the replicas of a master node (an alias of `CLUSTER REPLICAS`).", Complexity: "O(N) where N is the number of members",
+				Args:   []Arg{{Name: "node-id", Type: "string"}},
+				Reply:  "As `CLUSTER REPLICAS`.",
+				Errors: []string{"`ERR Unknown node <node-id>` for an id no known group has.", "`ERR The specified node is not a master` for a node that is not its group's leader."},
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, args [][]byte) error {
+					return writeReplicas(c, r, string(args[2]))
 				}),
 			}),
 			sub(&Command{
 				Name: "info", Arity: 2, Flags: FlagFast, Summary: "Returns the cluster's state.", Complexity: "O(1)",
-				Reply: "Bulk string of `field:value` lines as Redis writes them: `cluster_state` (`ok` while a leader is known, and so all 16384 slots are served; otherwise `fail`), " +
-					"`cluster_slots_assigned`, `cluster_slots_ok`, `cluster_slots_pfail`, `cluster_slots_fail`, `cluster_known_nodes`, `cluster_size` (1: one shard), " +
-					"`cluster_current_epoch` and `cluster_my_epoch` (the raft term), and zero message counters.",
-				Handler: clusterHandler(func(c *Conn, t Topology, _ [][]byte) error {
-					state, slots, size := "fail", int64(0), int64(0)
-					if t.hasLeader() {
-						state, slots, size = "ok", clusterSlots, 1
-					}
-					term := strconv.FormatUint(t.Term, 10)
-					b := field(nil, "cluster_state", state)
-					b = fieldInt(b, "cluster_slots_assigned", slots)
-					b = fieldInt(b, "cluster_slots_ok", slots)
-					b = fieldInt(b, "cluster_slots_pfail", 0)
-					b = fieldInt(b, "cluster_slots_fail", 0)
-					b = fieldInt(b, "cluster_known_nodes", int64(len(t.Nodes)))
-					b = fieldInt(b, "cluster_size", size)
-					b = field(b, "cluster_current_epoch", term)
-					b = field(b, "cluster_my_epoch", term)
-					b = fieldInt(b, "cluster_stats_messages_sent", 0)
-					b = fieldInt(b, "cluster_stats_messages_received", 0)
-					b = fieldInt(b, "total_cluster_links_buffer_limit_exceeded", 0)
-					c.WriteBulk(b)
+				Reply: "Bulk string of `field:value` lines as Redis writes them: `cluster_state` (`ok` when every one of the 16384 slots is owned by a group with a known leader that answered recently; otherwise `fail`), " +
+					"`cluster_slots_assigned` (slots some group owns), `cluster_slots_ok` (of those, owned by such a healthy group), `cluster_slots_pfail` (0), `cluster_slots_fail` (assigned but not ok), " +
+					"`cluster_known_nodes` (members of every known group), `cluster_size` (groups owning at least one slot), " +
+					"`cluster_current_epoch` (the highest raft term of the known groups) and `cluster_my_epoch` (this group's raft term), and zero message counters.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteBulk(clusterInfo(r))
 					return nil
 				}),
 			}),
 			sub(&Command{
 				Name: "myid", Arity: 2, Flags: FlagFast, Summary: "Returns this node's cluster node id.", Complexity: "O(1)",
-				Reply: "Bulk string: 40 lowercase hex digits, the SHA-1 of the node's `--node-id`.",
-				Handler: clusterHandler(func(c *Conn, t Topology, _ [][]byte) error {
-					c.WriteBulkString(clusterNodeID(t.SelfID))
+				Reply: "Bulk string: 40 lowercase hex digits, the SHA-1 of `<group>/<node-id>`.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteBulkString(myID(r))
 					return nil
 				}),
 			}),
@@ -266,18 +573,18 @@ func clusterCommand() *Command {
 				Name: "keyslot", Arity: 3, Flags: FlagFast, Summary: "Returns the hash slot of a key.", Complexity: "O(N) where N is the number of bytes in the key",
 				Args:  []Arg{{Name: "key", Type: "string"}},
 				Reply: "Integer in [0, 16383]: CRC16-XMODEM of the key, or of its hash tag (the bytes between the first `{` and the first `}` after it, when there is at least one), modulo 16384, as Redis computes it.",
-				Handler: clusterHandler(func(c *Conn, _ Topology, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
 					c.WriteInt(int64(keySlot(args[2])))
 					return nil
 				}),
 			}),
 			sub(&Command{
-				Name: "countkeysinslot", Arity: 3, Flags: FlagReadonly, Summary: "Counts the live keys of a hash slot.",
+				Name: "countkeysinslot", Arity: 3, Flags: FlagReadonly, Summary: "Counts the live keys of a hash slot on this node.",
 				Complexity: "O(N) where N is the number of keys: the whole keyspace is scanned",
 				Args:       []Arg{{Name: "slot", Type: "integer"}},
-				Reply:      "Integer: the number of keys of the slot live at the read instant (keys created or deleted during the scan may or may not be counted).",
+				Reply:      "Integer: the number of keys of the slot live at the read instant, keys being moved out by `MIGRATE` included (keys created or deleted during the scan may or may not be counted).",
 				Errors:     []string{"`ERR Invalid slot` for a slot outside [0, 16383]."},
-				Handler: clusterHandler(func(c *Conn, _ Topology, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
 					slot, err := parseSlot(args[2], "ERR Invalid slot")
 					if err != nil {
 						return err
@@ -291,12 +598,12 @@ func clusterCommand() *Command {
 				}),
 			}),
 			sub(&Command{
-				Name: "getkeysinslot", Arity: 4, Flags: FlagReadonly, Summary: "Returns up to count live keys of a hash slot.",
+				Name: "getkeysinslot", Arity: 4, Flags: FlagReadonly, Summary: "Returns up to count live keys of a hash slot on this node.",
 				Complexity: "O(N) where N is the number of keys: the keyspace is scanned until count keys of the slot are found",
 				Args:       []Arg{{Name: "slot", Type: "integer"}, {Name: "count", Type: "integer"}},
-				Reply:      "Array of bulk strings: at most count keys of the slot, in no particular order.",
+				Reply:      "Array of bulk strings: at most count keys of the slot, keys being moved out by `MIGRATE` included, in no particular order.",
 				Errors:     []string{"`ERR Invalid slot or number of keys` for a slot outside [0, 16383] or a negative count."},
-				Handler: clusterHandler(func(c *Conn, _ Topology, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
 					const msg = "ERR Invalid slot or number of keys"
 					slot, err := parseSlot(args[2], msg)
 					if err != nil {
@@ -326,32 +633,152 @@ func clusterCommand() *Command {
 					return nil
 				}),
 			}),
+			sub(slotsCommand("addslots", "Assigns slots to this node's group.", false, slotErrs,
+				func(c *Conn, cl Cluster, slots []int) error { return cl.AddSlots(c.srv.ctx, slots) })),
+			sub(slotsCommand("addslotsrange", "Assigns ranges of slots to this node's group.", true, slotErrs,
+				func(c *Conn, cl Cluster, slots []int) error { return cl.AddSlots(c.srv.ctx, slots) })),
+			sub(slotsCommand("delslots", "Makes slots of this node's group unassigned.", false, slotErrs,
+				func(c *Conn, cl Cluster, slots []int) error { return cl.DelSlots(c.srv.ctx, slots) })),
+			sub(slotsCommand("delslotsrange", "Makes ranges of slots of this node's group unassigned.", true, slotErrs,
+				func(c *Conn, cl Cluster, slots []int) error { return cl.DelSlots(c.srv.ctx, slots) })),
+			sub(&Command{
+				Name: "meet", Arity: -4, MaxArgs: 5, Flags: FlagAdmin, Summary: "Introduces another replication group to this one.", Complexity: "O(1)",
+				Args: []Arg{{Name: "ip", Type: "string"}, {Name: "port", Type: "integer", Doc: "the RESP port of any node of the other group"},
+					{Name: "cluster-bus-port", Type: "integer", Optional: true, Doc: "accepted and ignored: groups talk over their RESP and raft ports"}},
+				Reply: "Simple string `OK` once this group has recorded the other group (and the other group this one): from then on every node of both groups knows every group, its members, leader and slots.",
+				Errors: []string{"`ERR Invalid base port specified: <port>` or `ERR Invalid bus port specified: <port>` for a port that is not an integer in [0, 65535].",
+					"`ERR that node belongs to this group` when the address is a node of this very group.",
+					"`CLUSTERDOWN …` when this group has no leader within the no-leader timeout, and an error naming the cause when the other node cannot be reached."},
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
+					addr, err := meetAddr(args[2:])
+					if err != nil {
+						return err
+					}
+					if err := cl.Meet(c.srv.ctx, addr); err != nil {
+						return err
+					}
+					c.WriteOK()
+					return nil
+				}),
+			}),
+			sub(&Command{
+				Name: "setslot", Arity: -4, MaxArgs: 5, Flags: FlagAdmin, Summary: "Changes a slot's migration state or owner (resharding).", Complexity: "O(1)",
+				Args: []Arg{{Name: "slot", Type: "integer"}, {Name: "subcommand", Type: "oneof", Args: []Arg{
+					{Name: "importing", Type: "string", Token: "IMPORTING", Doc: "the node id of a member of the group the slot comes from"},
+					{Name: "migrating", Type: "string", Token: "MIGRATING", Doc: "the node id of a member of the group the slot goes to"},
+					{Name: "node", Type: "string", Token: "NODE", Doc: "the node id of a member of the group that owns the slot from now on"},
+					{Name: "stable", Type: "pure-token", Token: "STABLE"}}}},
+				Reply: "Simple string `OK` once the change is committed in this group's log. As in Redis: `MIGRATING` on the owning group makes commands on keys of the slot that are not there answer `-ASK`; " +
+					"`IMPORTING` on the target group makes it accept commands on the slot sent after `ASKING`; `NODE` ends the move (on the target: it owns the slot; on the source: the slot is the target's); `STABLE` clears migrating and importing.",
+				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
+					"`ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP` for another action, or a node id missing or given to `STABLE`.",
+					"`ERR I don't know about node <node-id>` for an id no known group has.",
+					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`)."},
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
+					slot, err := parseSlotArg(args[2])
+					if err != nil {
+						return err
+					}
+					action, id, err := setSlotAction(args[3:])
+					if err != nil {
+						return err
+					}
+					if err := cl.SetSlot(c.srv.ctx, slot, action, id); err != nil {
+						return unknownNode(err, id)
+					}
+					c.WriteOK()
+					return nil
+				}),
+			}),
 		},
 	}
 }
 
-// clusterConnCommands are READONLY, READWRITE and ASKING: in a replication
-// group they answer OK and change nothing (reads on followers are served
-// as --raft-local-reads says; every node serves every slot).
-func clusterConnCommands() []*Command {
-	ok := func(c *Conn, _ [][]byte) error {
-		if c.srv.cfg.Cluster == nil {
-			return errClusterDisabled
-		}
-		c.WriteOK()
-		return nil
+// slotsCommand builds ADDSLOTS, DELSLOTS (ranged: ADDSLOTSRANGE,
+// DELSLOTSRANGE), which parse their slots and hand them to apply.
+func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c *Conn, cl Cluster, slots []int) error) *Command {
+	args := []Arg{{Name: "slot", Type: "integer", Multiple: true}}
+	parse := func(a [][]byte) ([]int, error) { return parseSlotList(a) }
+	if ranged {
+		args = []Arg{{Name: "range", Type: "block", Multiple: true, Args: []Arg{{Name: "start-slot", Type: "integer"}, {Name: "end-slot", Type: "integer"}}}}
+		parse = parseSlotRanges
+		errs = append(slices.Clone(errs), "`ERR start slot number <start> is greater than end slot number <end>` for a reversed range.")
 	}
-	mk := func(name, summary string) *Command {
+	if strings.HasPrefix(name, "add") {
+		errs = append(slices.Clone(errs), "`ERR Slot <n> is already busy` when a known group owns the slot; no slot is assigned.")
+	} else {
+		errs = append(slices.Clone(errs), "`ERR Slot <n> is already unassigned` when this group does not own the slot; no slot is changed.")
+	}
+	errs = append(errs, "`CLUSTERDOWN …` when this group has no leader within the no-leader timeout.")
+	arity := -3
+	if ranged {
+		arity = -4
+	}
+	return &Command{
+		Name: name, Arity: arity, Flags: FlagAdmin, Summary: summary, Complexity: "O(N) where N is the number of slots",
+		Args:   args,
+		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",
+		Errors: errs,
+		Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, a [][]byte) error {
+			slots, err := parse(a[2:])
+			if err != nil {
+				return err
+			}
+			if err := apply(c, cl, slots); err != nil {
+				return err
+			}
+			c.WriteOK()
+			return nil
+		}),
+	}
+}
+
+// writeReplicas answers CLUSTER REPLICAS id: the followers of id's group,
+// when id is its leader.
+func writeReplicas(c *Conn, r *replication.Routing, id string) error {
+	g := r.NodeGroup(id)
+	if g < 0 {
+		return &textError{"ERR Unknown node " + id}
+	}
+	gv := &r.Groups[g]
+	if l, ok := gv.Leader(); !ok || l.ClusterID != id {
+		return &textError{"ERR The specified node is not a master"}
+	}
+	c.WriteArray(len(gv.Members) - 1)
+	for i := 1; i < len(gv.Members); i++ {
+		line := appendNodeLine(nil, r, g, i)
+		c.WriteBulk(line[:len(line)-1])
+	}
+	return nil
+}
+
+// clusterConnCommands are READONLY, READWRITE and ASKING, then DUMP,
+// RESTORE and MIGRATE (cmd_migrate.go), which resharding uses.
+// READONLY and READWRITE answer OK and change nothing: followers serve
+// reads as --raft-local-reads says. ASKING lets the next command run on a
+// slot this group is importing.
+func clusterConnCommands() []*Command {
+	mk := func(name, summary, reply string, h func(c *Conn)) *Command {
 		return &Command{
 			Name: name, Arity: 1, Flags: FlagFast | FlagStale | FlagLoading, Group: "cluster", Since: "0.1.0",
-			Summary: summary, Complexity: "O(1)", Handler: ok,
-			Reply:  "Simple string `OK`. The connection is unchanged: every node of the group serves every slot, and followers serve reads as --raft-local-reads says.",
+			Summary: summary, Complexity: "O(1)", Reply: reply,
 			Errors: []string{"`ERR This instance has cluster support disabled` on a standalone server."},
+			Handler: func(c *Conn, _ [][]byte) error {
+				if c.srv.cfg.Cluster == nil {
+					return errClusterDisabled
+				}
+				h(c)
+				c.WriteOK()
+				return nil
+			},
 		}
 	}
+	const same = "Simple string `OK`. The connection is unchanged: followers serve reads as --raft-local-reads says, and writes are forwarded to the group's leader."
 	return []*Command{
-		mk("readonly", "Accepts reads of replica slots on this connection (a no-op: one shard)."),
-		mk("readwrite", "Ends READONLY on this connection (a no-op: one shard)."),
-		mk("asking", "Accepts the next command for an importing slot (a no-op: no slot migrates)."),
+		mk("readonly", "Accepts reads on this connection (a no-op: followers serve reads as configured).", same, func(*Conn) {}),
+		mk("readwrite", "Ends READONLY on this connection (a no-op).", same, func(*Conn) {}),
+		mk("asking", "Lets the next command run on a slot this group is importing.",
+			"Simple string `OK`. The next command on this connection (only the next, as in Redis) runs on a key of a slot this group is importing (`CLUSTER SETSLOT … IMPORTING`) instead of answering `-MOVED`.",
+			func(c *Conn) { c.asking = true }),
 	}
 }

@@ -8,51 +8,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/replication"
 )
-
-func TestCRC16(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want uint16
-	}{
-		{"123456789", 0x31C3}, // the CRC16-XMODEM check value Redis's crc16.c cites
-		{"", 0},
-		{"A", 0x58E5},
-	} {
-		if got := crc16([]byte(tc.in)); got != tc.want {
-			t.Errorf("crc16(%q) = %#04x, want %#04x", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestKeySlot(t *testing.T) {
-	whole := func(s string) int { return int(crc16([]byte(s)) % 16384) }
-	for _, tc := range []struct {
-		key  string
-		want int
-	}{
-		{"foo", 12182}, // Redis: CLUSTER KEYSLOT foo
-		{"bar", 5061},
-		{"hello", 866},
-		{"somekey", 11058},
-		{"", 0},
-		{"{user1000}.following", whole("user1000")},
-		{"{user1000}.followers", whole("user1000")},
-		{"foo{}{bar}", whole("foo{}{bar}")}, // empty first tag: the whole key
-		{"foo{{bar}}zap", whole("{bar")},    // first '{', first '}' after it
-		{"foo{bar}{zap}", whole("bar")},
-		{"{", whole("{")},
-		{"}{", whole("}{")},
-		{"a{b", whole("a{b")},
-	} {
-		if got := keySlot([]byte(tc.key)); got != tc.want {
-			t.Errorf("keySlot(%q) = %d, want %d", tc.key, got, tc.want)
-		}
-	}
-	if keySlot([]byte("{user1000}.following")) != 3443 {
-		t.Errorf("keySlot({user1000}.following) = %d, want 3443 (Redis)", keySlot([]byte("{user1000}.following")))
-	}
-}
 
 // A standalone server has no cluster support, as Redis without
 // cluster-enabled.
@@ -64,6 +22,8 @@ func TestClusterStandalone(t *testing.T) {
 		for _, args := range [][]any{
 			{"CLUSTER", "SLOTS"}, {"CLUSTER", "NODES"}, {"CLUSTER", "SHARDS"}, {"CLUSTER", "INFO"}, {"CLUSTER", "MYID"},
 			{"CLUSTER", "KEYSLOT", "foo"}, {"CLUSTER", "COUNTKEYSINSLOT", "1"}, {"CLUSTER", "GETKEYSINSLOT", "1", "1"},
+			{"CLUSTER", "ADDSLOTS", "1"}, {"CLUSTER", "ADDSLOTSRANGE", "1", "2"}, {"CLUSTER", "DELSLOTS", "1"}, {"CLUSTER", "DELSLOTSRANGE", "1", "2"},
+			{"CLUSTER", "MEET", "127.0.0.1", "7000"}, {"CLUSTER", "SETSLOT", "1", "STABLE"}, {"CLUSTER", "REPLICAS", "x"}, {"CLUSTER", "SLAVES", "x"},
 			{"READONLY"}, {"READWRITE"}, {"ASKING"},
 		} {
 			err := c.Do(ctx, args...).Err()
@@ -78,26 +38,14 @@ func TestClusterStandalone(t *testing.T) {
 	}
 }
 
-// fixedCluster is a Cluster whose topology is set by the test: the
-// replication group itself is exercised end to end in test/.
-type fixedCluster struct{ topo Topology }
-
-func (f fixedCluster) Role() RoleInfo          { return RoleInfo{Leader: true} }
-func (f fixedCluster) InfoFields() [][2]string { return [][2]string{{"role", "master"}} }
-func (f fixedCluster) Topology() Topology      { return f.topo }
-
 func TestClusterOneShard(t *testing.T) {
-	topo := Topology{SelfID: "n2", Term: 7, Nodes: []TopologyNode{
-		{ID: "n1", Host: "127.0.0.1", Port: 7001, BusPort: 17001, Leader: true},
-		{ID: "n2", Host: "127.0.0.1", Port: 7002, BusPort: 17002},
-		{ID: "n3", Host: "127.0.0.1", Port: 7003, BusPort: 17003},
-	}}
-	ts := startServer(t, func(c *Config) { c.Cluster = fixedCluster{topo} })
+	// One group, no slot, no other group: an unsharded routing.
+	fc := newFakeCluster(0, "n2", []replication.GroupView{{Name: "g", Term: 7, Reachable: true, Members: []replication.GroupMember{
+		member("g", "n1", 7001, true), member("g", "n2", 7002, false), member("g", "n3", 7003, false),
+	}}})
+	ts := startServer(t, func(c *Config) { c.Cluster = fc })
 	ctx := context.Background()
-	id := func(s string) string { return clusterNodeID(s) }
-	if got, want := id("n1"), "40b3eab63f3f1d4fa48e09559401c5ed4efceaa6"; got != want { // SHA-1 of "n1"
-		t.Fatalf("clusterNodeID(n1) = %q, want %q", got, want)
-	}
+	id := func(s string) string { return replication.ClusterNodeID("g", s) }
 	for _, proto := range []int{2, 3} {
 		c := ts.client(t, proto, "")
 		slots, err := c.ClusterSlots(ctx).Result()
@@ -119,11 +67,13 @@ func TestClusterOneShard(t *testing.T) {
 		}
 		shards, err := c.ClusterShards(ctx).Result()
 		if err != nil || len(shards) != 1 || !slices.Equal(shards[0].Slots, []redis.SlotRange{{Start: 0, End: 16383}}) || len(shards[0].Nodes) != 3 ||
-			shards[0].Nodes[0].Role != "master" || shards[0].Nodes[1].Role != "replica" || shards[0].Nodes[2].ID != id("n3") || shards[0].Nodes[2].Port != 7003 {
+			shards[0].Nodes[0].Role != "master" || shards[0].Nodes[1].Role != "replica" || shards[0].Nodes[2].ID != id("n3") || shards[0].Nodes[2].Port != 7003 ||
+			shards[0].Nodes[0].Health != "online" {
 			t.Errorf("RESP%d CLUSTER SHARDS = %+v, %v", proto, shards, err)
 		}
 		inf, err := c.ClusterInfo(ctx).Result()
-		if err != nil || !strings.HasPrefix(inf, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n") || !strings.Contains(inf, "cluster_known_nodes:3\r\ncluster_size:1\r\ncluster_current_epoch:7\r\n") {
+		if err != nil || !strings.HasPrefix(inf, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n") ||
+			!strings.Contains(inf, "cluster_known_nodes:3\r\ncluster_size:1\r\ncluster_current_epoch:7\r\ncluster_my_epoch:7\r\n") {
 			t.Errorf("RESP%d CLUSTER INFO = %q, %v", proto, inf, err)
 		}
 		if got, err := c.ClusterMyID(ctx).Result(); err != nil || got != id("n2") {
@@ -139,6 +89,10 @@ func TestClusterOneShard(t *testing.T) {
 		}
 		if inf, err := c.Info(ctx, "cluster").Result(); err != nil || !strings.Contains(inf, "cluster_enabled:1\r\n") {
 			t.Errorf("RESP%d INFO cluster = %q, %v; want cluster_enabled:1", proto, inf, err)
+		}
+		// Unsharded: every key is served here, whatever its slot.
+		if err := c.Do(ctx, "CL.THROTTLE", "foo", 5, 10, 60).Err(); err != nil {
+			t.Errorf("RESP%d CL.THROTTLE foo: %v", proto, err)
 		}
 	}
 
@@ -189,5 +143,149 @@ func TestClusterOneShard(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// twoGroups is this node (a2, a follower) in group a owning 0-8191 and
+// migrating slot 100 to b; b owns 8192-16383 (and shows slot 100
+// importing); c has no leader and has not answered.
+func twoGroups() *fakeCluster {
+	return newFakeCluster(0, "a2", []replication.GroupView{
+		{Name: "a", Term: 3, Reachable: true, Slots: [][2]int{{0, 8191}}, Migrating: map[int]string{100: "b"},
+			Members: []replication.GroupMember{member("a", "a1", 7001, true), member("a", "a2", 7002, false)}},
+		{Name: "b", Term: 5, Reachable: true, Slots: [][2]int{{8192, 16383}}, Importing: map[int]string{100: "a"},
+			Members: []replication.GroupMember{member("b", "b1", 7011, true), member("b", "b2", 7012, false)}},
+		{Name: "c", Term: 1, Members: []replication.GroupMember{member("c", "c1", 7021, false)}},
+	})
+}
+
+func TestClusterGroupsViews(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.Cluster = twoGroups() })
+	ctx := context.Background()
+	a1, a2 := replication.ClusterNodeID("a", "a1"), replication.ClusterNodeID("a", "a2")
+	b1, b2 := replication.ClusterNodeID("b", "b1"), replication.ClusterNodeID("b", "b2")
+	c1 := replication.ClusterNodeID("c", "c1")
+	wantNodes := a1 + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-8191 [100->-" + b1 + "]\n" +
+		a2 + " 127.0.0.1:7002@17002 myself,slave " + a1 + " 0 0 3 connected\n" +
+		b1 + " 127.0.0.1:7011@17011 master - 0 0 5 connected 8192-16383 [100-<-" + a1 + "]\n" +
+		b2 + " 127.0.0.1:7012@17012 slave " + b1 + " 0 0 5 connected\n" +
+		c1 + " 127.0.0.1:7021@17021 master,fail - 0 0 1 disconnected\n"
+	for _, proto := range []int{2, 3} {
+		c := ts.client(t, proto, "")
+		slots, err := c.ClusterSlots(ctx).Result()
+		want := []redis.ClusterSlot{
+			{Start: 0, End: 8191, Nodes: []redis.ClusterNode{{ID: a1, Addr: "127.0.0.1:7001"}, {ID: a2, Addr: "127.0.0.1:7002"}}},
+			{Start: 8192, End: 16383, Nodes: []redis.ClusterNode{{ID: b1, Addr: "127.0.0.1:7011"}, {ID: b2, Addr: "127.0.0.1:7012"}}},
+		}
+		if err != nil || fmt.Sprint(slots) != fmt.Sprint(want) {
+			t.Errorf("RESP%d CLUSTER SLOTS = %+v, %v; want %+v", proto, slots, err, want)
+		}
+		if nodes, err := c.ClusterNodes(ctx).Result(); err != nil || nodes != wantNodes {
+			t.Errorf("RESP%d CLUSTER NODES = %q, %v; want %q", proto, nodes, err, wantNodes)
+		}
+		sh, err := c.ClusterShards(ctx).Result()
+		if err != nil || len(sh) != 3 {
+			t.Fatalf("RESP%d CLUSTER SHARDS = %+v, %v; want 3 shards", proto, sh, err)
+		}
+		for i, w := range []struct {
+			slots  []redis.SlotRange
+			ids    []string
+			roles  string
+			health string
+		}{
+			{[]redis.SlotRange{{Start: 0, End: 8191}}, []string{a1, a2}, "master replica", "online"},
+			{[]redis.SlotRange{{Start: 8192, End: 16383}}, []string{b1, b2}, "master replica", "online"},
+			{nil, []string{c1}, "master", "failed"},
+		} {
+			var ids, roles []string
+			for _, n := range sh[i].Nodes {
+				ids, roles = append(ids, n.ID), append(roles, n.Role)
+				if n.Health != w.health {
+					t.Errorf("RESP%d CLUSTER SHARDS shard %d node %s health = %q, want %q", proto, i, n.ID, n.Health, w.health)
+				}
+			}
+			if !slices.Equal(sh[i].Slots, w.slots) || !slices.Equal(ids, w.ids) || strings.Join(roles, " ") != w.roles {
+				t.Errorf("RESP%d CLUSTER SHARDS shard %d = %+v; want slots %v nodes %v roles %s", proto, i, sh[i], w.slots, w.ids, w.roles)
+			}
+		}
+		inf, err := c.ClusterInfo(ctx).Result()
+		wantInfo := "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n" +
+			"cluster_known_nodes:5\r\ncluster_size:2\r\ncluster_current_epoch:5\r\ncluster_my_epoch:3\r\n"
+		if err != nil || !strings.HasPrefix(inf, wantInfo) {
+			t.Errorf("RESP%d CLUSTER INFO = %q, %v; want prefix %q", proto, inf, err, wantInfo)
+		}
+		if got, err := c.ClusterMyID(ctx).Result(); err != nil || got != a2 {
+			t.Errorf("RESP%d CLUSTER MYID = %q, %v; want %q", proto, got, err, a2)
+		}
+		for _, sub := range []string{"REPLICAS", "SLAVES"} {
+			got, err := c.Do(ctx, "CLUSTER", sub, a1).StringSlice()
+			if want := strings.Split(wantNodes, "\n")[1]; err != nil || len(got) != 1 || got[0] != want {
+				t.Errorf("RESP%d CLUSTER %s a1 = %q, %v; want [%q]", proto, sub, got, err, want)
+			}
+			for _, tc := range []struct{ id, want string }{{a2, "ERR The specified node is not a master"}, {"zz", "ERR Unknown node zz"}} {
+				if err := c.Do(ctx, "CLUSTER", sub, tc.id).Err(); err == nil || err.Error() != tc.want {
+					t.Errorf("RESP%d CLUSTER %s %s: %v, want %s", proto, sub, tc.id, err, tc.want)
+				}
+			}
+		}
+	}
+}
+
+// The slot commands: Redis's argument errors, then the change as the
+// group's log would make it, seen in the views.
+func TestClusterSlotCommands(t *testing.T) {
+	fc := twoGroups()
+	ts := startServer(t, func(c *Config) { c.Cluster = fc })
+	ctx := context.Background()
+	c := ts.client(t, 2, "")
+	b1 := replication.ClusterNodeID("b", "b1")
+	for _, tc := range []struct {
+		args []any
+		want string // "OK" or the error
+	}{
+		{[]any{"CLUSTER", "ADDSLOTS", 5}, "ERR Slot 5 is already busy"},
+		{[]any{"CLUSTER", "ADDSLOTS", 1, 1}, "ERR Slot 1 specified multiple times"},
+		{[]any{"CLUSTER", "ADDSLOTS", "x"}, "ERR Invalid or out of range slot"},
+		{[]any{"CLUSTER", "ADDSLOTS", 16384}, "ERR Invalid or out of range slot"},
+		{[]any{"CLUSTER", "ADDSLOTS"}, "ERR wrong number of arguments for 'cluster|addslots' command"},
+		{[]any{"CLUSTER", "ADDSLOTSRANGE", 10, 5}, "ERR start slot number 10 is greater than end slot number 5"},
+		{[]any{"CLUSTER", "ADDSLOTSRANGE", 1, 3, 3, 4}, "ERR Slot 3 specified multiple times"},
+		{[]any{"CLUSTER", "ADDSLOTSRANGE", 1, 2, 3}, "ERR wrong number of arguments for 'cluster|addslotsrange' command"},
+		{[]any{"CLUSTER", "DELSLOTS", 9000}, "ERR Slot 9000 is already unassigned"},
+		{[]any{"CLUSTER", "DELSLOTSRANGE", 0, 99}, "OK"},
+		{[]any{"CLUSTER", "INFO"}, "cluster_state:fail\r\ncluster_slots_assigned:16284\r\ncluster_slots_ok:16284\r\n"},
+		{[]any{"CLUSTER", "ADDSLOTSRANGE", 0, 49, 50, 98}, "OK"},
+		{[]any{"CLUSTER", "ADDSLOTS", 99}, "OK"},
+		{[]any{"CLUSTER", "INFO"}, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"},
+		{[]any{"CLUSTER", "DELSLOTS", 7, 8}, "OK"},
+		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "]\n"},
+		{[]any{"CLUSTER", "MEET", "127.0.0.1", 7100}, "OK"},
+		{[]any{"CLUSTER", "MEET", "127.0.0.1", 7100, 17100}, "OK"},
+		{[]any{"CLUSTER", "MEET", "127.0.0.1", "x"}, "ERR Invalid base port specified: x"},
+		{[]any{"CLUSTER", "MEET", "127.0.0.1", 7100, "y"}, "ERR Invalid bus port specified: y"},
+		{[]any{"CLUSTER", "MEET", "127.0.0.1", 1, 2, 3}, "ERR wrong number of arguments for 'cluster|meet' command"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "MIGRATING", b1}, "OK"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "MIGRATING", "zzz"}, "ERR I don't know about node zzz"},
+		{[]any{"CLUSTER", "SETSLOT", 9000, "MIGRATING", b1}, "ERR I'm not the owner of hash slot 9000"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "FOO", b1}, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "STABLE", b1}, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "NODE"}, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{[]any{"CLUSTER", "SETSLOT", 16384, "STABLE"}, "ERR Invalid or out of range slot"},
+		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "] [200->-" + b1 + "]\n"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "STABLE"}, "OK"},
+		{[]any{"CLUSTER", "SETSLOT", 200, "NODE", b1}, "OK"},
+		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-199 201-8191 [100->-" + b1 + "]\n"},
+	} {
+		v, err := c.Do(ctx, tc.args...).Result()
+		got := fmt.Sprint(v)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%v = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	if want := []string{"127.0.0.1:7100", "127.0.0.1:7100"}; !slices.Equal(fc.met, want) {
+		t.Errorf("CLUSTER MEET met %q, want %q", fc.met, want)
 	}
 }

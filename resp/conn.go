@@ -46,6 +46,10 @@ type Conn struct {
 	res   []shards.Result
 	slots []slot
 	tmp   []byte
+	keys  [][]byte // a command's keys, for the cluster routing check
+
+	// asking is set by ASKING and cleared by the next command (route.go).
+	asking bool
 
 	cur      *Command   // the command running now
 	stats    []cmdStats // per command, indexed by Command.index
@@ -100,6 +104,8 @@ type slot struct {
 	args [][]byte
 	err  error
 	op   int // index into ops/res, -1 when Prepare failed
+	// asking: the command follows ASKING (cluster routing, route.go).
+	asking bool
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -256,6 +262,8 @@ func (c *Conn) execBatch(cmds []span) {
 			return
 		}
 		a := args[cmds[i].lo:cmds[i].hi]
+		asking := c.asking // ASKING applies to the next command only
+		c.asking = false
 		cmd, err := t.resolve(a)
 		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {
 			err = ErrNoAuth
@@ -267,14 +275,18 @@ func (c *Conn) execBatch(cmds []span) {
 		}
 		if cmd.Prepare == nil {
 			c.setCurrent(cmd)
-			if err := cmd.Handler(c, a); err != nil {
+			err := c.routeCommand(cmd, a, asking, nil)
+			if err == nil {
+				err = cmd.Handler(c, a)
+			}
+			if err != nil {
 				c.fail(cmd, err)
 			}
 			t0 = c.account(cmd, a, t0)
 			i++
 		} else {
 			c.slots = c.slots[:0]
-			c.slots = append(c.slots, slot{cmd: cmd, args: a})
+			c.slots = append(c.slots, slot{cmd: cmd, args: a, asking: asking})
 			for i++; i < len(cmds); i++ {
 				a := args[cmds[i].lo:cmds[i].hi]
 				next, err := t.resolve(a)
@@ -315,6 +327,11 @@ func (c *Conn) runWrites(slots []slot) {
 		op.Keys = op.Keys[:0]
 		op.Reqs = op.Reqs[:0]
 		op.NoGrow = false
+		op.Asking = false
+		if sl.err = c.routeCommand(sl.cmd, sl.args, sl.asking, op); sl.err != nil {
+			sl.op = -1
+			continue
+		}
 		if sl.err = sl.cmd.Prepare(c, sl.args, op); sl.err != nil {
 			sl.op = -1
 			continue
@@ -337,7 +354,7 @@ func (c *Conn) runWrites(slots []slot) {
 		case werr != nil:
 			c.fail(sl.cmd, werr)
 		case c.res[sl.op].Err != nil:
-			c.fail(sl.cmd, c.res[sl.op].Err)
+			c.fail(sl.cmd, c.redirect(c.res[sl.op].Err, c.ops[sl.op].Keys))
 		default:
 			sl.cmd.Finish(c, sl.args, &c.res[sl.op])
 		}

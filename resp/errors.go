@@ -50,6 +50,31 @@ var (
 	ErrAuthThrottled = errors.New("too many failed authentication attempts")
 )
 
+// Errors of cluster routing (route.go), worded in appendErrorText.
+var (
+	// errCrossSlot is returned for a command whose keys hash to several
+	// slots not all served by this node's group.
+	errCrossSlot = errors.New("keys in request don't hash to the same slot")
+	// errSlotNotServed is returned for a command on a slot no group owns,
+	// or whose owner has no known member.
+	errSlotNotServed = errors.New("hash slot not served")
+)
+
+// redirectError is a MOVED or ASK redirection: slot is served by the node
+// at addr (host:port).
+type redirectError struct {
+	ask  bool
+	slot int
+	addr string
+}
+
+func (e *redirectError) Error() string { return "redirect to " + e.addr }
+
+// unknownNodeError is a cluster node id no known group has.
+type unknownNodeError struct{ id string }
+
+func (e *unknownNodeError) Error() string { return "unknown node " + e.id }
+
 // arityError is a command called with the wrong number of arguments.
 type arityError struct{ name string }
 
@@ -89,12 +114,43 @@ func appendErrorText(b []byte, err error) []byte {
 		quorum *replication.QuorumError
 		pend   *replication.PendingError
 		gone   *replication.RemovedError
+		redir  *redirectError
+		node   *unknownNodeError
+		slotE  *replication.SlotError
 	)
 	switch {
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
 		return appendLine(b, remote.Msg)
+	case errors.As(err, &redir):
+		if redir.ask {
+			b = append(b, "ASK "...)
+		} else {
+			b = append(b, "MOVED "...)
+		}
+		b = strconv.AppendInt(b, int64(redir.slot), 10)
+		b = append(b, ' ')
+		return appendLine(b, redir.addr)
+	case errors.Is(err, errCrossSlot):
+		return append(b, "CROSSSLOT Keys in request don't hash to the same slot"...)
+	case errors.Is(err, errSlotNotServed), errors.Is(err, replication.ErrSlotUnbound):
+		return append(b, "CLUSTERDOWN Hash slot not served"...)
+	case errors.Is(err, replication.ErrTryAgain):
+		return append(b, "TRYAGAIN Multiple keys request during rehashing of slot"...)
+	case errors.Is(err, shards.ErrMoving):
+		return append(b, "TRYAGAIN Key is being migrated, retry"...)
+	case errors.Is(err, shards.ErrBusyKey):
+		return append(b, "BUSYKEY Target key name already exists."...)
+	case errors.As(err, &slotE):
+		return appendLine(append(b, "ERR "...), slotE.Msg)
+	case errors.As(err, &node):
+		b = append(b, "ERR I don't know about node "...)
+		return appendLine(b, clip([]byte(node.id)))
+	case errors.Is(err, replication.ErrOwnGroup):
+		return append(b, "ERR that node belongs to this group: CLUSTER MEET introduces another group"...)
+	case errors.Is(err, replication.ErrOtherGroup):
+		return append(b, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"...)
 	case errors.As(err, &quorum):
 		b = append(b, "ERR refusing to remove "...)
 		b = appendLine(b, quorum.ID)

@@ -133,5 +133,5 @@ func (s *Server) mayEvict() bool {
 // or grow one (a sliding log that must enlarge its array), answered as OOM;
 // fixed-size updates, denials and peeks go on (see DESIGN.md).
 func (c *Conn) markNoGrow(op *shards.Op) {
-	op.NoGrow = c.srv.oom.Load() && (op.Code == shards.OpLimit || op.Code == shards.OpLimitAll)
+	op.NoGrow = c.srv.oom.Load() && (op.Code == shards.OpLimit || op.Code == shards.OpLimitAll || op.Code == shards.OpRestore)
 }

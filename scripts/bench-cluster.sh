@@ -59,10 +59,9 @@ REDIS=${REDIS:-1}
 command -v redis-server >/dev/null || REDIS=0
 cd "$(dirname "$0")/.."
 
-die() {
-	echo "bench-cluster: $*" >&2
-	exit 1
-}
+PROG=bench-cluster
+# shellcheck source=lib/servers.sh
+. scripts/lib/servers.sh
 command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null ||
 	die "needs redis-benchmark and redis-cli (Debian: apt-get install redis-tools)"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$ROUNDS: want a positive integer"
@@ -78,35 +77,15 @@ if [[ -z ${RUN_TIMEOUT:-} ]]; then
 fi
 [[ $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "RUN_TIMEOUT=$RUN_TIMEOUT: want whole seconds"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		((alive)) || break
-		sleep 0.1
-	done
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 echo "building ./cmd/cellserver${BENCH:+ and bench/ (its own module)}"
 go build -o "$work/cellserver" ./cmd/cellserver
 [[ $BENCH != 1 ]] || (cd bench && go build -o "$work/bench" .)
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # start NAME COMMAND...: each server's stderr goes to $work/NAME.log, its
 # data to $work/NAME. A server that does not come up, or a run that fails,
 # stops the script with every server's log tail (fail).
-names=() logs=()
 start() {
 	local name=$1
 	shift
@@ -114,30 +93,6 @@ start() {
 	"$@" 2>"$work/$name.log" &
 	pids+=($!)
 	names+=("$name")
-	logs+=("$work/$name.log")
-}
-fail() {
-	echo "bench-cluster: $*" >&2
-	local i
-	for i in "${!names[@]}"; do
-		echo "--- ${names[$i]} (pid ${pids[$i]}$(kill -0 "${pids[$i]}" 2>/dev/null || echo ', exited')), stderr tail:" >&2
-		tail -n 20 "${logs[$i]}" >&2 || true
-	done
-	exit 1
-}
-# wait_for DESCRIPTION SECONDS COMMAND...: poll COMMAND until it succeeds,
-# failing when a server has exited or the deadline passes.
-wait_for() {
-	local what=$1 end=$((SECONDS + $2)) p
-	shift 2
-	while ((SECONDS < end)); do
-		"$@" >/dev/null 2>&1 && return 0
-		for p in "${pids[@]}"; do
-			kill -0 "$p" 2>/dev/null || fail "a server exited while waiting for $what"
-		done
-		sleep 0.1
-	done
-	fail "timed out waiting for $what"
 }
 raft_info() { redis-cli -p "$1" RAFT.INFO | tr -d '\r'; }
 raft_field() { raft_info "$1" | sed -n "s/^$2://p"; }

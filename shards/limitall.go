@@ -57,6 +57,10 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 	}
 	s.lockShards(p.locks)
 	defer s.unlockShards(p.locks)
+	if s.moving.active() && s.moving.hasAny(op.Keys) {
+		res.Err = ErrMoving
+		return
+	}
 
 	s.loadAll(op.Keys, now, &p)
 	limited, err := evalAll(op, now, &p, res)

@@ -17,12 +17,38 @@ const (
 	OpLimitAll
 	// OpDel deletes Keys; Result.N is how many existed.
 	OpDel
-	// OpFlush deletes every key.
+	// OpFlush deletes every key, and empties the moving set.
 	OpFlush
+	// OpRestore stores State under Keys[0] (RESTORE, and the target side
+	// of a key move). A live key fails it with ErrBusyKey unless Replace;
+	// with NoGrow, creating the key (or enlarging it) fails with
+	// ErrWouldGrow. The key then expires when State says, as a key loaded
+	// from a snapshot: a State already expired at now stores nothing (and,
+	// with Replace, deletes the key). Result.N is 1 when the key was
+	// stored.
+	OpRestore
+	// OpMoveOut takes every live key of Keys out of the keyspace into the
+	// moving set (the source side of a key move), where the key is absent
+	// for reads and refuses writes with ErrMoving. A key already moving
+	// stays so; a key neither live nor moving is ignored. Result.N is the
+	// number of Keys in the moving set afterwards.
+	OpMoveOut
+	// OpMoveDone drops Keys from the moving set: the move completed in
+	// another group. Result.N is how many were dropped.
+	OpMoveDone
+	// OpMoveAbort puts every key of Keys in the moving set back into the
+	// keyspace (its moving state overwriting any key created meanwhile; a
+	// state expired meanwhile leaves the key absent) and drops it from the
+	// set. Result.N is how many were taken out of the set.
+	OpMoveAbort
 )
 
 // Op is one write operation. Keys and Reqs are parallel slices for OpLimit
-// and OpLimitAll; OpDel uses Keys only; OpFlush uses neither.
+// and OpLimitAll; OpDel, OpRestore and the moves use Keys only; OpFlush
+// uses neither.
+//
+// Any op but OpFlush and the moves that names a key of the moving set fails
+// as a whole with ErrMoving.
 type Op struct {
 	Code OpCode
 	Keys [][]byte
@@ -36,15 +62,26 @@ type Op struct {
 	// sets it while the keyspace is over maxmemory under noeviction; it is
 	// part of the replicated op, so every replica decides alike.
 	NoGrow bool
+	// Asking marks an op sent after ASKING (Redis Cluster). The Store
+	// ignores it; the cluster's slot check reads it, to serve a key of a
+	// slot being imported.
+	Asking bool
+	// State is what OpRestore stores; other ops ignore it. It must pass
+	// snapshot.ValidateState (the decoders that produce it check), and its
+	// Log is copied, never kept.
+	State engine.State
+	// Replace lets OpRestore overwrite a live key (RESTORE ... REPLACE).
+	Replace bool
 }
 
 // Result is the outcome of one Op.
 type Result struct {
 	// Err is a failure of the whole op, in which case nothing changed:
-	// ErrWrongType, ErrBadOp, ErrKeyTooLarge, ErrShardFull or ErrWouldGrow.
+	// ErrWrongType, ErrBadOp, ErrKeyTooLarge, ErrShardFull, ErrWouldGrow,
+	// ErrBusyKey or ErrMoving.
 	Err error
 	// Results holds one engine.Result per key of OpLimit / OpLimitAll.
 	Results []engine.Result
-	// N is the count reply of OpDel.
+	// N is the count reply of OpDel, OpRestore and the moves.
 	N int64
 }

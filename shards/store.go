@@ -26,17 +26,27 @@ var (
 	// ErrWouldGrow is returned for an op with NoGrow set that would create
 	// a key or grow a key's accounted size (the wire layer answers OOM).
 	ErrWouldGrow = errors.New("shards: operation would grow the keyspace")
+	// ErrBusyKey is returned by OpRestore without Replace for a key that
+	// is live (the wire layer answers BUSYKEY).
+	ErrBusyKey = errors.New("shards: restore target key exists")
+	// ErrMoving is returned for an op naming a key in the moving set: in
+	// flight to another group, neither here nor there yet (the cluster
+	// answers TRYAGAIN).
+	ErrMoving = errors.New("shards: key is moving to another group")
 )
 
 // Store is the sharded keyspace. All methods are safe for concurrent use;
 // each key's operations are linearizable (one lock per shard), and
-// OpLimitAll is atomic across the shards it touches.
+// OpLimitAll is atomic across the shards it touches. Besides the keyspace
+// it holds the moving set (moving.go): keys taken out by OpMoveOut while a
+// cluster moves them to another group.
 type Store struct {
 	shards    []shard
 	mask      uint64
 	shardBits uint
 	sweepNext uint64 // next shard the sweeper visits; guarded by sweepMu
 	sweepMu   chanMutex
+	moving    movingSet
 }
 
 // chanMutex is a try-lockable mutex so that concurrent Sweep calls do not
@@ -89,7 +99,9 @@ func (s *Store) shardIndex(key []byte) (int, uint32) {
 // commits all if all allow and none otherwise (see execAll). OpDel sets res.N
 // to the number of live keys deleted. OpFlush deletes every key. With
 // op.NoGrow, an OpLimit or OpLimitAll that would create a key or grow one
-// fails with ErrWouldGrow instead (see Op.NoGrow).
+// fails with ErrWouldGrow instead (see Op.NoGrow). OpRestore and the moves
+// are described with their codes; an op naming a moving key fails with
+// ErrMoving (checked under the key's shard lock, so it cannot race a move).
 func (s *Store) Exec(op *Op, now int64, res *Result) {
 	res.Err = nil
 	res.N = 0
@@ -114,9 +126,27 @@ func (s *Store) Exec(op *Op, now int64, res *Result) {
 		}
 		s.execAll(op, now, res)
 	case OpDel:
+		// Read before any lock: a move racing this DEL (impossible in a
+		// cluster, whose log orders both) finds the moved key absent.
+		if s.moving.active() {
+			res.N, res.Err = s.delChecked(op.Keys, now)
+			return
+		}
 		res.N = s.del(op.Keys, now)
 	case OpFlush:
 		s.Flush()
+	case OpRestore:
+		if len(op.Keys) != 1 || len(op.Reqs) != 0 || !op.State.Kind.Valid() {
+			res.Err = ErrBadOp
+			return
+		}
+		res.N, res.Err = s.restore(op, now)
+	case OpMoveOut:
+		res.N, res.Err = s.moveOut(op.Keys, now)
+	case OpMoveDone:
+		res.N = s.moving.drop(op.Keys)
+	case OpMoveAbort:
+		res.N, res.Err = s.moveAbort(op.Keys, now)
 	default:
 		res.Err = ErrBadOp
 	}
@@ -129,6 +159,11 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 	}
 	sh, h := s.route(key)
 	sh.mu.Lock()
+	if s.moving.active() && s.moving.has(key) {
+		sh.mu.Unlock()
+		res.Err = ErrMoving
+		return
+	}
 	pos, idx := sh.find(h, key)
 	var st engine.State
 	expired := false
@@ -205,19 +240,30 @@ func (s *Store) del(keys [][]byte, now int64) int64 {
 	for _, key := range keys {
 		sh, h := s.route(key)
 		sh.mu.Lock()
-		if pos, idx := sh.find(h, key); idx >= 0 {
-			if sh.recs[idx].w() > now {
-				n++
-				sh.changes.Add(1)
-			} else {
-				sh.countExpired(sh.recs[idx].kind())
-			}
-			sh.removeAt(pos, idx)
-			sh.maybeShrink()
+		if sh.delLocked(h, key, now) {
+			n++
 		}
+		sh.maybeShrink()
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// delLocked deletes key (its shard locked) and reports whether it was live
+// at now; the caller gives memory back (maybeShrink).
+func (sh *shard) delLocked(h uint32, key []byte, now int64) bool {
+	pos, idx := sh.find(h, key)
+	if idx < 0 {
+		return false
+	}
+	live := sh.recs[idx].w() > now
+	if live {
+		sh.changes.Add(1)
+	} else {
+		sh.countExpired(sh.recs[idx].kind())
+	}
+	sh.removeAt(pos, idx)
+	return live
 }
 
 // Lookup returns a copy of the state of key (its Log copied) and true when
@@ -287,8 +333,8 @@ func (s *Store) Put(key []byte, st engine.State) {
 	}
 }
 
-// Flush deletes every key (FLUSHALL), atomically: all shards are locked in
-// ascending order first.
+// Flush deletes every key (FLUSHALL) and empties the moving set,
+// atomically: all shards are locked in ascending order first.
 func (s *Store) Flush() {
 	for i := range s.shards {
 		s.shards[i].mu.Lock()
@@ -300,6 +346,7 @@ func (s *Store) Flush() {
 		}
 		sh.init()
 	}
+	s.moving.clear()
 	for i := range s.shards {
 		s.shards[i].mu.Unlock()
 	}

@@ -256,6 +256,13 @@ func uvarintLen(u uint64) int {
 func appendRecord(b []byte, created int64, key []byte, st *engine.State) []byte {
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
+	return appendState(b, created, st)
+}
+
+// appendState appends the state part of a record (kind, mode, expiry, A, B,
+// C and a sliding log's entries), its expiry stored against created. It is
+// shared by snapshot records, AppendState and DUMP payloads.
+func appendState(b []byte, created int64, st *engine.State) []byte {
 	// Each of A, B, C is stored either as is or relative to ExpireAt,
 	// whichever is shorter: timestamps (a TAT, a window start) are close to
 	// the expiry, counts are close to zero. Ties store the value as is.
@@ -322,28 +329,43 @@ func (p *recordParser) next(logBuf []engine.LogEntry) ([]byte, engine.State, []e
 	}
 	key := p.buf[p.pos : p.pos+int(klen)]
 	p.pos += int(klen)
+	st, logBuf, err = p.state(logBuf)
+	if err != nil {
+		return nil, st, logBuf, err
+	}
+	if err := ValidateState(&st); err != nil {
+		return nil, st, logBuf, corruptf(start, "record for key %q: %v", truncKey(key), err)
+	}
+	return key, st, logBuf, nil
+}
+
+// state decodes the state part of a record at p.pos (what appendState
+// wrote), without validating it. With logBuf non-nil the log is decoded
+// into it (reused) instead of a fresh slice.
+func (p *recordParser) state(logBuf []engine.LogEntry) (engine.State, []engine.LogEntry, error) {
+	var st engine.State
 	if len(p.buf)-p.pos < 2 {
-		return nil, st, logBuf, corruptf(p.base+int64(p.pos), "record kind runs past the end of its block")
+		return st, logBuf, corruptf(p.base+int64(p.pos), "record kind runs past the end of its block")
 	}
 	kindOff := p.base + int64(p.pos)
 	st.Kind, p.pos = engine.Kind(p.buf[p.pos]), p.pos+1
 	mode := p.buf[p.pos]
 	p.pos++
 	if !st.Kind.Valid() {
-		return nil, st, logBuf, corruptf(kindOff, "record kind %d is not a limiter kind", st.Kind)
+		return st, logBuf, corruptf(kindOff, "record kind %d is not a limiter kind", st.Kind)
 	}
 	if mode&^modeMask != 0 {
-		return nil, st, logBuf, corruptf(kindOff+1, "record mode 0x%02x has unknown bits", mode)
+		return st, logBuf, corruptf(kindOff+1, "record mode 0x%02x has unknown bits", mode)
 	}
 	u, err := p.uvarint("expiry")
 	if err != nil {
-		return nil, st, logBuf, err
+		return st, logBuf, err
 	}
 	st.ExpireAt = p.created + unzigzag(u)
 	var vals [3]int64
 	for i, name := range [3]string{"A", "B", "C"} {
 		if u, err = p.uvarint(name); err != nil {
-			return nil, st, logBuf, err
+			return st, logBuf, err
 		}
 		vals[i] = unzigzag(u)
 		if mode&(1<<i) != 0 {
@@ -355,12 +377,12 @@ func (p *recordParser) next(logBuf []engine.LogEntry) ([]byte, engine.State, []e
 		lenOff := p.base + int64(p.pos)
 		n, err := p.uvarint("log length")
 		if err != nil {
-			return nil, st, logBuf, err
+			return st, logBuf, err
 		}
 		// Each entry takes at least 2 bytes, which bounds n by the block
 		// before anything is allocated for it.
 		if n > MaxLogEntries || n > uint64(len(p.buf)-p.pos)/2 {
-			return nil, st, logBuf, corruptf(lenOff, "log length %d exceeds its block", n)
+			return st, logBuf, corruptf(lenOff, "log length %d exceeds its block", n)
 		}
 		var log []engine.LogEntry
 		if logBuf != nil {
@@ -372,7 +394,7 @@ func (p *recordParser) next(logBuf []engine.LogEntry) ([]byte, engine.State, []e
 		for i := uint64(0); i < n; i++ {
 			d, err := p.uvarint("log time")
 			if err != nil {
-				return nil, st, logBuf, err
+				return st, logBuf, err
 			}
 			at := prev + int64(d)
 			if i == 0 {
@@ -380,7 +402,7 @@ func (p *recordParser) next(logBuf []engine.LogEntry) ([]byte, engine.State, []e
 			}
 			c, err := p.uvarint("log count")
 			if err != nil {
-				return nil, st, logBuf, err
+				return st, logBuf, err
 			}
 			log = append(log, engine.LogEntry{At: at, Count: int64(c)})
 			prev = at
@@ -390,10 +412,7 @@ func (p *recordParser) next(logBuf []engine.LogEntry) ([]byte, engine.State, []e
 		}
 		st.Log = log
 	}
-	if err := ValidateState(&st); err != nil {
-		return nil, st, logBuf, corruptf(start, "record for key %q: %v", truncKey(key), err)
-	}
-	return key, st, logBuf, nil
+	return st, logBuf, nil
 }
 
 // truncKey shortens a key for an error message.

@@ -47,6 +47,7 @@ func (c *clusterConfig) enabled() bool { return c.NodeID != "" }
 // clusterDirectives are the cluster settings (flags and config file).
 var clusterDirectives = []directive{
 	{name: "node-id", field: func(c *Config) any { return &c.Cluster.NodeID }},
+	{name: "group", field: func(c *Config) any { return &c.Cluster.Raft.Group }},
 	{name: "raft-addr", field: func(c *Config) any { return &c.Cluster.RaftAddr }},
 	{name: "raft-advertise", field: func(c *Config) any { return &c.Cluster.RaftAdvertise }},
 	{name: "resp-advertise", field: func(c *Config) any { return &c.Cluster.RespAdvertise }},

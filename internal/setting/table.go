@@ -37,6 +37,7 @@ var Table = []Spec{
 
 	// cluster
 	{Name: "node-id", Kind: String, Group: "cluster", Help: "cluster mode: this node's unique, stable id (empty: standalone)"},
+	{Name: "group", Kind: String, Default: "default", Group: "cluster", Help: "cluster: the replication group this node belongs to (1 to 64 letters, digits, '-', '_', '.'); several groups, each owning hash slots, form one Redis Cluster. Nodes of one group share its name; a node of another group is never joined"},
 	{Name: "raft-addr", Kind: String, Group: "cluster", Help: "cluster: host:port of the raft transport"},
 	{Name: "raft-advertise", Kind: String, Group: "cluster", Help: "cluster: raft host:port other nodes dial (default: raft-addr)"},
 	{Name: "resp-advertise", Kind: String, Group: "cluster", Help: "cluster: RESP host:port other nodes list in ROLE and join through (default: bind:port)"},

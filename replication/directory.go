@@ -1,0 +1,385 @@
+package replication
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The directory: how the groups of one cluster learn about one another
+// without a gossip bus. Each group's log records the other groups it knows
+// (MEET) and where to reach them. Every node asks every known group, every
+// directoryInterval, for its view (reqGroupView on the raft port, asking
+// all of its members at once and trusting the answer with the highest
+// term), and publishes a Routing built from the answers and its own
+// group's state. A new leader in any group is therefore named everywhere
+// within about one interval after its election. The leader of each group
+// also keeps MEET symmetric and transitive: a group that an answer names
+// but this group does not know is recorded, and a known group that does not
+// know this one is told (reqMeet).
+
+const (
+	// directoryInterval is how often every known group is asked.
+	directoryInterval = 500 * time.Millisecond
+	// directoryStale is how long another group's view stays Reachable
+	// without a fresh answer.
+	directoryStale = 2 * time.Second
+)
+
+// groupWire is a group's answer to reqGroupView, as JSON.
+type groupWire struct {
+	Group     string               `json:"group"`
+	Term      uint64               `json:"term"`
+	LeaderID  string               `json:"leader,omitempty"`
+	Members   []memberWire         `json:"members"`
+	Slots     [][2]int             `json:"slots,omitempty"`
+	Migrating map[int]string       `json:"migrating,omitempty"`
+	Importing map[int]string       `json:"importing,omitempty"`
+	Groups    map[string]peerSeeds `json:"groups,omitempty"`
+}
+
+type memberWire struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+	Resp string `json:"resp"`
+}
+
+// peerState is what this node knows of another group.
+type peerState struct {
+	seeds  peerSeeds
+	wire   *groupWire // last answer; nil: none yet
+	lastOK time.Time
+}
+
+// directory is this node's view of the other groups. Safe for concurrent
+// use.
+type directory struct {
+	mu    sync.Mutex
+	peers map[string]*peerState // guarded by mu
+	kick  chan struct{}         // a nudge to ask now and rebuild
+}
+
+// ownWire is this node's answer to reqGroupView: its group as it knows it.
+func (n *Node) ownWire() *groupWire {
+	inf := n.Info()
+	st := n.fsm.clusterState()
+	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.ranges(), Migrating: st.migrating, Importing: st.importing, Groups: st.groups}
+	if !inf.Removed {
+		w.LeaderID = inf.LeaderID
+	}
+	for _, m := range inf.Members {
+		if m.Voter && m.RespAddr != "" {
+			w.Members = append(w.Members, memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr})
+		}
+	}
+	return w
+}
+
+// view turns w into a GroupView: the leader first, then by ID.
+func (w *groupWire) view(reachable bool) GroupView {
+	g := GroupView{Name: w.Group, Term: w.Term, Slots: w.Slots, Migrating: w.Migrating, Importing: w.Importing, Reachable: reachable}
+	for _, m := range w.Members {
+		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID}
+		g.Members = append(g.Members, gm)
+	}
+	slices.SortFunc(g.Members, func(a, b GroupMember) int {
+		switch {
+		case a.Leader != b.Leader:
+			if a.Leader {
+				return -1
+			}
+			return 1
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return g
+}
+
+// Routing returns the current routing table (never nil). Safe for
+// concurrent use.
+func (n *Node) Routing() *Routing {
+	if r := n.routing.Load(); r != nil {
+		return r
+	}
+	return n.rebuildRouting()
+}
+
+// rebuildRouting builds and publishes the routing table from this group's
+// state and the directory's last answers.
+func (n *Node) rebuildRouting() *Routing {
+	n.routingMu.Lock()
+	defer n.routingMu.Unlock()
+	own := n.ownWire()
+	inf := own.view(own.LeaderID != "")
+	groups := []GroupView{inf}
+	now := time.Now()
+	n.dir.mu.Lock()
+	for name, p := range n.dir.peers {
+		if name == n.cfg.Group {
+			continue
+		}
+		if p.wire == nil {
+			groups = append(groups, GroupView{Name: name})
+			continue
+		}
+		groups = append(groups, p.wire.view(now.Sub(p.lastOK) < directoryStale))
+	}
+	n.dir.mu.Unlock()
+	slices.SortFunc(groups, func(a, b GroupView) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	self := slices.IndexFunc(groups, func(g GroupView) bool { return g.Name == n.cfg.Group })
+	r := NewRouting(self, n.cfg.NodeID, groups)
+	n.routing.Store(r)
+	return r
+}
+
+// clusterChanged runs on the FSM's goroutine after this group's cluster
+// state changed: the routing table is rebuilt before the next entry
+// applies, so that this node's own redirections follow its log at once
+// (other groups' views follow within a directory interval).
+func (n *Node) clusterChanged() {
+	if n.started.Load() {
+		n.rebuildRouting()
+	}
+	n.kickDirectory()
+}
+
+// kickDirectory asks the directory loop to ask every group now.
+func (n *Node) kickDirectory() {
+	select {
+	case n.dir.kick <- struct{}{}:
+	default:
+	}
+}
+
+// directoryLoop asks every known group for its view every
+// directoryInterval (or when kicked) and rebuilds the routing table.
+func (n *Node) directoryLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(directoryInterval)
+	defer t.Stop()
+	for {
+		n.syncPeers()
+		n.askGroups()
+		n.rebuildRouting()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		case <-n.dir.kick:
+		}
+	}
+}
+
+// syncPeers makes the directory hold every group the log records, with
+// the seeds the log has for it.
+func (n *Node) syncPeers() {
+	st := n.fsm.clusterState()
+	n.dir.mu.Lock()
+	defer n.dir.mu.Unlock()
+	for name, seeds := range st.groups {
+		if p, ok := n.dir.peers[name]; ok {
+			p.seeds = seeds
+		} else {
+			n.dir.peers[name] = &peerState{seeds: seeds}
+		}
+	}
+}
+
+// askGroups asks every known group for its view, all at once, and records
+// the answers. On the ready leader it also keeps MEET symmetric and
+// transitive (learnFrom).
+func (n *Node) askGroups() {
+	n.dir.mu.Lock()
+	targets := map[string][]string{}
+	for name, p := range n.dir.peers {
+		addrs := slices.Clone(p.seeds.Raft)
+		if p.wire != nil {
+			for _, m := range p.wire.Members {
+				addrs = append(addrs, m.Raft)
+			}
+		}
+		slices.Sort(addrs)
+		targets[name] = slices.Compact(addrs)
+	}
+	n.dir.mu.Unlock()
+	var wg sync.WaitGroup
+	for name, addrs := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w := n.askGroup(name, addrs); w != nil {
+				n.dir.mu.Lock()
+				if p, ok := n.dir.peers[name]; ok {
+					p.wire, p.lastOK = w, time.Now()
+				}
+				n.dir.mu.Unlock()
+				n.learnFrom(w)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// askGroup asks every address for group name's view and returns the
+// answer with the highest term, preferring one that names a leader; nil
+// when none answered as that group.
+func (n *Node) askGroup(name string, addrs []string) *groupWire {
+	ctx, cancel := context.WithTimeout(n.ctx, directoryInterval)
+	defer cancel()
+	answers := make([]*groupWire, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := n.fwd.do(ctx, addr, reqGroupView, nil, true)
+			if err != nil {
+				return
+			}
+			var w groupWire
+			if json.Unmarshal(body, &w) == nil && w.Group == name {
+				answers[i] = &w
+			}
+		}()
+	}
+	wg.Wait()
+	var best *groupWire
+	for _, w := range answers {
+		switch {
+		case w == nil:
+		case best == nil, w.Term > best.Term, w.Term == best.Term && best.LeaderID == "" && w.LeaderID != "":
+			best = w
+		}
+	}
+	return best
+}
+
+// learnFrom runs on the ready leader after another group answered: it
+// records the groups that group knows and this one does not, and tells
+// that group about this one if it does not know it.
+func (n *Node) learnFrom(w *groupWire) {
+	if !n.ready.Load() {
+		return
+	}
+	st := n.fsm.clusterState()
+	for name, seeds := range w.Groups {
+		if _, ok := st.groups[name]; !ok && name != n.cfg.Group {
+			n.record(name, seeds)
+		}
+	}
+	if _, ok := w.Groups[n.cfg.Group]; ok || w.LeaderID == "" {
+		return
+	}
+	var leaderRaft string
+	for _, m := range w.Members {
+		if m.ID == w.LeaderID {
+			leaderRaft = m.Raft
+		}
+	}
+	if leaderRaft == "" {
+		return
+	}
+	c := clusterChange{action: actMeet, group: n.cfg.Group, seeds: n.ownSeeds()}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
+	defer cancel()
+	if _, err := n.fwd.do(ctx, leaderRaft, reqMeet, c.encode(), true); err != nil {
+		n.log.Debug("replication: telling another group about this one failed; retrying", "group", w.Group, "err", err)
+	}
+}
+
+// record commits that group name is reachable at seeds.
+func (n *Node) record(name string, seeds peerSeeds) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
+	defer cancel()
+	c := &clusterChange{action: actMeet, group: name, seeds: seeds}
+	if err := n.submit(ctx, &pending{control: c.encode()}); err != nil {
+		n.log.Debug("replication: recording a group failed; retrying", "group", name, "err", err)
+	}
+}
+
+// ownSeeds is where this group can be reached: its members' addresses.
+func (n *Node) ownSeeds() peerSeeds {
+	var s peerSeeds
+	for _, m := range n.ownWire().Members {
+		s.Raft = append(s.Raft, m.Raft)
+		s.Resp = append(s.Resp, m.Resp)
+	}
+	if len(s.Raft) == 0 {
+		s.Raft, s.Resp = []string{n.RaftAddr()}, []string{n.cfg.RespAddr}
+	}
+	return s
+}
+
+// serveMeet handles reqMeet on the leader: another group asks to be
+// recorded.
+func (n *Node) serveMeet(ctx context.Context, payload []byte) error {
+	c, err := decodeClusterChange(payload)
+	if err != nil {
+		return err
+	}
+	if c.action != actMeet || c.group == n.cfg.Group || len(c.seeds.Raft) == 0 {
+		return fmt.Errorf("%w: meet request", ErrBadPayload)
+	}
+	if cur, ok := n.fsm.clusterState().groups[c.group]; ok && slices.Equal(cur.Raft, c.seeds.Raft) {
+		return nil
+	}
+	if err := n.submit(ctx, &pending{control: c.encode()}); err != nil {
+		return err
+	}
+	n.kickDirectory()
+	return nil
+}
+
+// Meet introduces the group of the node whose RESP address is respAddr
+// (CLUSTER MEET): its group is recorded in this group's log, and that
+// group learns about this one from this group's leader within a directory
+// interval. ErrOwnGroup when the node belongs to this group. Meeting a
+// known group again updates where it is reached.
+func (n *Node) Meet(ctx context.Context, respAddr string) error {
+	hctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
+	h, err := helloViaRESP(hctx, respAddr, n.cfg.Password)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("replication: meet %s: %w", respAddr, err)
+	}
+	switch h.Group {
+	case n.cfg.Group:
+		return fmt.Errorf("replication: meet %s (group %s): %w", respAddr, h.Group, ErrOwnGroup)
+	case "":
+		return fmt.Errorf("replication: meet %s: the node names no group (an older version)", respAddr)
+	}
+	c := &clusterChange{action: actMeet, group: h.Group, seeds: peerSeeds{Raft: []string{h.RaftAddr}, Resp: []string{respAddr}}}
+	if cur, ok := n.fsm.clusterState().groups[h.Group]; ok {
+		c.seeds.Raft = appendNew(cur.Raft, h.RaftAddr)
+		c.seeds.Resp = appendNew(cur.Resp, respAddr)
+	}
+	return n.onLeader(ctx, "meet", func() error { return n.serveMeet(ctx, c.encode()) }, reqMeet, c.encode(), nil)
+}
+
+// appendNew returns v with s appended unless v holds it.
+func appendNew(v []string, s string) []string {
+	if slices.Contains(v, s) {
+		return v
+	}
+	return append(slices.Clone(v), s)
+}
+
+// newDirectory returns an empty directory.
+func newDirectory() directory {
+	return directory{peers: map[string]*peerState{}, kick: make(chan struct{}, 1)}
+}

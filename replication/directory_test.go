@@ -1,0 +1,182 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
+)
+
+// newGroup starts a group of n nodes named name.
+func newGroup(t *testing.T, name string, n int) *testCluster {
+	return newTestCluster(t, n, func(c *Config) { c.Group = name })
+}
+
+// follower returns a running node of c that is not the leader.
+func (c *testCluster) follower() *Node {
+	for _, tn := range c.nodes {
+		if tn.node != nil && !isLeader(tn.node) {
+			return tn.node
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+// waitRouting polls until check accepts the routing of every running node
+// of every cluster.
+func waitRouting(t *testing.T, check func(*Routing) error, clusters ...*testCluster) {
+	t.Helper()
+	poll.Until(t, 15*time.Second, func() error {
+		for _, c := range clusters {
+			for _, tn := range c.nodes {
+				if tn.node == nil {
+					continue
+				}
+				if err := check(tn.node.Routing()); err != nil {
+					return fmt.Errorf("%s/%s: %w", tn.node.Group(), tn.id, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestGroupsMeetAndRoute(t *testing.T) {
+	a, b := newGroup(t, "a", 2), newGroup(t, "b", 1)
+	ctx := context.Background()
+	if r := a.nodes[0].node.Routing(); r.Sharded || r.Owner(42) != r.Self {
+		t.Fatalf("a lone group without slots must serve every slot")
+	}
+	if err := a.follower().AddSlots(ctx, []int{0, 1, 2}); err != nil {
+		t.Fatalf("ADDSLOTS through a follower: %v", err)
+	}
+	if err := a.follower().AddSlots(ctx, []int{3, 2}); err == nil {
+		t.Fatal("ADDSLOTS of an owned slot succeeded")
+	} else if se := (*SlotError)(nil); !errors.As(err, &se) || se.Slot != 2 || !errors.Is(err, ErrSlotBusy) || se.Msg != "Slot 2 is already busy" {
+		t.Fatalf("ADDSLOTS of an owned slot: %#v", err)
+	}
+	if err := a.nodes[0].node.DelSlots(ctx, []int{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.nodes[0].node.AddSlots(ctx, toSlots(0, 8191)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nodes[0].node.AddSlots(ctx, toSlots(8192, 16383)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.follower().Meet(ctx, a.nodes[0].respAddr); !errors.Is(err, ErrOwnGroup) {
+		t.Fatalf("MEET of this group: %v", err)
+	}
+	if err := a.follower().Meet(ctx, b.nodes[0].respAddr); err != nil {
+		t.Fatalf("MEET: %v", err)
+	}
+	waitRouting(t, func(r *Routing) error {
+		if len(r.Groups) != 2 {
+			return fmt.Errorf("%d groups", len(r.Groups))
+		}
+		if r.Owner(0) != r.Group("a") || r.Owner(16383) != r.Group("b") {
+			return fmt.Errorf("owners %d %d", r.Owner(0), r.Owner(16383))
+		}
+		for g := range r.Groups {
+			if r.LeaderAddr(g) == "" || !r.Groups[g].Reachable {
+				return fmt.Errorf("group %s: no leader known", r.Groups[g].Name)
+			}
+		}
+		return nil
+	}, a, b)
+	// b learnt about a from a's leader: it is in b's log.
+	if _, ok := b.nodes[0].node.fsm.clusterState().groups["a"]; !ok {
+		t.Fatal("b did not record a")
+	}
+	// A slot of b is busy for a.
+	var se *SlotError
+	if err := a.nodes[0].node.AddSlots(ctx, []int{9000}); !errors.As(err, &se) || se.Slot != 9000 {
+		t.Fatalf("ADDSLOTS of b's slot on a: %v", err)
+	}
+	// Resharding one slot: b imports from a, a migrates to b, then b owns it.
+	aLeader, bLeader := leaderOf(a), leaderOf(b)
+	aID, bID := ClusterNodeID("a", aLeader.cfg.NodeID), ClusterNodeID("b", bLeader.cfg.NodeID)
+	steps := []struct {
+		n      *Node
+		action SlotAction
+		id     string
+	}{
+		{b.nodes[0].node, SlotImporting, aID},
+		{a.follower(), SlotMigrating, bID},
+		{b.nodes[0].node, SlotNode, bID},
+		{a.follower(), SlotNode, bID},
+	}
+	for i, s := range steps {
+		if err := s.n.SetSlot(ctx, 100, s.action, s.id); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	waitRouting(t, func(r *Routing) error {
+		if r.Owner(100) != r.Group("b") || r.Owner(99) != r.Group("a") || r.MigratingTo(100) >= 0 || r.ImportingFrom(100) >= 0 {
+			return fmt.Errorf("slot 100 owned by %d", r.Owner(100))
+		}
+		return nil
+	}, a, b)
+	if err := a.nodes[0].node.SetSlot(ctx, 5, SlotMigrating, "0000"); !errors.Is(err, ErrUnknownClusterNode) {
+		t.Fatalf("SETSLOT naming an unknown node: %v", err)
+	}
+	if err := a.follower().SetSlot(ctx, 100, SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, ErrSlotNotOwned) {
+		t.Fatalf("SETSLOT MIGRATING of a slot a does not own: %v", err)
+	}
+}
+
+// leaderOf returns c's ready leader.
+func leaderOf(c *testCluster) *Node {
+	return c.nodes[c.WaitForLeader(10*time.Second)].node
+}
+
+func toSlots(first, last int) []int {
+	s := make([]int, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+func TestNewLeaderNamedByOtherGroups(t *testing.T) {
+	a, b := newGroup(t, "a", 3), newGroup(t, "b", 1)
+	ctx := context.Background()
+	if err := b.nodes[0].node.Meet(ctx, a.nodes[1].respAddr); err != nil {
+		t.Fatal(err)
+	}
+	old := a.WaitForLeader(10 * time.Second)
+	a.stop(old)
+	next := a.WaitForLeader(15*time.Second, old)
+	want := a.nodes[next].respAddr
+	start := time.Now()
+	waitRouting(t, func(r *Routing) error {
+		if got := r.LeaderAddr(r.Group("a")); got != want {
+			return fmt.Errorf("a's leader at %q, want %q", got, want)
+		}
+		return nil
+	}, b)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("b named a's new leader %v after a knew it", d)
+	}
+}
+
+func TestJoinOfAnotherGroupRefused(t *testing.T) {
+	a := newGroup(t, "a", 1)
+	err := a.nodes[0].node.Join(context.Background(), "x1", "127.0.0.1:1", "127.0.0.1:2")
+	if err == nil {
+		t.Fatal("join of an unreachable node succeeded")
+	}
+	b := newGroup(t, "b", 1)
+	err = a.nodes[0].node.Join(context.Background(), "b-node", b.nodes[0].raftAddr, b.nodes[0].respAddr)
+	if !errors.Is(err, ErrOtherGroup) || !strings.Contains(err.Error(), `group "b"`) {
+		t.Fatalf("join of a node of group b into a: %v", err)
+	}
+	if len(a.nodes[0].node.Info().Members) != 1 {
+		t.Fatal("the node of another group became a member")
+	}
+}

@@ -1,0 +1,212 @@
+package replication
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+
+	"github.com/cellserver/cellserver/internal/hashslot"
+)
+
+// Several replication groups form one Redis Cluster: each group (a raft
+// cluster of its own) owns a set of hash slots, recorded in its own log,
+// and learns the other groups' members, leaders and slots by asking them
+// (directory.go). Routing is the resulting table, rebuilt whenever this
+// group's slot state or another group's answer changes.
+
+// Errors of keyed operations in a sharded cluster. The FSM decides them
+// per operation, at apply time, from the group's replicated slot state, so
+// every replica decides alike; the wire layer words them with the slot and
+// the address Routing gives (MOVED, ASK, TRYAGAIN, CLUSTERDOWN).
+var (
+	// ErrMoved: the op's slot is not served by this group (owned by
+	// another group, or importing and the op was not sent after ASKING).
+	ErrMoved = errors.New("replication: slot served by another group")
+	// ErrAsk: the op's slot is migrating out of this group and none of its
+	// keys is here: the target group serves it after ASKING.
+	ErrAsk = errors.New("replication: slot migrating, key not here")
+	// ErrTryAgain: a multi-key op of a migrating slot whose keys are partly
+	// here and partly moved; or (shards.ErrMoving) a key in flight.
+	ErrTryAgain = errors.New("replication: keys of a migrating slot are split")
+	// ErrSlotUnbound: no group owns the op's slot.
+	ErrSlotUnbound = errors.New("replication: hash slot not served")
+	// ErrSlotBusy is the error of AddSlots for a slot some group owns
+	// (*SlotError carries which).
+	ErrSlotBusy = errors.New("replication: slot already busy")
+	// ErrOwnGroup: Meet named a node of this very group.
+	ErrOwnGroup = errors.New("replication: that node belongs to this group")
+	// ErrOtherGroup: a node of another group was asked to join this one.
+	ErrOtherGroup = errors.New("replication: that node belongs to another group")
+	// ErrUnknownClusterNode: SetSlot named a node id no known group has.
+	ErrUnknownClusterNode = errors.New("replication: unknown cluster node id")
+)
+
+// SlotError is an AddSlots / SetSlot refusal about one slot.
+type SlotError struct {
+	Slot int
+	Err  error  // ErrSlotBusy, or a sentinel of SetSlot
+	Msg  string // Redis's wording of the refusal, without "ERR "
+}
+
+func (e *SlotError) Error() string { return "replication: " + e.Msg }
+func (e *SlotError) Unwrap() error { return e.Err }
+
+// ClusterNodeID is the 40 lowercase hex digits the Redis Cluster protocol
+// uses as a node's id: the SHA-1 of "group/nodeID", the same on every node
+// of every group and across restarts.
+func ClusterNodeID(group, nodeID string) string {
+	h := sha1.Sum([]byte(group + "/" + nodeID))
+	return hex.EncodeToString(h[:])
+}
+
+// GroupMember is a voting member of a group with a replicated RESP address.
+type GroupMember struct {
+	ID        string // its NodeID
+	ClusterID string // ClusterNodeID(group, ID)
+	RespAddr  string // host:port of its RESP listener
+	RaftAddr  string // host:port of its raft transport
+	Leader    bool   // the group's leader as last known
+}
+
+// GroupView is what one group looks like from this node.
+type GroupView struct {
+	Name string
+	// Term is the group's raft term as last seen (the config epoch CLUSTER
+	// NODES reports).
+	Term uint64
+	// Members lists the voters with a RESP address: the leader (when
+	// known) first, then by ID.
+	Members []GroupMember
+	// Slots are the slot ranges the group owns, inclusive, ascending and
+	// disjoint.
+	Slots [][2]int
+	// Migrating and Importing map a slot to the other group's name.
+	Migrating, Importing map[int]string
+	// Reachable: for this node's own group, a leader is known; for another
+	// group, its last answer came within the staleness bound.
+	Reachable bool
+}
+
+// Leader returns the group's leader, if known.
+func (g *GroupView) Leader() (GroupMember, bool) {
+	if len(g.Members) > 0 && g.Members[0].Leader {
+		return g.Members[0], true
+	}
+	return GroupMember{}, false
+}
+
+// Routing is the cluster as this node sees it: every known group and which
+// serves each slot. Immutable once published; Node.Routing returns the
+// current one.
+type Routing struct {
+	// Sharded is false while this group owns no slot and knows no other
+	// group: it then serves every key, as a single shard owning 0–16383.
+	Sharded bool
+	// Self is the index of this node's group in Groups.
+	Self int
+	// SelfID is this node's NodeID.
+	SelfID string
+	// Groups lists every known group, sorted by name.
+	Groups []GroupView
+
+	owner     [hashslot.Count]int16 // index into Groups, -1: unowned
+	migrating [hashslot.Count]int16 // target group of a slot of Self, -1: none
+	importing [hashslot.Count]int16 // source group of a slot imported by Self, -1: none
+}
+
+// Owner returns the index in Groups of the group owning slot, or -1. In an
+// unsharded routing every slot is Self's.
+func (r *Routing) Owner(slot int) int {
+	if !r.Sharded {
+		return r.Self
+	}
+	return int(r.owner[slot])
+}
+
+// MigratingTo returns the index of the group slot migrates to from Self,
+// or -1.
+func (r *Routing) MigratingTo(slot int) int { return int(r.migrating[slot]) }
+
+// ImportingFrom returns the index of the group Self imports slot from, or
+// -1.
+func (r *Routing) ImportingFrom(slot int) int { return int(r.importing[slot]) }
+
+// Group returns the index of the group named name, or -1.
+func (r *Routing) Group(name string) int {
+	for i := range r.Groups {
+		if r.Groups[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// NodeGroup returns the index of the group with a member whose ClusterID
+// is clusterID, or -1.
+func (r *Routing) NodeGroup(clusterID string) int {
+	for i := range r.Groups {
+		for _, m := range r.Groups[i].Members {
+			if m.ClusterID == clusterID {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// LeaderAddr returns the RESP address of group g's leader (the address
+// MOVED and ASK name), or "" when none is known.
+func (r *Routing) LeaderAddr(g int) string {
+	if g < 0 || g >= len(r.Groups) {
+		return ""
+	}
+	if m, ok := r.Groups[g].Leader(); ok {
+		return m.RespAddr
+	}
+	return ""
+}
+
+// NewRouting builds the routing table of this node, whose group is
+// groups[self] and whose NodeID is selfID, from the groups' Slots,
+// Migrating and Importing. Sharded is set when any group owns a slot or
+// more than one group is known. Only Self's Migrating and Importing are
+// routed (another group's are for display). Where two groups claim a slot
+// (a view caught mid-move), Self's claim wins, then the first by name.
+// groups must be sorted by name; they are kept, not copied.
+func NewRouting(self int, selfID string, groups []GroupView) *Routing {
+	r := &Routing{Self: self, SelfID: selfID, Groups: groups, Sharded: len(groups) > 1}
+	for i := range r.owner {
+		r.owner[i], r.migrating[i], r.importing[i] = -1, -1, -1
+	}
+	claim := func(g int) {
+		for _, rg := range groups[g].Slots {
+			for s := max(rg[0], 0); s <= min(rg[1], hashslot.Count-1); s++ {
+				if r.owner[s] < 0 || g == self {
+					r.owner[s] = int16(g)
+				}
+				r.Sharded = true
+			}
+		}
+	}
+	claim(self)
+	for g := range groups {
+		if g != self {
+			claim(g)
+		}
+	}
+	for s, name := range groups[self].Migrating {
+		if s >= 0 && s < hashslot.Count {
+			r.migrating[s] = int16(r.Group(name))
+		}
+	}
+	for s, name := range groups[self].Importing {
+		if s >= 0 && s < hashslot.Count {
+			r.importing[s] = int16(r.Group(name))
+		}
+	}
+	return r
+}
+
+// slotErrorCode is the forwarding service's code of a *SlotError; its
+// detail is the slot, the index of its sentinel in slotErrs and Msg.
+var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned}

@@ -1,0 +1,160 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cellserver/cellserver/internal/hashslot"
+)
+
+// SlotAction is the subcommand of CLUSTER SETSLOT.
+type SlotAction int
+
+// The SETSLOT actions.
+const (
+	SlotImporting SlotAction = iota + 1 // import the slot from the node's group
+	SlotMigrating                       // migrate the slot to the node's group
+	SlotNode                            // the node's group owns the slot
+	SlotStable                          // clear importing / migrating
+)
+
+// Further slot refusals (*SlotError.Err).
+var (
+	// ErrSlotNotOwned: SETSLOT MIGRATING of a slot this group does not own.
+	ErrSlotNotOwned = errors.New("replication: slot not owned by this group")
+	// ErrSlotOwned: SETSLOT IMPORTING of a slot this group owns.
+	ErrSlotOwned = errors.New("replication: slot already owned by this group")
+)
+
+// Group returns this node's group name.
+func (n *Node) Group() string { return n.cfg.Group }
+
+// AddSlots assigns slots to this group (CLUSTER ADDSLOTS), replicated in
+// its log. A slot this group or another known group owns fails the whole
+// call with a *SlotError wrapping ErrSlotBusy; nothing is assigned then.
+// On a follower the change is made by the leader (forwarded).
+func (n *Node) AddSlots(ctx context.Context, slots []int) error {
+	return n.changeCluster(ctx, &clusterChange{action: actAddSlots, ranges: toRanges(slots)})
+}
+
+// DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
+// this group does not own fails with a *SlotError wrapping
+// ErrSlotNotOwned.
+func (n *Node) DelSlots(ctx context.Context, slots []int) error {
+	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
+}
+
+// SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
+// node (ClusterNodeID) of the group the slot is imported from, migrates
+// to, or is assigned to. ErrUnknownClusterNode when no known group has
+// that node; *SlotError for a slot in the wrong state.
+func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, clusterID string) error {
+	if slot < 0 || slot >= hashslot.Count {
+		return fmt.Errorf("replication: slot %d out of range", slot)
+	}
+	c := &clusterChange{slot: slot}
+	group := ""
+	if action != SlotStable {
+		rt := n.Routing()
+		g := rt.NodeGroup(clusterID)
+		if g < 0 {
+			return fmt.Errorf("replication: node %s: %w", clusterID, ErrUnknownClusterNode)
+		}
+		group = rt.Groups[g].Name
+	}
+	switch action {
+	case SlotImporting:
+		c.action, c.group = actImporting, group
+	case SlotMigrating:
+		c.action, c.group = actMigrating, group
+	case SlotNode:
+		c.action = actDisown
+		if group == n.cfg.Group {
+			c.action = actOwn
+		}
+	case SlotStable:
+		c.action = actStable
+	default:
+		return fmt.Errorf("replication: unknown slot action %d", action)
+	}
+	return n.changeCluster(ctx, c)
+}
+
+// toRanges turns slots into ascending inclusive ranges.
+func toRanges(slots []int) [][2]int {
+	s := slices.Clone(slots)
+	slices.Sort(s)
+	var out [][2]int
+	for _, x := range s {
+		if k := len(out); k > 0 && (out[k-1][1] == x || out[k-1][1] == x-1) {
+			out[k-1][1] = x
+		} else {
+			out = append(out, [2]int{x, x})
+		}
+	}
+	return out
+}
+
+// changeCluster checks c against the cluster as the leader knows it and
+// commits it, on the leader (forwarded from a follower).
+func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
+	for _, r := range c.ranges {
+		if r[0] < 0 || r[1] >= hashslot.Count {
+			return fmt.Errorf("replication: slot range %d-%d out of range", r[0], r[1])
+		}
+	}
+	body := c.encode()
+	return n.onLeader(ctx, "cluster change", func() error { return n.changeClusterOnLeader(ctx, c) }, reqCluster, body, nil)
+}
+
+// changeClusterOnLeader validates c against the replicated state and the
+// directory, then submits it and waits until it is applied.
+func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
+	if err := n.checkChange(c); err != nil {
+		return err
+	}
+	err := n.submit(ctx, &pending{control: c.encode()})
+	if err == nil {
+		n.kickDirectory()
+	}
+	return err
+}
+
+// checkChange refuses a change the current state forbids, with Redis's
+// wording in the *SlotError.
+func (n *Node) checkChange(c *clusterChange) error {
+	st := n.fsm.clusterState()
+	rt := n.Routing()
+	switch c.action {
+	case actAddSlots:
+		for _, r := range c.ranges {
+			for s := r[0]; s <= r[1]; s++ {
+				if st.owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
+					return &SlotError{Slot: s, Err: ErrSlotBusy, Msg: fmt.Sprintf("Slot %d is already busy", s)}
+				}
+			}
+		}
+	case actDelSlots:
+		for _, r := range c.ranges {
+			for s := r[0]; s <= r[1]; s++ {
+				if !st.owns(s) {
+					return &SlotError{Slot: s, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("Slot %d is already unassigned", s)}
+				}
+			}
+		}
+	case actMigrating:
+		if !st.owns(c.slot) {
+			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("I'm not the owner of hash slot %d", c.slot)}
+		}
+		if c.group == n.cfg.Group {
+			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: "I'm already the owner of hash slot " + fmt.Sprint(c.slot)}
+		}
+	case actImporting:
+		if st.owns(c.slot) {
+			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: fmt.Sprintf("I'm already the owner of hash slot %d", c.slot)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package replication
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
+)
+
+// The group's replicated cluster state: which hash slots it owns, which it
+// is migrating out or importing, and which other groups it knows. It
+// changes only through entryCluster log entries, so every replica holds
+// the same state and the FSM's per-op slot check decides alike everywhere.
+//
+// An entryCluster entry (after the entry header of codec.go):
+//
+//	byte  action
+//	addSlots, delSlots:        uvarint n, n × (uvarint first, uvarint last)
+//	migrating, importing:      uvarint slot, string group
+//	stable, own, disown:       uvarint slot
+//	meet:                      string group, uvarint n, n × string raft address,
+//	                           uvarint m, m × string RESP address
+
+// entryCluster is the log entry type of a cluster state change.
+const entryCluster = 4
+
+// The actions of an entryCluster entry. Numbers are part of the log
+// format: never renumber one.
+const (
+	actAddSlots  byte = 1 // own the ranges
+	actDelSlots  byte = 2 // own none of the ranges (and stop moving them)
+	actMigrating byte = 3 // an owned slot migrates to group
+	actImporting byte = 4 // the slot is imported from group
+	actStable    byte = 5 // the slot neither migrates nor imports
+	actOwn       byte = 6 // SETSLOT NODE naming this group: own, stop importing
+	actDisown    byte = 7 // SETSLOT NODE naming another group: disown, stop migrating
+	actMeet      byte = 8 // record another group and where to reach it
+)
+
+// peerSeeds is where another group can be reached: raft addresses for the
+// directory's requests, RESP addresses for display and MEET.
+type peerSeeds struct {
+	Raft []string `json:"raft"`
+	Resp []string `json:"resp,omitempty"`
+}
+
+// clusterState is the replicated part. Written only by the FSM's apply
+// goroutine, under FSM.mu; read under FSM.mu (or without it on the apply
+// goroutine).
+type clusterState struct {
+	owned     [hashslot.Count / 64]uint64
+	nOwned    int
+	migrating map[int]string // slot → target group
+	importing map[int]string // slot → source group
+	groups    map[string]peerSeeds
+}
+
+func newClusterState() clusterState {
+	return clusterState{migrating: map[int]string{}, importing: map[int]string{}, groups: map[string]peerSeeds{}}
+}
+
+func (s *clusterState) owns(slot int) bool { return s.owned[slot/64]&(1<<(slot%64)) != 0 }
+
+func (s *clusterState) setOwned(slot int, own bool) {
+	if s.owns(slot) == own {
+		return
+	}
+	if own {
+		s.owned[slot/64] |= 1 << (slot % 64)
+		s.nOwned++
+	} else {
+		s.owned[slot/64] &^= 1 << (slot % 64)
+		s.nOwned--
+	}
+}
+
+// sharded reports whether slot checks apply: the group owns a slot or
+// knows another group. Otherwise it serves every key.
+func (s *clusterState) sharded() bool { return s.nOwned > 0 || len(s.groups) > 0 }
+
+// ranges returns the owned slots as inclusive, ascending ranges.
+func (s *clusterState) ranges() [][2]int {
+	var out [][2]int
+	for slot := 0; slot < hashslot.Count; slot++ {
+		if !s.owns(slot) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][1] == slot-1 {
+			out[n-1][1] = slot
+		} else {
+			out = append(out, [2]int{slot, slot})
+		}
+	}
+	return out
+}
+
+func (s *clusterState) clone() clusterState {
+	c := *s
+	c.migrating, c.importing, c.groups = maps.Clone(s.migrating), maps.Clone(s.importing), maps.Clone(s.groups)
+	return c
+}
+
+// clusterChange is one decoded entryCluster entry.
+type clusterChange struct {
+	action byte
+	ranges [][2]int
+	slot   int
+	group  string
+	seeds  peerSeeds
+}
+
+func appendString(dst []byte, s string) []byte { return appendBytes(dst, []byte(s)) }
+
+func appendStrings(dst []byte, v []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	for _, s := range v {
+		dst = appendString(dst, s)
+	}
+	return dst
+}
+
+// encode returns the body of c's entry (after the entry header).
+func (c *clusterChange) encode() []byte {
+	b := []byte{c.action}
+	switch c.action {
+	case actAddSlots, actDelSlots:
+		b = binary.AppendUvarint(b, uint64(len(c.ranges)))
+		for _, r := range c.ranges {
+			b = binary.AppendUvarint(b, uint64(r[0]))
+			b = binary.AppendUvarint(b, uint64(r[1]))
+		}
+	case actMigrating, actImporting:
+		b = binary.AppendUvarint(b, uint64(c.slot))
+		b = appendString(b, c.group)
+	case actStable, actOwn, actDisown:
+		b = binary.AppendUvarint(b, uint64(c.slot))
+	case actMeet:
+		b = appendString(b, c.group)
+		b = appendStrings(b, c.seeds.Raft)
+		b = appendStrings(b, c.seeds.Resp)
+	}
+	return b
+}
+
+func (r *reader) slot(what string) int {
+	v := r.uvarint(what)
+	if r.err == nil && v >= hashslot.Count {
+		r.err = fmt.Errorf("%w: %s %d out of range", ErrBadPayload, what, v)
+	}
+	return int(v)
+}
+
+func (r *reader) strings(what string) []string {
+	n := r.count(what, 1)
+	var v []string
+	for i := 0; i < n && r.err == nil; i++ {
+		v = append(v, string(r.bytes(what)))
+	}
+	return v
+}
+
+// decodeClusterChange decodes an entry body written by encode.
+func decodeClusterChange(b []byte) (clusterChange, error) {
+	r := reader{b: b}
+	c := clusterChange{action: r.byte1("cluster action")}
+	switch c.action {
+	case actAddSlots, actDelSlots:
+		n := r.count("slot ranges", 2)
+		for i := 0; i < n && r.err == nil; i++ {
+			first, last := r.slot("first slot"), r.slot("last slot")
+			if r.err == nil && first > last {
+				r.err = fmt.Errorf("%w: slot range %d-%d", ErrBadPayload, first, last)
+			}
+			c.ranges = append(c.ranges, [2]int{first, last})
+		}
+	case actMigrating, actImporting:
+		c.slot = r.slot("slot")
+		c.group = string(r.bytes("group"))
+	case actStable, actOwn, actDisown:
+		c.slot = r.slot("slot")
+	case actMeet:
+		c.group = string(r.bytes("group"))
+		c.seeds.Raft = r.strings("raft address")
+		c.seeds.Resp = r.strings("RESP address")
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.action)
+		}
+	}
+	if err := r.end(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// apply changes s as c says. self is this group's name (a meet of it is
+// ignored).
+func (s *clusterState) apply(c *clusterChange, self string) {
+	switch c.action {
+	case actAddSlots, actDelSlots:
+		for _, r := range c.ranges {
+			for slot := r[0]; slot <= r[1]; slot++ {
+				s.setOwned(slot, c.action == actAddSlots)
+				if c.action == actDelSlots {
+					delete(s.migrating, slot)
+					delete(s.importing, slot)
+				}
+			}
+		}
+	case actMigrating:
+		s.migrating[c.slot] = c.group
+		delete(s.importing, c.slot)
+	case actImporting:
+		s.importing[c.slot] = c.group
+		delete(s.migrating, c.slot)
+	case actStable:
+		delete(s.migrating, c.slot)
+		delete(s.importing, c.slot)
+	case actOwn:
+		s.setOwned(c.slot, true)
+		delete(s.migrating, c.slot)
+		delete(s.importing, c.slot)
+	case actDisown:
+		s.setOwned(c.slot, false)
+		delete(s.migrating, c.slot)
+		delete(s.importing, c.slot)
+	case actMeet:
+		if c.group != self {
+			s.groups[c.group] = peerSeeds{Raft: slices.Clone(c.seeds.Raft), Resp: slices.Clone(c.seeds.Resp)}
+		}
+	}
+}
+
+// slotCheck decides whether op may run in this group, from the replicated
+// state, at apply time (so that every replica decides alike): nil when it
+// may; ErrMoved when a key's slot is not served here (not owned, or
+// imported and the op was not sent after ASKING); for a slot migrating
+// out, ErrAsk when none of the op's keys is here, ErrTryAgain when some
+// are and some are not. A key in flight (shards' moving set) counts as
+// here: the store refuses the op with shards.ErrMoving. Ops without keys
+// and the moves themselves (the source's own bookkeeping) are not checked.
+func (s *clusterState) slotCheck(store *shards.Store, op *shards.Op, now int64) error {
+	switch op.Code {
+	case shards.OpLimit, shards.OpLimitAll, shards.OpDel, shards.OpRestore:
+	default:
+		return nil
+	}
+	here, away := 0, 0
+	for _, key := range op.Keys {
+		slot := hashslot.Of(key)
+		if !s.owns(slot) {
+			if _, ok := s.importing[slot]; ok && op.Asking {
+				continue
+			}
+			return ErrMoved
+		}
+		if _, ok := s.migrating[slot]; !ok {
+			continue
+		}
+		if store.Exists([][]byte{key}, now) > 0 {
+			here++
+		} else if _, moving := store.Moving(key); moving {
+			here++
+		} else {
+			away++
+		}
+	}
+	switch {
+	case away == 0:
+		return nil
+	case here == 0:
+		return ErrAsk
+	}
+	return ErrTryAgain
+}
+
+// applyCluster applies an entryCluster entry. A corrupt one is refused
+// alike on every replica.
+func (f *FSM) applyCluster(l *raft.Log) {
+	c, err := decodeClusterChange(l.Data[entryHeader:])
+	if err != nil {
+		f.log.Error("replication: refusing cluster entry", "index", l.Index, "err", err)
+		f.deliver(l.Extensions, nil, err)
+		return
+	}
+	now := max(int64(binary.LittleEndian.Uint64(l.Data[2:])), f.lastTime.Load())
+	f.lastTime.Store(now)
+	f.mu.Lock()
+	f.cluster.apply(&c, f.group)
+	f.sharded.Store(f.cluster.sharded())
+	f.mu.Unlock()
+	// The routing table first, then the caller: once SETSLOT or ADDSLOTS
+	// answers, this node redirects by the new state.
+	if f.onCluster != nil {
+		f.onCluster()
+	}
+	f.deliver(l.Extensions, nil, nil)
+}
+
+// clusterState returns a copy of the replicated cluster state.
+func (f *FSM) clusterState() clusterState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cluster.clone()
+}
+
+// clusterMeta is the cluster state in a snapshot's metadata.
+type clusterMeta struct {
+	Slots     [][2]int             `json:"slots,omitempty"`
+	Migrating map[int]string       `json:"migrating,omitempty"`
+	Importing map[int]string       `json:"importing,omitempty"`
+	Groups    map[string]peerSeeds `json:"groups,omitempty"`
+	// Moving are the keys in flight to another group: key and DUMP
+	// payload of the state kept for them.
+	Moving []movingMeta `json:"moving,omitempty"`
+}
+
+type movingMeta struct {
+	Key   []byte `json:"k"`
+	State []byte `json:"s"`
+}
+
+// snapshotCluster captures the cluster state and the store's keys in
+// flight; nil when there is none (older snapshots look the same).
+func (f *FSM) snapshotCluster() *clusterMeta {
+	f.mu.Lock()
+	m := &clusterMeta{Slots: f.cluster.ranges(), Migrating: maps.Clone(f.cluster.migrating),
+		Importing: maps.Clone(f.cluster.importing), Groups: maps.Clone(f.cluster.groups)}
+	f.mu.Unlock()
+	f.store.MovingKeys(func(key []byte, st engine.State) bool {
+		m.Moving = append(m.Moving, movingMeta{Key: slices.Clone(key), State: snapshot.EncodeDump(&st)})
+		return true
+	})
+	if len(m.Slots) == 0 && len(m.Migrating) == 0 && len(m.Importing) == 0 && len(m.Groups) == 0 && len(m.Moving) == 0 {
+		return nil
+	}
+	return m
+}
+
+// restoreCluster installs the cluster state of a snapshot (m nil: none),
+// after the keyspace was loaded.
+func (f *FSM) restoreCluster(m *clusterMeta) error {
+	cs := newClusterState()
+	if m != nil {
+		for _, r := range m.Slots {
+			if r[0] < 0 || r[1] >= hashslot.Count || r[0] > r[1] {
+				return fmt.Errorf("replication: restore snapshot: slot range %d-%d", r[0], r[1])
+			}
+			for s := r[0]; s <= r[1]; s++ {
+				cs.setOwned(s, true)
+			}
+		}
+		maps.Copy(cs.migrating, m.Migrating)
+		maps.Copy(cs.importing, m.Importing)
+		maps.Copy(cs.groups, m.Groups)
+		for _, mv := range m.Moving {
+			st, err := snapshot.DecodeDump(mv.State)
+			if err != nil {
+				return fmt.Errorf("replication: restore snapshot: key in flight: %w", err)
+			}
+			f.store.SetMoving(mv.Key, st)
+		}
+	}
+	f.mu.Lock()
+	f.cluster = cs
+	f.sharded.Store(cs.sharded())
+	f.mu.Unlock()
+	if f.onCluster != nil {
+		f.onCluster()
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/shards"
+)
+
+func TestClusterChangeRoundTrip(t *testing.T) {
+	changes := []clusterChange{
+		{action: actAddSlots, ranges: [][2]int{{0, 10}, {16383, 16383}}},
+		{action: actDelSlots, ranges: [][2]int{{5, 5}}},
+		{action: actMigrating, slot: 7, group: "b"},
+		{action: actImporting, slot: 16000, group: "a"},
+		{action: actStable, slot: 7},
+		{action: actOwn, slot: 1},
+		{action: actDisown, slot: 2},
+		{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1", "h:2"}, Resp: []string{"h:3"}}},
+	}
+	for _, c := range changes {
+		got, err := decodeClusterChange(c.encode())
+		if err != nil {
+			t.Fatalf("action %d: %v", c.action, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("action %d: got %+v, want %+v", c.action, got, c)
+		}
+	}
+	bad := map[string][]byte{
+		"empty":          nil,
+		"unknown action": {99},
+		"slot too large": (&clusterChange{action: actStable, slot: 1}).encode()[:1],
+		"range reversed": {actAddSlots, 1, 9, 3},
+		"trailing":       append((&clusterChange{action: actStable, slot: 1}).encode(), 0),
+		"out of range":   {actStable, 0x80, 0x80, 0x01},
+	}
+	for name, b := range bad {
+		if _, err := decodeClusterChange(b); !errors.Is(err, ErrBadPayload) {
+			t.Errorf("%s: err %v, want ErrBadPayload", name, err)
+		}
+	}
+}
+
+func TestClusterStateApply(t *testing.T) {
+	s := newClusterState()
+	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 99}, {200, 200}}}, "a")
+	s.apply(&clusterChange{action: actMigrating, slot: 5, group: "b"}, "a")
+	s.apply(&clusterChange{action: actImporting, slot: 300, group: "b"}, "a")
+	s.apply(&clusterChange{action: actMeet, group: "a", seeds: peerSeeds{Raft: []string{"x:1"}}}, "a") // itself: ignored
+	s.apply(&clusterChange{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"x:2"}}}, "a")
+	if got := s.ranges(); !reflect.DeepEqual(got, [][2]int{{0, 99}, {200, 200}}) || s.nOwned != 101 {
+		t.Fatalf("ranges %v owned %d", got, s.nOwned)
+	}
+	if s.migrating[5] != "b" || s.importing[300] != "b" || len(s.groups) != 1 {
+		t.Fatalf("state %+v", s)
+	}
+	s.apply(&clusterChange{action: actDisown, slot: 5}, "a")
+	s.apply(&clusterChange{action: actOwn, slot: 300}, "a")
+	if s.owns(5) || !s.owns(300) || len(s.migrating) != 0 || len(s.importing) != 0 || s.nOwned != 101 {
+		t.Fatalf("after SETSLOT NODE: %+v owned %d", s, s.nOwned)
+	}
+	s.apply(&clusterChange{action: actDelSlots, ranges: [][2]int{{0, 99}}}, "a")
+	if s.nOwned != 2 || !s.sharded() || len(s.groups) != 1 {
+		t.Fatalf("after DELSLOTS: owned %d groups %v", s.nOwned, s.groups)
+	}
+}
+
+// keyOfSlot returns a key whose hash slot is slot.
+func keyOfSlot(t *testing.T, slot int, prefix string) []byte {
+	t.Helper()
+	for i := 0; i < 1<<20; i++ {
+		k := []byte(prefix + string(rune('a'+i%26)) + time.Duration(i).String())
+		if hashslot.Of(k) == slot {
+			return k
+		}
+	}
+	t.Fatalf("no key for slot %d", slot)
+	return nil
+}
+
+func TestSlotCheck(t *testing.T) {
+	store, err := shards.New(shards.Config{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const now = int64(1_700_000_000_000_000_000)
+	req := engine.Request{Kind: engine.KindGCRA, Burst: 5, Rate: 1, Period: int64(time.Second), Quantity: 1}
+	limit := func(keys ...[]byte) shards.Op {
+		op := shards.Op{Code: shards.OpLimit, Keys: keys, Reqs: []engine.Request{req}}
+		if len(keys) > 1 {
+			op.Code = shards.OpLimitAll
+			op.Reqs = make([]engine.Request, len(keys))
+			for i := range op.Reqs {
+				op.Reqs[i] = req
+			}
+		}
+		return op
+	}
+	s := newClusterState()
+	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 100}}}, "a")
+	s.apply(&clusterChange{action: actMigrating, slot: 50, group: "b"}, "a")
+	s.apply(&clusterChange{action: actImporting, slot: 200, group: "b"}, "a")
+	owned, foreign, imported := keyOfSlot(t, 10, "o"), keyOfSlot(t, 300, "f"), keyOfSlot(t, 200, "i")
+	here, away, moving := keyOfSlot(t, 50, "h"), keyOfSlot(t, 50, "w"), keyOfSlot(t, 50, "m")
+	var res shards.Result
+	for _, k := range [][]byte{here, moving} {
+		op := limit(k)
+		store.Exec(&op, now, &res)
+	}
+	out := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{moving}}
+	store.Exec(&out, now, &res)
+	if res.N != 1 {
+		t.Fatalf("move out: %+v", res)
+	}
+	asking := limit(imported)
+	asking.Asking = true
+	cases := []struct {
+		name string
+		op   shards.Op
+		want error
+	}{
+		{"owned stable slot", limit(owned), nil},
+		{"slot of another group", limit(foreign), ErrMoved},
+		{"imported slot without ASKING", limit(imported), ErrMoved},
+		{"imported slot after ASKING", asking, nil},
+		{"migrating slot, key here", limit(here), nil},
+		{"migrating slot, key in flight", limit(moving), nil}, // the store answers ErrMoving
+		{"migrating slot, key away", limit(away), ErrAsk},
+		{"migrating slot, keys split", limit(here, away), ErrTryAgain},
+		{"owned and foreign keys", limit(owned, foreign), ErrMoved},
+		{"delete of a key away", shards.Op{Code: shards.OpDel, Keys: [][]byte{away}}, ErrAsk},
+		{"flush is not checked", shards.Op{Code: shards.OpFlush}, nil},
+		{"a move is not checked", shards.Op{Code: shards.OpMoveDone, Keys: [][]byte{foreign}}, nil},
+	}
+	for _, tc := range cases {
+		if err := s.slotCheck(store, &tc.op, now); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestNewRouting(t *testing.T) {
+	groups := []GroupView{
+		{Name: "a", Slots: [][2]int{{0, 8191}}, Migrating: map[int]string{5: "b"}, Members: []GroupMember{{ID: "a1", RespAddr: "h:1", Leader: true}}},
+		{Name: "b", Slots: [][2]int{{5, 5}, {8192, 16383}}, Importing: map[int]string{5: "a"}, Members: []GroupMember{{ID: "b1", ClusterID: "x", RespAddr: "h:2"}}},
+	}
+	r := NewRouting(0, "a1", groups)
+	switch {
+	case !r.Sharded:
+		t.Error("not sharded")
+	case r.Owner(0) != 0 || r.Owner(5) != 0 || r.Owner(8192) != 1:
+		t.Errorf("owners %d %d %d: this group's claim should win slot 5", r.Owner(0), r.Owner(5), r.Owner(8192))
+	case r.MigratingTo(5) != 1 || r.MigratingTo(6) != -1 || r.ImportingFrom(5) != -1:
+		t.Errorf("migrating %d importing %d", r.MigratingTo(5), r.ImportingFrom(5))
+	case r.LeaderAddr(0) != "h:1" || r.LeaderAddr(1) != "" || r.NodeGroup("x") != 1 || r.Group("b") != 1:
+		t.Errorf("leaders %q %q", r.LeaderAddr(0), r.LeaderAddr(1))
+	}
+	if one := NewRouting(0, "a1", []GroupView{{Name: "a"}}); one.Sharded || one.Owner(123) != 0 {
+		t.Errorf("a lone group without slots serves every slot: sharded %v owner %d", one.Sharded, one.Owner(123))
+	}
+}
+
+func TestClusterStateSurvivesSnapshot(t *testing.T) {
+	f := newTestFSM(t, nil)
+	f.group = "a"
+	base := int64(1_700_000_000) * int64(time.Second)
+	entry := func(i uint64, c clusterChange) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: append(appendEntryHeader(nil, entryCluster, base), c.encode()...)}
+	}
+	f.Apply(entry(1, clusterChange{action: actAddSlots, ranges: [][2]int{{0, 8191}}}))
+	key := keyOfSlot(t, 3, "k")
+	limit := shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{{Kind: engine.KindGCRA, Burst: 5, Rate: 1, Period: int64(time.Second), Quantity: 1}}}
+	f.Apply(&raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{limit})})
+	f.Apply(entry(3, clusterChange{action: actMigrating, slot: 3, group: "b"}))
+	f.Apply(entry(4, clusterChange{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1"}, Resp: []string{"h:2"}}}))
+	out := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}}
+	f.Apply(&raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{out})})
+	want := f.clusterState()
+	wantState, ok := f.store.Moving(key)
+	if !ok || !f.sharded.Load() {
+		t.Fatalf("key not in flight (%v) or not sharded", ok)
+	}
+	g := newTestFSM(t, nil)
+	g.group = "a"
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	got := g.clusterState()
+	if !reflect.DeepEqual(got, want) || !g.sharded.Load() {
+		t.Fatalf("restored %+v, want %+v", got, want)
+	}
+	if st, ok := g.store.Moving(key); !ok || !reflect.DeepEqual(st, wantState) {
+		t.Fatalf("key in flight restored as %+v (%v), want %+v", st, ok, wantState)
+	}
+}

@@ -1,0 +1,166 @@
+package resp
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/cellserver/cellserver/replication"
+)
+
+// fakeCluster is a Cluster over groups the test sets, whose slot commands
+// change them as a group's log would (the replication group itself is
+// exercised end to end in test/). Safe for concurrent use.
+type fakeCluster struct {
+	mu     sync.Mutex
+	self   int
+	selfID string
+	groups []replication.GroupView
+	owner  map[int]int // slot → group index
+	r      *replication.Routing
+	met    []string // addresses CLUSTER MEET named
+}
+
+// newFakeCluster returns a fake whose groups are groups (sorted by name),
+// this node being selfID of groups[self]; each group's Slots are taken as
+// its owned slots.
+func newFakeCluster(self int, selfID string, groups []replication.GroupView) *fakeCluster {
+	f := &fakeCluster{self: self, selfID: selfID, groups: groups, owner: map[int]int{}}
+	for g := range groups {
+		for _, rg := range groups[g].Slots {
+			for s := rg[0]; s <= rg[1]; s++ {
+				f.owner[s] = g
+			}
+		}
+	}
+	f.rebuild()
+	return f
+}
+
+// rebuild publishes a new Routing from the groups and slot owners (fresh
+// copies: a published Routing is immutable).
+func (f *fakeCluster) rebuild() {
+	gs := slices.Clone(f.groups)
+	for g := range gs {
+		gs[g].Slots = nil
+		gs[g].Members = slices.Clone(gs[g].Members)
+	}
+	for s := range clusterSlots {
+		g, ok := f.owner[s]
+		if !ok {
+			continue
+		}
+		if n := len(gs[g].Slots); n > 0 && gs[g].Slots[n-1][1] == s-1 {
+			gs[g].Slots[n-1][1] = s
+		} else {
+			gs[g].Slots = append(gs[g].Slots, [2]int{s, s})
+		}
+	}
+	f.r = replication.NewRouting(f.self, f.selfID, gs)
+}
+
+func (f *fakeCluster) Role() RoleInfo          { return RoleInfo{Leader: true} }
+func (f *fakeCluster) InfoFields() [][2]string { return [][2]string{{"role", "master"}} }
+
+func (f *fakeCluster) Routing() *replication.Routing {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.r
+}
+
+func (f *fakeCluster) AddSlots(_ context.Context, slots []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range slots {
+		if _, ok := f.owner[s]; ok {
+			return &replication.SlotError{Slot: s, Err: replication.ErrSlotBusy, Msg: "Slot " + strconv.Itoa(s) + " is already busy"}
+		}
+	}
+	for _, s := range slots {
+		f.owner[s] = f.self
+	}
+	f.rebuild()
+	return nil
+}
+
+func (f *fakeCluster) DelSlots(_ context.Context, slots []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range slots {
+		if g, ok := f.owner[s]; !ok || g != f.self {
+			return &replication.SlotError{Slot: s, Msg: "Slot " + strconv.Itoa(s) + " is already unassigned"}
+		}
+	}
+	for _, s := range slots {
+		delete(f.owner, s)
+	}
+	f.rebuild()
+	return nil
+}
+
+func (f *fakeCluster) Meet(_ context.Context, addr string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.met = append(f.met, addr)
+	return nil
+}
+
+func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.SlotAction, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := -1
+	if action != replication.SlotStable {
+		if g = f.r.NodeGroup(id); g < 0 {
+			return replication.ErrUnknownClusterNode
+		}
+	}
+	self := &f.groups[f.self]
+	set := func(m *map[int]string) {
+		if *m == nil {
+			*m = map[int]string{}
+		}
+		(*m)[slot] = f.groups[g].Name
+	}
+	switch action {
+	case replication.SlotImporting:
+		set(&self.Importing)
+	case replication.SlotMigrating:
+		if f.owner[slot] != f.self {
+			return &replication.SlotError{Slot: slot, Msg: "I'm not the owner of hash slot " + strconv.Itoa(slot)}
+		}
+		set(&self.Migrating)
+	case replication.SlotNode:
+		f.owner[slot] = g
+		delete(self.Importing, slot)
+		delete(self.Migrating, slot)
+	case replication.SlotStable:
+		delete(self.Importing, slot)
+		delete(self.Migrating, slot)
+	}
+	f.rebuild()
+	return nil
+}
+
+// member returns a GroupMember of group on loopback port port (raft port
+// port+10000).
+func member(group, id string, port int, leader bool) replication.GroupMember {
+	return replication.GroupMember{
+		ID: id, ClusterID: replication.ClusterNodeID(group, id), Leader: leader,
+		RespAddr: "127.0.0.1:" + strconv.Itoa(port), RaftAddr: "127.0.0.1:" + strconv.Itoa(port+10000),
+	}
+}
+
+// keyOfSlot returns a key whose slot is slot.
+func keyOfSlot(t *testing.T, slot int) string {
+	t.Helper()
+	for i := 0; i < 1_000_000; i++ {
+		k := "k" + strconv.Itoa(i)
+		if keySlot([]byte(k)) == slot {
+			return k
+		}
+	}
+	t.Fatalf("no key of slot %d found", slot)
+	return ""
+}

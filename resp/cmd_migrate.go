@@ -1,0 +1,586 @@
+package resp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
+)
+
+// DUMP, RESTORE and MIGRATE: a key's limiter state leaves one server and
+// arrives at another as a DUMP payload (snapshot.EncodeDump: versioned,
+// checksummed, cellserver's own). MIGRATE moves keys atomically per key:
+// the source first takes them out of its keyspace into the moving set
+// (shards.OpMoveOut), where every command on them answers TRYAGAIN, then
+// restores them on the target, then drops them (OpMoveDone) or, for the
+// keys the target did not take, puts them back (OpMoveAbort). So a key's
+// state exists in exactly one place at any instant, and a key exhausted
+// before the move is exhausted after it.
+
+// Limits of the MIGRATE client's replies: a reply line, and a bulk reply
+// (the target's replies are short: OK, errors, counts).
+const (
+	migrateMaxLine = 64 << 10
+	migrateMaxBulk = 1 << 20
+)
+
+// Errors of MIGRATE, in Redis's wording.
+var (
+	errMigrateConnect = &textError{"IOERR error or timeout connecting to the client"}
+	errMigrateWrite   = &textError{"IOERR error or timeout writing to target instance"}
+	errMigrateRead    = &textError{"IOERR error or timeout reading to target instance"}
+	errMigrateKeysArg = &textError{"ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"}
+)
+
+// targetError is an error reply of MIGRATE's target, relayed as Redis does.
+func targetError(msg string) error {
+	return &textError{"ERR Target instance replied with error: " + msg}
+}
+
+// decodeDumpError words a DecodeDump failure as RESTORE answers it.
+func decodeDumpError(err error) error {
+	if errors.Is(err, snapshot.ErrDumpNotCellserver) {
+		return &textError{"ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"}
+	}
+	return &textError{"ERR DUMP payload version or checksum are wrong"}
+}
+
+// migrateKeys appends MIGRATE's keys to dst: its key argument, or the
+// arguments after KEYS when the key argument is empty. The options before
+// KEYS are skipped with their values (an AUTH password may read "keys").
+func migrateKeys(dst [][]byte, args [][]byte) [][]byte {
+	if len(args) < 6 {
+		return dst
+	}
+	if len(args[3]) > 0 {
+		return append(dst, args[3])
+	}
+	for i := 6; i < len(args); i++ {
+		switch strings.ToLower(string(args[i])) {
+		case "auth":
+			i++
+		case "auth2":
+			i += 2
+		case "keys":
+			return append(dst, args[i+1:]...)
+		}
+	}
+	return dst
+}
+
+// migrateArgs is a parsed MIGRATE call.
+type migrateArgs struct {
+	addr          string
+	db            int64
+	timeout       time.Duration
+	copy, replace bool
+	auth          [][]byte // AUTH password or AUTH2 username password
+	keys          [][]byte
+}
+
+// parseMigrate parses MIGRATE host port key|"" destination-db timeout
+// [COPY] [REPLACE] [AUTH password | AUTH2 username password] [KEYS key ...].
+func parseMigrate(args [][]byte) (*migrateArgs, error) {
+	m := &migrateArgs{addr: net.JoinHostPort(string(args[1]), string(args[2]))}
+	var err error
+	if m.db, err = engine.ParseInt(args[4]); err != nil {
+		return nil, err
+	}
+	ms, err := engine.ParseInt(args[5])
+	if err != nil {
+		return nil, err
+	}
+	if ms <= 0 {
+		ms = 1000 // Redis's default
+	}
+	m.timeout = time.Duration(min(ms, int64(time.Hour/time.Millisecond))) * time.Millisecond
+	keysAt := -1
+	for i := 6; i < len(args) && keysAt < 0; i++ {
+		switch strings.ToLower(string(args[i])) {
+		case "copy":
+			m.copy = true
+		case "replace":
+			m.replace = true
+		case "auth":
+			if i+1 >= len(args) {
+				return nil, engine.ErrSyntax
+			}
+			m.auth = [][]byte{args[i+1]}
+			i++
+		case "auth2":
+			if i+2 >= len(args) {
+				return nil, engine.ErrSyntax
+			}
+			m.auth = [][]byte{args[i+1], args[i+2]}
+			i += 2
+		case "keys":
+			if len(args[3]) != 0 {
+				return nil, errMigrateKeysArg
+			}
+			keysAt = i + 1
+		default:
+			return nil, engine.ErrSyntax
+		}
+	}
+	// A key named twice is sent once.
+	seen := map[string]bool{}
+	for _, k := range migrateKeys(nil, args) {
+		if !seen[string(k)] {
+			seen[string(k)] = true
+			m.keys = append(m.keys, k)
+		}
+	}
+	return m, nil
+}
+
+// migrateClient is the RESP client MIGRATE talks to its target with: it
+// writes commands as arrays of bulk strings and reads replies with bounded
+// lengths, each I/O under the call's timeout.
+type migrateClient struct {
+	nc      net.Conn
+	r       *bufio.Reader
+	out     []byte
+	timeout time.Duration
+}
+
+// dialTarget connects to addr within timeout.
+func dialTarget(addr string, timeout time.Duration) (*migrateClient, error) {
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, errMigrateConnect
+	}
+	return &migrateClient{nc: nc, r: bufio.NewReader(nc), timeout: timeout}, nil
+}
+
+// send queues one command.
+func (m *migrateClient) send(args ...[]byte) {
+	m.out = append(m.out, '*')
+	m.out = strconv.AppendInt(m.out, int64(len(args)), 10)
+	m.out = append(m.out, "\r\n"...)
+	for _, a := range args {
+		m.out = append(m.out, '$')
+		m.out = strconv.AppendInt(m.out, int64(len(a)), 10)
+		m.out = append(m.out, "\r\n"...)
+		m.out = append(m.out, a...)
+		m.out = append(m.out, "\r\n"...)
+	}
+}
+
+// flush writes the queued commands.
+func (m *migrateClient) flush() error {
+	_ = m.nc.SetWriteDeadline(time.Now().Add(m.timeout))
+	_, err := m.nc.Write(m.out)
+	m.out = m.out[:0]
+	if err != nil {
+		return errMigrateWrite
+	}
+	return nil
+}
+
+// reply reads one reply: an error reply is returned as its text in msg
+// with isErr; a simple string, integer or bulk string as its text; an
+// array's elements are read and dropped. err is an I/O failure or a
+// malformed reply.
+func (m *migrateClient) reply() (msg string, isErr bool, err error) {
+	_ = m.nc.SetReadDeadline(time.Now().Add(m.timeout))
+	return m.readReply(0)
+}
+
+func (m *migrateClient) readReply(depth int) (string, bool, error) {
+	line, err := m.line()
+	if err != nil {
+		return "", false, err
+	}
+	switch line[0] {
+	case '-':
+		return line[1:], true, nil
+	case '+', ':':
+		return line[1:], false, nil
+	case '$', '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n > migrateMaxBulk || depth > 4 {
+			return "", false, errMigrateRead
+		}
+		if n < 0 {
+			return "", false, nil
+		}
+		if line[0] == '*' {
+			for range n {
+				if _, _, err := m.readReply(depth + 1); err != nil {
+					return "", false, err
+				}
+			}
+			return "", false, nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(m.r, b); err != nil {
+			return "", false, errMigrateRead
+		}
+		return string(b[:n]), false, nil
+	}
+	return "", false, errMigrateRead
+}
+
+// line reads one CRLF-terminated line of at most migrateMaxLine bytes.
+func (m *migrateClient) line() (string, error) {
+	var b []byte
+	for {
+		part, err := m.r.ReadSlice('\n')
+		b = append(b, part...)
+		if len(b) > migrateMaxLine {
+			return "", errMigrateRead
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return "", errMigrateRead
+		}
+	}
+	b = bytes.TrimSuffix(b, []byte("\r\n"))
+	if len(b) == 0 {
+		return "", errMigrateRead
+	}
+	return string(b), nil
+}
+
+// call sends one command and reads its reply, an error reply becoming
+// the target's error.
+func (m *migrateClient) call(args ...[]byte) error {
+	m.send(args...)
+	if err := m.flush(); err != nil {
+		return err
+	}
+	msg, isErr, err := m.reply()
+	if err != nil {
+		return err
+	}
+	if isErr {
+		return targetError(msg)
+	}
+	return nil
+}
+
+// movedKey is one key MIGRATE sends: its payload, and what became of it.
+type movedKey struct {
+	key     []byte
+	payload []byte
+	replace bool // RESTORE ... REPLACE
+	// restored: the target answered OK. unknown: its RESTORE was (maybe
+	// partly) sent and no reply came, so the target may or may not have it.
+	restored, unknown bool
+}
+
+// restoreOn dials the target, authenticates, selects the database and
+// restores every key (ASKING before each RESTORE in a cluster, so that a
+// group importing the slot takes it), marking those it took and those
+// whose outcome is unknown (an I/O failure once the RESTOREs were sent).
+// It returns the first failure.
+func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
+	cl, err := dialTarget(m.addr, m.timeout)
+	if err != nil {
+		return err
+	}
+	defer cl.nc.Close()
+	if len(m.auth) > 0 {
+		if err := cl.call(append([][]byte{[]byte("AUTH")}, m.auth...)...); err != nil {
+			return err
+		}
+	}
+	if m.db != 0 {
+		if err := cl.call([]byte("SELECT"), strconv.AppendInt(nil, m.db, 10)); err != nil {
+			return err
+		}
+	}
+	asking := c.srv.cfg.Cluster != nil
+	for _, k := range keys {
+		if asking {
+			cl.send([]byte("ASKING"))
+		}
+		args := [][]byte{[]byte("RESTORE"), k.key, []byte("0"), k.payload}
+		if k.replace {
+			args = append(args, []byte("REPLACE"))
+		}
+		cl.send(args...)
+	}
+	for i := range keys {
+		keys[i].unknown = true
+	}
+	if err := cl.flush(); err != nil {
+		return err
+	}
+	var first error
+	for i := range keys {
+		if asking {
+			msg, isErr, err := cl.reply()
+			if err != nil {
+				return err
+			}
+			if isErr && first == nil {
+				first = targetError(msg)
+			}
+		}
+		msg, isErr, err := cl.reply()
+		if err != nil {
+			return err
+		}
+		keys[i].unknown = false
+		if isErr {
+			if first == nil {
+				first = targetError(msg)
+			}
+			continue
+		}
+		keys[i].restored = true
+	}
+	return first
+}
+
+// migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
+// move (see the top of this file). It answers OK, NOKEY or the failure.
+func (c *Conn) migrate(m *migrateArgs) error {
+	if m.copy {
+		return c.migrateCopy(m)
+	}
+	store := c.srv.backend.Store()
+	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
+	for i, k := range m.keys {
+		_, again[i] = store.Moving(k)
+	}
+	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys}); err != nil {
+		return err
+	}
+	if _, err := c.readNow(); err != nil {
+		return err
+	}
+	var keys []movedKey
+	for i, k := range m.keys {
+		if st, ok := store.Moving(k); ok {
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace || again[i]})
+		}
+	}
+	if len(keys) == 0 {
+		c.WriteSimple("NOKEY")
+		return nil
+	}
+	failed := c.restoreOn(m, keys)
+	var done, back [][]byte
+	for _, k := range keys {
+		switch {
+		case k.restored:
+			done = append(done, k.key)
+		case !k.unknown:
+			back = append(back, k.key)
+		}
+		// A key of unknown outcome stays in flight: putting it back
+		// could leave it admitting in both places. The next MIGRATE
+		// naming it sends it again, with REPLACE.
+	}
+	ops := make([]shards.Op, 0, 2)
+	if len(done) > 0 {
+		ops = append(ops, shards.Op{Code: shards.OpMoveDone, Keys: done})
+	}
+	if len(back) > 0 {
+		ops = append(ops, shards.Op{Code: shards.OpMoveAbort, Keys: back})
+	}
+	if err := c.writeOps(ops); err != nil {
+		return err
+	}
+	if failed != nil {
+		return failed
+	}
+	c.WriteOK()
+	return nil
+}
+
+// migrateCopy runs MIGRATE ... COPY: the target gets a copy of each live
+// key's state, the source keeps its own.
+func (c *Conn) migrateCopy(m *migrateArgs) error {
+	var keys []movedKey
+	for _, k := range m.keys {
+		st, ok, err := c.lookup(k)
+		if err != nil {
+			return err
+		}
+		if ok {
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace})
+		}
+	}
+	if len(keys) == 0 {
+		c.WriteSimple("NOKEY")
+		return nil
+	}
+	if err := c.restoreOn(m, keys); err != nil {
+		return err
+	}
+	c.WriteOK()
+	return nil
+}
+
+// writeOne submits one op and returns its error.
+func (c *Conn) writeOne(op shards.Op) error {
+	return c.writeOps([]shards.Op{op})
+}
+
+// writeOps submits ops in one Backend.Write and returns the first error.
+func (c *Conn) writeOps(ops []shards.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	res := make([]shards.Result, len(ops))
+	err := c.srv.backend.Write(c.srv.ctx, ops, res)
+	c.now = 0
+	if err != nil {
+		return err
+	}
+	for i := range res {
+		if res[i].Err != nil {
+			return c.redirect(res[i].Err, ops[i].Keys)
+		}
+	}
+	return nil
+}
+
+// prepareRestore parses RESTORE key ttl serialized-value [REPLACE]
+// [ABSTTL] [IDLETIME seconds] [FREQ frequency] into op.
+func prepareRestore(args [][]byte, op *shards.Op) error {
+	ttl, err := engine.ParseInt(args[2])
+	if err != nil {
+		return err
+	}
+	if ttl < 0 {
+		return &textError{"ERR Invalid TTL value, must be >= 0"}
+	}
+	op.Replace = false
+	for i := 4; i < len(args); i++ {
+		switch strings.ToLower(string(args[i])) {
+		case "replace":
+			op.Replace = true
+		case "absttl":
+		case "idletime", "freq":
+			if i+1 >= len(args) {
+				return engine.ErrSyntax
+			}
+			if err := checkRestoreOption(args[i], args[i+1]); err != nil {
+				return err
+			}
+			i++
+		default:
+			return engine.ErrSyntax
+		}
+	}
+	st, err := snapshot.DecodeDump(args[3])
+	if err != nil {
+		return decodeDumpError(err)
+	}
+	op.Code = shards.OpRestore
+	op.Keys = append(op.Keys, args[1])
+	op.State = st
+	return nil
+}
+
+// checkRestoreOption checks the value of RESTORE's IDLETIME or FREQ
+// (name), accepted and ignored, as Redis does.
+func checkRestoreOption(name, value []byte) error {
+	v, err := engine.ParseInt(value)
+	if err != nil {
+		return err
+	}
+	if strings.EqualFold(string(name), "freq") {
+		if v < 0 || v > 255 {
+			return &textError{"ERR Invalid FREQ value, must be >= 0 and <= 255"}
+		}
+	} else if v < 0 {
+		return &textError{"ERR Invalid IDLETIME value, must be >= 0"}
+	}
+	return nil
+}
+
+func migrateCommands() []*Command {
+	return []*Command{
+		{
+			Name: "dump", Arity: 2, Flags: FlagReadonly, FirstKey: 1, LastKey: 1, KeyStep: 1,
+			Group: "generic", Summary: "Returns a key's limiter state as a payload RESTORE accepts.",
+			Complexity: "O(1), O(N) for a sliding log of N entries",
+			Args:       []Arg{{Name: "key", Type: "key"}},
+			Reply: "Bulk string: cellserver's DUMP payload (a magic `\\xceCELL`, a version byte, the state with its absolute expiry, and a CRC-32C), " +
+				"which only cellserver's `RESTORE` reads; nil when the key does not exist (or is being moved out by `MIGRATE`).",
+			Handler: func(c *Conn, args [][]byte) error {
+				st, ok, err := c.lookup(args[1])
+				if err != nil {
+					return err
+				}
+				if !ok {
+					c.WriteNull()
+					return nil
+				}
+				c.WriteBulk(snapshot.EncodeDump(&st))
+				return nil
+			},
+		},
+		{
+			Name: "restore", Arity: -4, Flags: FlagWrite | FlagDenyOOM, FirstKey: 1, LastKey: 1, KeyStep: 1,
+			Group: "generic", Summary: "Creates a key from a DUMP payload.",
+			Complexity: "O(1), O(N) for a sliding log of N entries",
+			Args: []Arg{{Name: "key", Type: "key"}, {Name: "ttl", Type: "integer", Doc: "accepted and ignored: the key expires when its limiter state says"},
+				{Name: "serialized-value", Type: "string"},
+				{Name: "replace", Type: "pure-token", Token: "REPLACE", Optional: true},
+				{Name: "absttl", Type: "pure-token", Token: "ABSTTL", Optional: true, Doc: "accepted and ignored"},
+				{Name: "seconds", Type: "integer", Token: "IDLETIME", Optional: true, Doc: "accepted and ignored"},
+				{Name: "frequency", Type: "integer", Token: "FREQ", Optional: true, Doc: "accepted and ignored"}},
+			Reply: "Simple string `OK`. A state that has expired by now stores nothing (with `REPLACE` the key is then deleted).",
+			Errors: []string{"`BUSYKEY Target key name already exists.` for an existing key without `REPLACE`.",
+				"`ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)` for any payload not made by cellserver's `DUMP`.",
+				"`ERR DUMP payload version or checksum are wrong` for a cellserver payload that is damaged or of a version this build does not read.",
+				"`ERR Invalid TTL value, must be >= 0` for a negative ttl.",
+				"`TRYAGAIN Key is being migrated, retry` for a key `MIGRATE` is moving out of this group."},
+			Notes: []string{"The ttl argument is accepted and ignored: a limiter key's expiry follows from its state (the instant it is fresh again), which the payload carries as an absolute time, so the restored key expires when the dumped one would have."},
+			Prepare: func(c *Conn, args [][]byte, op *shards.Op) error {
+				return prepareRestore(args, op)
+			},
+			Finish: func(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() },
+		},
+		{
+			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1,
+			Group: "generic", Summary: "Moves keys to another cellserver (resharding), atomically per key.",
+			Complexity: "O(N) where N is the number of keys, plus a round trip to the target",
+			Args: []Arg{{Name: "host", Type: "string"}, {Name: "port", Type: "integer"},
+				{Name: "key-selector", Type: "oneof", Args: []Arg{{Name: "key", Type: "key"}, {Name: "empty-string", Type: "pure-token", Token: `""`}}},
+				{Name: "destination-db", Type: "integer", Doc: "0 (a database other than 0 is selected on the target, which refuses it)"},
+				{Name: "timeout", Type: "integer", Doc: "milliseconds for the connection and each exchange with the target (0 or less: 1000)"},
+				{Name: "copy", Type: "pure-token", Token: "COPY", Optional: true},
+				{Name: "replace", Type: "pure-token", Token: "REPLACE", Optional: true},
+				{Name: "authentication", Type: "oneof", Optional: true, Args: []Arg{
+					{Name: "password", Type: "string", Token: "AUTH"},
+					{Name: "username-password", Type: "block", Token: "AUTH2", Args: []Arg{{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}}}},
+				{Name: "key", Type: "key", Token: "KEYS", Optional: true, Multiple: true}},
+			Reply: "Simple string `OK` when every key that exists reached the target, `NOKEY` when none of them exists.",
+			Errors: []string{"`IOERR error or timeout connecting to the client`: no key moved.",
+				"`IOERR error or timeout writing to target instance` or `IOERR error or timeout reading to target instance`: the keys the target confirmed moved; those it refused stay here; " +
+					"those whose reply did not come may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) until a `MIGRATE` naming them again completes the move.",
+				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here.",
+				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
+				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving."},
+			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
+				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
+				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again (with `REPLACE`) by the next MIGRATE naming it.",
+				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
+				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read."},
+			Handler: func(c *Conn, args [][]byte) error {
+				m, err := parseMigrate(args)
+				if err != nil {
+					return err
+				}
+				return c.migrate(m)
+			},
+		},
+	}
+}

@@ -1,0 +1,307 @@
+package resp
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// exhausted reports whether key, a 1-per-minute GCRA limit with no burst,
+// refuses now (its state says so), as CL.THROTTLE key 0 1 60 0 peeks.
+func exhausted(t *testing.T, c *redis.Client, key string) bool {
+	t.Helper()
+	v, err := c.Do(context.Background(), "CL.THROTTLE", key, 0, 1, 60, 0).Int64Slice()
+	if err != nil {
+		t.Fatalf("CL.THROTTLE %s: %v", key, err)
+	}
+	return v[2] == 0 // remaining
+}
+
+// exhaust consumes key's only token.
+func exhaust(t *testing.T, c *redis.Client, key string) {
+	t.Helper()
+	if err := c.Do(context.Background(), "CL.THROTTLE", key, 0, 1, 60).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !exhausted(t, c, key) {
+		t.Fatalf("%s not exhausted after CL.THROTTLE", key)
+	}
+}
+
+func TestDumpRestore(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		c := ts.client(t, proto, "")
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		exhaust(t, c, "src")
+		payload, err := c.Dump(ctx, "src").Result()
+		if err != nil || !strings.HasPrefix(payload, "\xceCELL") {
+			t.Fatalf("RESP%d DUMP src = %q, %v; want a cellserver payload", proto, payload, err)
+		}
+		if v, err := c.Do(ctx, "DUMP", "missing").Result(); err != redis.Nil {
+			t.Errorf("RESP%d DUMP missing = %v, %v; want nil", proto, v, err)
+		}
+		damaged := payload[:len(payload)-1] + string(payload[len(payload)-1]^1)
+		for _, tc := range []struct {
+			args []any
+			want string // "OK" or the error
+		}{
+			{[]any{"RESTORE", "dst", 0, payload}, "OK"},
+			{[]any{"RESTORE", "dst", 0, payload}, "BUSYKEY Target key name already exists."},
+			{[]any{"RESTORE", "dst", 0, payload, "REPLACE", "ABSTTL", "IDLETIME", 5, "FREQ", 255}, "OK"},
+			{[]any{"RESTORE", "x", 0, "\x00\x03bar\x0b\x00"}, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
+			{[]any{"RESTORE", "x", 0, damaged}, "ERR DUMP payload version or checksum are wrong"},
+			{[]any{"RESTORE", "x", 0, payload[:len(payload)-3]}, "ERR DUMP payload version or checksum are wrong"},
+			{[]any{"RESTORE", "x", -1, payload}, "ERR Invalid TTL value, must be >= 0"},
+			{[]any{"RESTORE", "x", "y", payload}, "ERR value is not an integer or out of range"},
+			{[]any{"RESTORE", "x", 0, payload, "NOPE"}, "ERR syntax error"},
+			{[]any{"RESTORE", "x", 0, payload, "IDLETIME"}, "ERR syntax error"},
+			{[]any{"RESTORE", "x", 0, payload, "FREQ", 256}, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
+			{[]any{"RESTORE", "x", 0, payload, "IDLETIME", -1}, "ERR Invalid IDLETIME value, must be >= 0"},
+			{[]any{"RESTORE", "x", 0}, "ERR wrong number of arguments for 'restore' command"},
+		} {
+			v, err := c.Do(ctx, tc.args...).Result()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				got, _ = v.(string)
+			}
+			if got != tc.want {
+				t.Errorf("RESP%d %q = %q, want %q", proto, tc.args, got, tc.want)
+			}
+		}
+		if !exhausted(t, c, "dst") {
+			t.Errorf("RESP%d: restored key not exhausted, its source was", proto)
+		}
+		if n, err := c.Exists(ctx, "x").Result(); err != nil || n != 0 {
+			t.Errorf("RESP%d EXISTS x = %d, %v after failed RESTOREs; want 0", proto, n, err)
+		}
+		ttl, err1 := c.PTTL(ctx, "src").Result()
+		ttl2, err2 := c.PTTL(ctx, "dst").Result()
+		if err1 != nil || err2 != nil || ttl != ttl2 {
+			t.Errorf("RESP%d PTTL src, dst = %v %v, %v %v; want equal (the expiry travels with the state)", proto, ttl, err1, ttl2, err2)
+		}
+	}
+}
+
+// migrateTo runs MIGRATE on c to ts with the given arguments after the
+// timeout, and returns the reply or the error's text.
+func migrateTo(t *testing.T, c *redis.Client, dst *testServer, key string, extra ...any) string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(dst.addr)
+	args := append([]any{"MIGRATE", host, port, key, 0, 5000}, extra...)
+	v, err := c.Do(context.Background(), args...).Result()
+	if err != nil {
+		return err.Error()
+	}
+	s, _ := v.(string)
+	return s
+}
+
+func TestMigrate(t *testing.T) {
+	src, dst := startServer(t, nil), startServer(t, nil)
+	locked := startServer(t, func(c *Config) { c.RequirePass = "s3cret" })
+	ctx := context.Background()
+	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
+	cl := locked.client(t, 2, "s3cret")
+
+	// A key exhausted before the move is exhausted after it, and gone here.
+	exhaust(t, cs, "k")
+	if got := migrateTo(t, cs, dst, "k"); got != "OK" {
+		t.Fatalf("MIGRATE k = %q, want OK", got)
+	}
+	if n, _ := cs.Exists(ctx, "k").Result(); n != 0 {
+		t.Errorf("source EXISTS k = %d after MIGRATE, want 0", n)
+	}
+	if !exhausted(t, cd, "k") {
+		t.Error("target's k not exhausted after the move")
+	}
+
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		key   string
+		extra []any
+		to    *testServer
+		want  string
+		moved []string // keys that must have left the source
+		kept  []string // keys that must still be on the source
+	}{
+		{name: "nokey", key: "missing", to: dst, want: "NOKEY"},
+		{name: "keys", setup: func() { exhaust(t, cs, "a"); exhaust(t, cs, "b") }, key: "", extra: []any{"KEYS", "a", "b", "nope", "a"}, to: dst, want: "OK", moved: []string{"a", "b"}},
+		{name: "keys none", key: "", extra: []any{"KEYS", "x", "y"}, to: dst, want: "NOKEY"},
+		{name: "busy", setup: func() { exhaust(t, cs, "k") }, key: "k", to: dst,
+			want: "ERR Target instance replied with error: BUSYKEY Target key name already exists.", kept: []string{"k"}},
+		{name: "replace", key: "k", extra: []any{"REPLACE"}, to: dst, want: "OK", moved: []string{"k"}},
+		{name: "bad auth", setup: func() { exhaust(t, cs, "p") }, key: "p", extra: []any{"AUTH", "wrong"}, to: locked,
+			want: "ERR Target instance replied with error: WRONGPASS invalid username-password pair or user is disabled.", kept: []string{"p"}},
+		{name: "no auth", key: "p", to: locked, want: "ERR Target instance replied with error: NOAUTH Authentication required.", kept: []string{"p"}},
+		{name: "auth2", key: "p", extra: []any{"AUTH2", "default", "s3cret"}, to: locked, want: "OK", moved: []string{"p"}},
+		{name: "copy", setup: func() { exhaust(t, cs, "c") }, key: "c", extra: []any{"COPY", "AUTH", "s3cret"}, to: locked, want: "OK", kept: []string{"c"}},
+		{name: "keys arg", key: "c", extra: []any{"KEYS", "c"}, to: dst, want: "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string", kept: []string{"c"}},
+		{name: "syntax", key: "c", extra: []any{"NOPE"}, to: dst, want: "ERR syntax error", kept: []string{"c"}},
+		{name: "after copy", key: "c", to: dst, want: "OK", moved: []string{"c"}},
+	} {
+		if tc.setup != nil {
+			tc.setup()
+		}
+		if got := migrateTo(t, cs, tc.to, tc.key, tc.extra...); got != tc.want {
+			t.Errorf("%s: MIGRATE = %q, want %q", tc.name, got, tc.want)
+		}
+		target := cd
+		if tc.to == locked {
+			target = cl
+		}
+		for _, k := range tc.moved {
+			if n, _ := cs.Exists(ctx, k).Result(); n != 0 {
+				t.Errorf("%s: source still has %s", tc.name, k)
+			}
+			if !exhausted(t, target, k) {
+				t.Errorf("%s: target's %s not exhausted", tc.name, k)
+			}
+		}
+		for _, k := range tc.kept {
+			if !exhausted(t, cs, k) {
+				t.Errorf("%s: source's %s gone or not exhausted", tc.name, k)
+			}
+		}
+	}
+	if !exhausted(t, cl, "c") {
+		t.Error("COPY: target's c not exhausted")
+	}
+
+	// Unreachable target: nothing moves.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	exhaust(t, cs, "u")
+	host, port, _ := net.SplitHostPort(addr)
+	if err := cs.Do(ctx, "MIGRATE", host, port, "u", 0, 1000).Err(); err == nil || err.Error() != "IOERR error or timeout connecting to the client" {
+		t.Errorf("MIGRATE to a closed port: %v, want IOERR error or timeout connecting to the client", err)
+	}
+	if !exhausted(t, cs, "u") {
+		t.Error("key gone after a failed MIGRATE")
+	}
+}
+
+// A key left in flight (a MIGRATE that stopped midway) answers TRYAGAIN,
+// and the next MIGRATE naming it moves it, replacing what the target may
+// already have from the earlier attempt.
+func TestMigrateInFlight(t *testing.T) {
+	src, dst := startServer(t, nil), startServer(t, nil)
+	ctx := context.Background()
+	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
+	exhaust(t, cs, "f")
+	if err := cd.Do(ctx, "CL.THROTTLE", "f", 0, 1, 60, 0).Err(); err != nil { // a fresh f there
+		t.Fatal(err)
+	}
+	var res shards.Result
+	src.store.Exec(&shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{[]byte("f")}}, src.clock.Now(), &res)
+	if res.Err != nil || res.N != 1 {
+		t.Fatalf("OpMoveOut f: %+v", res)
+	}
+	if err := cs.Do(ctx, "CL.THROTTLE", "f", 0, 1, 60).Err(); err == nil || err.Error() != "TRYAGAIN Key is being migrated, retry" {
+		t.Errorf("CL.THROTTLE of a key in flight: %v, want TRYAGAIN Key is being migrated, retry", err)
+	}
+	if v, err := cs.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", 0).Result(); err == nil {
+		t.Errorf("CLUSTER on a standalone server = %v", v)
+	}
+	if got := migrateTo(t, cs, dst, "f"); got != "OK" {
+		t.Fatalf("MIGRATE f = %q, want OK", got)
+	}
+	if _, moving := src.store.Moving([]byte("f")); moving {
+		t.Error("f still in the source's moving set")
+	}
+	if !exhausted(t, cd, "f") {
+		t.Error("target's f not the moved (exhausted) state")
+	}
+}
+
+// A target that takes the RESTORE and closes without answering leaves the
+// move's outcome unknown: the key stays in flight (it may be on the
+// target), and a later MIGRATE completes the move.
+func TestMigrateTargetSilent(t *testing.T) {
+	src, dst := startServer(t, nil), startServer(t, nil)
+	ctx := context.Background()
+	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 4096)
+		_, _ = nc.Read(buf) // the RESTORE arrives, no reply leaves
+		nc.Close()
+	}()
+	exhaust(t, cs, "s")
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if err := cs.Do(ctx, "MIGRATE", host, port, "s", 0, 5000).Err(); err == nil || err.Error() != "IOERR error or timeout reading to target instance" {
+		t.Fatalf("MIGRATE to a silent target: %v, want IOERR error or timeout reading to target instance", err)
+	}
+	if _, moving := src.store.Moving([]byte("s")); !moving {
+		t.Fatal("s not in flight after a move of unknown outcome")
+	}
+	if err := cs.Do(ctx, "CL.THROTTLE", "s", 0, 1, 60).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Errorf("CL.THROTTLE s in flight: %v, want TRYAGAIN", err)
+	}
+	if got := migrateTo(t, cs, dst, "s"); got != "OK" {
+		t.Fatalf("MIGRATE s again = %q, want OK", got)
+	}
+	if _, moving := src.store.Moving([]byte("s")); moving || !exhausted(t, cd, "s") {
+		t.Error("s not moved by the second MIGRATE")
+	}
+}
+
+// Between two groups: the source sends ASKING before each RESTORE, so the
+// target group, importing the slot, takes the key (its op marked Asking).
+func TestMigrateBetweenGroups(t *testing.T) {
+	key := "{mig}k"
+	slot := keySlot([]byte(key))
+	groups := func() []replication.GroupView {
+		return []replication.GroupView{
+			{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},
+				Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
+			{Name: "b", Reachable: true, Importing: map[int]string{slot: "a"},
+				Members: []replication.GroupMember{member("b", "b1", 7011, true)}},
+		}
+	}
+	src, _ := startRouted(t, newFakeCluster(0, "a1", groups()), nil)
+	dst, dstBackend := startRouted(t, newFakeCluster(1, "b1", groups()), nil)
+	ctx := context.Background()
+	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
+	exhaust(t, cs, key)
+	if err := cd.Do(ctx, "CL.THROTTLE", key, 0, 1, 60).Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Fatalf("target before the move: %v, want MOVED", err)
+	}
+	if got := migrateTo(t, cs, dst, "", "KEYS", key); got != "OK" {
+		t.Fatalf("MIGRATE = %q, want OK", got)
+	}
+	if !dstBackend.askedFor(key) {
+		t.Error("the target's RESTORE did not run as an ASKING op")
+	}
+	if v, err := cs.Do(ctx, "GET", key).Result(); err == nil || !strings.HasPrefix(err.Error(), "ASK "+strconv.Itoa(slot)+" 127.0.0.1:7011") {
+		t.Errorf("source GET after the move = %v, %v; want ASK %d 127.0.0.1:7011", v, err, slot)
+	}
+	if n := dst.store.Exists([][]byte{[]byte(key)}, dst.clock.Now()); n != 1 {
+		t.Errorf("target store has %d of the key, want 1", n)
+	}
+}

@@ -27,6 +27,10 @@ const (
 	// directoryStale is how long another group's view stays Reachable
 	// without a fresh answer.
 	directoryStale = 2 * time.Second
+	// maxGroups bounds the other groups a group records (a hostile or
+	// broken peer's answer cannot grow the log and the polling without
+	// end).
+	maxGroups = 1024
 )
 
 // groupWire is a group's answer to reqGroupView, as JSON.
@@ -174,8 +178,9 @@ func (n *Node) directoryLoop() {
 	defer t.Stop()
 	for {
 		n.syncPeers()
-		n.askGroups()
+		answers := n.askGroups()
 		n.rebuildRouting()
+		n.learnAsync(answers)
 		select {
 		case <-n.ctx.Done():
 			return
@@ -200,10 +205,9 @@ func (n *Node) syncPeers() {
 	}
 }
 
-// askGroups asks every known group for its view, all at once, and records
-// the answers. On the ready leader it also keeps MEET symmetric and
-// transitive (learnFrom).
-func (n *Node) askGroups() {
+// askGroups asks every known group for its view, all at once, records
+// the answers and returns them.
+func (n *Node) askGroups() []*groupWire {
 	n.dir.mu.Lock()
 	targets := map[string][]string{}
 	for name, p := range n.dir.peers {
@@ -217,22 +221,48 @@ func (n *Node) askGroups() {
 		targets[name] = slices.Compact(addrs)
 	}
 	n.dir.mu.Unlock()
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers []*groupWire
+	)
 	for name, addrs := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if w := n.askGroup(name, addrs); w != nil {
-				n.dir.mu.Lock()
-				if p, ok := n.dir.peers[name]; ok {
-					p.wire, p.lastOK = w, time.Now()
-				}
-				n.dir.mu.Unlock()
-				n.learnFrom(w)
+			w := n.askGroup(name, addrs)
+			if w == nil {
+				return
 			}
+			n.dir.mu.Lock()
+			if p, ok := n.dir.peers[name]; ok {
+				p.wire, p.lastOK = w, time.Now()
+			}
+			n.dir.mu.Unlock()
+			mu.Lock()
+			answers = append(answers, w)
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	return answers
+}
+
+// learnAsync runs learnFrom over answers on a goroutine of its own, on the
+// ready leader, unless the previous round's is still running: its log
+// writes and requests to other leaders must not hold up the directory.
+func (n *Node) learnAsync(answers []*groupWire) {
+	if len(answers) == 0 || !n.ready.Load() || !n.learning.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.learning.Store(false)
+		for _, w := range answers {
+			n.learnFrom(w)
+		}
+	}()
 }
 
 // askGroup asks every address for group name's view and returns the
@@ -278,8 +308,10 @@ func (n *Node) learnFrom(w *groupWire) {
 	}
 	st := n.fsm.clusterState()
 	for name, seeds := range w.Groups {
-		if _, ok := st.groups[name]; !ok && name != n.cfg.Group {
+		_, known := st.groups[name]
+		if !known && name != n.cfg.Group && validGroupName(name) && len(seeds.Raft) > 0 && len(st.groups) < maxGroups {
 			n.record(name, seeds)
+			st.groups[name] = seeds
 		}
 	}
 	if _, ok := w.Groups[n.cfg.Group]; ok || w.LeaderID == "" {
@@ -332,11 +364,16 @@ func (n *Node) serveMeet(ctx context.Context, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	if c.action != actMeet || c.group == n.cfg.Group || len(c.seeds.Raft) == 0 {
+	if c.action != actMeet || c.group == n.cfg.Group {
 		return fmt.Errorf("%w: meet request", ErrBadPayload)
 	}
-	if cur, ok := n.fsm.clusterState().groups[c.group]; ok && slices.Equal(cur.Raft, c.seeds.Raft) {
+	groups := n.fsm.clusterState().groups
+	cur, ok := groups[c.group]
+	switch {
+	case ok && slices.Equal(cur.Raft, c.seeds.Raft):
 		return nil
+	case !ok && len(groups) >= maxGroups:
+		return fmt.Errorf("replication: meet %s: this group knows %d groups already, the most it keeps", c.group, maxGroups)
 	}
 	if err := n.submit(ctx, &pending{control: c.encode()}); err != nil {
 		return err

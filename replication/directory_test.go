@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // newGroup starts a group of n nodes named name.
@@ -128,6 +129,14 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	if err := a.follower().SetSlot(ctx, 100, SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, ErrSlotNotOwned) {
 		t.Fatalf("SETSLOT MIGRATING of a slot a does not own: %v", err)
 	}
+	// A slot whose keys are still here is not given away.
+	key := keyOfSlot(t, 200, "k")
+	if _, err := write(t, aLeader, throttle(string(key), 5, 1, 60, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.follower().SetSlot(ctx, 200, SlotNode, bID); !errors.As(err, &se) || !errors.Is(err, ErrSlotHasKeys) || se.Slot != 200 {
+		t.Fatalf("SETSLOT NODE of a slot with keys: %v", err)
+	}
 }
 
 // leaderOf returns c's ready leader.
@@ -178,5 +187,19 @@ func TestJoinOfAnotherGroupRefused(t *testing.T) {
 	}
 	if len(a.nodes[0].node.Info().Members) != 1 {
 		t.Fatal("the node of another group became a member")
+	}
+}
+
+// An op the log would refuse fails alone at Write, before it could share
+// an entry with other callers' ops.
+func TestWriteRefusesMalformedOp(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0].node
+	bad := []shards.Op{{Code: shards.OpMoveOut}}
+	if err := n.Write(context.Background(), bad, make([]shards.Result, 1)); !errors.Is(err, ErrBadPayload) {
+		t.Fatalf("Write of a move without keys = %v, want ErrBadPayload", err)
+	}
+	if _, err := write(t, n, throttle("k", 1, 1, 60, 1)); err != nil {
+		t.Fatalf("a good write after it: %v", err)
 	}
 }

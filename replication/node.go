@@ -92,6 +92,7 @@ type Node struct {
 	routing   atomic.Pointer[Routing]
 	routingMu sync.Mutex
 	started   atomic.Bool // n.raft is set (the FSM may run before)
+	learning  atomic.Bool // a learnAsync round is running
 
 	batches     atomic.Uint64
 	batchedOps  atomic.Uint64
@@ -318,6 +319,13 @@ func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) 
 	}
 	if err := n.removedErr(); err != nil {
 		return err
+	}
+	// An op the log would refuse must fail alone, not poison the entry it
+	// would share with other callers' ops.
+	for i := range ops {
+		if err := checkOp(&ops[i]); err != nil {
+			return fmt.Errorf("replication: write: %w", err)
+		}
 	}
 	return n.submit(ctx, &pending{ops: ops, res: res})
 }

@@ -37,6 +37,9 @@ var (
 	ErrOwnGroup = errors.New("replication: that node belongs to this group")
 	// ErrOtherGroup: a node of another group was asked to join this one.
 	ErrOtherGroup = errors.New("replication: that node belongs to another group")
+	// ErrGroupUnknown: a slot assignment while another known group's
+	// slots are not known (it has not answered lately).
+	ErrGroupUnknown = errors.New("replication: another group's slots are unknown")
 	// ErrUnknownClusterNode: SetSlot named a node id no known group has.
 	ErrUnknownClusterNode = errors.New("replication: unknown cluster node id")
 )
@@ -114,6 +117,20 @@ type Routing struct {
 	importing [hashslot.Count]int16 // source group of a slot imported by Self, -1: none
 }
 
+// better reports whether group g's claim of slot beats group o's (see
+// NewRouting).
+func (r *Routing) better(g, o, slot int) bool {
+	_, migrating := r.Groups[r.Self].Migrating[slot]
+	fresh := func(x int) bool { return x == r.Self || r.Groups[x].Reachable }
+	switch {
+	case g == r.Self:
+		return !migrating || !fresh(o)
+	case o == r.Self:
+		return migrating && fresh(g)
+	}
+	return fresh(g) && !fresh(o)
+}
+
 // Owner returns the index in Groups of the group owning slot, or -1. In an
 // unsharded routing every slot is Self's.
 func (r *Routing) Owner(slot int) int {
@@ -154,6 +171,24 @@ func (r *Routing) NodeGroup(clusterID string) int {
 	return -1
 }
 
+// Ranges returns the slot ranges group g serves in this table (each slot
+// counted for its one winner, see NewRouting), inclusive and ascending.
+// In an unsharded table Self serves 0–16383.
+func (r *Routing) Ranges(g int) [][2]int {
+	var out [][2]int
+	for s := 0; s < hashslot.Count; s++ {
+		if r.Owner(s) != g {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][1] == s-1 {
+			out[n-1][1] = s
+		} else {
+			out = append(out, [2]int{s, s})
+		}
+	}
+	return out
+}
+
 // LeaderAddr returns the RESP address of group g's leader (the address
 // MOVED and ASK name), or "" when none is known.
 func (r *Routing) LeaderAddr(g int) string {
@@ -171,27 +206,23 @@ func (r *Routing) LeaderAddr(g int) string {
 // Migrating and Importing. Sharded is set when any group owns a slot or
 // more than one group is known. Only Self's Migrating and Importing are
 // routed (another group's are for display). Where two groups claim a slot
-// (a view caught mid-move), Self's claim wins, then the first by name.
-// groups must be sorted by name; they are kept, not copied.
+// (the instant of a handover, or a view not refreshed yet), this group's
+// own claim wins (its log is current) unless it is migrating the slot out
+// and a group with a fresh view claims it (the source hands over);
+// between other groups, the first by name whose view is fresh. groups must be sorted by name; they are kept, not copied.
 func NewRouting(self int, selfID string, groups []GroupView) *Routing {
 	r := &Routing{Self: self, SelfID: selfID, Groups: groups, Sharded: len(groups) > 1}
 	for i := range r.owner {
 		r.owner[i], r.migrating[i], r.importing[i] = -1, -1, -1
 	}
-	claim := func(g int) {
+	for g := range groups {
 		for _, rg := range groups[g].Slots {
 			for s := max(rg[0], 0); s <= min(rg[1], hashslot.Count-1); s++ {
-				if r.owner[s] < 0 || g == self {
+				r.Sharded = true
+				if o := r.owner[s]; o < 0 || r.better(g, int(o), s) {
 					r.owner[s] = int16(g)
 				}
-				r.Sharded = true
 			}
-		}
-	}
-	claim(self)
-	for g := range groups {
-		if g != self {
-			claim(g)
 		}
 	}
 	for s, name := range groups[self].Migrating {
@@ -207,6 +238,7 @@ func NewRouting(self int, selfID string, groups []GroupView) *Routing {
 	return r
 }
 
-// slotErrorCode is the forwarding service's code of a *SlotError; its
-// detail is the slot, the index of its sentinel in slotErrs and Msg.
-var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned}
+// slotErrs are the sentinels a *SlotError wraps, by their index in the
+// forwarding service's detail of a *SlotError (the slot, that index and
+// Msg; service.go): never renumber one.
+var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned, ErrSlotHasKeys}

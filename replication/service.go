@@ -78,6 +78,7 @@ var codeErrors = [...]error{
 	12: ErrUnknownClusterNode,
 	13: ErrOwnGroup,
 	14: ErrOtherGroup,
+	15: ErrGroupUnknown,
 }
 
 const (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
@@ -26,6 +27,9 @@ var (
 	ErrSlotNotOwned = errors.New("replication: slot not owned by this group")
 	// ErrSlotOwned: SETSLOT IMPORTING of a slot this group owns.
 	ErrSlotOwned = errors.New("replication: slot already owned by this group")
+	// ErrSlotHasKeys: SETSLOT NODE giving away a slot whose keys are
+	// still here (or in flight).
+	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
 )
 
 // Group returns this node's group name.
@@ -129,11 +133,24 @@ func (n *Node) checkChange(c *clusterChange) error {
 	rt := n.Routing()
 	switch c.action {
 	case actAddSlots:
+		if err := allFresh(rt); err != nil {
+			return err
+		}
 		for _, r := range c.ranges {
 			for s := r[0]; s <= r[1]; s++ {
 				if st.owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
 					return &SlotError{Slot: s, Err: ErrSlotBusy, Msg: fmt.Sprintf("Slot %d is already busy", s)}
 				}
+			}
+		}
+	case actOwn:
+		if _, importing := st.importing[c.slot]; !importing && !st.owns(c.slot) {
+			// Taking a slot without importing it: only a free one.
+			if err := allFresh(rt); err != nil {
+				return err
+			}
+			if o := rt.Owner(c.slot); rt.Sharded && o >= 0 && o != rt.Self {
+				return &SlotError{Slot: c.slot, Err: ErrSlotBusy, Msg: fmt.Sprintf("Slot %d is already busy", c.slot)}
 			}
 		}
 	case actDelSlots:
@@ -151,9 +168,46 @@ func (n *Node) checkChange(c *clusterChange) error {
 		if c.group == n.cfg.Group {
 			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: "I'm already the owner of hash slot " + fmt.Sprint(c.slot)}
 		}
+	case actDisown:
+		if st.owns(c.slot) && n.slotHasKeys(c.slot) {
+			return &SlotError{Slot: c.slot, Err: ErrSlotHasKeys, Msg: fmt.Sprintf("Can't assign hashslot %d to a different node while I still hold keys for this hash slot.", c.slot)}
+		}
 	case actImporting:
 		if st.owns(c.slot) {
 			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: fmt.Sprintf("I'm already the owner of hash slot %d", c.slot)}
+		}
+	}
+	return nil
+}
+
+// slotHasKeys reports whether any live key of slot, or any key of it in
+// flight, is in this node's keyspace: a scan of the whole keyspace that
+// stops at the first one (there is no per-slot index).
+func (n *Node) slotHasKeys(slot int) bool {
+	found := false
+	n.store.MovingKeys(func(key []byte, _ engine.State) bool {
+		found = hashslot.Of(key) == slot
+		return !found
+	})
+	now := n.fsm.LastTime()
+	for cur := uint64(0); !found; {
+		cur = n.store.Scan(cur, 1024, now, func(key []byte, _ engine.Kind) {
+			found = found || hashslot.Of(key) == slot
+		})
+		if cur == 0 {
+			break
+		}
+	}
+	return found
+}
+
+// allFresh refuses a slot assignment while another known group's view is
+// not fresh (never answered, or not for directoryStale): its slots are
+// unknown, and assigning one of them would make two owners.
+func allFresh(rt *Routing) error {
+	for g := range rt.Groups {
+		if g != rt.Self && !rt.Groups[g].Reachable {
+			return fmt.Errorf("replication: group %s has not answered lately, so its slots are unknown: %w", rt.Groups[g].Name, ErrGroupUnknown)
 		}
 	}
 	return nil

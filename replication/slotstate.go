@@ -157,6 +157,15 @@ func (r *reader) slot(what string) int {
 	return int(v)
 }
 
+// group reads a group name, refusing one Config.Validate would.
+func (r *reader) group() string {
+	g := string(r.bytes("group"))
+	if r.err == nil && !validGroupName(g) {
+		r.err = fmt.Errorf("%w: group name %q", ErrBadPayload, g)
+	}
+	return g
+}
+
 func (r *reader) strings(what string) []string {
 	n := r.count(what, 1)
 	var v []string
@@ -182,13 +191,16 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 		}
 	case actMigrating, actImporting:
 		c.slot = r.slot("slot")
-		c.group = string(r.bytes("group"))
+		c.group = r.group()
 	case actStable, actOwn, actDisown:
 		c.slot = r.slot("slot")
 	case actMeet:
-		c.group = string(r.bytes("group"))
+		c.group = r.group()
 		c.seeds.Raft = r.strings("raft address")
 		c.seeds.Resp = r.strings("RESP address")
+		if r.err == nil && len(c.seeds.Raft) == 0 {
+			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.group)
+		}
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.action)

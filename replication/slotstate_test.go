@@ -42,6 +42,9 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 		"range reversed": {actAddSlots, 1, 9, 3},
 		"trailing":       append((&clusterChange{action: actStable, slot: 1}).encode(), 0),
 		"out of range":   {actStable, 0x80, 0x80, 0x01},
+		"meet, no raft":  (&clusterChange{action: actMeet, group: "b"}).encode(),
+		"bad group name": (&clusterChange{action: actMigrating, slot: 1, group: "b c"}).encode(),
+		"empty group":    (&clusterChange{action: actImporting, slot: 1}).encode(),
 	}
 	for name, b := range bad {
 		if _, err := decodeClusterChange(b); !errors.Is(err, ErrBadPayload) {
@@ -163,6 +166,16 @@ func TestNewRouting(t *testing.T) {
 		t.Errorf("migrating %d importing %d", r.MigratingTo(5), r.ImportingFrom(5))
 	case r.LeaderAddr(0) != "h:1" || r.LeaderAddr(1) != "" || r.NodeGroup("x") != 1 || r.Group("b") != 1:
 		t.Errorf("leaders %q %q", r.LeaderAddr(0), r.LeaderAddr(1))
+	}
+	groups[1].Reachable = true // b's view is fresh: a migrating source hands over
+	if r := NewRouting(0, "a1", groups); r.Owner(5) != 1 || r.Owner(6) != 0 {
+		t.Errorf("slot 5 (a migrating, b fresh) owned by %d, want b; slot 6 by %d, want a", r.Owner(5), r.Owner(6))
+	}
+	if r := NewRouting(1, "b1", groups); r.Owner(5) != 1 {
+		t.Errorf("b's own claim of slot 5 lost to a migrating a: owner %d", r.Owner(5))
+	}
+	if got := NewRouting(0, "a1", groups).Ranges(1); !reflect.DeepEqual(got, [][2]int{{5, 5}, {8192, 16383}}) {
+		t.Errorf("b's ranges %v", got)
 	}
 	if one := NewRouting(0, "a1", []GroupView{{Name: "a"}}); one.Sharded || one.Owner(123) != 0 {
 		t.Errorf("a lone group without slots serves every slot: sharded %v owner %d", one.Sharded, one.Owner(123))

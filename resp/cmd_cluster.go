@@ -58,10 +58,7 @@ func groupRanges(r *replication.Routing, g int) [][2]int {
 	if _, ok := r.Groups[g].Leader(); !ok {
 		return nil
 	}
-	if !r.Sharded && g == r.Self {
-		return [][2]int{{0, clusterSlots - 1}}
-	}
-	return r.Groups[g].Slots
+	return r.Ranges(g)
 }
 
 // hostPorts splits a member's RESP and raft addresses into the host, port

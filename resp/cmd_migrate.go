@@ -274,6 +274,7 @@ type movedKey struct {
 	key     []byte
 	payload []byte
 	replace bool // RESTORE ... REPLACE
+	again   bool // in flight before this MIGRATE took it: never put back
 	// restored: the target answered OK. unknown: its RESTORE was (maybe
 	// partly) sent and no reply came, so the target may or may not have it.
 	restored, unknown bool
@@ -347,8 +348,20 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 // migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
 // move (see the top of this file). It answers OK, NOKEY or the failure.
 func (c *Conn) migrate(m *migrateArgs) error {
+	if len(m.keys) == 0 {
+		c.WriteSimple("NOKEY")
+		return nil
+	}
 	if m.copy {
 		return c.migrateCopy(m)
+	}
+	// One MIGRATE at a time per server, and the keys already in flight
+	// read after a read barrier: a key an earlier MIGRATE left in flight
+	// is never put back by this one (its RESTORE may have landed).
+	c.srv.migrateMu.Lock()
+	defer c.srv.migrateMu.Unlock()
+	if _, err := c.readNow(); err != nil {
+		return err
 	}
 	store := c.srv.backend.Store()
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
@@ -364,7 +377,7 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	var keys []movedKey
 	for i, k := range m.keys {
 		if st, ok := store.Moving(k); ok {
-			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace || again[i]})
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace || again[i], again: again[i]})
 		}
 	}
 	if len(keys) == 0 {
@@ -377,12 +390,14 @@ func (c *Conn) migrate(m *migrateArgs) error {
 		switch {
 		case k.restored:
 			done = append(done, k.key)
-		case !k.unknown:
+		case !k.unknown && !k.again:
 			back = append(back, k.key)
 		}
 		// A key of unknown outcome stays in flight: putting it back
-		// could leave it admitting in both places. The next MIGRATE
-		// naming it sends it again, with REPLACE.
+		// could leave it admitting in both places. So does one an
+		// earlier MIGRATE left in flight (its RESTORE may have landed
+		// there). The next MIGRATE naming it sends it again, with
+		// REPLACE.
 	}
 	ops := make([]shards.Op, 0, 2)
 	if len(done) > 0 {

@@ -141,6 +141,8 @@ func TestMigrate(t *testing.T) {
 		{name: "nokey", key: "missing", to: dst, want: "NOKEY"},
 		{name: "keys", setup: func() { exhaust(t, cs, "a"); exhaust(t, cs, "b") }, key: "", extra: []any{"KEYS", "a", "b", "nope", "a"}, to: dst, want: "OK", moved: []string{"a", "b"}},
 		{name: "keys none", key: "", extra: []any{"KEYS", "x", "y"}, to: dst, want: "NOKEY"},
+		{name: "keys empty", key: "", extra: []any{"KEYS"}, to: dst, want: "NOKEY"},
+		{name: "no keys", key: "", to: dst, want: "NOKEY"},
 		{name: "busy", setup: func() { exhaust(t, cs, "k") }, key: "k", to: dst,
 			want: "ERR Target instance replied with error: BUSYKEY Target key name already exists.", kept: []string{"k"}},
 		{name: "replace", key: "k", extra: []any{"REPLACE"}, to: dst, want: "OK", moved: []string{"k"}},

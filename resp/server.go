@@ -200,6 +200,7 @@ type Server struct {
 	maxMemory   atomic.Int64
 	policy      atomic.Int32 // MemoryPolicy
 	oom         atomic.Bool  // over maxmemory: refuse new keys
+	migrateMu   sync.Mutex   // one MIGRATE at a time (cmd_migrate.go)
 	outLimits   atomic.Pointer[OutputLimits]
 	slowlog     slowlog
 	latency     *latencies

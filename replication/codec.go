@@ -16,7 +16,8 @@ import (
 // A log entry (version 1):
 //
 //	byte    version (1)
-//	byte    type: entryOps, entrySetMember or entryRemoveMember
+//	byte    type: entryOps, entrySetMember, entryRemoveMember or
+//	        entryCluster (a cluster state change, decoded in slotstate.go)
 //	int64   stamped now, Unix ns, little endian
 //	entryOps:          ops (below)
 //	entrySetMember:    string id, string RESP address

@@ -24,5 +24,8 @@
 // while applying, and time never runs backwards across leader changes, so
 // every replica computes the same decisions. Membership (each node's RESP
 // address) also goes through the log; Join, Remove and Info manage and
-// report it. See DESIGN.md for the reasoning.
+// report it. So do the hash slots the group owns when several groups form
+// one Redis Cluster (slotstate.go); Routing tells which group serves each
+// slot, from this group's log and the other groups' answers (directory.go).
+// See DESIGN.md for the reasoning.
 package replication

@@ -16,10 +16,10 @@ import (
 	"github.com/cellserver/cellserver/internal/poll"
 )
 
-// nodeIDOf is the cluster node id CLUSTER reports for a --node-id: the
-// SHA-1 of it in lowercase hex.
+// nodeIDOf is the cluster node id CLUSTER reports for a --node-id of the
+// default group: the SHA-1 of "default/<id>" in lowercase hex.
 func nodeIDOf(id string) string {
-	h := sha1.Sum([]byte(id))
+	h := sha1.Sum([]byte("default/" + id))
 	return hex.EncodeToString(h[:])
 }
 

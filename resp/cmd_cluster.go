@@ -670,7 +670,8 @@ func clusterCommand() *Command {
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP` for another action, or a node id missing or given to `STABLE`.",
 					"`ERR I don't know about node <node-id>` for an id no known group has.",
-					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`)."},
+					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`).",
+					"`ERR Can't assign hashslot <slot> to a different node while I still hold keys for this hash slot.` for `NODE` naming another group while keys of the slot (or keys in flight) are still here (found by a scan of the keyspace); nothing changes."},
 				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
 					slot, err := parseSlotArg(args[2])
 					if err != nil {
@@ -702,7 +703,8 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 		errs = append(slices.Clone(errs), "`ERR start slot number <start> is greater than end slot number <end>` for a reversed range.")
 	}
 	if strings.HasPrefix(name, "add") {
-		errs = append(slices.Clone(errs), "`ERR Slot <n> is already busy` when a known group owns the slot; no slot is assigned.")
+		errs = append(slices.Clone(errs), "`ERR Slot <n> is already busy` when a known group owns the slot; no slot is assigned.",
+			"`ERR another group has not answered lately, so its slots are unknown: retry in a moment` while a known group's view is older than 2 s (never assign a slot whose owner cannot be checked); no slot is assigned.")
 	} else {
 		errs = append(slices.Clone(errs), "`ERR Slot <n> is already unassigned` when this group does not own the slot; no slot is changed.")
 	}

@@ -272,6 +272,8 @@ func appendErrorText(b []byte, err error) []byte {
 			"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. "+
 			"4) Set up an authentication password for the default user (requirepass). "+
 			"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."...)
+	case errors.Is(err, replication.ErrGroupUnknown):
+		return append(b, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"...)
 	case errors.Is(err, ErrAuthThrottled):
 		return append(b, "ERR too many failed authentication attempts from this address; try again later"...)
 	}

@@ -224,6 +224,7 @@ func TestClusterErrorTexts(t *testing.T) {
 		{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
 		{&replication.SlotError{Slot: 3, Err: replication.ErrSlotBusy, Msg: "Slot 3 is already busy"}, "ERR Slot 3 is already busy"},
 		{&unknownNodeError{"abc"}, "ERR I don't know about node abc"},
+		{replication.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 		{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
 		{replication.ErrOtherGroup, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"},
 	} {

@@ -350,22 +350,32 @@ func (c *testCluster) wipe(i int) {
 	}
 }
 
-// A node whose data directory was wiped, restarted with BootstrapExpect or
-// with Bootstrap and the others listed, finds the cluster and joins it; at
-// no moment does it lead a cluster of its own, and the key the cluster
-// exhausted stays exhausted through it.
-func TestWipedNodeJoinsNeverBootstraps(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		edit func(c *testCluster) func(*Config)
-	}{
+// wipedRestart is a way to restart node 0 after its data directory was
+// wiped: edit sets its configuration.
+type wipedRestart struct {
+	name string
+	edit func(c *testCluster) func(*Config)
+}
+
+// wipedRestarts are the two safe ones: BootstrapExpect, or Bootstrap with
+// the others listed.
+func wipedRestarts() []wipedRestart {
+	return []wipedRestart{
 		{"bootstrap-expect 3", func(c *testCluster) func(*Config) {
 			return func(cfg *Config) { cfg.BootstrapExpect, cfg.Join = 3, c.others(0) }
 		}},
 		{"bootstrap yes with join", func(c *testCluster) func(*Config) {
 			return func(cfg *Config) { cfg.Bootstrap, cfg.Join = true, c.others(0) }
 		}},
-	} {
+	}
+}
+
+// A node whose data directory was wiped, restarted with BootstrapExpect or
+// with Bootstrap and the others listed, finds the cluster and joins it; at
+// no moment does it lead a cluster of its own, and the key the cluster
+// exhausted stays exhausted through it.
+func TestWipedNodeJoinsNeverBootstraps(t *testing.T) {
+	for _, tc := range wipedRestarts() {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTestCluster(t, 3, nil)
 			exhaust(t, c.nodes[c.WaitForLeader(10*time.Second)].node, "user:1")
@@ -395,17 +405,7 @@ func TestWipedNodeJoinsNeverBootstraps(t *testing.T) {
 // leader, commands fail with ErrNoLeader within NoLeaderTimeout. Once the
 // peers are back it joins them.
 func TestWipedNodeWaitsForUnreachablePeers(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		edit func(c *testCluster) func(*Config)
-	}{
-		{"bootstrap-expect 3", func(c *testCluster) func(*Config) {
-			return func(cfg *Config) { cfg.BootstrapExpect, cfg.Join = 3, c.others(0) }
-		}},
-		{"bootstrap yes with join", func(c *testCluster) func(*Config) {
-			return func(cfg *Config) { cfg.Bootstrap, cfg.Join = true, c.others(0) }
-		}},
-	} {
+	for _, tc := range wipedRestarts() {
 		t.Run(tc.name, func(t *testing.T) { testWipedNodeWaits(t, tc.edit) })
 	}
 }

@@ -104,6 +104,9 @@ func (c *Conn) writeCommandInfo(cmd *Command) {
 	c.WriteBulkString(cmd.fullName)
 	c.WriteInt(int64(cmd.Arity))
 	flags := cmd.Flags.names()
+	if cmd.MovableKeys != nil {
+		flags = append(flags, "movablekeys")
+	}
 	c.WriteSet(len(flags))
 	for _, f := range flags {
 		c.WriteSimple(f)

@@ -564,7 +564,7 @@ func migrateCommands() []*Command {
 			Finish: func(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() },
 		},
 		{
-			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1,
+			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys,
 			Group: "generic", Summary: "Moves keys to another cellserver (resharding), atomically per key.",
 			Complexity: "O(N) where N is the number of keys, plus a round trip to the target",
 			Args: []Arg{{Name: "host", Type: "string"}, {Name: "port", Type: "integer"},

@@ -56,9 +56,10 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	})
 }
 
-// startServerWith is startServer for configurations that need the store or
-// the clock (a Persister).
-func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeClock)) *testServer {
+// testBase returns what most test servers start from: a loopback
+// configuration on a fake clock, discarding logs (goroutine connections
+// with -goroutine-conns), and an empty store of 16 shards.
+func testBase(t *testing.T) (Config, *shards.Store, *fakeClock) {
 	t.Helper()
 	clock := newFakeClock()
 	store, err := shards.New(shards.Config{Shards: 16})
@@ -72,6 +73,14 @@ func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeCloc
 	if *goroutineConns {
 		cfg.EventLoops = 0
 	}
+	return cfg, store, clock
+}
+
+// startServerWith is startServer for configurations that need the store or
+// the clock (a Persister).
+func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeClock)) *testServer {
+	t.Helper()
+	cfg, store, clock := testBase(t)
 	mutate(&cfg, store, clock)
 	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
 	if err != nil {

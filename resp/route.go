@@ -20,11 +20,12 @@ import (
 // here: ErrTryAgain), so every replica decides alike; the results come back
 // in shards.Result.Err and are worded by redirect.
 
-// commandKeys appends to dst the keys of a call of cmd, by its key
-// positions (FirstKey, LastKey, KeyStep), and MIGRATE's keys after KEYS.
+// commandKeys appends to dst the keys of a call of cmd: by its
+// MovableKeys when it has one, otherwise by its key positions (FirstKey,
+// LastKey, KeyStep).
 func commandKeys(dst [][]byte, cmd *Command, args [][]byte) [][]byte {
-	if cmd.Name == "migrate" {
-		return migrateKeys(dst, args)
+	if cmd.MovableKeys != nil {
+		return cmd.MovableKeys(dst, args)
 	}
 	if cmd.FirstKey <= 0 {
 		return dst

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,15 +50,7 @@ func (b *fsmBackend) askedFor(key string) bool {
 // fsmBackend.
 func startRouted(t *testing.T, fc *fakeCluster, errs map[string]error) (*testServer, *fsmBackend) {
 	t.Helper()
-	clock := newFakeClock()
-	store, err := shards.New(shards.Config{Shards: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Now = clock.Now
-	cfg.Logger = discardLogger()
+	cfg, store, clock := testBase(t)
 	cfg.Cluster = fc
 	be := &fsmBackend{Local: NewLocal(store, clock.Now), errs: errs, asking: map[string]bool{}}
 	srv, err := NewServer(cfg, be)
@@ -206,6 +199,15 @@ func TestCommandKeys(t *testing.T) {
 		if strings.Join(got, " ") != tc.want {
 			t.Errorf("commandKeys(%q) = %q, want %q", tc.args, got, tc.want)
 		}
+	}
+	// COMMAND INFO flags MIGRATE's keys as movable, as Redis does.
+	ts := startServer(t, nil)
+	info, err := ts.client(t, 2, "").Do(context.Background(), "COMMAND", "INFO", "migrate").Slice()
+	if err != nil || len(info) != 1 {
+		t.Fatalf("COMMAND INFO migrate = %v, %v", info, err)
+	}
+	if flags := fmt.Sprint(info[0].([]any)[2]); !strings.Contains(flags, "movablekeys") {
+		t.Errorf("MIGRATE's flags %s lack movablekeys", flags)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/testcert"
+	"github.com/cellserver/cellserver/internal/testnet"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -216,7 +217,7 @@ func TestProtectedModeRealPeers(t *testing.T) {
 		}
 	})
 	t.Run("non-loopback interface", func(t *testing.T) {
-		ip := nonLoopbackIP()
+		ip := testnet.NonLoopbackIP()
 		if ip == nil {
 			t.Skip("no non-loopback interface address")
 		}
@@ -242,27 +243,6 @@ func TestProtectedModeRealPeers(t *testing.T) {
 			t.Errorf("PING from %s = %q, want DENIED and the connection closed", ip, got)
 		}
 	})
-}
-
-// nonLoopbackIP returns an IPv4 address of an up, non-loopback interface
-// of this machine, or nil.
-func nonLoopbackIP() net.IP {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	for _, ifc := range ifs {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-				return n.IP
-			}
-		}
-	}
-	return nil
 }
 
 // TestAuthFlood: 10,000 wrong passwords pipelined on one connection. The

@@ -90,6 +90,10 @@ type Command struct {
 	// FirstKey, LastKey and KeyStep give the key positions as COMMAND INFO
 	// reports them (LastKey -1: up to the last argument; 0: no keys).
 	FirstKey, LastKey, KeyStep int
+	// MovableKeys, when set, finds a call's keys instead of the positions
+	// above (Redis's movablekeys: MIGRATE's keys after KEYS), appending
+	// them to dst. The cluster routing check uses it.
+	MovableKeys func(dst, args [][]byte) [][]byte
 	// Group is the COMMAND DOCS group ("ratelimit", "generic", "server",
 	// "connection").
 	Group string

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testnet"
 )
 
 // Security at run time, end to end with the real binary: a pipelined flood
@@ -115,7 +116,7 @@ func TestProtectedMode(t *testing.T) {
 	if got := rawExchange(t, s.Addr, []byte("PING\r\nQUIT\r\n")); !strings.HasPrefix(got, "+PONG\r\n") {
 		t.Fatalf("loopback PING = %q, want +PONG", got)
 	}
-	ip := nonLoopbackIP()
+	ip := testnet.NonLoopbackIP()
 	if ip == nil {
 		t.Skip("no non-loopback interface address to connect from")
 	}
@@ -144,25 +145,4 @@ func TestProtectedMode(t *testing.T) {
 	if got := rawExchange(t, s.Addr, []byte("PING\r\nQUIT\r\n")); !strings.HasPrefix(got, "-NOAUTH") {
 		t.Errorf("loopback PING with a password set = %q, want NOAUTH", got)
 	}
-}
-
-// nonLoopbackIP returns an IPv4 address of an up, non-loopback interface
-// of this machine, or nil.
-func nonLoopbackIP() net.IP {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	for _, ifc := range ifs {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-				return n.IP
-			}
-		}
-	}
-	return nil
 }

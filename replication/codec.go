@@ -100,7 +100,7 @@ var resultErrs = [...]error{
 	engine.ErrInvalidDuration, engine.ErrOverflow, engine.ErrLogLimit,
 	shards.ErrWouldGrow,
 	shards.ErrBusyKey, shards.ErrMoving,
-	ErrMoved, ErrAsk, ErrTryAgain, ErrSlotUnbound,
+	ErrMoved, ErrAsk, ErrTryAgain,
 }
 
 // appendEntryHeader starts a log entry of type typ stamped at now.

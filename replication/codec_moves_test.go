@@ -149,7 +149,7 @@ func TestCodecMovesRefused(t *testing.T) {
 // wrapped ones too, keeps its identity across a forwarded call; the codes
 // of the errors that existed before keep their numbers.
 func TestCodecResultErrs(t *testing.T) {
-	newErrs := []error{shards.ErrBusyKey, shards.ErrMoving, ErrMoved, ErrAsk, ErrTryAgain, ErrSlotUnbound}
+	newErrs := []error{shards.ErrBusyKey, shards.ErrMoving, ErrMoved, ErrAsk, ErrTryAgain}
 	var res []shards.Result
 	for _, err := range append(resultErrs[:], newErrs...) {
 		res = append(res, shards.Result{Err: err, N: 3}, shards.Result{Err: fmt.Errorf("slot 12: %w", err)})
@@ -169,8 +169,8 @@ func TestCodecResultErrs(t *testing.T) {
 		}
 	}
 	// Codes are 1 + index: the first twelve are on the wire already.
-	if errCode(shards.ErrWrongType) != 1 || errCode(shards.ErrWouldGrow) != 12 || errCode(shards.ErrBusyKey) != 13 || errCode(ErrSlotUnbound) != 18 {
-		t.Errorf("error codes renumbered: WRONGTYPE %d, WouldGrow %d, BusyKey %d, SlotUnbound %d",
-			errCode(shards.ErrWrongType), errCode(shards.ErrWouldGrow), errCode(shards.ErrBusyKey), errCode(ErrSlotUnbound))
+	if errCode(shards.ErrWrongType) != 1 || errCode(shards.ErrWouldGrow) != 12 || errCode(shards.ErrBusyKey) != 13 || errCode(ErrTryAgain) != 17 {
+		t.Errorf("error codes renumbered: WRONGTYPE %d, WouldGrow %d, BusyKey %d, TryAgain %d",
+			errCode(shards.ErrWrongType), errCode(shards.ErrWouldGrow), errCode(shards.ErrBusyKey), errCode(ErrTryAgain))
 	}
 }

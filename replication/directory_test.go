@@ -195,9 +195,13 @@ func TestJoinOfAnotherGroupRefused(t *testing.T) {
 func TestWriteRefusesMalformedOp(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0].node
+	before := n.raft.LastIndex()
 	bad := []shards.Op{{Code: shards.OpMoveOut}}
 	if err := n.Write(context.Background(), bad, make([]shards.Result, 1)); !errors.Is(err, ErrBadPayload) {
 		t.Fatalf("Write of a move without keys = %v, want ErrBadPayload", err)
+	}
+	if after := n.raft.LastIndex(); after != before {
+		t.Fatalf("the malformed op reached the log (last index %d → %d)", before, after)
 	}
 	if _, err := write(t, n, throttle("k", 1, 1, 60, 1)); err != nil {
 		t.Fatalf("a good write after it: %v", err)

@@ -28,8 +28,6 @@ var (
 	// ErrTryAgain: a multi-key op of a migrating slot whose keys are partly
 	// here and partly moved; or (shards.ErrMoving) a key in flight.
 	ErrTryAgain = errors.New("replication: keys of a migrating slot are split")
-	// ErrSlotUnbound: no group owns the op's slot.
-	ErrSlotUnbound = errors.New("replication: hash slot not served")
 	// ErrSlotBusy is the error of AddSlots for a slot some group owns
 	// (*SlotError carries which).
 	ErrSlotBusy = errors.New("replication: slot already busy")

@@ -134,7 +134,7 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(b, redir.addr)
 	case errors.Is(err, errCrossSlot):
 		return append(b, "CROSSSLOT Keys in request don't hash to the same slot"...)
-	case errors.Is(err, errSlotNotServed), errors.Is(err, replication.ErrSlotUnbound):
+	case errors.Is(err, errSlotNotServed):
 		return append(b, "CLUSTERDOWN Hash slot not served"...)
 	case errors.Is(err, replication.ErrTryAgain):
 		return append(b, "TRYAGAIN Multiple keys request during rehashing of slot"...)

@@ -102,7 +102,7 @@ func TestClusterRouting(t *testing.T) {
 	errs := map[string]error{
 		"{" + mig + "}ask": replication.ErrAsk, "{" + mine + "}lag": replication.ErrMoved, "{" + imp + "}gone": replication.ErrMoved,
 		"{" + mine + "}split": replication.ErrTryAgain, "{" + mine + "}moving": shards.ErrMoving,
-		"{" + mine + "}unbound": replication.ErrSlotUnbound, "{" + mine + "}busy": shards.ErrBusyKey,
+		"{" + mine + "}busy": shards.ErrBusyKey,
 	}
 	ts, be := startRouted(t, fc, errs)
 	throttle := func(k string) string { return cmd("CL.THROTTLE", k, "5", "10", "60") }
@@ -134,7 +134,6 @@ func TestClusterRouting(t *testing.T) {
 		{"fsm moved", cmd("ASKING") + throttle("{"+imp+"}gone"), []string{"+OK", "-MOVED 9000 127.0.0.1:7011"}},
 		{"fsm split", throttle("{" + mine + "}split"), []string{"-TRYAGAIN Multiple keys request during rehashing of slot"}},
 		{"fsm moving", throttle("{" + mine + "}moving"), []string{"-TRYAGAIN Key is being migrated, retry"}},
-		{"fsm unbound", throttle("{" + mine + "}unbound"), []string{"-CLUSTERDOWN Hash slot not served"}},
 		{"fsm busy", throttle("{" + mine + "}busy"), []string{"-BUSYKEY Target key name already exists."}},
 		{"keyless", cmd("DBSIZE"), []string{":"}},
 	} {
@@ -220,7 +219,6 @@ func TestClusterErrorTexts(t *testing.T) {
 		{&redirectError{ask: true, slot: 1, addr: "[::1]:7000"}, "ASK 1 [::1]:7000"},
 		{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
 		{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
-		{replication.ErrSlotUnbound, "CLUSTERDOWN Hash slot not served"},
 		{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 		{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 		{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},

@@ -32,8 +32,15 @@ type Config struct {
 	// needs RaftAdvertise.
 	RaftAddr string
 	// RaftAdvertise, when not empty, is the host:port other nodes use to
-	// reach this node's raft transport.
+	// reach this node's raft transport. A host name is kept as a name in
+	// the raft configuration and resolved by the other nodes at every
+	// dial, so that it survives a restart at a new IP address (a
+	// StatefulSet pod's DNS name).
 	RaftAdvertise string
+	// Resolver resolves the host names of the raft addresses this node
+	// dials, at every dial (nil: the system resolver). Tests inject their
+	// own names here.
+	Resolver Resolver
 	// RespAddr is the advertised host:port of this node's RESP server,
 	// replicated through the log so that ROLE and INFO can list it (nodes
 	// forward to each other's raft port, not there).

@@ -67,13 +67,14 @@ func (n *Node) join(ctx context.Context, id, raftAddr, respAddr string) error {
 }
 
 // addNonvoter adds id at raftAddr as a non-voter unless it is a member at
-// that address already; voter reports whether it is a voter. respAddr is
-// kept to be replicated once it is promoted.
+// that address already, or moves member id to raftAddr (moveMember);
+// voter reports whether it is a voter. respAddr is kept to be replicated
+// once it is promoted.
 func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (voter bool, err error) {
 	m := &n.mship
 	m.changeMu.Lock()
 	defer m.changeMu.Unlock()
-	servers, _, err := n.configuration()
+	servers, index, err := n.configuration()
 	if err != nil {
 		return false, err
 	}
@@ -83,9 +84,9 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 		n.setPending(id, respAddr)
 		return servers[i].Suffrage == raft.Voter, nil
 	case i >= 0:
-		// AddNonvoter would only move the member, keeping its vote, to a
-		// node that may hold none of its log.
-		return false, fmt.Errorf("replication: join %s at %s (a member at %s): %w", id, raftAddr, servers[i].Address, ErrIDInUse)
+		// The member at a new address (identity.go): moved only once the
+		// leader has checked that the node there is that member.
+		return n.moveMember(ctx, servers, index, i, raftAddr, respAddr)
 	}
 	if err := n.probe(ctx, raftAddr); err != nil {
 		return false, fmt.Errorf("replication: join %s: %w", id, err)

@@ -183,6 +183,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
 	}
+	n.stream.dialer = newDialer(cfg.Resolver, n.log) // before raft's first dial
 	n.trans = raft.NewNetworkTransportWithLogger(n.stream, 3, 10*time.Second, rc.Logger.Named("net"))
 	hasState, err := raft.HasExistingState(cache, n.logStore.stable, snaps)
 	if err != nil {
@@ -204,6 +205,10 @@ func (n *Node) open() error {
 	switch {
 	case hasState:
 		n.log.Info("replication: restarting from existing raft state", "dir", cfg.Dir)
+		// Restarted at another address, it has the leader record the new
+		// one (identity.go).
+		n.wg.Add(1)
+		go n.followAddress()
 	case alone && len(peers) == 0:
 		// The only case that bootstraps without asking anyone: a wiped
 		// node started this way forks its cluster (docs/cluster.md).

@@ -27,6 +27,7 @@ import (
 type tcpStream struct {
 	ln          net.Listener
 	advertise   net.Addr
+	dialer      *dialer // resolves names at every dial
 	sec         *security
 	log         *slog.Logger
 	hsTimeout   time.Duration // bound on an inbound connection's TLS and auth handshake
@@ -61,7 +62,10 @@ const (
 )
 
 // newTCPStream listens on bind and starts accepting. advertise, when not
-// empty, is the address other nodes dial. log receives the refusals.
+// empty, is the address other nodes dial, kept as written (a host name is
+// resolved by each dialer, at each dial). log receives the refusals. The
+// stream dials through the system resolver until its dialer is replaced,
+// which must happen before its first dial.
 func newTCPStream(bind, advertise string, sec *security, log *slog.Logger) (*tcpStream, error) {
 	return listenStream(bind, advertise, sec, log, handshakeTimeout)
 }
@@ -72,19 +76,18 @@ func listenStream(bind, advertise string, sec *security, log *slog.Logger, hsTim
 		return nil, err
 	}
 	s := &tcpStream{
-		ln: ln, advertise: ln.Addr(), sec: sec, log: log, hsTimeout: hsTimeout,
+		ln: ln, advertise: ln.Addr(), dialer: newDialer(nil, log), sec: sec, log: log, hsTimeout: hsTimeout,
 		handshaking: make(chan struct{}, maxHandshakes),
 		raftConns:   make(chan net.Conn),
 		done:        make(chan struct{}),
 		conns:       map[net.Conn]struct{}{},
 	}
 	if advertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", advertise)
-		if err != nil {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
 			ln.Close()
 			return nil, err
 		}
-		s.advertise = a
+		s.advertise = nameAddr(advertise)
 	} else if a := ln.Addr().(*net.TCPAddr); a.IP == nil || a.IP.IsUnspecified() {
 		ln.Close()
 		return nil, errors.New("replication: raft address has no host other nodes can dial; set the advertised raft address")
@@ -196,7 +199,13 @@ func (s *tcpStream) refuse(c net.Conn, why string) {
 func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.dial(ctx, string(address), headerRaft)
+	c, err := s.dial(ctx, string(address), headerRaft)
+	if err != nil {
+		s.dialer.unreachable(string(address), "the raft address of a member", err)
+		return nil, err
+	}
+	s.dialer.reached(string(address))
+	return c, nil
 }
 
 // dial connects to addr's raft port for the service hdr names and runs the
@@ -211,8 +220,7 @@ func (s *tcpStream) dial(ctx context.Context, addr string, hdr byte) (net.Conn, 
 		ctx, cancel = context.WithTimeout(ctx, handshakeTimeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := s.dialer.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

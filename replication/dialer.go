@@ -99,8 +99,8 @@ func (d *dialer) targets(ctx context.Context, addr string) ([]string, error) {
 }
 
 // unreachable logs, at most once per unreachableLogEvery for each address,
-// that what (e.g. "raft address of a member") at addr could not be
-// reached, and why.
+// that addr, which what names (e.g. "a member's raft address"), could not
+// be reached, and why.
 func (d *dialer) unreachable(addr, what string, err error) {
 	now := time.Now()
 	d.mu.Lock()
@@ -118,7 +118,7 @@ func (d *dialer) unreachable(addr, what string, err error) {
 	}
 	d.failed[addr] = now
 	d.mu.Unlock()
-	d.log.Warn(fmt.Sprintf("replication: cannot reach %s at %s", what, addr), "addr", addr, "err", err)
+	d.log.Warn(fmt.Sprintf("replication: cannot reach %s %s", what, addr), "addr", addr, "err", err)
 }
 
 // reached forgets addr's failures, so that the next one is logged at once.

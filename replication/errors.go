@@ -48,9 +48,11 @@ var (
 	// this node knows of.
 	ErrRemoved = errors.New("replication: this node was removed from the cluster")
 	// ErrIDInUse is returned by Join for an id that is a member at another
-	// raft address: a new node must not take over a member's id (raft
-	// would keep the member's vote for a node with an empty log). Remove
-	// the member first. Nothing was changed.
+	// raft address when the leader could not confirm that the node at the
+	// new address is that member, restarted with its raft state (see
+	// verifyMove; the leader logs why): a new node must not take over a
+	// member's id (raft would keep the member's vote for a node with an
+	// empty log). Remove the member first. Nothing was changed.
 	ErrIDInUse = errors.New("replication: the id is a member at another raft address")
 )
 

@@ -24,7 +24,10 @@ import (
 // (ErrNotPromoted): the node stays a non-voter and is promoted when it
 // catches up. Joining an existing member with the same addresses is a
 // no-op success, so a joining node may retry freely, and an outcome left
-// uncertain by a leader change is settled by retrying.
+// uncertain by a leader change is settled by retrying. Joining an existing
+// member at another raft address moves it there, keeping its suffrage,
+// once the leader has confirmed that the node at the new address is that
+// member (identity.go); otherwise it fails with ErrIDInUse.
 func (n *Node) Join(ctx context.Context, id, raftAddr, respAddr string) error {
 	if id == "" || raftAddr == "" || respAddr == "" {
 		return fmt.Errorf("replication: join: id and addresses must not be empty")

@@ -203,7 +203,7 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.Is(err, replication.ErrUnknownNode):
 		return append(b, "ERR no such cluster member"...)
 	case errors.Is(err, replication.ErrIDInUse):
-		return append(b, "ERR a member with this id exists at another raft address; RAFT.REMOVE it first to replace it"...)
+		return append(b, "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)

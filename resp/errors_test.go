@@ -30,7 +30,7 @@ func TestErrorWording(t *testing.T) {
 		{&replication.RemovedError{LeaderID: "n2", LeaderRespAddr: "127.0.0.1:7002"}, "CLUSTERDOWN this node was removed from the cluster (leader n2 at 127.0.0.1:7002); RAFT.JOIN it again to rejoin"},
 		{&replication.RemovedError{}, "CLUSTERDOWN this node was removed from the cluster (leader unknown); RAFT.JOIN it again to rejoin"},
 		{replication.ErrRemoved, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"},
-		{fmt.Errorf("replication: join n1: %w", replication.ErrIDInUse), "ERR a member with this id exists at another raft address; RAFT.REMOVE it first to replace it"},
+		{fmt.Errorf("replication: join n1: %w", replication.ErrIDInUse), "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"},
 		{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
 		// Wrapped with context: the sentinel's wording alone.
 		{fmt.Errorf("replication: apply: %w (leadership lost while processing command)", replication.ErrLeadershipLost), "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},

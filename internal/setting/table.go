@@ -39,7 +39,7 @@ var Table = []Spec{
 	{Name: "node-id", Kind: String, Group: "cluster", Help: "cluster mode: this node's unique, stable id (empty: standalone)"},
 	{Name: "group", Kind: String, Default: "default", Group: "cluster", Help: "cluster: the replication group this node belongs to (1 to 64 letters, digits, '-', '_', '.'); several groups, each owning hash slots, form one Redis Cluster. Nodes of one group share its name; a node of another group is never joined"},
 	{Name: "raft-addr", Kind: String, Group: "cluster", Help: "cluster: host:port of the raft transport"},
-	{Name: "raft-advertise", Kind: String, Group: "cluster", Help: "cluster: raft host:port other nodes dial (default: raft-addr)"},
+	{Name: "raft-advertise", Kind: String, Group: "cluster", Help: "cluster: raft host:port other nodes dial (default: raft-addr); a host name is resolved at every connection"},
 	{Name: "resp-advertise", Kind: String, Group: "cluster", Help: "cluster: RESP host:port other nodes list in ROLE and join through (default: bind:port)"},
 	{Name: "bootstrap", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: with no raft state, make this node the only member of a new cluster (yes/no); with join, only once every listed node answered and none belongs to a cluster. Never restart a wiped node with bootstrap yes and no join"},
 	{Name: "bootstrap-expect", Kind: Int, Min: 0, Max: NoMax, Default: "0", Group: "cluster", Help: "cluster: with no raft state, form a new cluster of this many nodes (this one included) once every node listed in join answered, without state and with the same number; join a cluster if any belongs to one (0: off). The recommended start for every node"},

@@ -137,11 +137,17 @@ func (n *Node) followAddress() {
 	}
 }
 
-// tellLeader asks the leader to record this node at own: through the
-// leader that the members of this node's configuration name (at the
-// addresses it last knew), then through the Join peers over RESP (whose
-// names may have followed them). nil once the leader has committed it.
+// tellLeader asks the leader to record this node at own: itself when it
+// leads (a group of one), else the leader that the members of this node's
+// configuration name (at the addresses it last knew), then through the
+// Join peers over RESP (whose names may have followed them). nil once the
+// leader has committed it.
 func (n *Node) tellLeader(servers []raft.Server, own string) error {
+	if n.ready.Load() {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
+		defer cancel()
+		return n.join(ctx, n.cfg.NodeID, own, n.cfg.RespAddr)
+	}
 	var errs []string
 	if ref, _, ok := n.askLeader(servers); ok && ref.raft != "" {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)

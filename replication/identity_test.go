@@ -117,6 +117,23 @@ func TestRestartAtNewAddress(t *testing.T) {
 	}
 }
 
+// A group of one restarted at a new address records it itself.
+func TestSingleNodeRestartAtNewAddress(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	tn := c.nodes[0]
+	c.stop(0)
+	old := tn.raftAddr
+	tn.raftAddr = "127.0.0.1:0"
+	c.restart(0)
+	if tn.raftAddr == old {
+		t.Fatalf("restarted at its old address %s", old)
+	}
+	c.waitListed(tn.id, tn.raftAddr, 15*time.Second)
+	if r, err := write(t, tn.node, throttle("one", 0, 1, 60, 1)); err != nil || r.Limited {
+		t.Fatalf("write after the move = %+v, %v; want allowed", r, err)
+	}
+}
+
 // fakeDNS is an injected Resolver: names map to IP addresses that a test
 // changes, and every lookup is counted.
 type fakeDNS struct {

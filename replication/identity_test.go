@@ -159,6 +159,12 @@ func (d *fakeDNS) resolve(_ context.Context, host string) ([]string, error) {
 	return []string{ip}, nil
 }
 
+func (d *fakeDNS) drop(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.hosts, name)
+}
+
 func (d *fakeDNS) count(host string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -207,6 +213,14 @@ func TestAdvertisedNamesResolvedAtDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.stop(f)
+	// While the name resolves to nothing, the leader says so.
+	dns.drop(name)
+	poll.Until(t, 15*time.Second, func() error {
+		if want := "cannot reach a member's raft address " + name; !strings.Contains(c.nodes[l].logs.String(), want) {
+			return fmt.Errorf("the leader has not logged %q", want)
+		}
+		return nil
+	})
 	mu.Lock()
 	bind[tn.id] = "127.0.0.2"
 	mu.Unlock()
@@ -333,4 +347,75 @@ func TestMoveNeedsProof(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The dialer resolves a name at every dial and tries its addresses in
+// order; an IP literal is dialed as is.
+func TestDialerResolvesAtEveryDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	closed := freeTCPPort(t) // nothing listens there
+	var mu sync.Mutex
+	answers := map[string][]string{
+		"up":      {"127.0.0.1"},
+		"second":  {"127.0.0.3", "127.0.0.1"}, // the first refuses
+		"nothing": nil,
+	}
+	var lookups []string
+	resolve := func(_ context.Context, host string) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups = append(lookups, host)
+		a, ok := answers[host]
+		if !ok {
+			return nil, fmt.Errorf("no such host %s", host)
+		}
+		return a, nil
+	}
+	d := newDialer(resolve, slog.New(slog.DiscardHandler))
+	for _, tt := range []struct {
+		addr    string
+		ok      bool
+		lookups []string
+		errHas  string
+	}{
+		{"127.0.0.1:" + port, true, nil, ""},
+		{"up:" + port, true, []string{"up"}, ""},
+		{"up:" + port, true, []string{"up"}, ""}, // again: resolved again
+		{"second:" + port, true, []string{"second"}, ""},
+		{"nothing:" + port, false, []string{"nothing"}, "resolve nothing: no addresses"},
+		{"unknown:" + port, false, []string{"unknown"}, "no such host unknown"},
+		{"up:" + strconv.Itoa(closed), false, []string{"up"}, "up:" + strconv.Itoa(closed) + " (resolved to 127.0.0.1:" + strconv.Itoa(closed) + ")"},
+	} {
+		mu.Lock()
+		lookups = nil
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := d.dial(ctx, tt.addr)
+		cancel()
+		if c != nil {
+			c.Close()
+		}
+		if (err == nil) != tt.ok || (err != nil && !strings.Contains(err.Error(), tt.errHas)) {
+			t.Errorf("dial(%s) = %v, want ok %v (error containing %q)", tt.addr, err, tt.ok, tt.errHas)
+		}
+		mu.Lock()
+		if fmt.Sprint(lookups) != fmt.Sprint(tt.lookups) {
+			t.Errorf("dial(%s) looked up %v, want %v", tt.addr, lookups, tt.lookups)
+		}
+		mu.Unlock()
+	}
 }

@@ -201,7 +201,9 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	defer cancel()
 	c, err := s.dial(ctx, string(address), headerRaft)
 	if err != nil {
-		s.dialer.unreachable(string(address), "a member's raft address", err)
+		if !errors.Is(err, errPartitioned) {
+			s.dialer.unreachable(string(address), "a member's raft address", err)
+		}
 		return nil, err
 	}
 	s.dialer.reached(string(address))

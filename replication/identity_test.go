@@ -419,3 +419,27 @@ func TestDialerResolvesAtEveryDial(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// A member that was down while every other member moved knows none of
+// their addresses: restarted at a new address itself, it finds the leader
+// through its Join peers and is moved there.
+func TestRestartWithStaleConfiguration(t *testing.T) {
+	c := newTestCluster(t, 5, nil)
+	const late = 4
+	c.stop(late)
+	for i := range late {
+		tn := c.nodes[i]
+		c.stop(i)
+		tn.raftAddr = "127.0.0.1:0"
+		c.restart(i)
+		c.waitListed(tn.id, tn.raftAddr, 15*time.Second)
+	}
+	tn := c.nodes[late]
+	tn.raftAddr = "127.0.0.1:0"
+	c.restartWith(late, func(cfg *Config) { cfg.Join = c.nodes[1].respAddr })
+	c.waitListed(tn.id, tn.raftAddr, 20*time.Second)
+	if logs := tn.logs.String(); !strings.Contains(logs, "the configuration lists this node at its new raft address") {
+		t.Fatalf("%s did not log its move:\n%s", tn.id, logs)
+	}
+	c.waitConverged(15 * time.Second)
+}

@@ -145,6 +145,27 @@ func TestRollingRestartAtNewAddresses(t *testing.T) {
 		}()
 	}
 
+	// The quorum: the longest stretch without a ready leader (an election
+	// after the leader's restart takes one; a lost quorum would last).
+	var longestLeaderless atomic.Int64
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		since := time.Now()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if leaderOf(plain) >= 0 {
+				since = time.Now()
+			} else if d := time.Since(since); d > time.Duration(longestLeaderless.Load()) {
+				longestLeaderless.Store(int64(d))
+			}
+		}
+	}()
 	var rejoins []time.Duration
 	var earlier strings.Builder // the output of the runs before each restart
 	for i, nd := range nodes {
@@ -204,6 +225,13 @@ func TestRollingRestartAtNewAddresses(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stopWatch)
+	<-watchDone
+	gap := time.Duration(longestLeaderless.Load())
+	t.Logf("longest stretch without a ready leader: %v", gap.Round(time.Millisecond))
+	if gap > rejoinBound {
+		t.Errorf("no ready leader for %v during the rolling restart: the quorum was lost", gap)
+	}
 	if w := wrong.Load(); w != nil {
 		t.Fatalf("unexpected CL.THROTTLE reply: %v", w)
 	}

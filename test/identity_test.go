@@ -22,6 +22,7 @@ type movingNode struct {
 	*clusterNode
 	ip       string
 	raftPort int
+	extra    []string // flags after the placement's
 }
 
 // place sets the node's flags for ip, listing join (RESP addresses of the
@@ -34,6 +35,7 @@ func (m *movingNode) place(ip string, join []string) {
 		"--node-id", m.id, "--raft-addr", net.JoinHostPort(ip, strconv.Itoa(m.raftPort)),
 		"--bootstrap-expect", "3", "--join", strings.Join(join, ","),
 	}
+	m.args = append(m.args, m.extra...)
 }
 
 func (m *movingNode) raftAddr() string { return net.JoinHostPort(m.ip, strconv.Itoa(m.raftPort)) }
@@ -74,8 +76,21 @@ func (p *clientPool) get(addr string) *redis.Client {
 // compose restart): each rejoins by itself within 5 s — no RAFT.REMOVE or
 // RAFT.JOIN — the quorum holds throughout, the 50 × 200 exactness test
 // running across the restart never admits more than the limit, and a key
-// exhausted before stays exhausted.
+// exhausted before stays exhausted. With a cluster secret the leader's
+// check of the new address is also an authentication.
 func TestRollingRestartAtNewAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"no secret", nil},
+		{"cluster-secret", []string{"--cluster-secret", "s3cret"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRollingRestart(t, tc.extra) })
+	}
+}
+
+func testRollingRestart(t *testing.T, extra []string) {
 	const (
 		clients, requests = 50, 200
 		limit             = 4000 // of 10000 requests: exhausted midway
@@ -86,7 +101,7 @@ func TestRollingRestartAtNewAddresses(t *testing.T) {
 	nodes := make([]*movingNode, 3)
 	for i := range nodes {
 		id := "n" + strconv.Itoa(i+1)
-		nodes[i] = &movingNode{clusterNode: &clusterNode{server: newServer(t), id: id}, raftPort: freePort(t)}
+		nodes[i] = &movingNode{clusterNode: &clusterNode{server: newServer(t), id: id}, raftPort: freePort(t), extra: extra}
 		nodes[i].ip = ips[i]
 		nodes[i].Addr = net.JoinHostPort(ips[i], strconv.Itoa(nodes[i].Port))
 	}

@@ -84,7 +84,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 			return fmt.Errorf("owners %d %d", r.Owner(0), r.Owner(16383))
 		}
 		for g := range r.Groups {
-			if r.LeaderAddr(g) == "" || !r.Groups[g].Reachable {
+			if _, ok := r.Groups[g].Leader(); !ok || !r.Groups[g].Reachable {
 				return fmt.Errorf("group %s: no leader known", r.Groups[g].Name)
 			}
 		}
@@ -164,8 +164,12 @@ func TestNewLeaderNamedByOtherGroups(t *testing.T) {
 	want := a.nodes[next].respAddr
 	start := time.Now()
 	waitRouting(t, func(r *Routing) error {
-		if got := r.LeaderAddr(r.Group("a")); got != want {
-			return fmt.Errorf("a's leader at %q, want %q", got, want)
+		g := r.Group("a")
+		if g < 0 {
+			return fmt.Errorf("group a unknown")
+		}
+		if l, _ := r.Groups[g].Leader(); l.RespAddr != want {
+			return fmt.Errorf("a's leader at %q, want %q", l.RespAddr, want)
 		}
 		return nil
 	}, b)

@@ -187,16 +187,15 @@ func (r *Routing) Ranges(g int) [][2]int {
 	return out
 }
 
-// LeaderAddr returns the RESP address of group g's leader (the address
-// MOVED and ASK name), or "" when none is known.
-func (r *Routing) LeaderAddr(g int) string {
-	if g < 0 || g >= len(r.Groups) {
+// RedirectAddr returns the RESP address a MOVED or ASK redirection to
+// group g names: its leader's when one is known (members list the leader
+// first), else its first member's, so that a client finds the group even
+// mid-election; "" when g is out of range or has no member.
+func (r *Routing) RedirectAddr(g int) string {
+	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
 		return ""
 	}
-	if m, ok := r.Groups[g].Leader(); ok {
-		return m.RespAddr
-	}
-	return ""
+	return r.Groups[g].Members[0].RespAddr
 }
 
 // NewRouting builds the routing table of this node, whose group is

@@ -164,8 +164,8 @@ func TestNewRouting(t *testing.T) {
 		t.Errorf("owners %d %d %d: this group's claim should win slot 5", r.Owner(0), r.Owner(5), r.Owner(8192))
 	case r.MigratingTo(5) != 1 || r.MigratingTo(6) != -1 || r.ImportingFrom(5) != -1:
 		t.Errorf("migrating %d importing %d", r.MigratingTo(5), r.ImportingFrom(5))
-	case r.LeaderAddr(0) != "h:1" || r.LeaderAddr(1) != "" || r.NodeGroup("x") != 1 || r.Group("b") != 1:
-		t.Errorf("leaders %q %q", r.LeaderAddr(0), r.LeaderAddr(1))
+	case r.RedirectAddr(0) != "h:1" || r.RedirectAddr(1) != "h:2" || r.RedirectAddr(2) != "" || r.NodeGroup("x") != 1 || r.Group("b") != 1:
+		t.Errorf("redirect addresses %q %q %q", r.RedirectAddr(0), r.RedirectAddr(1), r.RedirectAddr(2))
 	}
 	groups[1].Reachable = true // b's view is fresh: a migrating source hands over
 	if r := NewRouting(0, "a1", groups); r.Owner(5) != 1 || r.Owner(6) != 0 {

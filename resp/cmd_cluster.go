@@ -86,15 +86,6 @@ func groupNodeID(r *replication.Routing, g int) string {
 	return r.Groups[g].Members[0].ClusterID
 }
 
-// groupAddr returns the RESP address MOVED and ASK name for group g: its
-// leader's, else its first member's ("" when it has none).
-func groupAddr(r *replication.Routing, g int) string {
-	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
-		return ""
-	}
-	return r.Groups[g].Members[0].RespAddr
-}
-
 // myID returns this node's cluster node id.
 func myID(r *replication.Routing) string {
 	return replication.ClusterNodeID(r.Groups[r.Self].Name, r.SelfID)

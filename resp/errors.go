@@ -99,10 +99,65 @@ type textError struct{ text string }
 
 func (e *textError) Error() string { return e.text }
 
+// sentinelReplies are the reply texts of sentinel errors, this package's
+// and those of the packages below it, in the order they are tested with
+// errors.Is (the first match words the reply). An error wrapping none of
+// them and of no type appendErrorText knows is "ERR " and its own text.
+var sentinelReplies = []struct {
+	err  error
+	text string
+}{
+	{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
+	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+	{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
+	{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
+	{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
+	{replication.ErrOtherGroup, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"},
+	{replication.ErrQuorumAtRisk, "ERR refusing the change: the remaining voters would not include a reachable majority"},
+	{replication.ErrNotPromoted, "ERR the node was added as a non-voter and will be promoted to voter once it catches up"},
+	{replication.ErrRemoved, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"},
+	{replication.ErrNoLeader, "CLUSTERDOWN The cluster is down: no leader"},
+	{replication.ErrNotLeader, "TRYAGAIN This node is not the leader"},
+	{replication.ErrLeadershipLost, "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},
+	{replication.ErrShutdown, "CLUSTERDOWN This node is shutting down"},
+	{replication.ErrBadPayload, "ERR invalid replication payload"},
+	{replication.ErrUnknownNode, "ERR no such cluster member"},
+	{replication.ErrIDInUse, "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"},
+	{replication.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
+	{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
+	{engine.ErrSyntax, "ERR syntax error"},
+	{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
+	{shards.ErrWouldGrow, "OOM command not allowed when used memory > 'maxmemory'."}, // the noeviction policy's refusal
+	{ErrNoAuth, "NOAUTH Authentication required."},
+	{ErrWrongPass, "WRONGPASS invalid username-password pair or user is disabled."},
+	{ErrNoPasswordSet, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
+	{ErrHelloNoAuth, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"},
+	{ErrNoProto, "NOPROTO unsupported protocol version"},
+	{ErrDBIndex, "ERR DB index is out of range"},
+	{ErrMaxClients, "ERR max number of clients reached"},
+	{ErrInvalidCursor, "ERR invalid cursor"},
+	{ErrPersistenceOff, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"},
+	{ErrShutdownFailed, "ERR Errors trying to SHUTDOWN. Check logs."},
+	{ErrProtectedMode, "DENIED cellserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
+		"In this mode connections are only accepted from the loopback interface. " +
+		"If you want to connect from external computers to cellserver you may adopt one of the following solutions: " +
+		"1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to cellserver " +
+		"from the same host the server is running, however MAKE SURE cellserver is not publicly accessible from internet if you do so. " +
+		"2) Alternatively you can just disable the protected mode by editing the cellserver configuration file, and setting the protected mode option to 'no', " +
+		"and then restarting the server. " +
+		"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. " +
+		"4) Set up an authentication password for the default user (requirepass). " +
+		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."},
+	{ErrAuthThrottled, "ERR too many failed authentication attempts from this address; try again later"},
+}
+
 // appendErrorText appends the reply text of err (without the leading '-').
 // It is the only place where errors become RESP error replies, so every
 // message stays in Redis's wording, the errors of other packages (shards,
-// replication, engine) included: they carry plain texts.
+// replication, engine) included: they carry plain texts. Errors with
+// fields are worded here, first (a typed error may wrap a sentinel whose
+// generic text it refines); sentinels by sentinelReplies.
 func appendErrorText(b []byte, err error) []byte {
 	var (
 		remote *replication.RemoteError
@@ -132,25 +187,11 @@ func appendErrorText(b []byte, err error) []byte {
 		b = strconv.AppendInt(b, int64(redir.slot), 10)
 		b = append(b, ' ')
 		return appendLine(b, redir.addr)
-	case errors.Is(err, errCrossSlot):
-		return append(b, "CROSSSLOT Keys in request don't hash to the same slot"...)
-	case errors.Is(err, errSlotNotServed):
-		return append(b, "CLUSTERDOWN Hash slot not served"...)
-	case errors.Is(err, replication.ErrTryAgain):
-		return append(b, "TRYAGAIN Multiple keys request during rehashing of slot"...)
-	case errors.Is(err, shards.ErrMoving):
-		return append(b, "TRYAGAIN Key is being migrated, retry"...)
-	case errors.Is(err, shards.ErrBusyKey):
-		return append(b, "BUSYKEY Target key name already exists."...)
 	case errors.As(err, &slotE):
 		return appendLine(append(b, "ERR "...), slotE.Msg)
 	case errors.As(err, &node):
 		b = append(b, "ERR I don't know about node "...)
 		return appendLine(b, clip([]byte(node.id)))
-	case errors.Is(err, replication.ErrOwnGroup):
-		return append(b, "ERR that node belongs to this group: CLUSTER MEET introduces another group"...)
-	case errors.Is(err, replication.ErrOtherGroup):
-		return append(b, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"...)
 	case errors.As(err, &quorum):
 		b = append(b, "ERR refusing to remove "...)
 		b = appendLine(b, quorum.ID)
@@ -160,8 +201,6 @@ func appendErrorText(b []byte, err error) []byte {
 		b = strconv.AppendInt(b, int64(quorum.Remaining), 10)
 		b = append(b, " voters would be reachable, a majority needs "...)
 		return strconv.AppendInt(b, int64(quorum.Needed), 10)
-	case errors.Is(err, replication.ErrQuorumAtRisk):
-		return append(b, "ERR refusing the change: the remaining voters would not include a reachable majority"...)
 	case errors.As(err, &pend):
 		b = append(b, "ERR "...)
 		b = appendLine(b, pend.ID)
@@ -173,8 +212,6 @@ func appendErrorText(b []byte, err error) []byte {
 			b = append(b, "not reachable from the leader yet"...)
 		}
 		return append(b, "); RAFT.INFO on the leader shows its progress"...)
-	case errors.Is(err, replication.ErrNotPromoted):
-		return append(b, "ERR the node was added as a non-voter and will be promoted to voter once it catches up"...)
 	case errors.As(err, &gone):
 		b = append(b, "CLUSTERDOWN this node was removed from the cluster ("...)
 		if gone.LeaderID != "" {
@@ -188,22 +225,6 @@ func appendErrorText(b []byte, err error) []byte {
 			b = append(b, "leader unknown"...)
 		}
 		return append(b, "); RAFT.JOIN it again to rejoin"...)
-	case errors.Is(err, replication.ErrRemoved):
-		return append(b, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"...)
-	case errors.Is(err, replication.ErrNoLeader):
-		return append(b, "CLUSTERDOWN The cluster is down: no leader"...)
-	case errors.Is(err, replication.ErrNotLeader):
-		return append(b, "TRYAGAIN This node is not the leader"...)
-	case errors.Is(err, replication.ErrLeadershipLost):
-		return append(b, "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"...)
-	case errors.Is(err, replication.ErrShutdown):
-		return append(b, "CLUSTERDOWN This node is shutting down"...)
-	case errors.Is(err, replication.ErrBadPayload):
-		return append(b, "ERR invalid replication payload"...)
-	case errors.Is(err, replication.ErrUnknownNode):
-		return append(b, "ERR no such cluster member"...)
-	case errors.Is(err, replication.ErrIDInUse):
-		return append(b, "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)
@@ -233,49 +254,11 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(b, text.text)
 	case errors.As(err, &perr):
 		return appendLine(append(b, "ERR "...), perr.Error())
-	case errors.Is(err, engine.ErrNotInteger):
-		return append(b, "ERR value is not an integer or out of range"...)
-	case errors.Is(err, engine.ErrSyntax):
-		return append(b, "ERR syntax error"...)
-	case errors.Is(err, shards.ErrWrongType):
-		return append(b, "WRONGTYPE Operation against a key holding the wrong kind of value"...)
-	case errors.Is(err, ErrNoAuth):
-		return append(b, "NOAUTH Authentication required."...)
-	case errors.Is(err, ErrWrongPass):
-		return append(b, "WRONGPASS invalid username-password pair or user is disabled."...)
-	case errors.Is(err, ErrNoPasswordSet):
-		return append(b, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"...)
-	case errors.Is(err, ErrHelloNoAuth):
-		return append(b, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"...)
-	case errors.Is(err, ErrNoProto):
-		return append(b, "NOPROTO unsupported protocol version"...)
-	case errors.Is(err, ErrDBIndex):
-		return append(b, "ERR DB index is out of range"...)
-	case errors.Is(err, ErrMaxClients):
-		return append(b, "ERR max number of clients reached"...)
-	case errors.Is(err, ErrInvalidCursor):
-		return append(b, "ERR invalid cursor"...)
-	case errors.Is(err, ErrPersistenceOff):
-		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"...)
-	case errors.Is(err, shards.ErrWouldGrow): // the noeviction policy's refusal
-		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
-	case errors.Is(err, ErrShutdownFailed):
-		return append(b, "ERR Errors trying to SHUTDOWN. Check logs."...)
-	case errors.Is(err, ErrProtectedMode):
-		return append(b, "DENIED cellserver is running in protected mode because protected mode is enabled and no password is set for the default user. "+
-			"In this mode connections are only accepted from the loopback interface. "+
-			"If you want to connect from external computers to cellserver you may adopt one of the following solutions: "+
-			"1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to cellserver "+
-			"from the same host the server is running, however MAKE SURE cellserver is not publicly accessible from internet if you do so. "+
-			"2) Alternatively you can just disable the protected mode by editing the cellserver configuration file, and setting the protected mode option to 'no', "+
-			"and then restarting the server. "+
-			"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. "+
-			"4) Set up an authentication password for the default user (requirepass). "+
-			"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."...)
-	case errors.Is(err, replication.ErrGroupUnknown):
-		return append(b, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"...)
-	case errors.Is(err, ErrAuthThrottled):
-		return append(b, "ERR too many failed authentication attempts from this address; try again later"...)
+	}
+	for _, r := range sentinelReplies {
+		if errors.Is(err, r.err) {
+			return append(b, r.text...)
+		}
 	}
 	// Engine range errors and anything else: "ERR " and the message, which
 	// names the argument at fault.

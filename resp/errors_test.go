@@ -47,3 +47,20 @@ func TestErrorWording(t *testing.T) {
 		}
 	}
 }
+
+// TestSentinelRepliesWrapped checks that every sentinel of the table is
+// worded by its own entry, also when wrapped with context (as the packages
+// below resp return them), and that no sentinel is listed twice.
+func TestSentinelRepliesWrapped(t *testing.T) {
+	seen := map[error]bool{}
+	for _, r := range sentinelReplies {
+		if seen[r.err] {
+			t.Errorf("%v listed twice", r.err)
+		}
+		seen[r.err] = true
+		wrapped := fmt.Errorf("context: %w", r.err)
+		if got := string(appendErrorText(nil, wrapped)); got != r.text {
+			t.Errorf("appendErrorText(%v) = %q, want %q", wrapped, got, r.text)
+		}
+	}
+}

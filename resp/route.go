@@ -82,7 +82,7 @@ func (c *Conn) route(r *replication.Routing, cmd *Command, args [][]byte, asking
 // moved returns the MOVED redirection of slot to its owner's leader (its
 // first member while no leader is known), or errSlotNotServed.
 func moved(r *replication.Routing, slot int) error {
-	addr := groupAddr(r, r.Owner(slot))
+	addr := r.RedirectAddr(r.Owner(slot))
 	if addr == "" {
 		return errSlotNotServed
 	}
@@ -121,7 +121,7 @@ func (c *Conn) readMigrating(r *replication.Routing, keys [][]byte, cross bool) 
 	case present > 0 || cross:
 		return replication.ErrTryAgain
 	}
-	addr := groupAddr(r, r.MigratingTo(slot))
+	addr := r.RedirectAddr(r.MigratingTo(slot))
 	if addr == "" {
 		return replication.ErrTryAgain
 	}
@@ -161,7 +161,7 @@ func (c *Conn) redirect(err error, keys [][]byte) error {
 		}
 		return moved(r, slot)
 	}
-	addr := groupAddr(r, r.MigratingTo(slot))
+	addr := r.RedirectAddr(r.MigratingTo(slot))
 	if addr == "" {
 		return replication.ErrTryAgain
 	}

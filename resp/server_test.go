@@ -314,3 +314,15 @@ func TestBinarySafeKeys(t *testing.T) {
 		t.Errorf("KEYS * = %d keys, %v; want %d", len(got), err, len(keys))
 	}
 }
+
+// TestEventLoopsFor pins the default loop count against the CPUs the
+// process may use (the measured choice in docs/performance.md).
+func TestEventLoopsFor(t *testing.T) {
+	for _, tc := range []struct{ procs, want int }{
+		{1, 1}, {2, 1}, {3, 1}, {4, 4}, {8, 8}, {16, 16}, {0, 1},
+	} {
+		if got := eventLoopsFor(tc.procs); got != tc.want {
+			t.Errorf("eventLoopsFor(%d) = %d, want %d", tc.procs, got, tc.want)
+		}
+	}
+}

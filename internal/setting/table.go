@@ -23,7 +23,7 @@ var Table = []Spec{
 	{Name: "maxclients", Kind: Int, Min: 1, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument must be an integer of at least 1", Group: "limits", Help: "maximum connected clients (lowered at start-up to what the open files limit allows, less 32 reserved descriptors)"},
 	{Name: "timeout", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "0", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "limits", Help: "close clients idle for this many seconds (0: never)"},
 	{Name: "loglevel", Kind: Enum, Words: []string{"debug", "verbose", "notice", "warning"}, Default: "notice", Live: true, Group: "server", Help: "debug, verbose, notice or warning"},
-	{Name: "io-threads", Kind: Int, Min: 0, Max: 1024, Default: "0", Group: "server", Help: "event loops serving plaintext client connections (0: one per two CPUs, at least one); TLS connections and cluster nodes serve each client on its own goroutine"},
+	{Name: "io-threads", Kind: Int, Min: 0, Max: 1024, Default: "0", Group: "server", Help: "event loops serving plaintext client connections (0: one per CPU from 4 CPUs on, one per two CPUs below, following a container's CPU quota); TLS connections and cluster nodes serve each client on its own goroutine"},
 	{Name: "io-event-loops", Kind: YesNo, Default: "yes", Group: "server", Help: "no: serve every client on its own goroutine instead of on event loops (io-threads)"},
 	{Name: "shards", Kind: Int, Min: 0, Max: 1024, Default: "0", Group: "server", Help: "keyspace shards, a power of two (0: 16 per CPU, at most 1024)"},
 	{Name: "pprof-addr", Kind: String, Group: "server", Help: "host:port to serve Go profiles on at /debug/pprof/ (empty: off); trusted networks only"},

@@ -438,8 +438,11 @@ func TestRestartWithStaleConfiguration(t *testing.T) {
 	tn.raftAddr = "127.0.0.1:0"
 	c.restartWith(late, func(cfg *Config) { cfg.Join = c.nodes[1].respAddr })
 	c.waitListed(tn.id, tn.raftAddr, 20*time.Second)
-	if logs := tn.logs.String(); !strings.Contains(logs, "the configuration lists this node at its new raft address") {
-		t.Fatalf("%s did not log its move:\n%s", tn.id, logs)
-	}
+	poll.Until(t, 10*time.Second, func() error {
+		if logs := tn.logs.String(); !strings.Contains(logs, "the configuration lists this node at its new raft address") {
+			return fmt.Errorf("%s did not log its move:\n%s", tn.id, logs)
+		}
+		return nil
+	})
 	c.waitConverged(15 * time.Second)
 }

@@ -198,8 +198,13 @@ func testRollingRestart(t *testing.T, extra []string) {
 			if l < 0 {
 				return fmt.Errorf("no ready leader")
 			}
-			if got := memberRaftAddr(t, raftInfo(plain[l]), nd.id); got != nd.raftAddr() {
+			inf := raftInfo(plain[l])
+			if got := memberRaftAddr(t, inf, nd.id); got != nd.raftAddr() {
 				return fmt.Errorf("the leader %s lists %s at %s, want %s", plain[l].id, nd.id, got, nd.raftAddr())
+			}
+			// Its RESP address too: ROLE and CLUSTER replies send clients there.
+			if m := inf["raft_member_"+nd.id]; !strings.Contains(m, "resp="+nd.Addr+",") || !strings.Contains(m, "voter=1") {
+				return fmt.Errorf("the leader lists %s as %q, want resp=%s and voter=1", nd.id, m, nd.Addr)
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()

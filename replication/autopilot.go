@@ -77,6 +77,7 @@ func (n *Node) status(asker string) nodeStatus {
 		LeaderRaft:   string(addr),
 		Ready:        n.ready.Load(),
 		Group:        n.cfg.Group,
+		Instance:     n.origin,
 	}
 	if id != "" {
 		st.LeaderResp, _ = n.leaderResp()

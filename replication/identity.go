@@ -65,7 +65,10 @@ func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint
 //     restarted member keeps its data directory; a new or wiped node with
 //     a member's id would vote without the log its vote stands for);
 //  2. nothing answers as id at old any more (two live nodes with one id
-//     are a misconfiguration, and a live member is never displaced).
+//     are a misconfiguration, and a live member is never displaced),
+//     unless it is the same process (the status answers' Instance), still
+//     reachable at the old address: a node that switched from advertising
+//     an IP to advertising a name for it.
 //
 // Without a secret or TLS nothing on the raft port is authenticated (any
 // peer that reaches it can speak raft), so the move rests on these checks
@@ -84,10 +87,13 @@ func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
 	case st.LastIndex == 0:
 		return fmt.Errorf("the node at %s has no raft state (a new or wiped node): RAFT.REMOVE %s first, then join it", newAddr, id)
 	}
+	moved := st
 	cctx, cancel = context.WithTimeout(ctx, n.statusTimeout())
 	st, err = n.askStatus(cctx, old)
 	cancel()
-	if err == nil && st.ID == id {
+	// One process reachable at both addresses (an IP advertised before, a
+	// name for it now) is the member moving, not a second node.
+	if err == nil && st.ID == id && (st.Instance == 0 || st.Instance != moved.Instance) {
 		return fmt.Errorf("member %s still answers at %s: two nodes have that id", id, old)
 	}
 	return nil

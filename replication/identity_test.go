@@ -270,6 +270,28 @@ func startLoneNode(t *testing.T, cfg Config) (*Node, *logBuffer) {
 	return n, logs
 }
 
+// A node that switches from advertising its IP address to advertising a
+// name for it is moved, although it still answers at the old address: it
+// is the same process.
+func TestMoveFromAddressToName(t *testing.T) {
+	dns := &fakeDNS{hosts: map[string]string{"n1.cell.test": "127.0.0.1"}, lookups: map[string]int{}}
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Resolver = dns.resolve })
+	l := c.WaitForLeader(10 * time.Second)
+	f := c.followers(l)[0]
+	tn := c.nodes[f]
+	_, port, err := net.SplitHostPort(tn.raftAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop(f)
+	name := "n1.cell.test:" + port
+	c.restartWith(f, func(cfg *Config) { cfg.RaftAdvertise = name })
+	c.waitListed(tn.id, name, 15*time.Second)
+	if dns.count("n1.cell.test") == 0 {
+		t.Errorf("the name was never resolved")
+	}
+}
+
 // A claim to be a member at a new address changes nothing unless the
 // leader's own checks confirm it: the node there must pass the handshake
 // (prove the cluster secret), answer as that member with raft state, and

@@ -378,7 +378,7 @@ func TestMembershipWireEncoding(t *testing.T) {
 	if got := statusError(errorCode(ErrRemoved), nil); got != ErrRemoved {
 		t.Errorf("statusError(ErrRemoved code, no body) = %v", got)
 	}
-	st := nodeStatus{ID: "n3", Term: 7, LastIndex: 1000, AppliedIndex: 998, LeaderID: "n1", LeaderRaft: "127.0.0.1:8001", LeaderResp: "127.0.0.1:7001", Ready: false, Member: true}
+	st := nodeStatus{ID: "n3", Term: 7, LastIndex: 1000, AppliedIndex: 998, LeaderID: "n1", LeaderRaft: "127.0.0.1:8001", LeaderResp: "127.0.0.1:7001", Ready: false, Member: true, Group: "g", Instance: 1<<63 | 5}
 	got, err := decodeStatus(encodeStatus(st))
 	if err != nil || got != st {
 		t.Errorf("decodeStatus(encodeStatus(%+v)) = %+v, %v", st, got, err)

@@ -385,6 +385,10 @@ type nodeStatus struct {
 	// Group is the answering node's group ("" from a node that predates
 	// groups).
 	Group string
+	// Instance is random for each run of the answering node (its entry
+	// origin): two answers with the same nonzero Instance come from one
+	// process (0 from a node that predates it).
+	Instance uint64
 }
 
 const (
@@ -409,7 +413,8 @@ func encodeStatus(st nodeStatus) []byte {
 		flags |= statusMember
 	}
 	b = append(b, flags)
-	return appendBytes(b, []byte(st.Group))
+	b = appendBytes(b, []byte(st.Group))
+	return binary.AppendUvarint(b, st.Instance)
 }
 
 // decodeStatus decodes encodeStatus's output.
@@ -422,6 +427,9 @@ func decodeStatus(b []byte) (nodeStatus, error) {
 	st.Ready, st.Member = flags&statusReady != 0, flags&statusMember != 0
 	if r.err == nil && len(r.b) > 0 {
 		st.Group = string(r.bytes("group"))
+	}
+	if r.err == nil && len(r.b) > 0 {
+		st.Instance = r.uvarint("instance")
 	}
 	return st, r.end()
 }

@@ -215,6 +215,9 @@ func testRLSGroupsFailover(t *testing.T, groups []*group, nodes []*rlsNode) {
 		}
 	}
 
+	// Calls for a's descriptors have Envoy-like short deadlines, so that
+	// the rounds see the window without a leader in a.
+	const aDeadline = 250 * time.Millisecond
 	var (
 		mu       sync.Mutex
 		failures []string
@@ -240,7 +243,7 @@ func testRLSGroupsFailover(t *testing.T, groups []*group, nodes []*rlsNode) {
 				}
 			})
 			wg.Go(func() {
-				r, err := rlsCall(n.c, 2*time.Second, "team", exhausted)
+				r, err := rlsCall(n.c, aDeadline, "team", exhausted)
 				switch {
 				case err != nil:
 					undecided.Add(1)
@@ -251,13 +254,13 @@ func testRLSGroupsFailover(t *testing.T, groups []*group, nodes []*rlsNode) {
 			})
 			wg.Go(func() {
 				u := newB()
-				r, err := rlsCall(n.c, 2*time.Second, "team", exhausted, "user", u)
+				r, err := rlsCall(n.c, aDeadline, "team", exhausted, "user", u)
 				if err == nil && r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
 					fail("%s: exhausted team %s of a with user %s of b = %v; want OVER_LIMIT or an error, never OK", n.nd.id, exhausted, u, r)
 				}
 			})
 			wg.Go(func() {
-				r, err := rlsCall(n.c, 2*time.Second, "user", fresh)
+				r, err := rlsCall(n.c, aDeadline, "user", fresh)
 				switch {
 				case err != nil:
 					undecided.Add(1)
@@ -281,6 +284,9 @@ func testRLSGroupsFailover(t *testing.T, groups []*group, nodes []*rlsNode) {
 	}
 	for _, f := range failures {
 		t.Error(f)
+	}
+	if aErrors.Load() == 0 {
+		t.Errorf("no call for group a's exhausted descriptor failed: the rounds never saw a without a leader")
 	}
 	if got := freshOK.Load(); got < 1 || got > 10 {
 		t.Errorf("fresh user %s of group a: %d calls OK across the failover, want 1 to 10 (its limit)", fresh, got)

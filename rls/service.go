@@ -41,9 +41,9 @@ const MaxDescriptors = 1024
 type Options struct {
 	// Writer decides; required unless Router is set.
 	Writer Writer
-	// Router, on a node of a cluster of several groups, decides each
-	// descriptor in the group that serves its key (Writer is then
-	// unused); nil: Writer decides everything.
+	// Router, on a cluster node, decides each descriptor in the group
+	// that serves its key (Writer is then unused); nil: Writer decides
+	// everything.
 	Router Router
 	// Headers chooses the response headers (HeadersOff by default).
 	Headers HeaderMode
@@ -100,8 +100,8 @@ type Stats struct {
 	// Forwarded is the descriptors sent to be decided in another group than
 	// this node's (each attempt counted); Redirected, the descriptors routed
 	// again because the group asked did not serve their key (the slot moved
-	// or migrates); Undecided, the descriptors answered UNKNOWN in a reply
-	// that could be given without them (see DESIGN.md).
+	// or migrates); Undecided, the descriptors that could not be decided:
+	// answered UNKNOWN, or their call failed (see DESIGN.md).
 	Forwarded, Redirected, Undecided int64
 }
 

@@ -137,9 +137,9 @@ func (st *storage) followMemory(srv *resp.Server) {
 }
 
 // startRLS builds the rate-limit service over st's backend, so its
-// decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are;
-// in a cluster each in the group that serves its key (rlsRouter),
-// and loads rls-config: a bad directory stops the start. With rls-port
+// decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are —
+// in a cluster each in the group that serves its key (rlsRouter) — and
+// loads rls-config: a bad directory stops the start. With rls-port
 // set it serves gRPC there (with TLS when tls-port is set, sharing its
 // certificate and client policy), reloads the rules when their files change
 // or on SIGHUP, until stopRLS.
@@ -227,7 +227,8 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 
 // rlsRouter routes the rate-limit service's decisions across the groups of
 // a cluster: rls.Router over the node's routing table and WriteGroup, with
-// the groups' per-operation refusals mapped to rls's sentinels.
+// the groups' per-operation refusals mapped to rls's sentinels. Safe for
+// concurrent use.
 type rlsRouter struct{ node *replication.Node }
 
 func (r rlsRouter) Self() string { return r.node.Group() }

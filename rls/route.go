@@ -96,7 +96,7 @@ func (s *Service) decideRouted(ctx context.Context, plans []plan) {
 	}
 	backoff := routeBackoff
 	for attempt := 1; len(todo) > 0; attempt++ {
-		batches := s.route(plans, todo, noGrow)
+		batches, unrouted := s.route(plans, todo, noGrow)
 		for _, b := range batches {
 			if b.group != self {
 				for _, w := range b.who {
@@ -105,8 +105,9 @@ func (s *Service) decideRouted(ctx context.Context, plans []plan) {
 			}
 		}
 		s.write(ctx, batches)
-		var again []int
-		wait := false
+		// A slot without an owner in this node's view is, but for an
+		// operator's DELSLOTS, a handover the view has not followed yet.
+		again, wait := unrouted, len(unrouted) > 0
 		for _, b := range batches {
 			for j, w := range b.who {
 				r := &shards.Result{Err: b.err}
@@ -142,10 +143,9 @@ func (s *Service) decideRouted(ctx context.Context, plans []plan) {
 }
 
 // route groups the plans of todo by the group that decides them now: the
-// owner of the key's slot, or the importing group after an ASK. A plan whose
-// slot no group serves fails with ErrNoGroup.
-func (s *Service) route(plans []plan, todo []int, noGrow bool) []*groupBatch {
-	var batches []*groupBatch
+// owner of the key's slot, or the importing group after an ASK. The plans
+// whose slot no group serves get ErrNoGroup and are returned apart.
+func (s *Service) route(plans []plan, todo []int, noGrow bool) (batches []*groupBatch, unrouted []int) {
 	byGroup := map[string]*groupBatch{}
 	together := map[*groupBatch][]int{}
 	for _, i := range todo {
@@ -155,6 +155,7 @@ func (s *Service) route(plans []plan, todo []int, noGrow bool) []*groupBatch {
 			owner, _, ok := s.router.Route(p.key)
 			if !ok {
 				p.err = ErrNoGroup
+				unrouted = append(unrouted, i)
 				continue
 			}
 			g = owner
@@ -188,7 +189,7 @@ func (s *Service) route(plans []plan, todo []int, noGrow bool) []*groupBatch {
 		b.ops = append(b.ops, op)
 		b.who = append(b.who, idx)
 	}
-	return batches
+	return batches, unrouted
 }
 
 // write asks every group its batch, at once when there are several.

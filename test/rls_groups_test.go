@@ -18,14 +18,16 @@ import (
 	"github.com/cellserver/cellserver/internal/poll"
 )
 
-// rlsGroupRules: domain app, user=<any> 10 a day, team=<any> 2 a day (so
-// slow that nothing refills while a test runs).
+// rlsGroupRules: domain app, user=<any> 10 a day, team=<any> 2 a day,
+// big=<any> 100 a day (so slow that nothing refills while a test runs).
 const rlsGroupRules = `domain: app
 descriptors:
   - key: user
     rate_limit: {unit: day, requests_per_unit: 10}
   - key: team
     rate_limit: {unit: day, requests_per_unit: 2}
+  - key: big
+    rate_limit: {unit: day, requests_per_unit: 100}
 `
 
 // rlsNode is one node's rate-limit port and a client of it.
@@ -99,7 +101,96 @@ func TestRLSGroups(t *testing.T) {
 	groups, nodes := startRLSGroups(t)
 	t.Run("exactness", func(t *testing.T) { testRLSGroupsExactness(t, groups, nodes) })
 	t.Run("one request, two groups", func(t *testing.T) { testRLSGroupsSplit(t, groups, nodes) })
+	t.Run("slot moved", func(t *testing.T) { testRLSGroupsMove(t, groups, nodes) })
 	t.Run("leader killed", func(t *testing.T) { testRLSGroupsFailover(t, groups, nodes) })
+}
+
+// One slot of group a moved to b by hand (as redis-cli --cluster does)
+// while every node answers for descriptors of that slot: while it
+// migrates, an exhausted key still in a stays refused, a new key is
+// decided in b, a request over a key here and a key away is decided key by
+// key; after MIGRATE and SETSLOT NODE, every node, before and after its
+// view follows, continues the moved keys' counts exactly.
+func testRLSGroupsMove(t *testing.T, groups []*group, nodes []*rlsNode) {
+	a, b := groups[0], groups[1]
+	al, bl := a.leader(t), b.leader(t)
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if s := "{rm" + strconv.Itoa(i) + "}"; a.owns(keySlot(s)) {
+			tag = s
+		}
+	}
+	slot := keySlot(tag)
+	ex, rem := tag+"ex", tag+"rem"
+	call := func(n *rlsNode, kv ...string) *pb.RateLimitResponse {
+		t.Helper()
+		r, err := rlsCall(n.c, 30*time.Second, kv...)
+		if err != nil {
+			t.Fatalf("%v through %s (slot %d moving from a to b) = %v", kv, n.nd.id, slot, err)
+		}
+		return r
+	}
+	for range 2 {
+		call(nodes[0], "team", ex)
+	}
+	left := uint32(99)
+	if r := call(nodes[0], "big", rem); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != left {
+		t.Fatalf("big %s = %v; want OK, %d left", rem, r, left)
+	}
+	take := func(n *rlsNode, r *pb.RateLimitResponse, i int) {
+		t.Helper()
+		left--
+		if st := r.Statuses[i]; st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != left {
+			t.Errorf("big %s through %s = %v; want OK with %d left", rem, n.nd.id, st, left)
+		}
+	}
+
+	clusterDo(t, bl, "CLUSTER", "SETSLOT", slot, "IMPORTING", a.cid(al))
+	clusterDo(t, al, "CLUSTER", "SETSLOT", slot, "MIGRATING", b.cid(bl))
+	var fresh []string
+	for _, n := range nodes {
+		if r := call(n, "team", ex); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("exhausted team %s (in a, slot migrating) through %s = %v; want OVER_LIMIT", ex, n.nd.id, r)
+		}
+		v := tag + "new" + n.nd.id
+		fresh = append(fresh, v)
+		if r := call(n, "user", v); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 9 {
+			t.Errorf("new user %s (slot migrating) through %s = %v; want OK, 9 left", v, n.nd.id, r)
+		}
+		v2 := tag + "both" + n.nd.id
+		fresh = append(fresh, v2)
+		r := call(n, "big", rem, "user", v2)
+		if r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[1].LimitRemaining != 9 {
+			t.Errorf("big %s (in a) and user %s (new) through %s = %v; want OK", rem, v2, n.nd.id, r)
+		}
+		take(n, r, 0)
+	}
+	if got := groupKeys(t, a, "rls:gcra:app_user_"+tag+"new*"); len(got) != 0 {
+		t.Errorf("new keys of the migrating slot in a: %v; want them in b", got)
+	}
+
+	ac := noRetryClient(t, al.Addr)
+	for _, k := range []string{rlsKey("team", ex), rlsKey("big", rem)} {
+		if err := ac.Do(ctxT(t), "MIGRATE", "127.0.0.1", bl.Port, "", 0, 5000, "KEYS", k).Err(); err != nil {
+			t.Fatalf("MIGRATE … KEYS %s = %v", k, err)
+		}
+	}
+	clusterDo(t, bl, "CLUSTER", "SETSLOT", slot, "NODE", b.cid(bl))
+	clusterDo(t, al, "CLUSTER", "SETSLOT", slot, "NODE", b.cid(bl))
+	for range 2 { // the first round races the nodes' views; the second follows them
+		for _, n := range nodes {
+			if r := call(n, "team", ex); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				t.Errorf("exhausted team %s (moved to b) through %s = %v; want OVER_LIMIT", ex, n.nd.id, r)
+			}
+			take(n, call(n, "big", rem), 0)
+		}
+	}
+	if got := groupKeys(t, a, "rls:gcra:app_*"+tag+"*"); len(got) != 0 {
+		t.Errorf("keys of moved slot %d left in a: %v", slot, got)
+	}
+	if got := groupKeys(t, b, "rls:gcra:app_*"+tag+"*"); len(got) != 2+len(fresh) {
+		t.Errorf("keys of moved slot %d in b: %v; want %d", slot, got, 2+len(fresh))
+	}
 }
 
 // The 20 × 25 exactness test across groups: 20 goroutines send 25 calls

@@ -201,13 +201,24 @@ func testRLSGroupsExactness(t *testing.T, groups []*group, nodes []*rlsNode) {
 	const clients, calls, limit = 20, 25, 10
 	users := append(rlsValues(groups[0], "user", "ex", 5), rlsValues(groups[1], "user", "ex", 5)...)
 	allowed := make([]atomic.Int64, len(users))
+	// Call latency through a node of the key's group and through one of
+	// the other group (forwarded), for the log.
+	var local, forwarded, nLocal, nForwarded atomic.Int64
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for k := range clients {
 		wg.Go(func() {
 			for i := range calls {
 				u, n := (k+i)%len(users), nodes[(k*calls+i)%len(nodes)]
+				t0 := time.Now()
 				r, err := rlsCall(n.c, 30*time.Second, "user", users[u])
+				if n.g.owns(keySlot(rlsKey("user", users[u]))) {
+					local.Add(int64(time.Since(t0)))
+					nLocal.Add(1)
+				} else {
+					forwarded.Add(int64(time.Since(t0)))
+					nForwarded.Add(1)
+				}
 				if err != nil {
 					errs <- fmt.Errorf("user %s (group of slot %d) through %s: %w", users[u], keySlot(rlsKey("user", users[u])), n.nd.id, err)
 					return
@@ -227,6 +238,10 @@ func testRLSGroupsExactness(t *testing.T, groups []*group, nodes []*rlsNode) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	if nLocal.Load() > 0 && nForwarded.Load() > 0 {
+		t.Logf("mean call latency under %d concurrent clients: %v through a node of the key's group (%d calls), %v through a node of the other group (%d calls)",
+			clients, time.Duration(local.Load()/nLocal.Load()), nLocal.Load(), time.Duration(forwarded.Load()/nForwarded.Load()), nForwarded.Load())
 	}
 	var keys []string
 	for i, u := range users {

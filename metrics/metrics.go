@@ -90,7 +90,7 @@ type Collector struct {
 	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
 	raftEntries, buildInfo                                  *prometheus.Desc
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
-	rlsReloads                                              *prometheus.Desc
+	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -150,11 +150,14 @@ func NewCollector(src Sources) *Collector {
 		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
 
-		rlsRequests:  d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),
-		rlsOverLimit: d("rls_over_limit_total", "ShouldRateLimit calls answered OVER_LIMIT."),
-		rlsShadow:    d("rls_shadow_over_limit_total", "Descriptors over their limit under a shadow_mode rule (answered OK)."),
-		rlsErrors:    d("rls_errors_total", "ShouldRateLimit calls answered with a gRPC error."),
-		rlsReloads:   d("rls_config_loads_total", "Rate-limit service configuration loads: ok, or refused (the previous configuration kept).", "outcome"),
+		rlsRequests:   d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),
+		rlsOverLimit:  d("rls_over_limit_total", "ShouldRateLimit calls answered OVER_LIMIT."),
+		rlsShadow:     d("rls_shadow_over_limit_total", "Descriptors over their limit under a shadow_mode rule (answered OK)."),
+		rlsErrors:     d("rls_errors_total", "ShouldRateLimit calls answered with a gRPC error."),
+		rlsReloads:    d("rls_config_loads_total", "Rate-limit service configuration loads: ok, or refused (the previous configuration kept).", "outcome"),
+		rlsForwarded:  d("rls_forwarded_descriptors_total", "Descriptors the rate-limit service sent to be decided in another group than this node's."),
+		rlsRedirected: d("rls_redirected_descriptors_total", "Descriptors routed again because the group asked no longer served their key (the slot moved or migrates)."),
+		rlsUndecided:  d("rls_undecided_descriptors_total", "Descriptors that could not be decided (no leader in their group, no group serving their slot, an error on their key): answered UNKNOWN, or their call failed."),
 	}
 	c.descs = descs
 	return c
@@ -231,6 +234,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.rlsErrors, float64(s.Errors))
 		counter(c.rlsReloads, float64(s.Reloads), "ok")
 		counter(c.rlsReloads, float64(s.ReloadErrors), "refused")
+		counter(c.rlsForwarded, float64(s.Forwarded))
+		counter(c.rlsRedirected, float64(s.Redirected))
+		counter(c.rlsUndecided, float64(s.Undecided))
 	}
 	if r := c.src.Raft; r != nil {
 		inf := r.Info()

@@ -113,7 +113,7 @@ func TestScrape(t *testing.T) {
 		ChangesSinceLastSave: 7, LastSave: time.Unix(1700000000, 0), LastSaveOK: true, Saves: 3,
 		LastSaveDuration: 250 * time.Millisecond, LastSaveKeys: 5, LastSaveBytes: 4096,
 	}
-	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1}
+	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1, Forwarded: 6, Redirected: 5, Undecided: 7}
 	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist, RLS: rlsStats})
 	h, err := Listen("127.0.0.1:0", reg, discard())
 	if err != nil {
@@ -197,6 +197,9 @@ func TestScrape(t *testing.T) {
 		{"cellserver_rls_errors_total", nil, 3},
 		{"cellserver_rls_config_loads_total", map[string]string{"outcome": "ok"}, 4},
 		{"cellserver_rls_config_loads_total", map[string]string{"outcome": "refused"}, 1},
+		{"cellserver_rls_forwarded_descriptors_total", nil, 6},
+		{"cellserver_rls_redirected_descriptors_total", nil, 5},
+		{"cellserver_rls_undecided_descriptors_total", nil, 7},
 	}
 	for _, tt := range tests {
 		got, ok := value(mf, tt.name, tt.labels)

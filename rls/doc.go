@@ -10,5 +10,7 @@
 // immutable snapshot swapped atomically on reload, and decides each request
 // with one Write of limiter operations to the keyspace — the same operations
 // CL.THROTTLE and CL.THROTTLEALL submit — so a cluster replicates the
-// decisions exactly as it replicates those commands. See DESIGN.md.
+// decisions exactly as it replicates those commands. In a cluster of
+// several groups a Router decides each descriptor in the group that serves
+// its key, whichever node is asked. See DESIGN.md.
 package rls

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,14 +29,22 @@ type Writer interface {
 	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
 }
 
+// errUndecided stands for the error of a descriptor left undecided without
+// one (it cannot happen: every routed descriptor gets its group's answer).
+var errUndecided = errors.New("rls: descriptor not decided")
+
 // MaxDescriptors bounds the descriptors of one request; more are refused
 // with InvalidArgument.
 const MaxDescriptors = 1024
 
 // Options configure a Service.
 type Options struct {
-	// Writer decides; required.
+	// Writer decides; required unless Router is set.
 	Writer Writer
+	// Router, on a cluster node, decides each descriptor in the group
+	// that serves its key (Writer is then unused); nil: Writer decides
+	// everything.
+	Router Router
 	// Headers chooses the response headers (HeadersOff by default).
 	Headers HeaderMode
 	// NoGrow, when set, is asked before each decision: true marks the ops
@@ -53,7 +62,7 @@ type Options struct {
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	w      Writer
+	router Router
 	noGrow func() bool
 	log    *slog.Logger
 
@@ -71,6 +80,7 @@ type Service struct {
 // counters are the service's running totals.
 type counters struct {
 	requests, overLimit, shadowOverLimit, errors, reloads, reloadErrors atomic.Int64
+	forwarded, redirected, undecided                                    atomic.Int64
 }
 
 // Stats are a Service's totals since it was created.
@@ -87,12 +97,21 @@ type Stats struct {
 	// Reloads and ReloadErrors count configuration loads that succeeded and
 	// that were refused (the previous configuration kept).
 	Reloads, ReloadErrors int64
+	// Forwarded is the descriptors sent to be decided in another group than
+	// this node's (each attempt counted); Redirected, the descriptors routed
+	// again because the group asked did not serve their key (the slot moved
+	// or migrates); Undecided, the descriptors that could not be decided:
+	// answered UNKNOWN, or their call failed (see DESIGN.md).
+	Forwarded, Redirected, Undecided int64
 }
 
 // New returns a Service with an empty configuration (every descriptor
 // answers OK) until Load.
 func New(opt Options) *Service {
-	s := &Service{w: opt.Writer, noGrow: opt.NoGrow, log: opt.Logger}
+	s := &Service{router: opt.Router, noGrow: opt.NoGrow, log: opt.Logger}
+	if s.router == nil {
+		s.router = oneGroup{opt.Writer}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -109,6 +128,7 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		Requests: c.requests.Load(), OverLimit: c.overLimit.Load(), ShadowOverLimit: c.shadowOverLimit.Load(),
 		Errors: c.errors.Load(), Reloads: c.reloads.Load(), ReloadErrors: c.reloadErrors.Load(),
+		Forwarded: c.forwarded.Load(), Redirected: c.redirected.Load(), Undecided: c.undecided.Load(),
 	}
 }
 
@@ -176,18 +196,33 @@ type plan struct {
 	limit  *Limit
 	shared []string
 	hits   int64
-	op     int   // index into ops, -1: not decided in the keyspace
-	pos    int   // index of its result within the op
-	reset  int64 // ns until it is fully replenished (or allows again), set by respond
+	// keyed: decided in the keyspace, by req on key. together: an enforced
+	// descriptor, decided in one op with the other enforced descriptors of
+	// its group (unless alone: the group's slot migrates, see
+	// decideRouted).
+	keyed, together, alone bool
+	key                    []byte
+	req                    engine.Request
+	// askTo names the group to ask with Asking set after an ASK.
+	askTo string
+	// decided, result: the keyspace's answer; err: why the descriptor is
+	// not decided (yet).
+	decided bool
+	result  engine.Result
+	err     error
+	reset   int64 // ns until it is fully replenished (or allows again), set by respond
 }
 
 // ShouldRateLimit decides every descriptor of req (see DESIGN.md): the
-// enforced descriptors together and atomically (all consume or none does),
-// shadow-mode, quota-mode and refund descriptors each on its own, all in one
-// Write. Errors: InvalidArgument for an empty domain, no descriptors, more
-// than MaxDescriptors, a hits_addend above 2^40 or an invalid limit
-// override; Unavailable when the keyspace cannot decide (no leader);
-// ResourceExhausted over maxmemory; the context's code when it ends.
+// enforced descriptors of one group together and atomically (all consume or
+// none does), shadow-mode, quota-mode and refund descriptors each on its
+// own, in one Write per group. Errors: InvalidArgument for an empty domain,
+// no descriptors, more than MaxDescriptors, a hits_addend above 2^40 or an
+// invalid limit override; when a descriptor that is not in shadow mode
+// cannot be decided and the others do not refuse the request already:
+// Unavailable (no leader, no group serves its slot), ResourceExhausted
+// over maxmemory, FailedPrecondition (another limiter kind on its key), the
+// context's code when it ends.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	s.stats.requests.Add(1)
 	resp, err := s.decide(ctx, req)
@@ -216,7 +251,6 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	var replaced map[string]bool
 	for i, d := range descs {
 		p := &plans[i]
-		p.op = -1
 		var err error
 		if p.hits, err = hitsAddend(req, d); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
@@ -238,34 +272,20 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			}
 		}
 	}
-	ops, err := s.buildOps(domain, descs, plans, replaced)
-	if err != nil {
+	if err := prepare(domain, descs, plans, replaced); err != nil {
 		return nil, err
 	}
-	res := make([]shards.Result, len(ops))
-	if len(ops) > 0 {
-		if err := s.w.Write(ctx, ops, res); err != nil {
-			return nil, writeError(err)
-		}
-		for i := range res {
-			if err := res[i].Err; err != nil {
-				return nil, writeError(err)
-			}
-		}
-	}
-	return s.respond(plans, res), nil
+	s.decideRouted(ctx, plans)
+	return s.respond(plans)
 }
 
-// buildOps turns the plans into keyspace operations: one OpLimitAll (or an
-// OpLimit when alone) for the enforced descriptors, one OpLimit for each
-// shadow-mode, quota-mode or refund descriptor. It sets each plan's op and
-// pos. Replaced, unlimited and banned (requests_per_unit 0) limits take no
-// op; replaced ones lose their limit.
-func (s *Service) buildOps(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, replaced map[string]bool) ([]shards.Op, error) {
-	noGrow := s.noGrow != nil && s.noGrow()
-	var ops []shards.Op
-	all := shards.Op{Code: shards.OpLimitAll, NoGrow: noGrow}
-	var inAll []int
+// prepare gives each plan that is decided in the keyspace its key and
+// request (keyed), and marks the enforced ones (together): those are decided
+// in one OpLimitAll per group (an OpLimit when alone), each shadow-mode,
+// quota-mode or refund descriptor in an OpLimit of its own. Replaced,
+// unlimited and banned (requests_per_unit 0) limits take no op; replaced
+// ones lose their limit.
+func prepare(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, replaced map[string]bool) error {
 	for i := range plans {
 		p := &plans[i]
 		l := p.limit
@@ -275,39 +295,30 @@ func (s *Service) buildOps(domain string, descs []*rlpb.RateLimitDescriptor, pla
 		if l == nil || l.Unlimited || l.RequestsPerUnit == 0 {
 			continue
 		}
-		key := appendKey(nil, l.Algorithm, domain, descs[i].GetEntries(), p.shared)
 		r := l.request(p.hits)
 		if r.Quantity < 0 && l.Algorithm != GCRA {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits needs the gcra algorithm, not %s", i, l.Algorithm)
+			return status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits needs the gcra algorithm, not %s", i, l.Algorithm)
 		}
 		if err := r.Validate(); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
-		if l.ShadowMode || l.QuotaMode || r.Quantity < 0 {
-			p.op, p.pos = len(ops), 0
-			ops = append(ops, shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{r}, NoGrow: noGrow})
-			continue
-		}
-		inAll = append(inAll, i)
-		all.Keys = append(all.Keys, key)
-		all.Reqs = append(all.Reqs, r)
+		p.keyed, p.req = true, r
+		p.key = appendKey(nil, l.Algorithm, domain, descs[i].GetEntries(), p.shared)
+		p.together = !l.ShadowMode && !l.QuotaMode && r.Quantity >= 0
 	}
-	if len(all.Keys) > 0 {
-		if len(all.Keys) == 1 {
-			all.Code = shards.OpLimit
-		}
-		for j, i := range inAll {
-			plans[i].op, plans[i].pos = len(ops), j
-		}
-		ops = append(ops, all)
-	}
-	return ops, nil
+	return nil
 }
 
-// respond builds the reply from the plans and the keyspace's results.
-func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitResponse {
+// respond builds the reply from the plans' results. A descriptor left
+// undecided answers UNKNOWN; unless it is in shadow mode (which never
+// changes the answer) the reply stands only when the decided descriptors
+// refuse the request anyway (OVER_LIMIT); otherwise the call fails with the
+// descriptor's error, so that Envoy applies its failure mode instead of
+// taking a partial decision for an OK.
+func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
 	out := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(plans))}
 	var (
+		undecided             error
 		overLimit             bool
 		quotaTotal, quotaOver int
 		// The headers describe an enforced descriptor (a quota one only
@@ -330,9 +341,17 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 			continue
 		}
 		st.CurrentLimit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit, Name: l.Name}
+		if p.keyed && !p.decided {
+			st.Code = pb.RateLimitResponse_UNKNOWN
+			s.stats.undecided.Add(1)
+			if undecided == nil && !l.ShadowMode {
+				undecided = cmp.Or(p.err, errUndecided)
+			}
+			continue
+		}
 		limited, reset, retryAfter := false, l.Period, int64(-1)
-		if p.op >= 0 {
-			r := &res[p.op].Results[p.pos]
+		if p.keyed {
+			r := &p.result
 			limited = r.Limited
 			st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
 			reset = r.ResetAfter
@@ -366,6 +385,9 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 		}
 	}
 	out.OverallCode = pb.RateLimitResponse_OK
+	if undecided != nil && !overLimit {
+		return nil, writeError(undecided)
+	}
 	if overLimit || (quotaTotal > 0 && quotaOver == quotaTotal) {
 		out.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
@@ -384,7 +406,7 @@ func (s *Service) respond(plans []plan, res []shards.Result) *pb.RateLimitRespon
 			window: l.Period, reset: plans[hp.pick].reset, retry: retry,
 		})
 	}
-	return out
+	return out, nil
 }
 
 // headerPick chooses, among one class of descriptors, the one the response

@@ -73,6 +73,13 @@ const groupNames = "abcdefghijklmnopqrstuvwxyz"
 // and a CLUSTER SLOTS naming every group's current leader (waitGroups).
 func startGroups(t *testing.T, n int, extra ...string) []*group {
 	t.Helper()
+	return startGroupsEach(t, n, nil, extra...)
+}
+
+// startGroupsEach is startGroups with each(id) appended to the arguments of
+// the node with that id (nil: nothing more).
+func startGroupsEach(t *testing.T, n int, each func(id string) []string, extra ...string) []*group {
+	t.Helper()
 	if n < 1 || n > len(groupNames) {
 		t.Fatalf("startGroups: %d groups, want 1 to %d", n, len(groupNames))
 	}
@@ -84,6 +91,9 @@ func startGroups(t *testing.T, n int, extra ...string) []*group {
 			id := name + strconv.Itoa(j)
 			args := append([]string{"--group", name, "--node-id", id,
 				"--raft-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--bootstrap-expect", "3"}, extra...)
+			if each != nil {
+				args = append(args, each(id)...)
+			}
 			g.nodes = append(g.nodes, &clusterNode{server: newServer(t, args...), id: id})
 		}
 		for _, nd := range g.nodes {

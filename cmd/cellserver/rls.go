@@ -17,9 +17,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // rlsWatchInterval is how often the rate-limit service's configuration
@@ -134,8 +137,9 @@ func (st *storage) followMemory(srv *resp.Server) {
 }
 
 // startRLS builds the rate-limit service over st's backend, so its
-// decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are,
-// and loads rls-config: a bad directory stops the start. With rls-port
+// decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are —
+// in a cluster each in the group that serves its key (rlsRouter) — and
+// loads rls-config: a bad directory stops the start. With rls-port
 // set it serves gRPC there (with TLS when tls-port is set, sharing its
 // certificate and client policy), reloads the rules when their files change
 // or on SIGHUP, until stopRLS.
@@ -145,7 +149,11 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	svc := rls.New(rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory})
+	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory}
+	if st.node != nil {
+		opt.Router = rlsRouter{st.node}
+	}
+	svc := rls.New(opt)
 	if err := svc.Load(cfg.RLS.ConfigDir); err != nil {
 		return fmt.Errorf("rls-config: %w", err)
 	}
@@ -216,3 +224,41 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 		}
 	})
 }
+
+// rlsRouter routes the rate-limit service's decisions across the groups of
+// a cluster: rls.Router over the node's routing table and WriteGroup, with
+// the groups' per-operation refusals mapped to rls's sentinels. Safe for
+// concurrent use.
+type rlsRouter struct{ node *replication.Node }
+
+func (r rlsRouter) Self() string { return r.node.Group() }
+
+func (r rlsRouter) Route(key []byte) (owner, importer string, ok bool) {
+	rt := r.node.Routing()
+	slot := hashslot.Of(key)
+	g := rt.Owner(slot)
+	if g < 0 {
+		return "", "", false
+	}
+	return rt.Groups[g].Name, rt.Groups[g].Migrating[slot], true
+}
+
+func (r rlsRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {
+	if err := r.node.WriteGroup(ctx, group, ops, res); err != nil {
+		return err
+	}
+	for i := range res {
+		switch err := res[i].Err; {
+		case err == nil:
+		case errors.Is(err, replication.ErrMoved):
+			res[i].Err = fmt.Errorf("%w: %w", rls.ErrMoved, err)
+		case errors.Is(err, replication.ErrAsk):
+			res[i].Err = fmt.Errorf("%w: %w", rls.ErrAsk, err)
+		case errors.Is(err, replication.ErrTryAgain):
+			res[i].Err = fmt.Errorf("%w: %w", rls.ErrTryAgain, err)
+		}
+	}
+	return nil
+}
+
+var _ rls.Router = rlsRouter{}

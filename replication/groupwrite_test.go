@@ -39,8 +39,13 @@ func TestWriteGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRouting(t, func(r *Routing) error {
-		if len(r.Groups) != 2 || r.LeaderAddr(r.Group("a")) == "" || r.LeaderAddr(r.Group("b")) == "" {
+		if len(r.Groups) != 2 {
 			return fmt.Errorf("groups %+v", r.Groups)
+		}
+		for g := range r.Groups {
+			if _, ok := r.Groups[g].Leader(); !ok {
+				return fmt.Errorf("group %s: no leader known", r.Groups[g].Name)
+			}
 		}
 		return nil
 	}, a, b)

@@ -34,7 +34,8 @@ var (
 	// unsigned integer.
 	ErrInvalidCursor = errors.New("invalid cursor")
 	// ErrPersistenceOff is returned by SAVE, BGSAVE and SHUTDOWN SAVE when
-	// the server runs without persistence.
+	// the server runs without standalone persistence: in memory only
+	// (save "") or in cluster mode.
 	ErrPersistenceOff = errors.New("persistence is off")
 	// ErrShutdownFailed is returned by SHUTDOWN when the final save failed
 	// (the server keeps running).
@@ -256,7 +257,7 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.Is(err, ErrInvalidCursor):
 		return append(b, "ERR invalid cursor"...)
 	case errors.Is(err, ErrPersistenceOff):
-		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"...)
+		return append(b, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (the server runs in memory only, save \"\"; or in cluster mode, where Raft snapshots persist the keyspace)"...)
 	case errors.Is(err, shards.ErrWouldGrow): // the noeviction policy's refusal
 		return append(b, "OOM command not allowed when used memory > 'maxmemory'."...)
 	case errors.Is(err, ErrShutdownFailed):

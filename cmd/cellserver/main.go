@@ -173,7 +173,9 @@ type storage struct {
 	store   *shards.Store
 	backend resp.Backend
 	node    *replication.Node // nil standalone
-	persist *persistence      // nil in cluster mode
+	persist *persistence      // nil in cluster mode and in memory only
+	// inMemory: standalone without persistence (save "").
+	inMemory bool
 	rls     *rlsServer        // nil unless rls-port is set (rls.go)
 }
 
@@ -188,11 +190,17 @@ func startStorage(cfg *Config, store *shards.Store, clock func() int64, logger *
 		}
 		return &storage{store: store, backend: node, node: node}, nil
 	}
+	st := &storage{store: store, backend: resp.NewLocal(store, clock), inMemory: cfg.InMemory}
+	if cfg.InMemory {
+		logger.Info(`running in memory only (save ""): no snapshot is loaded or written`)
+		return st, nil
+	}
 	persist, err := startPersistence(cfg, store, clock, logger)
 	if err != nil {
 		return nil, err
 	}
-	return &storage{store: store, backend: resp.NewLocal(store, clock), persist: persist}, nil
+	st.persist = persist
+	return st, nil
 }
 
 // abort returns err joined with whatever stopping the persistence, without a
@@ -206,6 +214,9 @@ func (st *storage) abort(err error, logger *slog.Logger) error {
 func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
 	rc := cfg.ServerConfig(level, logger)
 	st.persist.configure(&rc)
+	if st.inMemory {
+		configureInMemory(&rc, cfg)
+	}
 	if st.node != nil {
 		rc.Cluster = resp.ClusterOf(st.node)
 	}

@@ -99,9 +99,7 @@ func (c *Config) validateCluster() error {
 	if !c.Cluster.enabled() {
 		return nil
 	}
-	if c.Port == 0 && c.Cluster.RespAdvertise == "" {
-		return errors.New("cluster mode needs a fixed port (or resp-advertise): members replicate it for ROLE and new nodes join through it")
-	}
+	// Port 0 is refused by validateOps: nodes talk over the plaintext port.
 	if h, _, err := net.SplitHostPort(c.Addr()); err == nil && c.Cluster.RespAdvertise == "" {
 		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
 			return errors.New("cluster mode with bind 0.0.0.0 needs resp-advertise")

@@ -104,3 +104,19 @@ func TestRunVersionAndDocs(t *testing.T) {
 		t.Error("run with maxclients 0 succeeded, want a validation error")
 	}
 }
+
+// TestValidateClusterPortZero: a cluster node without a plaintext port is
+// refused with the reason (nodes talk over it, so no TLS-only cluster),
+// and the message suggests nothing that would be refused too.
+func TestValidateClusterPortZero(t *testing.T) {
+	for _, advertise := range []string{"", "127.0.0.1:7001"} {
+		c := DefaultConfig()
+		c.Port, c.Ops.TLSPort = 0, 7443
+		c.Ops.TLSCertFile, c.Ops.TLSKeyFile, c.Ops.TLSCACertFile = "cert.pem", "key.pem", "ca.pem"
+		c.Cluster.NodeID, c.Cluster.RaftAddr, c.Cluster.RespAdvertise = "n1", "127.0.0.1:8001", advertise
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "cannot run TLS-only") || strings.Contains(err.Error(), "resp-advertise") {
+			t.Errorf("Validate with port 0, resp-advertise %q = %v; want the plaintext port required, a cluster cannot run TLS-only, and no resp-advertise advice", advertise, err)
+		}
+	}
+}

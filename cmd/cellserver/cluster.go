@@ -100,6 +100,9 @@ func (c *Config) validateCluster() error {
 		return nil
 	}
 	// Port 0 is refused by validateOps: nodes talk over the plaintext port.
+	if c.InMemory {
+		return errors.New(`save "" (in memory only) is for a standalone server: a cluster node keeps its Raft log and snapshots in dir`)
+	}
 	if h, _, err := net.SplitHostPort(c.Addr()); err == nil && c.Cluster.RespAdvertise == "" {
 		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
 			return errors.New("cluster mode with bind 0.0.0.0 needs resp-advertise")

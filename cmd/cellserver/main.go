@@ -170,13 +170,12 @@ func startBackground(cfg *Config, store *shards.Store, clock func() int64, logge
 // storage is where commands run: the keyspace itself with its persistence,
 // or, in cluster mode, the raft node in front of it.
 type storage struct {
-	store   *shards.Store
-	backend resp.Backend
-	node    *replication.Node // nil standalone
-	persist *persistence      // nil in cluster mode and in memory only
-	// inMemory: standalone without persistence (save "").
-	inMemory bool
-	rls     *rlsServer        // nil unless rls-port is set (rls.go)
+	store    *shards.Store
+	backend  resp.Backend
+	node     *replication.Node // nil standalone
+	persist  *persistence      // nil in cluster mode and in memory only
+	inMemory bool              // standalone without persistence (save "")
+	rls      *rlsServer        // nil unless rls-port is set (rls.go)
 }
 
 // startStorage starts the raft node in cluster mode, which restores its own

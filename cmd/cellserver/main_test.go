@@ -81,6 +81,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Cluster.Raft.MaxInflight = 0 }, "raft-max-inflight 0 must be at least 1"},
 		{func(c *Config) { c.Shards = 3 }, "not a power of two"},
 		{func(c *Config) { c.SLMaxLimit = 0 }, "sl-max-limit 0"},
+		{func(c *Config) { c.InMemory, c.Cluster.NodeID, c.Cluster.RaftAddr = true, "n1", "127.0.0.1:8001" }, `save "" (in memory only) is for a standalone server`},
 	}
 	for _, tt := range tests {
 		c := DefaultConfig()

@@ -59,6 +59,10 @@ var (
 	// errSlotNotServed is returned for a command on a slot no group owns,
 	// or whose owner has no known member.
 	errSlotNotServed = errors.New("hash slot not served")
+	// errSlotNotKnown is returned for a command on a slot no group is
+	// known to own while a known group has not answered yet (just after
+	// CLUSTER MEET or a restart): it may own the slot.
+	errSlotNotKnown = errors.New("hash slot not known yet")
 )
 
 // redirectError is a MOVED or ASK redirection: slot is served by the node
@@ -137,6 +141,8 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "CROSSSLOT Keys in request don't hash to the same slot"...)
 	case errors.Is(err, errSlotNotServed):
 		return append(b, "CLUSTERDOWN Hash slot not served"...)
+	case errors.Is(err, errSlotNotKnown):
+		return append(b, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"...)
 	case errors.Is(err, replication.ErrTryAgain):
 		return append(b, "TRYAGAIN Multiple keys request during rehashing of slot"...)
 	case errors.Is(err, shards.ErrMoving):

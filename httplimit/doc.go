@@ -63,5 +63,9 @@
 // request without a decision: it passes without fields (WithFailOpen, the
 // default: for availability) or is answered 503 (WithFailClosed: for abuse
 // protection). WithErrorHandler sees every such error, WithOnDecision
-// every decision.
+// every decision. A circuit breaker (WithCircuitBreaker; on by default)
+// stops trying a server that failed several decisions in a row, or
+// refused a connection: while it is open a decision fails at once with
+// ErrCircuitOpen instead of waiting for the timeout, and one probe after
+// each cool-down finds out when the server is back.
 package httplimit

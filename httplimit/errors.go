@@ -21,4 +21,8 @@ var (
 	// shape of a limiter reply (wrong type, length or range). The request
 	// is then treated as a limiter failure, never as a decision.
 	ErrBadReply = errors.New("httplimit: unexpected reply from the server")
+	// ErrCircuitOpen is returned, without a round trip, while the circuit
+	// breaker is open: the server failed recently (WithCircuitBreaker).
+	// The request is then failed open or closed like any other failure.
+	ErrCircuitOpen = errors.New("httplimit: circuit breaker open: the server failed recently")
 )

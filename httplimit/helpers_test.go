@@ -37,8 +37,12 @@ type cellserver struct {
 	done  chan error
 }
 
-// startCellserver starts a server whose clock stands at t0.
-func startCellserver() (*cellserver, error) {
+// startCellserver starts a server whose clock stands at t0, on a free
+// loopback port.
+func startCellserver() (*cellserver, error) { return startCellserverAt("127.0.0.1:0") }
+
+// startCellserverAt starts a server whose clock stands at t0 on addr.
+func startCellserverAt(addr string) (*cellserver, error) {
 	clock := &fakeClock{}
 	clock.ns.Store(t0)
 	store, err := shards.New(shards.Config{Shards: 16})
@@ -53,7 +57,7 @@ func startCellserver() (*cellserver, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -76,9 +80,12 @@ func (cs *cellserver) Stop() error {
 }
 
 // startServer starts a cellserver stopped by t.Cleanup.
-func startServer(t *testing.T) *cellserver {
+func startServer(t *testing.T) *cellserver { t.Helper(); return startServerAt(t, "127.0.0.1:0") }
+
+// startServerAt starts a cellserver on addr, stopped by t.Cleanup.
+func startServerAt(t *testing.T, addr string) *cellserver {
 	t.Helper()
-	cs, err := startCellserver()
+	cs, err := startCellserverAt(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

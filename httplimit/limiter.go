@@ -26,14 +26,17 @@ type Limiter struct {
 	// context's deadline (ContextTimeoutEnabled), so no goroutine is
 	// needed to enforce the timeout.
 	bounded bool
+	// breaker is nil when WithoutCircuitBreaker turned it off.
+	breaker *breaker
 }
 
 // NewLimiter returns a Limiter deciding with client (a *redis.Client, a
 // *redis.ClusterClient or any redis.UniversalClient) under policies, in
 // order. One policy is decided with its own command; several (all GCRA)
 // with one CL.THROTTLEALL, so that a request consumes from every policy
-// or from none. Of the options, WithTimeout and WithKeyPrefix apply; the
-// others concern the middleware and are ignored here.
+// or from none. Of the options, WithTimeout, WithKeyPrefix,
+// WithCircuitBreaker and WithoutCircuitBreaker apply; the others concern
+// the middleware and are ignored here.
 func NewLimiter(client redis.UniversalClient, policies []Policy, opts ...Option) (*Limiter, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -51,6 +54,9 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 		return nil, err
 	}
 	l := &Limiter{client: client, policies: cs, prefix: cfg.prefix, timeout: cfg.timeout}
+	if !cfg.noBreaker {
+		l.breaker = &breaker{failures: cfg.breakerFailures, coolDown: cfg.breakerCoolDown, now: cfg.now}
+	}
 	switch c := client.(type) {
 	case *redis.Client:
 		l.bounded = c.Options().ContextTimeoutEnabled
@@ -85,16 +91,32 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // AllowN takes n units (0 up to MaxQuantity; 0 peeks without consuming)
 // for key from every policy, atomically: either every policy allows and
 // all are consumed, or the decision refuses and nothing is. It makes one
-// round trip, bounded by the limiter's timeout (and by ctx).
+// round trip, bounded by the limiter's timeout (and by ctx), unless the
+// circuit breaker is open: then it returns ErrCircuitOpen at once.
 //
 // A non-nil error means there is no decision: the server could not be
-// reached in time, answered an error (WRONGTYPE, CLUSTERDOWN, OOM, …), or
-// answered something that is not a limiter reply (ErrBadReply).
+// reached in time, answered an error (WRONGTYPE, CLUSTERDOWN, OOM, …),
+// answered something that is not a limiter reply (ErrBadReply), or failed
+// recently (ErrCircuitOpen).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 0 || n > MaxQuantity {
 		return Decision{}, fmt.Errorf("%w: %d is out of range 0 to 2^40", ErrInvalidQuantity, n)
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	if l.breaker == nil {
+		return l.decide(ctx, key, n)
+	}
+	ok, probe := l.breaker.allow()
+	if !ok {
+		return Decision{}, ErrCircuitOpen
+	}
+	d, err := l.decide(ctx, key, n)
+	l.breaker.done(probe, classify(ctx, err))
+	return d, err
+}
+
+// decide makes the round trip of AllowN.
+func (l *Limiter) decide(parent context.Context, key string, n int64) (Decision, error) {
+	ctx, cancel := context.WithTimeout(parent, l.timeout)
 	defer cancel()
 	args := l.command(key, n)
 	v, err := l.do(ctx, args)

@@ -20,10 +20,16 @@ type config struct {
 	onDecision func(r *http.Request, d Decision)
 	quantity   func(r *http.Request) int64
 	limited    http.Handler
+	// The circuit breaker; off when noBreaker.
+	noBreaker       bool
+	breakerFailures int
+	breakerCoolDown time.Duration
+	now             func() time.Time // the breaker's clock; tests pass a fake one
 }
 
 func newConfig(opts []Option) (config, error) {
-	cfg := config{timeout: DefaultTimeout, ietf: true}
+	cfg := config{timeout: DefaultTimeout, ietf: true,
+		breakerFailures: DefaultBreakerFailures, breakerCoolDown: DefaultBreakerCoolDown, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -31,6 +37,10 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if cfg.timeout <= 0 {
 		return config{}, fmt.Errorf("%w: timeout %v must be positive", ErrInvalidOption, cfg.timeout)
+	}
+	if cfg.breakerFailures < 1 || cfg.breakerCoolDown <= 0 {
+		return config{}, fmt.Errorf("%w: circuit breaker: %d failures (want 1 or more) and cool-down %v (want positive)",
+			ErrInvalidOption, cfg.breakerFailures, cfg.breakerCoolDown)
 	}
 	if strings.ContainsAny(cfg.prefix, "{}") {
 		return config{}, fmt.Errorf("%w: key prefix %q must not hold a brace", ErrInvalidOption, cfg.prefix)
@@ -56,6 +66,26 @@ func WithFailClosed() Option { return func(c *config) { c.failClosed = true } }
 // call itself; otherwise the decision stops waiting at d and the
 // abandoned call ends at the client's read timeout.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithCircuitBreaker sets the circuit breaker that keeps a dead server
+// from costing every request the whole timeout (on by default, with
+// DefaultBreakerFailures and DefaultBreakerCoolDown). After failures
+// consecutive decisions that got no answer (unreachable server, timeout),
+// or at once when the server's host refuses the connection, the breaker
+// opens: for coolDown every decision fails at once with ErrCircuitOpen,
+// without a round trip, and the request is failed open or closed as
+// usual. Then one decision goes through as a probe while the others still
+// fail at once; if the server answers it, the breaker closes, otherwise
+// it stays open for another coolDown. An error reply (WRONGTYPE, OOM,
+// CLUSTERDOWN) comes from a server that is up and does not count.
+// failures must be at least 1 and coolDown positive.
+func WithCircuitBreaker(failures int, coolDown time.Duration) Option {
+	return func(c *config) { c.breakerFailures, c.breakerCoolDown = failures, coolDown }
+}
+
+// WithoutCircuitBreaker turns the circuit breaker off: every decision
+// tries the server, and waits up to the timeout when it is down.
+func WithoutCircuitBreaker() Option { return func(c *config) { c.noBreaker = true } }
 
 // WithKeyPrefix puts prefix before every key the limiter writes on the
 // server (default none), to keep several applications apart on one

@@ -2,9 +2,10 @@ package httplimit
 
 import (
 	"fmt"
-	"math/big"
 	"strconv"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/ratepolicy"
 )
 
 // Algorithm selects the cellserver command a Policy is decided with.
@@ -69,7 +70,7 @@ const (
 	maxNameLen = 64
 	// maxSFInteger is the largest Integer a structured field can carry
 	// (RFC 9651: at most 15 digits).
-	maxSFInteger = 999_999_999_999_999
+	maxSFInteger = ratepolicy.MaxInteger
 )
 
 // Policy is one limit applied to every request the middleware sees, per
@@ -140,9 +141,7 @@ func compile(p Policy) (compiled, error) {
 	}
 	c := compiled{Policy: p, unit: time.Millisecond}
 	ms := strconv.FormatInt(p.Period.Milliseconds(), 10) + "ms"
-	// restore is the time an exhausted limiter takes to get its whole
-	// quota back: the quota over the rate.
-	restore := func(quota int64) int64 { return ceilDiv(big.NewInt(quota), p.Period, p.Count) }
+	var item ratepolicy.Item // q and w, derived as rls derives them
 	switch p.Algorithm {
 	case GCRA:
 		if p.Period%time.Second != 0 {
@@ -150,8 +149,7 @@ func compile(p Policy) (compiled, error) {
 		}
 		c.cmd, c.unit = "CL.THROTTLE", time.Second
 		c.params = []any{p.Burst, p.Count, int64(p.Period / time.Second)}
-		c.quota = p.Burst + 1
-		c.window = restore(c.quota)
+		item = ratepolicy.Bucket(p.Burst+1, p.Count, p.Period)
 	case TokenBucket, TokenBucketInterval, LeakyBucket:
 		if p.Burst < 1 {
 			return bad("%v needs a capacity (Burst) of at least 1", p.Algorithm)
@@ -161,13 +159,10 @@ func compile(p Policy) (compiled, error) {
 			c.cmd = "LB.ADD"
 		}
 		c.params = []any{p.Burst, p.Count, ms}
-		c.quota = p.Burst
-		c.window = restore(c.quota)
+		item = ratepolicy.Bucket(p.Burst, p.Count, p.Period)
 		if p.Algorithm == TokenBucketInterval {
 			c.suffix = []any{"INTERVAL"}
-			// Whole refills arrive at the end of each period.
-			refills := (p.Burst + p.Count - 1) / p.Count
-			c.window = ceilDiv(big.NewInt(refills), p.Period, 1)
+			item = ratepolicy.Interval(p.Burst, p.Count, p.Period)
 		}
 	case FixedWindow, SlidingWindow, SlidingLog:
 		if p.Burst != 0 {
@@ -175,29 +170,13 @@ func compile(p Policy) (compiled, error) {
 		}
 		c.cmd = map[Algorithm]string{FixedWindow: "FW.INCR", SlidingWindow: "SW.INCR", SlidingLog: "SL.ADD"}[p.Algorithm]
 		c.params = []any{p.Count, ms}
-		c.quota = p.Count
-		c.window = ceilDiv(big.NewInt(1), p.Period, 1)
+		item = ratepolicy.Window(p.Count, p.Period)
 	default:
 		return bad("unknown algorithm %v", p.Algorithm)
 	}
-	c.window = max(c.window, 1)
+	c.quota, c.window = item.Q, item.W
 	c.item = fmt.Sprintf("%q;q=%d;w=%d", p.Name, c.quota, c.window)
 	return c, nil
-}
-
-// ceilDiv returns ceil(n·period / (count seconds)) in whole seconds,
-// clamped to the largest structured-field Integer.
-func ceilDiv(n *big.Int, period time.Duration, count int64) int64 {
-	num := new(big.Int).Mul(n, big.NewInt(int64(period)))
-	den := new(big.Int).Mul(big.NewInt(count), big.NewInt(int64(time.Second)))
-	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
-	if r.Sign() > 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsInt64() || q.Int64() > maxSFInteger {
-		return maxSFInteger
-	}
-	return q.Int64()
 }
 
 // checkName reports whether name is a valid policy name. The allowed

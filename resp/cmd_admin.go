@@ -49,7 +49,7 @@ func serverCommands() []*Command {
 			Name: "save", Arity: 1, Flags: FlagAdmin | FlagNoScript, Group: "server", Since: "0.1.0",
 			Summary: "Saves a snapshot of the keyspace to disk and waits until it is durable.", Complexity: "O(N) where N is the number of keys",
 			Reply:  "Simple string OK.",
-			Errors: []string{"`ERR persistence is off: ...` when the server runs without a save directory."},
+			Errors: []string{"`ERR persistence is off: ...` when the server runs in memory only (`save \"\"`) or in cluster mode (Raft snapshots persist the keyspace)."},
 			Handler: func(c *Conn, _ [][]byte) error {
 				p := c.srv.cfg.Persistence
 				if p == nil {

@@ -480,7 +480,7 @@ func clusterCommand() *Command {
 			"Slot ownership and migration state live in each group's raft log; groups learn about one another through `CLUSTER MEET` " +
 				"and then ask each other for their members, leaders and slots (there is no gossip bus). The config epoch reported is the group's raft term.",
 			"Once any group owns a slot or another group is known, every command with keys is routed as Redis Cluster routes it: a key of a slot another group owns answers " +
-				"`-MOVED <slot> <host:port>` (that group's leader; its first member while it has none), a slot no group owns `-CLUSTERDOWN Hash slot not served`, and keys of several slots " +
+				"`-MOVED <slot> <host:port>` (that group's leader; its first member while it has none), a slot no group owns `-CLUSTERDOWN Hash slot not served` (`-CLUSTERDOWN Hash slot not served yet: …; retry in a moment` while a known group has not answered this node, just after CLUSTER MEET or a restart), and keys of several slots " +
 				"`-CROSSSLOT Keys in request don't hash to the same slot` unless this group owns every one of those slots (so `CL.THROTTLEALL` over keys of different slots of one group is allowed). " +
 				"During a slot's move, a key no longer here answers `-ASK <slot> <host:port>`, keys split between the two groups `-TRYAGAIN Multiple keys request during rehashing of slot`, " +
 				"a key in flight `-TRYAGAIN Key is being migrated, retry`; the target group serves the slot's keys to commands sent after `ASKING`. Inside a group, followers still forward to the leader."},

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"slices"
+
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -15,6 +17,12 @@ const limiterReply = "Array of five integers: `limited` (0 allowed, 1 limited), 
 const durationDoc = "a duration: an integer number of seconds, or an integer with a unit `ms`, `s`, `m`, `h`, `d` (any letter case); 1 ms up to 3660 days"
 
 const countRange = "0 up to 2^40"
+
+// durationErrors are the errors of a duration argument, for the commands
+// that take one.
+var durationErrors = []string{
+	"`ERR <argument>: invalid duration` for a duration that does not parse: a fraction (`1.5s`), a unit other than `ms`, `s`, `m`, `h`, `d` (`1w`, `1us`), or a space (`\" 1s\"`).",
+}
 
 var limiterErrors = []string{
 	"`WRONGTYPE Operation against a key holding the wrong kind of value` when the key holds another kind of limiter (nothing changes).",
@@ -40,7 +48,7 @@ func limiterCommands() []*Command {
 				{Name: "quantity", Type: "integer", Optional: true, Doc: "units this request takes (default 1); 0 peeks; negative gives capacity back (at most to a fresh key's state); from -2^40 up to 2^40"},
 			},
 			Reply:  limiterReply + " `retry_after` and `reset_after` are whole seconds: truncated, plus one when the remainder is at least 1 ms (redis-cell's rule).",
-			Errors: append([]string{"`ERR count_per_period: zero rate or period` when `period / count_per_period` is below 1 ns or either is 0 (redis-cell: zero rates are not supported)."}, limiterErrors...),
+			Errors: append([]string{"`ERR period: zero rate or period` for a period of 0; `ERR count_per_period: zero rate or period` for a count_per_period of 0, or when `period / count_per_period` is below 1 ns (redis-cell: zero rates are not supported)."}, limiterErrors...),
 			Notes: []string{
 				"Example on a fresh key: `CL.THROTTLE user123 15 30 60` → `0 16 15 -1 2`.",
 				"The key stores the theoretical arrival time (TAT) and expires at it; `GET key` returns the TAT as decimal nanoseconds since the Unix epoch, as redis-cell stores it.",
@@ -83,7 +91,7 @@ func limiterCommands() []*Command {
 				{Name: "interval", Type: "pure-token", Token: "INTERVAL", Optional: true, Doc: "refill_tokens arrive all at once at the end of each refill_period (aligned to the bucket's first use) instead of continuously"},
 			},
 			Reply:   limiterReply + " `limit` = capacity, `remaining` = whole tokens left, `reset_after` = time until the bucket is full again; times in milliseconds, rounded up.",
-			Errors:  limiterErrors,
+			Errors:  append(slices.Clone(limiterErrors), durationErrors...),
 			Prepare: prepareLimit(engine.KindTokenBucket),
 			Finish:  finishMillis,
 		},
@@ -100,7 +108,7 @@ func limiterCommands() []*Command {
 				{Name: "count", Type: "integer", Optional: true, Doc: "units this request adds (default 1); 0 peeks; " + countRange},
 			},
 			Reply:   "Array of six integers: the five of every limiter (`limited`, `limit` = capacity, `remaining`, `retry_after`, `reset_after` = time until the bucket is empty) and `wait`: milliseconds until this admitted request reaches the head of the queue (0 when the bucket was empty, -1 when limited; for a peek, the wait a request admitted now would have). Times in milliseconds, rounded up.",
-			Errors:  limiterErrors,
+			Errors:  append(slices.Clone(limiterErrors), durationErrors...),
 			Prepare: prepareLimit(engine.KindLeakyBucket),
 			Finish:  finishLeaky,
 		},
@@ -116,7 +124,7 @@ func limiterCommands() []*Command {
 func windowCommand(name string, kind engine.Kind, summary, reply string) *Command {
 	limitDoc := "requests allowed per window; 1 up to 2^40"
 	complexity := "O(1)"
-	errs := limiterErrors
+	errs := append(slices.Clone(limiterErrors), durationErrors...)
 	var notes []string
 	if kind == engine.KindSlidingLog {
 		notes = []string{"Memory: a sliding-log key costs what every key does (26 bytes of record and table slot, plus its name), a 64-byte side-table entry, " +
@@ -125,7 +133,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 			"can hold about 2 MB. MEMORY USAGE reports it and `maxmemory` counts it."}
 		limitDoc = "requests allowed per window; 1 up to the server's sl-max-limit (default 100000)"
 		complexity = "O(log N) where N is the number of entries in the window, O(N) memory per key"
-		errs = append([]string{"`ERR limit: limit exceeds the sliding log maximum` for a limit above sl-max-limit."}, limiterErrors...)
+		errs = append([]string{"`ERR limit: limit exceeds the sliding log maximum` for a limit above sl-max-limit."}, errs...)
 	}
 	return &Command{
 		Name: name, Arity: -4, MaxArgs: 5, Flags: FlagWrite | FlagDenyOOM | FlagFast,

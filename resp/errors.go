@@ -34,7 +34,8 @@ var (
 	// unsigned integer.
 	ErrInvalidCursor = errors.New("invalid cursor")
 	// ErrPersistenceOff is returned by SAVE, BGSAVE and SHUTDOWN SAVE when
-	// the server runs without persistence.
+	// the server runs without standalone persistence: in memory only
+	// (save "") or in cluster mode.
 	ErrPersistenceOff = errors.New("persistence is off")
 	// ErrShutdownFailed is returned by SHUTDOWN when the final save failed
 	// (the server keeps running).
@@ -58,6 +59,10 @@ var (
 	// errSlotNotServed is returned for a command on a slot no group owns,
 	// or whose owner has no known member.
 	errSlotNotServed = errors.New("hash slot not served")
+	// errSlotNotKnown is returned for a command on a slot no group is
+	// known to own while a known group has not answered yet (just after
+	// CLUSTER MEET or a restart): it may own the slot.
+	errSlotNotKnown = errors.New("hash slot not known yet")
 )
 
 // redirectError is a MOVED or ASK redirection: slot is served by the node
@@ -109,6 +114,7 @@ var sentinelReplies = []struct {
 }{
 	{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
 	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
 	{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 	{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
@@ -137,7 +143,7 @@ var sentinelReplies = []struct {
 	{ErrDBIndex, "ERR DB index is out of range"},
 	{ErrMaxClients, "ERR max number of clients reached"},
 	{ErrInvalidCursor, "ERR invalid cursor"},
-	{ErrPersistenceOff, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (in cluster mode Raft snapshots persist the keyspace)"},
+	{ErrPersistenceOff, "ERR persistence is off: SAVE, BGSAVE and SHUTDOWN SAVE are unavailable (the server runs in memory only, save \"\"; or in cluster mode, where Raft snapshots persist the keyspace)"},
 	{ErrShutdownFailed, "ERR Errors trying to SHUTDOWN. Check logs."},
 	{ErrProtectedMode, "DENIED cellserver is running in protected mode because protected mode is enabled and no password is set for the default user. " +
 		"In this mode connections are only accepted from the loopback interface. " +

@@ -80,13 +80,20 @@ func (c *Conn) route(r *replication.Routing, cmd *Command, args [][]byte, asking
 }
 
 // moved returns the MOVED redirection of slot to its owner's leader (its
-// first member while no leader is known), or errSlotNotServed.
+// first member while no leader is known); errSlotNotServed when no group
+// owns it, or errSlotNotKnown while a known group has not answered yet
+// and may own it.
 func moved(r *replication.Routing, slot int) error {
 	addr := r.RedirectAddr(r.Owner(slot))
-	if addr == "" {
-		return errSlotNotServed
+	if addr != "" {
+		return &redirectError{slot: slot, addr: addr}
 	}
-	return &redirectError{slot: slot, addr: addr}
+	for g := range r.Groups {
+		if g != r.Self && len(r.Groups[g].Members) == 0 {
+			return errSlotNotKnown
+		}
+	}
+	return errSlotNotServed
 }
 
 // readMigrating decides a read of keys, all of slots this group owns, when

@@ -233,3 +233,26 @@ func TestClusterErrorTexts(t *testing.T) {
 		}
 	}
 }
+
+// A slot whose owner this node cannot know yet (a group met, or known
+// since a restart, that has not answered) is not a misconfiguration: the
+// reply says so and that a retry will do, unlike a slot nobody owns.
+func TestRoutingGroupNotHeardFrom(t *testing.T) {
+	fc := twoGroups()
+	delete(fc.owner, 8000)
+	fc.rebuild()
+	ts, _ := startRouted(t, fc, nil)
+	unowned := cmd("CL.THROTTLE", keyOfSlot(t, 8000), "5", "10", "60")
+	rc := ts.raw(t)
+	rc.send(t, unowned)
+	if got, want := rc.firstLine(t), "-CLUSTERDOWN Hash slot not served"; got != want {
+		t.Errorf("every group heard from: %q, want %q", got, want)
+	}
+
+	fc.groups = append(fc.groups, replication.GroupView{Name: "d"}) // met, no answer yet
+	fc.rebuild()
+	rc.send(t, unowned)
+	if got, want := rc.firstLine(t), "-CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"; got != want {
+		t.Errorf("group d not heard from: %q, want %q", got, want)
+	}
+}

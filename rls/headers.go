@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/cellserver/cellserver/internal/ratepolicy"
 )
 
 // HeaderMode chooses the response headers a reply asks Envoy to add
@@ -20,9 +23,13 @@ const (
 	// HeadersOff adds no header.
 	HeadersOff HeaderMode = iota
 	// HeadersIETF adds the IETF fields (draft-ietf-httpapi-ratelimit-headers):
-	//   RateLimit-Policy: "<name>";q=<requests_per_unit>;w=<unit in seconds>
+	//   RateLimit-Policy: "<name>";q=<quota>;w=<window in seconds>
 	//   RateLimit: "<name>";r=<remaining>;t=<seconds until reset>
-	// with <name> the rule's name or "default".
+	// with <name> the rule's name or "default", and q and w derived as the
+	// HTTP middleware derives them (internal/ratepolicy, docs/http.md): for
+	// GCRA, q is the burst (requests_per_unit unless burst is set) and w the
+	// time an exhausted key takes to get q back at requests_per_unit per
+	// unit; for the windows, q is requests_per_unit and w the unit.
 	HeadersIETF
 	// HeadersLegacy adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds), as envoyproxy/ratelimit's
@@ -54,9 +61,18 @@ func (m HeaderMode) String() string {
 // headerValues are what the headers report. Durations are nanoseconds.
 type headerValues struct {
 	name             string
-	limit, remaining int64
-	window, reset    int64
+	limit, remaining int64 // limit: requests_per_unit (X-RateLimit-Limit, as envoyproxy/ratelimit)
+	policy           ratepolicy.Item
+	reset            int64
 	retry            int64 // -1: no Retry-After
+}
+
+// policyItem returns the q and w of l's RateLimit-Policy item.
+func (l *Limit) policyItem() ratepolicy.Item {
+	if l.Algorithm == GCRA {
+		return ratepolicy.Bucket(l.Burst, int64(l.RequestsPerUnit), time.Duration(l.Period))
+	}
+	return ratepolicy.Window(int64(l.RequestsPerUnit), time.Duration(l.Period))
 }
 
 // ceilSeconds rounds ns up to whole seconds, so that a client never
@@ -71,7 +87,7 @@ func appendHeaders(hs []*core.HeaderValue, mode HeaderMode, v headerValues) []*c
 	switch mode {
 	case HeadersIETF:
 		name := sfString(v.name)
-		add("RateLimit-Policy", name+";q="+strconv.FormatInt(v.limit, 10)+";w="+strconv.FormatInt(ceilSeconds(v.window), 10))
+		add("RateLimit-Policy", name+";q="+strconv.FormatInt(v.policy.Q, 10)+";w="+strconv.FormatInt(v.policy.W, 10))
 		add("RateLimit", name+";r="+strconv.FormatInt(v.remaining, 10)+";t="+reset)
 	case HeadersLegacy:
 		add("X-RateLimit-Limit", strconv.FormatInt(v.limit, 10))

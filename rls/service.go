@@ -403,7 +403,7 @@ func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
 		}
 		out.ResponseHeadersToAdd = appendHeaders(nil, mode, headerValues{
 			name: l.Name, limit: int64(l.RequestsPerUnit), remaining: int64(hp.remaining),
-			window: l.Period, reset: plans[hp.pick].reset, retry: retry,
+			policy: l.policyItem(), reset: plans[hp.pick].reset, retry: retry,
 		})
 	}
 	return out, nil

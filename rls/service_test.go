@@ -515,3 +515,31 @@ func TestHeaderPick(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyHeaderShape: RateLimit-Policy's q and w follow the limit's
+// shape as the HTTP middleware derives them (internal/ratepolicy): q is
+// the most admitted at once (what r counts down from), w the time an
+// exhausted key takes to get q back; for windows, the limit and the window.
+func TestPolicyHeaderShape(t *testing.T) {
+	h := newHarness(t, "testdata", Options{Headers: HeadersIETF})
+	for _, tt := range []struct {
+		route string
+		want  string
+	}{
+		{"gcra", `"default";q=10;w=1`},    // 10 a second, 10 at once
+		{"burst", `"default";q=5;w=5`},    // 60 a minute, 5 at once: 5 back in 5 s
+		{"sliding", `"default";q=3;w=60`}, // 3 in any minute
+		{"fixed", `"default";q=3;w=60`},
+	} {
+		r := h.call(t, request("ext", desc("route", tt.route)))
+		got := ""
+		for _, hv := range r.ResponseHeadersToAdd {
+			if hv.Key == "RateLimit-Policy" {
+				got = hv.Value
+			}
+		}
+		if got != tt.want {
+			t.Errorf("route %s: RateLimit-Policy = %q, want %q", tt.route, got, tt.want)
+		}
+	}
+}

@@ -303,3 +303,67 @@ func TestPersistUnwritableDir(t *testing.T) {
 		t.Fatalf("rdb_last_bgsave_status after a good save = %s, want ok", got)
 	}
 }
+
+// TestPersistInMemory: save "" runs in memory only: a snapshot in dir is
+// neither loaded nor written (not even at SIGTERM), SAVE and BGSAVE say
+// persistence is off, and whether the server persists at all cannot be
+// changed by CONFIG SET. save 0 keeps loading at start and saving at
+// SIGTERM.
+func TestPersistInMemory(t *testing.T) {
+	s := startServer(t, "--save", "0")
+	c := s.client(t, 3)
+	ctx := ctxT(t)
+	exhaust(t, c, "CL.THROTTLE", "kept", []any{0, 1, 600})
+	if err := c.ConfigSet(ctx, "save", "").Err(); err == nil || !strings.Contains(err.Error(), "chosen at start") {
+		t.Errorf(`CONFIG SET save "" on a persisting server = %v, want a refusal`, err)
+	}
+	if v, err := c.ConfigGet(ctx, "save").Result(); err != nil || v["save"] != "0" {
+		t.Errorf("CONFIG GET save = %v, %v; want 0", v, err)
+	}
+	c.Close()
+	s.stop()
+	snap := filepath.Join(s.Dir, "cellserver.snap")
+	saved, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatalf("save 0: no snapshot written at SIGTERM: %v", err)
+	}
+
+	mem := startServer(t, "--dir", s.Dir, "--save", "")
+	c = mem.client(t, 3)
+	if r := limiterCall(t, c, "CL.THROTTLE", "kept", []any{0, 1, 600}); r[0] != 0 {
+		t.Errorf(`save "": CL.THROTTLE kept = %v: the snapshot was loaded`, r)
+	}
+	exhaust(t, c, "CL.THROTTLE", "lost", []any{0, 1, 600})
+	const off = "ERR persistence is off"
+	for _, cmd := range [][]any{{"SAVE"}, {"BGSAVE"}, {"SHUTDOWN", "SAVE"}} {
+		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.HasPrefix(err.Error(), off) {
+			t.Errorf(`save "": %v = %v, want %q…`, cmd, err, off)
+		}
+	}
+	if v, err := c.ConfigGet(ctx, "save").Result(); err != nil || v["save"] != "" {
+		t.Errorf(`save "": CONFIG GET save = %v, %v; want ""`, v, err)
+	}
+	if err := c.ConfigSet(ctx, "save", "60").Err(); err == nil || !strings.Contains(err.Error(), "in memory only") {
+		t.Errorf(`save "": CONFIG SET save 60 = %v, want a refusal`, err)
+	}
+	if err := c.ConfigSet(ctx, "save", "").Err(); err != nil {
+		t.Errorf(`save "": CONFIG SET save "" = %v`, err)
+	}
+	c.Close()
+	mem.stop()
+	if strings.Contains(mem.output.String(), "snapshot saved") {
+		t.Errorf(`save "": a snapshot was saved at SIGTERM:\n%s`, mem.output)
+	}
+	if now, err := os.ReadFile(snap); err != nil || !bytes.Equal(now, saved) {
+		t.Errorf(`save "": the snapshot file changed (%v)`, err)
+	}
+
+	s.restart()
+	c = s.client(t, 3)
+	if r := limiterCall(t, c, "CL.THROTTLE", "kept", []any{0, 1, 600}); r[0] != 1 {
+		t.Errorf("CL.THROTTLE kept after the in-memory run = %v, want still limited (snapshot untouched)", r)
+	}
+	if n, err := c.Exists(ctx, "lost").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS lost = %d, %v; want 0: the in-memory run wrote it", n, err)
+	}
+}

@@ -99,8 +99,9 @@ func (c *Config) validateCluster() error {
 	if !c.Cluster.enabled() {
 		return nil
 	}
-	if c.Port == 0 && c.Cluster.RespAdvertise == "" {
-		return errors.New("cluster mode needs a fixed port (or resp-advertise): members replicate it for ROLE and new nodes join through it")
+	// Port 0 is refused by validateOps: nodes talk over the plaintext port.
+	if c.InMemory {
+		return errors.New(`save "" (in memory only) is for a standalone server: a cluster node keeps its Raft log and snapshots in dir`)
 	}
 	if h, _, err := net.SplitHostPort(c.Addr()); err == nil && c.Cluster.RespAdvertise == "" {
 		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {

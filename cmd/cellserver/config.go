@@ -38,6 +38,10 @@ type Config struct {
 	// Persist is standalone persistence (dir, dbfilename, save,
 	// snapshot-ignore-corrupt; see persist.go).
 	Persist snapshot.Config
+	// InMemory (save "") runs a standalone server in memory only: no
+	// snapshot is loaded, saved periodically or written at shutdown, and
+	// SAVE and BGSAVE answer that persistence is off.
+	InMemory bool
 	// Cluster holds the cluster directives (cluster.go); off unless
 	// node-id is set.
 	Cluster clusterConfig

@@ -170,11 +170,12 @@ func startBackground(cfg *Config, store *shards.Store, clock func() int64, logge
 // storage is where commands run: the keyspace itself with its persistence,
 // or, in cluster mode, the raft node in front of it.
 type storage struct {
-	store   *shards.Store
-	backend resp.Backend
-	node    *replication.Node // nil standalone
-	persist *persistence      // nil in cluster mode
-	rls     *rlsServer        // nil unless rls-port is set (rls.go)
+	store    *shards.Store
+	backend  resp.Backend
+	node     *replication.Node // nil standalone
+	persist  *persistence      // nil in cluster mode and in memory only
+	inMemory bool              // standalone without persistence (save "")
+	rls      *rlsServer        // nil unless rls-port is set (rls.go)
 }
 
 // startStorage starts the raft node in cluster mode, which restores its own
@@ -188,11 +189,17 @@ func startStorage(cfg *Config, store *shards.Store, clock func() int64, logger *
 		}
 		return &storage{store: store, backend: node, node: node}, nil
 	}
+	st := &storage{store: store, backend: resp.NewLocal(store, clock), inMemory: cfg.InMemory}
+	if cfg.InMemory {
+		logger.Info(`running in memory only (save ""): no snapshot is loaded or written`)
+		return st, nil
+	}
 	persist, err := startPersistence(cfg, store, clock, logger)
 	if err != nil {
 		return nil, err
 	}
-	return &storage{store: store, backend: resp.NewLocal(store, clock), persist: persist}, nil
+	st.persist = persist
+	return st, nil
 }
 
 // abort returns err joined with whatever stopping the persistence, without a
@@ -206,6 +213,9 @@ func (st *storage) abort(err error, logger *slog.Logger) error {
 func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
 	rc := cfg.ServerConfig(level, logger)
 	st.persist.configure(&rc)
+	if st.inMemory {
+		configureInMemory(&rc, cfg)
+	}
 	if st.node != nil {
 		rc.Cluster = resp.ClusterOf(st.node)
 	}

@@ -81,6 +81,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Cluster.Raft.MaxInflight = 0 }, "raft-max-inflight 0 must be at least 1"},
 		{func(c *Config) { c.Shards = 3 }, "not a power of two"},
 		{func(c *Config) { c.SLMaxLimit = 0 }, "sl-max-limit 0"},
+		{func(c *Config) { c.InMemory, c.Cluster.NodeID, c.Cluster.RaftAddr = true, "n1", "127.0.0.1:8001" }, `save "" (in memory only) is for a standalone server`},
 	}
 	for _, tt := range tests {
 		c := DefaultConfig()
@@ -102,5 +103,21 @@ func TestRunVersionAndDocs(t *testing.T) {
 	}
 	if err := run([]string{"--maxclients", "0"}, &out, &bytes.Buffer{}); err == nil {
 		t.Error("run with maxclients 0 succeeded, want a validation error")
+	}
+}
+
+// TestValidateClusterPortZero: a cluster node without a plaintext port is
+// refused with the reason (nodes talk over it, so no TLS-only cluster),
+// and the message suggests nothing that would be refused too.
+func TestValidateClusterPortZero(t *testing.T) {
+	for _, advertise := range []string{"", "127.0.0.1:7001"} {
+		c := DefaultConfig()
+		c.Port, c.Ops.TLSPort = 0, 7443
+		c.Ops.TLSCertFile, c.Ops.TLSKeyFile, c.Ops.TLSCACertFile = "cert.pem", "key.pem", "ca.pem"
+		c.Cluster.NodeID, c.Cluster.RaftAddr, c.Cluster.RespAdvertise = "n1", "127.0.0.1:8001", advertise
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "cannot run TLS-only") || strings.Contains(err.Error(), "resp-advertise") {
+			t.Errorf("Validate with port 0, resp-advertise %q = %v; want the plaintext port required, a cluster cannot run TLS-only, and no resp-advertise advice", advertise, err)
+		}
 	}
 }

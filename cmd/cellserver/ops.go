@@ -80,7 +80,7 @@ func (c *Config) validateOps() error {
 	o := &c.Ops
 	var errs []error
 	if c.Port == 0 && c.Cluster.enabled() {
-		errs = append(errs, errors.New("cluster mode needs the plaintext port (a new node sends RAFT.JOIN to a member's): port must not be 0"))
+		errs = append(errs, errors.New("cluster mode needs the plaintext port: nodes send RAFT.HELLO and RAFT.JOIN, with the password, to one another's port, so a cluster cannot run TLS-only (port must not be 0)"))
 	}
 	if c.Port == 0 && o.TLSPort == 0 {
 		errs = append(errs, errors.New("port 0 turns the plaintext port off: set tls-port, or a port"))

@@ -18,30 +18,36 @@ import (
 var persistDirectives = []directive{
 	{name: "dir", field: func(c *Config) any { return &c.Persist.Dir }},
 	{name: "dbfilename", field: func(c *Config) any { return &c.Persist.DBFilename }},
-	{name: "save", field: func(c *Config) any { return (*savePeriod)(&c.Persist.SaveSeconds) }},
+	{name: "save", field: func(c *Config) any { return &saveField{c} }},
 	{name: "snapshot-ignore-corrupt", field: func(c *Config) any { return &c.Persist.IgnoreCorrupt }},
 }
 
-// savePeriod is the save directive's field: setting.Spec.Set hands its
-// text to Set, which parses it with parseSave.
-type savePeriod int
+// saveField is the save directive's field: setting.Spec.Set hands its
+// text to Set. "" (Redis's way to turn snapshots off) makes the server run
+// in memory only; anything else is a save period for parseSave.
+type saveField struct{ c *Config }
 
-func (p *savePeriod) Set(v string) error {
+func (f *saveField) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		f.c.InMemory, f.c.Persist.SaveSeconds = true, 0
+		return nil
+	}
 	n, err := parseSave(v)
 	if err != nil {
 		return err
 	}
-	*p = savePeriod(n)
+	f.c.InMemory, f.c.Persist.SaveSeconds = false, n
 	return nil
 }
 
-// parseSave reads a save period: "" (off), "<seconds>", or Redis's
-// "<seconds> <changes>" pairs, of which the first pair's seconds count
-// (cellserver saves after any change).
+// parseSave reads a save period: "<seconds>" (0: no periodic saves), or
+// Redis's "<seconds> <changes>" pairs, of which the first pair's seconds
+// count (cellserver saves after any change). "" is not a period: it is
+// the choice to run in memory only, made at start (saveField).
 func parseSave(v string) (int, error) {
 	f := strings.Fields(v)
 	if len(f) == 0 {
-		return 0, nil
+		return 0, errSaveOffAtStart
 	}
 	if len(f) > 1 && len(f)%2 != 0 {
 		return 0, fmt.Errorf("save: expected <seconds> or <seconds> <changes> pairs, got %q", v)
@@ -56,6 +62,29 @@ func parseSave(v string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// The refusals of CONFIG SET save that would change whether the server
+// persists at all: that is chosen at start.
+var (
+	errSaveOffAtStart = errors.New(`save: "" (in memory only: no snapshot loaded or written) is chosen at start; ` +
+		`CONFIG SET save 0 turns periodic saves off, SHUTDOWN NOSAVE skips the final save`)
+	errInMemory = errors.New(`save: the server runs in memory only (started with save ""); restart it with save <seconds> to persist`)
+)
+
+// configureInMemory gives a server started with save "" (in memory only)
+// its persistence settings for CONFIG GET and SET: save stays "".
+func configureInMemory(rc *resp.Config, cfg *Config) {
+	rc.Settings = append(rc.Settings,
+		resp.Setting{Name: "dir", Get: func() string { return cfg.Persist.Dir }},
+		resp.Setting{Name: "dbfilename", Get: func() string { return cfg.Persist.DBFilename }},
+		resp.Setting{Name: "save", Get: func() string { return "" }, Set: func(v string) error {
+			if strings.TrimSpace(v) != "" {
+				return errInMemory
+			}
+			return nil
+		}},
+	)
 }
 
 // persistence is the running standalone persistence: the Persister and the
@@ -101,7 +130,7 @@ func (ps *persistence) configure(rc *resp.Config) {
 			if n := p.SaveSeconds(); n > 0 {
 				return strconv.Itoa(n) + " 1"
 			}
-			return ""
+			return "0"
 		}, Set: func(v string) error {
 			n, err := parseSave(v)
 			if err != nil {

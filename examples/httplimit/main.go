@@ -95,6 +95,12 @@ func run() error {
 		}),
 		httplimit.WithErrorHandler(func(r *http.Request, err error) {
 			failed.Add(1)
+			if errors.Is(err, httplimit.ErrCircuitOpen) {
+				// Every request while the server is down: the failures
+				// that opened the breaker were logged already.
+				slog.Debug("rate limiter unavailable", "path", r.URL.Path, "err", err)
+				return
+			}
 			slog.Warn("rate limiter unavailable", "path", r.URL.Path, "err", err)
 		}),
 	}

@@ -30,9 +30,9 @@ var Table = []Spec{
 	{Name: "sl-max-limit", Kind: Int, Min: 1, Max: engine.MaxCount, Default: "100000", Group: "limits", Help: "largest SL.ADD limit (a sliding log keeps one entry per request)"},
 
 	// persistence
-	{Name: "dir", Kind: String, Default: ".", Group: "persistence", Help: "directory of the snapshot file"},
+	{Name: "dir", Kind: String, Default: ".", Group: "persistence", Help: "directory of the snapshot file, and in cluster mode of the Raft data (raft-<node-id>); \"\" is the working directory (to write nothing, see save)"},
 	{Name: "dbfilename", Kind: String, Default: "cellserver.snap", Group: "persistence", Help: "snapshot file name inside dir"},
-	{Name: "save", Kind: String, Default: "60", Live: true, Group: "persistence", Help: `seconds between automatic background saves while anything changed ("" or 0: off; redis.conf's "<seconds> <changes>" is accepted)`},
+	{Name: "save", Kind: String, Default: "60", Live: true, Group: "persistence", Help: `seconds between automatic background saves while anything changed (0: none; the snapshot is still loaded at start and written at SHUTDOWN and SIGTERM; redis.conf's "<seconds> <changes>" is accepted). "": in memory only (standalone), as Redis's save "": no snapshot is loaded or written and SAVE and BGSAVE answer that persistence is off (chosen at start; CONFIG SET cannot turn persistence on or off)`},
 	{Name: "snapshot-ignore-corrupt", Kind: YesNo, Default: "no", Group: "persistence", Help: "yes: move a corrupt snapshot aside and start empty, instead of refusing to start"},
 
 	// cluster

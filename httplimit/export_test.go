@@ -1,0 +1,6 @@
+package httplimit
+
+import "time"
+
+// WithClock gives the circuit breaker a fake clock.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }

@@ -179,8 +179,8 @@ func slotServed(r *replication.Routing, keys [][]byte, asking bool) error {
 
 // execRoute is the cluster check of a whole transaction at EXEC: every key
 // of every queued command in one slot that this group serves (Redis
-// Cluster answers EXEC itself with CROSSSLOT or MOVED, and discards the
-// transaction).
+// Cluster answers EXEC itself with CROSSSLOT, MOVED, ASK or TRYAGAIN, and
+// discards the transaction).
 func (c *Conn) execRoute(q []queued, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
@@ -196,7 +196,17 @@ func (c *Conn) execRoute(q []queued, asking bool) error {
 		c.keys = commandKeys(c.keys, q[i].cmd, q[i].args)
 		asking = asking || q[i].asking
 	}
-	return slotServed(r, c.keys, asking)
+	if err := slotServed(r, c.keys, asking); err != nil || len(c.keys) == 0 {
+		return err
+	}
+	if r.Owner(keySlot(c.keys[0])) != r.Self {
+		return nil // imported, after ASKING
+	}
+	// A slot migrating out: all keys here run, all gone is ASK, some of
+	// each (or in flight) TRYAGAIN, as Redis Cluster answers EXEC. A
+	// MIGRATE between this check and the write is still caught, per op,
+	// by the group's state machine.
+	return c.readMigrating(r, c.keys, false)
 }
 
 // execTx runs the queued commands of the transaction and answers their
@@ -214,6 +224,12 @@ func (c *Conn) execTx(asking bool) error {
 	}
 	if err := c.execRoute(q, asking); err != nil {
 		return err
+	}
+	if asking {
+		// ASKING right before EXEC covers the whole transaction.
+		for i := range q {
+			q[i].asking = true
+		}
 	}
 	exec := c.cur
 	c.WriteArray(len(q))
@@ -329,7 +345,7 @@ func transactionCommands() []*Command {
 				"A transaction's keyspace writes (the limiter commands, `DEL`, `RESTORE`, `FLUSHALL`, `FLUSHDB`) are applied as one step: no other client's write lands between them, and in a replication group they are one log entry, so a failover applies all of them or none.",
 				"Commands that read the keyspace (`GET`, `TTL`, `EXISTS`, …) see the writes queued before them and none queued after: they may come before the first write or after the last one. A write queued after such a read that itself follows a write is refused at queue time (`ERR … reads the keyspace between two writes …`) and the transaction aborts. Reads before the first write are not isolated from other clients' writes made before the transaction's write.",
 				"Queued `CLUSTER ADDSLOTS`, `DELSLOTS`, `ADDSLOTSRANGE`, `DELSLOTSRANGE` and `SETSLOT` are one change of the group's log, applied when the first of them is reached: each is checked against the slot state as the ones before it leave it; a refused one answers its error in its place and changes nothing, the others apply.",
-				"Other commands (`CONFIG SET`, `CLIENT …`, `MIGRATE`, …) run in order at `EXEC`, each on its own.",
+				"Other commands (`CONFIG SET`, `CLIENT …`, `MIGRATE`, …) run at `EXEC`, each on its own, in order; one queued between two writes runs after the writes' step.",
 				"Memory: the queued commands count their argument bytes plus 64 bytes each against `client-query-buffer-limit`; past it the queue is dropped and the transaction aborts.",
 			},
 			Handler: func(c *Conn, _ [][]byte) error {
@@ -348,7 +364,7 @@ func transactionCommands() []*Command {
 			Reply: "Array: the reply of each queued command, in order. A command that fails when it runs answers its error in its place; the others still run (as Redis).",
 			Errors: []string{"`ERR EXEC without MULTI`.",
 				"`EXECABORT Transaction discarded because of previous errors.` when a command was refused while queuing; nothing runs.",
-				"In a cluster, `CROSSSLOT Keys in request don't hash to the same slot` when the queued commands' keys are in several slots, and `MOVED <slot> <host>:<port>` when their slot is served by another group; nothing runs."},
+				"In a cluster, `CROSSSLOT Keys in request don't hash to the same slot` when the queued commands' keys are in several slots, `MOVED <slot> <host>:<port>` when their slot is served by another group, and for a slot migrating out `ASK <slot> <host>:<port>` when none of the keys is here any more, `TRYAGAIN …` when some are and some are not (or are in flight); nothing runs."},
 			Handler: func(c *Conn, _ [][]byte) error {
 				if !c.tx.on {
 					return errExecNoMulti

@@ -251,10 +251,19 @@ func TestTransactionAtomicStandalone(t *testing.T) {
 // command's own keys are checked at queue time (MOVED, CROSSSLOT abort the
 // transaction) and all keys of the transaction at EXEC (CROSSSLOT).
 func TestTransactionClusterRouting(t *testing.T) {
-	fc := twoGroups() // a (here) owns 0-8191; b the rest
+	fc := twoGroups() // a (here) owns 0-8191, migrating 100 to b; b the rest
+	fc.groups[0].Importing = map[int]string{9000: "b"}
+	fc.rebuild()
 	mine, mine2 := keyOfSlot(t, 5), keyOfSlot(t, 6)
 	theirs := "foo" // 12182
-	ts, _ := startRouted(t, fc, nil)
+	mig, imp := keyOfSlot(t, 100), keyOfSlot(t, 9000)
+	here, gone := "{"+mig+"}here", "{"+mig+"}gone"
+	ts, be := startRouted(t, fc, nil)
+	pre := ts.raw(t)
+	pre.send(t, cmd("CL.THROTTLE", here, "0", "1", "60"))
+	if got := pre.reply(t); got != allowed1 {
+		t.Fatal(got)
+	}
 	thr := func(k string) string { return cmd("CL.THROTTLE", k, "0", "1", "60") }
 	for _, tc := range []struct {
 		name string
@@ -269,6 +278,16 @@ func TestTransactionClusterRouting(t *testing.T) {
 			[]string{"+OK", "-MOVED 12182 127.0.0.1:7011", execAbort}},
 		{"crossslot in one command", cmd("MULTI") + cmd("EXISTS", mine, theirs) + cmd("EXEC"),
 			[]string{"+OK", "-CROSSSLOT Keys in request don't hash to the same slot", execAbort}},
+		{"migrating, keys gone", cmd("MULTI") + thr(gone) + cmd("EXEC"),
+			[]string{"+OK", "+QUEUED", "-ASK 100 127.0.0.1:7011"}},
+		{"migrating, keys split", cmd("MULTI") + thr(here) + thr(gone) + cmd("EXEC"),
+			[]string{"+OK", "+QUEUED", "+QUEUED", "-TRYAGAIN Multiple keys request during rehashing of slot"}},
+		{"migrating, keys here", cmd("MULTI") + thr(here) + cmd("EXISTS", here) + cmd("EXEC"),
+			[]string{"+OK", "+QUEUED", "+QUEUED", "[" + limited1 + ",:1]"}},
+		{"importing without asking", cmd("MULTI") + thr(imp) + cmd("EXEC"),
+			[]string{"+OK", "-MOVED 9000 127.0.0.1:7011", execAbort}},
+		{"importing, asking queued", cmd("MULTI") + cmd("ASKING") + thr(imp) + cmd("EXEC"),
+			[]string{"+OK", "+QUEUED", "+QUEUED", "[+OK," + allowed1 + "]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := ts.raw(t)
@@ -288,10 +307,13 @@ func TestTransactionClusterRouting(t *testing.T) {
 		})
 	}
 	// Nothing of the refused transactions ran.
-	rc := ts.raw(t)
-	rc.send(t, cmd("EXISTS", mine2))
-	if got := rc.reply(t); got != ":0" {
-		t.Fatalf("EXISTS %s = %s: a discarded transaction ran", mine2, got)
+	for _, k := range []string{mine2, gone} {
+		if n := ts.store.Exists([][]byte{[]byte(k)}, ts.clock.Now()); n != 0 {
+			t.Fatalf("%s exists: a discarded transaction ran", k)
+		}
+	}
+	if !be.askedFor(imp) {
+		t.Fatal("the write queued after ASKING was not sent as an ASKING op")
 	}
 }
 

@@ -52,8 +52,12 @@ type Conn struct {
 	// cmdAsking is whether the command running now follows ASKING.
 	asking, cmdAsking bool
 
-	// tx is the transaction between MULTI and EXEC or DISCARD (tx.go).
-	tx txState
+	// tx is the transaction between MULTI and EXEC or DISCARD (tx.go);
+	// multi (-1 outside one, else the commands queued) and multiMem (the
+	// bytes they account for) mirror it for CLIENT LIST.
+	tx       txState
+	multi    atomic.Int64
+	multiMem atomic.Int64
 
 	cur      *Command   // the command running now
 	stats    []cmdStats // per command, indexed by Command.index
@@ -125,6 +129,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		stats: make([]cmdStats, len(s.table.all)),
 	}
 	c.authed = *s.requirePass.Load() == ""
+	c.multi.Store(-1)
 	c.pubProto = 2
 	c.rd = newReader(nc, s.cfg.MaxBulkLen, s.cfg.MaxArgs)
 	c.rd.beforeRead = c.beforeRead

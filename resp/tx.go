@@ -84,6 +84,18 @@ func (c *Conn) resetTx() {
 		cmds = nil
 	}
 	c.tx = txState{cmds: cmds}
+	c.publishTx()
+}
+
+// publishTx mirrors the transaction's size for CLIENT LIST.
+func (c *Conn) publishTx() {
+	if !c.tx.on {
+		c.multi.Store(-1)
+		c.multiMem.Store(0)
+		return
+	}
+	c.multi.Store(int64(len(c.tx.cmds)))
+	c.multiMem.Store(c.tx.bytes)
 }
 
 // queue answers a command sent inside MULTI: QUEUED, or the refusal that
@@ -112,6 +124,7 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 		clear(c.tx.cmds)
 		c.tx.cmds = nil
 		c.tx.bytes = 0
+		c.publishTx()
 		refuse(errTxTooLarge)
 		return
 	}
@@ -138,6 +151,7 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 	c.tx.bytes += size
 	c.tx.cmds = append(c.tx.cmds, queued{cmd: cmd, args: cp, asking: asking})
 	c.tx.asking = cmd.fullName == "asking"
+	c.publishTx()
 	c.WriteSimple("QUEUED")
 }
 
@@ -354,6 +368,7 @@ func transactionCommands() []*Command {
 				}
 				c.resetTx()
 				c.tx.on = true
+				c.publishTx()
 				c.WriteOK()
 				return nil
 			},

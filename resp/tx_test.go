@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,11 @@ func (rc *rawConn) reply(t *testing.T) string {
 		if n < 0 {
 			return "nil"
 		}
-		return "$" + rc.line(t)
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(rc.r, b); err != nil {
+			t.Fatalf("read bulk: %v", err)
+		}
+		return "$" + string(b[:n])
 	case '_':
 		return "nil"
 	}
@@ -199,6 +204,10 @@ func TestTransactionQueueBounded(t *testing.T) {
 	if refused < 9 || refused > 10 {
 		t.Fatalf("refused at command %d, want the 10th or 11th (1 MiB of 100 KiB arguments)", refused)
 	}
+	// The queue was let go of at once.
+	if line := clientLine(t, ts, rc); !strings.Contains(line, " flags=x ") || !strings.Contains(line, " multi=0 ") || !strings.Contains(line, " multi-mem=0 ") {
+		t.Fatalf("CLIENT LIST after the refusal: %s", line)
+	}
 	rc.send(t, cmd("EXEC"))
 	if got := rc.reply(t); got != execAbort {
 		t.Fatalf("EXEC = %s, want EXECABORT", got)
@@ -341,4 +350,49 @@ func TestTransactionSlotChanges(t *testing.T) {
 	if g := fc.owner[100]; g != 0 {
 		t.Fatalf("slot 100 owned by group %d after DELSLOTS+ADDSLOTS, want 0", g)
 	}
+}
+
+// clientLine returns the CLIENT LIST line of rc's connection, asked over
+// another connection.
+func clientLine(t *testing.T, ts *testServer, rc *rawConn) string {
+	t.Helper()
+	other := ts.raw(t)
+	other.send(t, cmd("CLIENT", "LIST"))
+	list := other.reply(t)
+	local := rc.LocalAddr().String()
+	for _, l := range strings.Split(strings.TrimPrefix(list, "$"), "\n") {
+		if strings.Contains(l, " addr="+local+" ") {
+			return l
+		}
+	}
+	t.Fatalf("no CLIENT LIST line for %s in %q", local, list)
+	return ""
+}
+
+// TestTransactionClientList: CLIENT LIST shows a client inside MULTI (flag
+// x, multi=<queued>, multi-mem) as Redis does.
+func TestTransactionClientList(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := ts.raw(t)
+	has := func(want ...string) {
+		t.Helper()
+		line := clientLine(t, ts, rc)
+		for _, w := range want {
+			if !strings.Contains(line, " "+w+" ") {
+				t.Fatalf("CLIENT LIST line %q lacks %q", line, w)
+			}
+		}
+	}
+	has("flags=N", "multi=-1", "multi-mem=0")
+	rc.send(t, cmd("MULTI")+cmd("PING")+cmd("ECHO", "abc"))
+	for range 3 {
+		rc.reply(t)
+	}
+	// PING: 64 + 4 + 24; ECHO abc: 64 + 4 + 24 + 3 + 24.
+	has("flags=x", "multi=2", "multi-mem=211")
+	rc.send(t, cmd("EXEC"))
+	if got := rc.reply(t); got != "[+PONG,$abc]" {
+		t.Fatalf("EXEC = %s", got)
+	}
+	has("flags=N", "multi=-1", "multi-mem=0")
 }

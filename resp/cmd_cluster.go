@@ -572,6 +572,15 @@ func clusterCommand() *Command {
 				}),
 			}),
 			sub(&Command{
+				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin, Summary: "Answers this group's config epoch, which is never bumped by hand.", Complexity: "O(1)",
+				Reply: "Simple string `STILL <epoch>`: the config epoch is the group's raft term, which raft itself raises at every election, so there is nothing to bump " +
+					"(Redis answers `BUMPED <epoch>` when it raised its epoch). `redis-cli --cluster fix` sends it inside the transaction that gives a slot an owner.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
+					return nil
+				}),
+			}),
+			sub(&Command{
 				Name: "myid", Arity: 2, Flags: FlagFast, Summary: "Returns this node's cluster node id.", Complexity: "O(1)",
 				Reply: "Bulk string: 40 lowercase hex digits, the SHA-1 of `<group>/<node-id>`.",
 				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {

@@ -312,6 +312,7 @@ func TestClusterTransactionSlotChanges(t *testing.T) {
 			p.Do(ctx, "CLUSTER", "DELSLOTS", 5)
 			p.Do(ctx, "CLUSTER", "ADDSLOTS", 5)
 			p.Do(ctx, "CLUSTER", "SETSLOT", 5, "STABLE")
+			p.Do(ctx, "CLUSTER", "BUMPEPOCH")
 			return nil
 		})
 		var rerr redis.Error
@@ -331,8 +332,8 @@ func TestClusterTransactionSlotChanges(t *testing.T) {
 			got = append(got, fmt.Sprint(cm.(*redis.Cmd).Val()))
 		}
 	}
-	want := "OK|ERR Slot 5 is already unassigned|OK|OK"
-	if strings.Join(got, "|") != want {
+	want := "OK|ERR Slot 5 is already unassigned|OK|OK|STILL "
+	if !strings.HasPrefix(strings.Join(got, "|"), want) {
 		t.Fatalf("replies %q, want %q", strings.Join(got, "|"), want)
 	}
 	if after-before != 1 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -95,5 +97,43 @@ func TestChangeSlots(t *testing.T) {
 		if !st.owns(5) || !st.owns(6) || st.owns(7) || st.nOwned != 7 {
 			t.Fatalf("%s: owns 5 %v, 6 %v, 7 %v, %d slots; want 0-6", tn.id, st.owns(5), st.owns(6), st.owns(7), st.nOwned)
 		}
+	}
+}
+
+// While another group's view is stale, ADDSLOTS is refused (its slots are
+// unknown), but a list that frees a slot of this group and takes it back
+// (DELSLOTS then ADDSLOTS, as redis-cli --cluster fix sends them) applies
+// whole: refusing the ADDSLOTS would leave the slot without an owner.
+func TestChangeSlotsRetakeWhileStale(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.WaitForLeader(10 * time.Second)
+	leader := c.nodes[l].node
+	ctx := context.Background()
+	if err := leader.AddSlots(ctx, []int{5}); err != nil {
+		t.Fatal(err)
+	}
+	// A group that never answers.
+	if err := leader.changeCluster(ctx, &clusterChange{action: actMeet, group: "silent", seeds: peerSeeds{Raft: []string{"127.0.0.1:1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		if !slices.ContainsFunc(leader.Routing().Groups, func(g GroupView) bool { return g.Name == "silent" }) {
+			return errors.New("the silent group is not in the routing table yet")
+		}
+		return nil
+	})
+	if err := leader.AddSlots(ctx, []int{6}); !errors.Is(err, ErrGroupUnknown) {
+		t.Fatalf("ADDSLOTS 6 with a silent group known: %v, want ErrGroupUnknown", err)
+	}
+	errs, err := leader.ChangeSlots(ctx, []SlotChange{
+		{Kind: SlotDel, Slots: []int{5}},
+		{Kind: SlotAdd, Slots: []int{5}},
+		{Kind: SlotAdd, Slots: []int{6}},
+	})
+	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrGroupUnknown) {
+		t.Fatalf("ChangeSlots = %v, %v; want DELSLOTS 5 and ADDSLOTS 5 applied, ADDSLOTS 6 refused", errs, err)
+	}
+	if st := leader.fsm.clusterState(); !st.owns(5) || st.owns(6) {
+		t.Fatalf("owns 5 %v, 6 %v; want 5 only", st.owns(5), st.owns(6))
 	}
 }

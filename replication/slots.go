@@ -188,11 +188,17 @@ func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
 // replicated state as the ones before leave it, and commits those that
 // pass as one entry. It returns each change's refusal (nil: applied).
 func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
-	st := n.fsm.clusterState()
+	orig := n.fsm.clusterState()
+	st := orig.clone()
 	errs := make([]error, len(list))
 	ok := make([]clusterChange, 0, len(list))
 	for i := range list {
-		if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
+		if list[i].action == actAddSlots && retaking(&orig, &st, list[i].ranges) {
+			// Taking back slots this group owned when the list began and
+			// an earlier change of it freed (redis-cli --cluster fix:
+			// DELSLOTS then ADDSLOTS) cannot make two owners; refusing it
+			// (another group's view stale) would leave them without any.
+		} else if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
 			continue
 		}
 		st.apply(&list[i], n.cfg.Group)
@@ -207,6 +213,19 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 	}
 	n.kickDirectory()
 	return errs, nil
+}
+
+// retaking reports whether every slot of ranges was owned in orig and is
+// not in st.
+func retaking(orig, st *clusterState, ranges [][2]int) bool {
+	for _, r := range ranges {
+		for s := r[0]; s <= r[1]; s++ {
+			if !orig.owns(s) || st.owns(s) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // toRanges turns slots into ascending inclusive ranges.

@@ -456,8 +456,6 @@ func meetAddr(args [][]byte) (string, error) {
 	return net.JoinHostPort(string(args[0]), strconv.Itoa(port)), nil
 }
 
-// unknownNode returns err, made an unknownNodeError naming id when it is
-// replication.ErrUnknownClusterNode (Redis's reply names the id).
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
 func parseSetSlot(args [][]byte) (replication.SlotChange, error) {
 	slot, err := parseSlotArg(args[2])
@@ -471,6 +469,8 @@ func parseSetSlot(args [][]byte) (replication.SlotChange, error) {
 	return replication.SlotChange{Kind: replication.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
 }
 
+// unknownNode returns err, made an unknownNodeError naming id when it is
+// replication.ErrUnknownClusterNode (Redis's reply names the id).
 func unknownNode(err error, id string) error {
 	if errors.Is(err, replication.ErrUnknownClusterNode) {
 		return &unknownNodeError{id}

@@ -25,6 +25,11 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 		{action: actOwn, slot: 1},
 		{action: actDisown, slot: 2},
 		{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1", "h:2"}, Resp: []string{"h:3"}}},
+		{action: actList, list: []clusterChange{
+			{action: actDelSlots, ranges: [][2]int{{300, 300}}},
+			{action: actAddSlots, ranges: [][2]int{{300, 300}}},
+			{action: actStable, slot: 300},
+		}},
 	}
 	for _, c := range changes {
 		got, err := decodeClusterChange(c.encode())
@@ -45,6 +50,10 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 		"meet, no raft":  (&clusterChange{action: actMeet, group: "b"}).encode(),
 		"bad group name": (&clusterChange{action: actMigrating, slot: 1, group: "b c"}).encode(),
 		"empty group":    (&clusterChange{action: actImporting, slot: 1}).encode(),
+		"nested list": (&clusterChange{action: actList, list: []clusterChange{
+			{action: actList, list: []clusterChange{{action: actStable, slot: 1}}}}}).encode(),
+		"bad change in list": (&clusterChange{action: actList, list: []clusterChange{{action: 99}}}).encode(),
+		"list too long":      {actList, 5, 2, actStable, 1},
 	}
 	for name, b := range bad {
 		if _, err := decodeClusterChange(b); !errors.Is(err, ErrBadPayload) {
@@ -74,6 +83,18 @@ func TestClusterStateApply(t *testing.T) {
 	s.apply(&clusterChange{action: actDelSlots, ranges: [][2]int{{0, 99}}}, "a")
 	if s.nOwned != 2 || !s.sharded() || len(s.groups) != 1 {
 		t.Fatalf("after DELSLOTS: owned %d groups %v", s.nOwned, s.groups)
+	}
+	// A list applies its changes in order: the slot given away, taken
+	// back, then importing cleared.
+	s.apply(&clusterChange{action: actImporting, slot: 200, group: "b"}, "a")
+	s.apply(&clusterChange{action: actList, list: []clusterChange{
+		{action: actDelSlots, ranges: [][2]int{{200, 200}}},
+		{action: actImporting, slot: 200, group: "b"},
+		{action: actAddSlots, ranges: [][2]int{{200, 200}}},
+		{action: actStable, slot: 200},
+	}}, "a")
+	if !s.owns(200) || len(s.importing) != 0 || s.nOwned != 2 {
+		t.Fatalf("after a list: owns 200 %v, importing %v, owned %d", s.owns(200), s.importing, s.nOwned)
 	}
 }
 

@@ -73,6 +73,11 @@ func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.S
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
+// ChangeSlots makes a transaction's slot changes as one log entry.
+func (v clusterView) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+	return v.n.ChangeSlots(ctx, changes)
+}
+
 // InfoFields answers INFO replication: Redis's role fields first (so that
 // tools reading role/master_host/connected_slaves work), then the raft view.
 func (v clusterView) InfoFields() [][2]string {

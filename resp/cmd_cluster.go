@@ -447,6 +447,19 @@ func meetAddr(args [][]byte) (string, error) {
 	return net.JoinHostPort(string(args[0]), strconv.Itoa(port)), nil
 }
 
+// parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
+func parseSetSlot(args [][]byte) (replication.SlotChange, error) {
+	slot, err := parseSlotArg(args[2])
+	if err != nil {
+		return replication.SlotChange{}, err
+	}
+	action, id, err := setSlotAction(args[3:])
+	if err != nil {
+		return replication.SlotChange{}, err
+	}
+	return replication.SlotChange{Kind: replication.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
+}
+
 // unknownNode returns err, made an unknownNodeError naming id when it is
 // replication.ErrUnknownClusterNode (Redis's reply names the id).
 func unknownNode(err error, id string) error {
@@ -546,6 +559,15 @@ func clusterCommand() *Command {
 					"`cluster_current_epoch` (the highest raft term of the known groups) and `cluster_my_epoch` (this group's raft term), and zero message counters.",
 				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
 					c.WriteBulk(clusterInfo(r))
+					return nil
+				}),
+			}),
+			sub(&Command{
+				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin, Summary: "Answers this group's config epoch, which is never bumped by hand.", Complexity: "O(1)",
+				Reply: "Simple string `STILL <epoch>`: the config epoch is the group's raft term, which raft itself raises at every election, so there is nothing to bump " +
+					"(Redis answers `BUMPED <epoch>` when it raised its epoch). `redis-cli --cluster fix` sends it inside the transaction that gives a slot an owner.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
 					return nil
 				}),
 			}),
@@ -663,15 +685,13 @@ func clusterCommand() *Command {
 					"`ERR I don't know about node <node-id>` for an id no known group has.",
 					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`).",
 					"`ERR Can't assign hashslot <slot> to a different node while I still hold keys for this hash slot.` for `NODE` naming another group while keys of the slot (or keys in flight) are still here (found by a scan of the keyspace); nothing changes."},
+				slotChange: parseSetSlot,
 				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
-					slot, err := parseSlotArg(args[2])
+					sc, err := parseSetSlot(args)
 					if err != nil {
 						return err
 					}
-					action, id, err := setSlotAction(args[3:])
-					if err != nil {
-						return err
-					}
+					slot, action, id := sc.Slot, sc.Action, sc.NodeID
 					if err := cl.SetSlot(c.srv.ctx, slot, action, id); err != nil {
 						return unknownNode(err, id)
 					}
@@ -704,7 +724,15 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 	if ranged {
 		arity = -4
 	}
+	kind := replication.SlotDel
+	if strings.HasPrefix(name, "add") {
+		kind = replication.SlotAdd
+	}
 	return &Command{
+		slotChange: func(a [][]byte) (replication.SlotChange, error) {
+			slots, err := parse(a[2:])
+			return replication.SlotChange{Kind: kind, Slots: slots}, err
+		},
 		Name: name, Arity: arity, Flags: FlagAdmin, Summary: summary, Complexity: "O(N) where N is the number of slots",
 		Args:   args,
 		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",

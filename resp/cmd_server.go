@@ -508,7 +508,19 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = strconv.AppendInt(b, max(age, 0), 10)
 	b = append(b, " idle="...)
 	b = strconv.AppendInt(b, max(idle, 0), 10)
-	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem="...)
+	// multi is -1 outside a transaction, else the commands queued (Redis's
+	// flag x marks a client inside MULTI).
+	multi, multiMem := o.multi.Load(), o.multiMem.Load()
+	if multi < 0 {
+		b = append(b, " flags=N"...)
+	} else {
+		b = append(b, " flags=x"...)
+	}
+	b = append(b, " db=0 sub=0 psub=0 ssub=0 multi="...)
+	b = strconv.AppendInt(b, multi, 10)
+	b = append(b, " watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem="...)
+	b = strconv.AppendInt(b, multiMem, 10)
+	b = append(b, " rbs=0 rbp=0 obl=0 oll=0 omem="...)
 	b = strconv.AppendInt(b, o.omem.Load(), 10)
 	b = append(b, " tot-mem=0 events=r cmd="...)
 	b = append(b, cmd...)

@@ -156,6 +156,15 @@ var sentinelReplies = []struct {
 		"4) Set up an authentication password for the default user (requirepass). " +
 		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."},
 	{ErrAuthThrottled, "ERR too many failed authentication attempts from this address; try again later"},
+	{errExecAbort, "EXECABORT Transaction discarded because of previous errors."},
+	{errNestedMulti, "ERR MULTI calls can not be nested"},
+	{errExecNoMulti, "ERR EXEC without MULTI"},
+	{errDiscardNo, "ERR DISCARD without MULTI"},
+	{errWatchInMulti, "ERR WATCH inside MULTI is not allowed"},
+	{errWatch, "ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"},
+	{errNoMulti, "ERR Command not allowed inside a transaction"},
+	{errTxTooLarge, "ERR transaction discarded: the queued commands exceed client-query-buffer-limit"},
+	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 }
 
 // appendErrorText appends the reply text of err (without the leading '-').

@@ -256,3 +256,7 @@ func TestRoutingGroupNotHeardFrom(t *testing.T) {
 		t.Errorf("group d not heard from: %q, want %q", got, want)
 	}
 }
+
+func (b *fsmBackend) WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Result) error {
+	return b.Write(ctx, ops, res)
+}

@@ -328,6 +328,7 @@ func (c *Conn) runWrites(slots []slot) {
 		op.Reqs = op.Reqs[:0]
 		op.NoGrow = false
 		op.Asking = false
+		op.Dest = ""
 		if sl.err = c.routeCommand(sl.cmd, sl.args, sl.asking, op); sl.err != nil {
 			sl.op = -1
 			continue

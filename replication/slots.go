@@ -32,6 +32,10 @@ var (
 	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
 )
 
+// errNoChange: a cluster change that changes nothing here (DELSLOTS of
+// slots another group owns) succeeds without an entry.
+var errNoChange = errors.New("replication: no change")
+
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
 
@@ -117,6 +121,9 @@ func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
 // directory, then submits it and waits until it is applied.
 func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
 	if err := n.checkChange(c); err != nil {
+		if errors.Is(err, errNoChange) {
+			return nil
+		}
 		return err
 	}
 	err := n.submit(ctx, &pending{control: c.encode()})
@@ -154,13 +161,26 @@ func (n *Node) checkChange(c *clusterChange) error {
 			}
 		}
 	case actDelSlots:
+		// A slot another group owns is left alone, and the call succeeds
+		// for it: as in Redis, DELSLOTS on a node that does not own the
+		// slot is how a tool (redis-cli --cluster fix) makes sure a node
+		// is not its owner. Another group's slots are not this one's to
+		// unassign.
+		var mine []int
 		for _, r := range c.ranges {
 			for s := r[0]; s <= r[1]; s++ {
-				if !st.owns(s) {
+				switch o := rt.Owner(s); {
+				case st.owns(s):
+					mine = append(mine, s)
+				case !rt.Sharded || o < 0 || o == rt.Self:
 					return &SlotError{Slot: s, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("Slot %d is already unassigned", s)}
 				}
 			}
 		}
+		if len(mine) == 0 {
+			return errNoChange
+		}
+		c.ranges = toRanges(mine)
 	case actMigrating:
 		if !st.owns(c.slot) {
 			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("I'm not the owner of hash slot %d", c.slot)}
@@ -211,4 +231,13 @@ func allFresh(rt *Routing) error {
 		}
 	}
 	return nil
+}
+
+// MoveDest returns where the key in flight out of this group was sent (the
+// RESP address its MIGRATE named), as this node's replica knows it; empty
+// when unknown or not in flight.
+func (n *Node) MoveDest(key []byte) string {
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	return n.fsm.cluster.movingTo[string(key)]
 }

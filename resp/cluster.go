@@ -73,6 +73,9 @@ func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.S
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
+// MoveDest returns where a key in flight was sent.
+func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
+
 // InfoFields answers INFO replication: Redis's role fields first (so that
 // tools reading role/master_host/connected_slaves work), then the raft view.
 func (v clusterView) InfoFields() [][2]string {

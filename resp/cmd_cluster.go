@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // The Redis Cluster protocol over replication groups. Each group (a raft
@@ -630,6 +632,38 @@ func clusterCommand() *Command {
 					return nil
 				}),
 			}),
+			sub(&Command{
+				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin | FlagFast, Summary: "Answers the group's config epoch, which only an election changes.", Complexity: "O(1)",
+				Reply: "Simple string `STILL <epoch>`: a group's config epoch is its raft term, which elections advance, so there is nothing to bump. " +
+					"Accepted so that tools that send it (`redis-cli --cluster fix`, inside `MULTI`) go on.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
+					return nil
+				}),
+			}),
+			sub(&Command{
+				Name: "abortmove", Arity: -3, MaxArgs: 4, Flags: FlagAdmin,
+				Summary:    "Puts back the keys of a slot that a MIGRATE left in flight (cellserver's own subcommand).",
+				Complexity: "O(N) where N is the number of keys in flight",
+				Args:       []Arg{{Name: "slot", Type: "integer"}, {Name: "force", Type: "pure-token", Token: "FORCE", Optional: true}},
+				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
+					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
+					"(a server that is not a cellserver, a dead or standalone one): clients of this cluster never reach such a server, so the key is served in one place only.",
+				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
+					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
+						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (its target takes the key with `REPLACE`) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
+				Handler: clusterHandler(func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error {
+					slot, err := parseSlotArg(args[2])
+					if err != nil {
+						return err
+					}
+					force := len(args) == 4
+					if force && !strings.EqualFold(string(args[3]), "force") {
+						return engine.ErrSyntax
+					}
+					return c.abortMove(cl, r, slot, force)
+				}),
+			}),
 			sub(slotsCommand("addslots", "Assigns slots to this node's group.", false, slotErrs,
 				func(c *Conn, cl Cluster, slots []int) error { return cl.AddSlots(c.srv.ctx, slots) })),
 			sub(slotsCommand("addslotsrange", "Assigns ranges of slots to this node's group.", true, slotErrs,
@@ -780,4 +814,57 @@ func clusterConnCommands() []*Command {
 			"Simple string `OK`. The next command on this connection (only the next, as in Redis) runs on a key of a slot this group is importing (`CLUSTER SETSLOT … IMPORTING`) instead of answering `-MOVED`.",
 			func(c *Conn) { c.asking = true }),
 	}
+}
+
+// abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
+// group go back into its keyspace (shards.OpMoveAbort), when each was sent
+// to no member of a known group, or when force. It holds the server's
+// MIGRATE lock, so that it never races a MIGRATE of this node.
+func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force bool) error {
+	c.srv.migrateMu.Lock()
+	defer c.srv.migrateMu.Unlock()
+	if _, err := c.readNow(); err != nil {
+		return err
+	}
+	var keys [][]byte
+	blocked, where := 0, ""
+	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
+		if keySlot(key) != slot {
+			return true
+		}
+		keys = append(keys, key)
+		if force {
+			return true
+		}
+		dest := cl.MoveDest(key)
+		if g := r.GroupOfAddr(dest); dest == "" || g >= 0 {
+			blocked++
+			if where == "" && g >= 0 {
+				where = dest + ", a member of group " + r.Groups[g].Name
+			} else if where == "" {
+				where = "an unknown destination"
+			}
+		}
+		return true
+	})
+	if blocked > 0 {
+		return &textError{fmt.Sprintf("ERR %d key(s) of slot %d are in flight to %s, which may hold them: MIGRATE them there again, "+
+			"or CLUSTER ABORTMOVE %d FORCE once sure it does not have them", blocked, slot, where, slot)}
+	}
+	if len(keys) == 0 {
+		c.WriteInt(0)
+		return nil
+	}
+	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
+	res := make([]shards.Result, 1)
+	err := c.srv.backend.Write(c.srv.ctx, ops, res)
+	c.now = 0
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		return err
+	}
+	c.WriteInt(res[0].N)
+	return nil
 }

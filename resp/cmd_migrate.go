@@ -1,16 +1,15 @@
 package resp
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"io"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -24,13 +23,6 @@ import (
 // keys the target did not take, puts them back (OpMoveAbort). So a key's
 // state exists in exactly one place at any instant, and a key exhausted
 // before the move is exhausted after it.
-
-// Limits of the MIGRATE client's replies: a reply line, and a bulk reply
-// (the target's replies are short: OK, errors, counts).
-const (
-	migrateMaxLine = 64 << 10
-	migrateMaxBulk = 1 << 20
-)
 
 // Errors of MIGRATE, in Redis's wording.
 var (
@@ -141,134 +133,6 @@ func parseMigrate(args [][]byte) (*migrateArgs, error) {
 	return m, nil
 }
 
-// migrateClient is the RESP client MIGRATE talks to its target with: it
-// writes commands as arrays of bulk strings and reads replies with bounded
-// lengths, each I/O under the call's timeout.
-type migrateClient struct {
-	nc      net.Conn
-	r       *bufio.Reader
-	out     []byte
-	timeout time.Duration
-}
-
-// dialTarget connects to addr within timeout.
-func dialTarget(addr string, timeout time.Duration) (*migrateClient, error) {
-	nc, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, errMigrateConnect
-	}
-	return &migrateClient{nc: nc, r: bufio.NewReader(nc), timeout: timeout}, nil
-}
-
-// send queues one command.
-func (m *migrateClient) send(args ...[]byte) {
-	m.out = append(m.out, '*')
-	m.out = strconv.AppendInt(m.out, int64(len(args)), 10)
-	m.out = append(m.out, "\r\n"...)
-	for _, a := range args {
-		m.out = append(m.out, '$')
-		m.out = strconv.AppendInt(m.out, int64(len(a)), 10)
-		m.out = append(m.out, "\r\n"...)
-		m.out = append(m.out, a...)
-		m.out = append(m.out, "\r\n"...)
-	}
-}
-
-// flush writes the queued commands.
-func (m *migrateClient) flush() error {
-	_ = m.nc.SetWriteDeadline(time.Now().Add(m.timeout))
-	_, err := m.nc.Write(m.out)
-	m.out = m.out[:0]
-	if err != nil {
-		return errMigrateWrite
-	}
-	return nil
-}
-
-// reply reads one reply: an error reply is returned as its text in msg
-// with isErr; a simple string, integer or bulk string as its text; an
-// array's elements are read and dropped. err is an I/O failure or a
-// malformed reply.
-func (m *migrateClient) reply() (msg string, isErr bool, err error) {
-	_ = m.nc.SetReadDeadline(time.Now().Add(m.timeout))
-	return m.readReply(0)
-}
-
-func (m *migrateClient) readReply(depth int) (string, bool, error) {
-	line, err := m.line()
-	if err != nil {
-		return "", false, err
-	}
-	switch line[0] {
-	case '-':
-		return line[1:], true, nil
-	case '+', ':':
-		return line[1:], false, nil
-	case '$', '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n > migrateMaxBulk || depth > 4 {
-			return "", false, errMigrateRead
-		}
-		if n < 0 {
-			return "", false, nil
-		}
-		if line[0] == '*' {
-			for range n {
-				if _, _, err := m.readReply(depth + 1); err != nil {
-					return "", false, err
-				}
-			}
-			return "", false, nil
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(m.r, b); err != nil {
-			return "", false, errMigrateRead
-		}
-		return string(b[:n]), false, nil
-	}
-	return "", false, errMigrateRead
-}
-
-// line reads one CRLF-terminated line of at most migrateMaxLine bytes.
-func (m *migrateClient) line() (string, error) {
-	var b []byte
-	for {
-		part, err := m.r.ReadSlice('\n')
-		b = append(b, part...)
-		if len(b) > migrateMaxLine {
-			return "", errMigrateRead
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return "", errMigrateRead
-		}
-	}
-	b = bytes.TrimSuffix(b, []byte("\r\n"))
-	if len(b) == 0 {
-		return "", errMigrateRead
-	}
-	return string(b), nil
-}
-
-// call sends one command and reads its reply, an error reply becoming
-// the target's error.
-func (m *migrateClient) call(args ...[]byte) error {
-	m.send(args...)
-	if err := m.flush(); err != nil {
-		return err
-	}
-	msg, isErr, err := m.reply()
-	if err != nil {
-		return err
-	}
-	if isErr {
-		return targetError(msg)
-	}
-	return nil
-}
-
 // movedKey is one key MIGRATE sends: its payload, and what became of it.
 type movedKey struct {
 	key     []byte
@@ -280,69 +144,99 @@ type movedKey struct {
 	restored, unknown bool
 }
 
-// restoreOn dials the target, authenticates, selects the database and
-// restores every key (ASKING before each RESTORE in a cluster, so that a
-// group importing the slot takes it), marking those it took and those
-// whose outcome is unknown (an I/O failure once the RESTOREs were sent).
-// It returns the first failure.
+// restoreOn dials the target (internal/respclient: every reply bounded in
+// size and due within the call's timeout), authenticates, selects the
+// database and restores every key (ASKING before each RESTORE in a
+// cluster, so that a group importing the slot takes it; an error answering
+// ASKING is ignored, as a standalone server gives one and still restores),
+// marking those it took and those whose outcome is unknown (an I/O
+// failure or a reply that is not RESP once the RESTOREs were sent). It
+// returns the first failure.
 func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
-	cl, err := dialTarget(m.addr, m.timeout)
+	cfg := respclient.Config{Timeout: m.timeout, MaxArray: 64}
+	switch len(m.auth) {
+	case 1:
+		cfg.Password = string(m.auth[0])
+	case 2:
+		cfg.Username, cfg.Password = string(m.auth[0]), string(m.auth[1])
+	}
+	cl, err := respclient.Dial(c.srv.ctx, m.addr, cfg)
 	if err != nil {
-		return err
-	}
-	defer cl.nc.Close()
-	if len(m.auth) > 0 {
-		if err := cl.call(append([][]byte{[]byte("AUTH")}, m.auth...)...); err != nil {
-			return err
+		var re *respclient.ReplyError
+		if errors.As(err, &re) {
+			return targetError(re.Msg)
 		}
+		return errMigrateConnect
 	}
+	defer cl.Close()
 	if m.db != 0 {
-		if err := cl.call([]byte("SELECT"), strconv.AppendInt(nil, m.db, 10)); err != nil {
-			return err
+		v, err := cl.Do([]byte("SELECT"), strconv.AppendInt(nil, m.db, 10))
+		if err != nil {
+			return migrateIOError(err)
+		}
+		if v.Kind == respclient.Error {
+			return targetError(v.Str)
 		}
 	}
 	asking := c.srv.cfg.Cluster != nil
 	for _, k := range keys {
 		if asking {
-			cl.send([]byte("ASKING"))
+			cl.Send([]byte("ASKING"))
 		}
 		args := [][]byte{[]byte("RESTORE"), k.key, []byte("0"), k.payload}
 		if k.replace {
 			args = append(args, []byte("REPLACE"))
 		}
-		cl.send(args...)
+		cl.Send(args...)
 	}
 	for i := range keys {
 		keys[i].unknown = true
 	}
-	if err := cl.flush(); err != nil {
-		return err
+	if err := cl.Flush(); err != nil {
+		return errMigrateWrite
 	}
 	var first error
 	for i := range keys {
 		if asking {
-			msg, isErr, err := cl.reply()
-			if err != nil {
-				return err
-			}
-			if isErr && first == nil {
-				first = targetError(msg)
+			if _, err := cl.Read(); err != nil {
+				return migrateIOError(err)
 			}
 		}
-		msg, isErr, err := cl.reply()
+		v, err := cl.Read()
 		if err != nil {
-			return err
+			return migrateIOError(err)
 		}
-		keys[i].unknown = false
-		if isErr {
+		switch v.Kind {
+		case respclient.Simple:
+			keys[i].unknown = false
+			keys[i].restored = true
+		case respclient.Error:
+			keys[i].unknown = false
 			if first == nil {
-				first = targetError(msg)
+				first = targetError(v.Str)
 			}
-			continue
+		default:
+			// Not RESTORE's answer: not a cellserver, and what it did
+			// with the key is unknown.
+			return errMigrateRead
 		}
-		keys[i].restored = true
 	}
 	return first
+}
+
+// migrateIOError words a failure of the exchange with the target: a write
+// or a read (a reply that is not RESP, too large or late counts as one).
+func migrateIOError(err error) error {
+	var ioe *respclient.IOError
+	if errors.As(err, &ioe) && ioe.Op == "write" {
+		return errMigrateWrite
+	}
+	return errMigrateRead
+}
+
+// inFlightError adds to err that n keys stayed in flight.
+func inFlightError(err error, n int) error {
+	return &textError{fmt.Sprintf("%s; %d key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back", err.Error(), n)}
 }
 
 // migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
@@ -368,7 +262,7 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	for i, k := range m.keys {
 		_, again[i] = store.Moving(k)
 	}
-	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys}); err != nil {
+	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys, Dest: m.addr}); err != nil {
 		return err
 	}
 	if _, err := c.readNow(); err != nil {
@@ -386,12 +280,15 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	}
 	failed := c.restoreOn(m, keys)
 	var done, back [][]byte
+	inFlight := 0
 	for _, k := range keys {
 		switch {
 		case k.restored:
 			done = append(done, k.key)
 		case !k.unknown && !k.again:
 			back = append(back, k.key)
+		default:
+			inFlight++
 		}
 		// A key of unknown outcome stays in flight: putting it back
 		// could leave it admitting in both places. So does one an
@@ -408,6 +305,9 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	}
 	if err := c.writeOps(ops); err != nil {
 		return err
+	}
+	if failed != nil && inFlight > 0 {
+		return inFlightError(failed, inFlight)
 	}
 	if failed != nil {
 		return failed
@@ -564,7 +464,7 @@ func migrateCommands() []*Command {
 			Finish: func(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() },
 		},
 		{
-			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys,
+			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys, OpenSlot: true,
 			Group: "generic", Summary: "Moves keys to another cellserver (resharding), atomically per key.",
 			Complexity: "O(N) where N is the number of keys, plus a round trip to the target",
 			Args: []Arg{{Name: "host", Type: "string"}, {Name: "port", Type: "integer"},

@@ -233,6 +233,12 @@ func (n *Node) removeMember(ctx context.Context, id, why string) error {
 // definite error. uncertain, when not nil, is set when an attempt's
 // outcome was uncertain.
 func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool) error {
+	return n.onLeaderReply(ctx, what, fn, kind, payload, uncertain, nil)
+}
+
+// onLeaderReply is onLeader whose forwarded request has an answer: reply,
+// when not nil, decodes it.
+func (n *Node) onLeaderReply(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool, reply func([]byte) error) error {
 	deadline := time.Now().Add(2 * n.cfg.NoLeaderTimeout)
 	for {
 		var err error
@@ -250,8 +256,12 @@ func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind 
 			}
 			forwarded = true
 			cctx, cancel := context.WithDeadline(ctx, deadline.Add(n.cfg.NoLeaderTimeout))
-			_, err = n.fwd.do(cctx, addr, kind, payload, true)
+			var body []byte
+			body, err = n.fwd.do(cctx, addr, kind, payload, true)
 			cancel()
+			if err == nil && reply != nil {
+				err = reply(body)
+			}
 		}
 		if err == nil {
 			return nil

@@ -330,6 +330,14 @@ func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) 
 	return n.submit(ctx, &pending{ops: ops, res: res})
 }
 
+// WriteAtomic is Write: the ops of one call are always one log entry (the
+// submit path never splits a caller's ops across entries, however many
+// they are), and the FSM applies an entry whole, so no other write lands
+// between them and a failover applies all of them or none.
+func (n *Node) WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Result) error {
+	return n.Write(ctx, ops, res)
+}
+
 // ApplyEncoded runs a batch forwarded by a follower (the payload of the
 // forwarding service's apply request, encodeForward) through this leader's
 // submit path and returns the encoded results. On a node that is not the leader it fails with ErrNotLeader

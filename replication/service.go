@@ -37,6 +37,9 @@ import (
 //	reqGroupView  empty → the node's group as JSON (groupWire; any node answers)
 //	reqMeet       an actMeet cluster change → empty (leader: record that group)
 //	reqCluster    a cluster change (slotstate.go) → empty (leader: check, commit)
+//	reqClusterList an actList cluster change → per change, byte status and
+//	              uvarint-prefixed body as a response's (leader: check each
+//	              in order, commit those that pass as one entry)
 //
 // A response's status is statusOK (the payload is the answer) or the code
 // of a whole-request error: one of the sentinels in codeErrors, with an
@@ -46,14 +49,15 @@ import (
 // inside the results (codec.go).
 
 const (
-	reqApply     byte = 1
-	reqReadIndex byte = 2
-	reqJoin      byte = 3
-	reqRemove    byte = 4
-	reqStatus    byte = 5
-	reqGroupView byte = 6
-	reqMeet      byte = 7
-	reqCluster   byte = 8
+	reqApply       byte = 1
+	reqReadIndex   byte = 2
+	reqJoin        byte = 3
+	reqRemove      byte = 4
+	reqStatus      byte = 5
+	reqGroupView   byte = 6
+	reqMeet        byte = 7
+	reqCluster     byte = 8
+	reqClusterList byte = 9
 )
 
 const (
@@ -225,8 +229,60 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return nil, n.onlyLeader(func() error { return n.changeClusterOnLeader(ctx, &c) })
+	case reqClusterList:
+		c, err := decodeClusterChange(payload)
+		if err != nil {
+			return nil, err
+		}
+		if c.action != actList {
+			return nil, fmt.Errorf("%w: cluster list request with action %d", ErrBadPayload, c.action)
+		}
+		var errs []error
+		if err := n.onlyLeader(func() error {
+			var err error
+			errs, err = n.changeListOnLeader(ctx, c.list)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return n.encodeChangeErrors(errs), nil
 	}
 	return nil, fmt.Errorf("%w: unknown request type %d", ErrBadPayload, kind)
+}
+
+// encodeChangeErrors encodes the per-change answers of a list of cluster
+// changes: per change a status (statusOK or errorStatus's code) and its
+// uvarint-prefixed body.
+func (n *Node) encodeChangeErrors(errs []error) []byte {
+	var b []byte
+	for _, err := range errs {
+		if err == nil {
+			b = append(b, statusOK)
+			b = appendBytes(b, nil)
+			continue
+		}
+		code, body := n.errorStatus(err)
+		b = append(b, code)
+		b = appendBytes(b, body)
+	}
+	return b
+}
+
+// decodeChangeErrors decodes encodeChangeErrors' answer for n changes.
+func decodeChangeErrors(b []byte, n int) ([]error, error) {
+	r := reader{b: b}
+	errs := make([]error, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		status := r.byte1("status")
+		body := r.bytes("error")
+		if r.err == nil && status != statusOK {
+			errs[i] = statusError(status, body)
+		}
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // onlyLeader runs fn on the ready leader; elsewhere it answers ErrNotLeader.

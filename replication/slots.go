@@ -59,8 +59,17 @@ func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 // to, or is assigned to. ErrUnknownClusterNode when no known group has
 // that node; *SlotError for a slot in the wrong state.
 func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, clusterID string) error {
+	c, err := n.setSlotChange(slot, action, clusterID)
+	if err != nil {
+		return err
+	}
+	return n.changeCluster(ctx, c)
+}
+
+// setSlotChange is the cluster change of SETSLOT slot action clusterID.
+func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*clusterChange, error) {
 	if slot < 0 || slot >= hashslot.Count {
-		return fmt.Errorf("replication: slot %d out of range", slot)
+		return nil, fmt.Errorf("replication: slot %d out of range", slot)
 	}
 	c := &clusterChange{slot: slot}
 	group := ""
@@ -68,7 +77,7 @@ func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, cluster
 		rt := n.Routing()
 		g := rt.NodeGroup(clusterID)
 		if g < 0 {
-			return fmt.Errorf("replication: node %s: %w", clusterID, ErrUnknownClusterNode)
+			return nil, fmt.Errorf("replication: node %s: %w", clusterID, ErrUnknownClusterNode)
 		}
 		group = rt.Groups[g].Name
 	}
@@ -85,9 +94,126 @@ func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, cluster
 	case SlotStable:
 		c.action = actStable
 	default:
-		return fmt.Errorf("replication: unknown slot action %d", action)
+		return nil, fmt.Errorf("replication: unknown slot action %d", action)
 	}
-	return n.changeCluster(ctx, c)
+	return c, nil
+}
+
+// SlotChangeKind says which CLUSTER command a SlotChange is.
+type SlotChangeKind int
+
+// The kinds of SlotChange.
+const (
+	SlotAdd SlotChangeKind = iota + 1 // CLUSTER ADDSLOTS Slots
+	SlotDel                           // CLUSTER DELSLOTS Slots
+	SlotSet                           // CLUSTER SETSLOT Slot Action NodeID
+)
+
+// SlotChange is one slot change of a list applied together (ChangeSlots).
+type SlotChange struct {
+	Kind SlotChangeKind
+	// Slots are ADDSLOTS' and DELSLOTS' slots, each in [0, 16383].
+	Slots []int
+	// Slot, Action and NodeID are SETSLOT's (NodeID: a member's 40-hex
+	// cluster node id, "" for SlotStable).
+	Slot   int
+	Action SlotAction
+	NodeID string
+}
+
+// ChangeSlots makes a list of slot changes (the CLUSTER ADDSLOTS, DELSLOTS
+// and SETSLOT of one MULTI/EXEC, as redis-cli --cluster fix sends them) as
+// one entry of this group's log, so that a failover applies all of them or
+// none. The leader checks each against the state as the ones before it
+// leave it: errs[i] is the refusal of changes[i] (as AddSlots, DelSlots or
+// SetSlot would answer it), which is then left out; the others are
+// applied, in order. err is about the whole call (ErrNoLeader, ctx's error,
+// ...): then errs is nil and it is unknown whether the entry was applied
+// only when err wraps ErrLeadershipLost. On a follower the leader does it
+// (forwarded).
+func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, error) {
+	errs := make([]error, len(changes))
+	list := make([]clusterChange, 0, len(changes))
+	idx := make([]int, 0, len(changes))
+	for i := range changes {
+		c, err := n.slotChange(&changes[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		list = append(list, *c)
+		idx = append(idx, i)
+	}
+	if len(list) == 0 {
+		return errs, nil
+	}
+	var sub []error
+	body := (&clusterChange{action: actList, list: list}).encode()
+	err := n.onLeaderReply(ctx, "cluster change", func() error {
+		var err error
+		sub, err = n.changeListOnLeader(ctx, list)
+		return err
+	}, reqClusterList, body, nil, func(reply []byte) error {
+		var err error
+		sub, err = decodeChangeErrors(reply, len(list))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		errs[i] = sub[k]
+	}
+	return errs, nil
+}
+
+// slotChange turns a SlotChange into the cluster change it makes, checking
+// what can be checked without the leader's state.
+func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
+	switch sc.Kind {
+	case SlotAdd, SlotDel:
+		for _, s := range sc.Slots {
+			if s < 0 || s >= hashslot.Count {
+				return nil, fmt.Errorf("replication: slot %d out of range", s)
+			}
+		}
+		act := actAddSlots
+		if sc.Kind == SlotDel {
+			act = actDelSlots
+		}
+		return &clusterChange{action: act, ranges: toRanges(sc.Slots)}, nil
+	case SlotSet:
+		return n.setSlotChange(sc.Slot, sc.Action, sc.NodeID)
+	}
+	return nil, fmt.Errorf("replication: unknown slot change kind %d", sc.Kind)
+}
+
+// changeListOnLeader checks the changes of list in order against the
+// replicated state as the ones before leave it, and commits those that
+// pass as one entry. It returns each change's refusal (nil: applied).
+func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
+	st := n.fsm.clusterState()
+	errs := make([]error, len(list))
+	ok := make([]clusterChange, 0, len(list))
+	for i := range list {
+		if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
+			if errors.Is(errs[i], errNoChange) {
+				errs[i] = nil
+			}
+			continue
+		}
+		st.apply(&list[i], n.cfg.Group)
+		ok = append(ok, list[i])
+	}
+	if len(ok) == 0 {
+		return errs, nil
+	}
+	err := n.submit(ctx, &pending{control: (&clusterChange{action: actList, list: ok}).encode()})
+	if err != nil {
+		return nil, err
+	}
+	n.kickDirectory()
+	return errs, nil
 }
 
 // toRanges turns slots into ascending inclusive ranges.
@@ -120,7 +246,8 @@ func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
 // changeClusterOnLeader validates c against the replicated state and the
 // directory, then submits it and waits until it is applied.
 func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
-	if err := n.checkChange(c); err != nil {
+	st := n.fsm.clusterState()
+	if err := n.checkChange(&st, c); err != nil {
 		if errors.Is(err, errNoChange) {
 			return nil
 		}
@@ -133,10 +260,9 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 	return err
 }
 
-// checkChange refuses a change the current state forbids, with Redis's
+// checkChange refuses a change that the state st forbids, with Redis's
 // wording in the *SlotError.
-func (n *Node) checkChange(c *clusterChange) error {
-	st := n.fsm.clusterState()
+func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 	rt := n.Routing()
 	switch c.action {
 	case actAddSlots:

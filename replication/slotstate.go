@@ -28,6 +28,8 @@ import (
 //	stable, own, disown:       uvarint slot
 //	meet:                      string group, uvarint n, n × string raft address,
 //	                           uvarint m, m × string RESP address
+//	list:                      uvarint n, n × uvarint-prefixed body of a change
+//	                           (any action but list), applied in order
 
 // entryCluster is the log entry type of a cluster state change.
 const entryCluster = 4
@@ -43,6 +45,7 @@ const (
 	actOwn       byte = 6 // SETSLOT NODE naming this group: own, stop importing
 	actDisown    byte = 7 // SETSLOT NODE naming another group: disown, stop migrating
 	actMeet      byte = 8 // record another group and where to reach it
+	actList      byte = 9 // several changes, in order (a MULTI/EXEC's slot changes)
 )
 
 // peerSeeds is where another group can be reached: raft addresses for the
@@ -126,6 +129,7 @@ type clusterChange struct {
 	slot   int
 	group  string
 	seeds  peerSeeds
+	list   []clusterChange // actList
 }
 
 func appendString(dst []byte, s string) []byte { return appendBytes(dst, []byte(s)) }
@@ -157,6 +161,11 @@ func (c *clusterChange) encode() []byte {
 		b = appendString(b, c.group)
 		b = appendStrings(b, c.seeds.Raft)
 		b = appendStrings(b, c.seeds.Resp)
+	case actList:
+		b = binary.AppendUvarint(b, uint64(len(c.list)))
+		for i := range c.list {
+			b = appendBytes(b, c.list[i].encode())
+		}
 	}
 	return b
 }
@@ -213,6 +222,23 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 		if r.err == nil && len(c.seeds.Raft) == 0 {
 			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.group)
 		}
+	case actList:
+		n := r.count("cluster changes", 2)
+		for i := 0; i < n && r.err == nil; i++ {
+			body := r.bytes("cluster change")
+			if r.err != nil {
+				break
+			}
+			sub, err := decodeClusterChange(body)
+			if err == nil && sub.action == actList {
+				err = fmt.Errorf("%w: nested cluster change list", ErrBadPayload)
+			}
+			if err != nil {
+				r.err = err
+				break
+			}
+			c.list = append(c.list, sub)
+		}
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.action)
@@ -264,6 +290,10 @@ func (s *clusterState) apply(c *clusterChange, self string) {
 	case actMeet:
 		if c.group != self {
 			s.groups[c.group] = peerSeeds{Raft: slices.Clone(c.seeds.Raft), Resp: slices.Clone(c.seeds.Resp)}
+		}
+	case actList:
+		for i := range c.list {
+			s.apply(&c.list[i], self)
 		}
 	}
 }

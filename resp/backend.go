@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"sync"
 
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
@@ -18,6 +19,11 @@ type Backend interface {
 	// are valid only during the call: an implementation that keeps them
 	// must copy them.
 	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
+	// WriteAtomic is Write for the writes of one transaction (EXEC): no
+	// op of any other Write or WriteAtomic call is applied between its
+	// ops, and in a cluster they are one log entry, so that a failover
+	// applies all of them or none.
+	WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Result) error
 	// ReadNow confirms this node may serve a read (in a cluster: leadership
 	// confirmed, or local reads allowed) and returns the instant (Unix ns)
 	// at which reads evaluate expiry.
@@ -32,6 +38,10 @@ type Backend interface {
 type Local struct {
 	store *shards.Store
 	now   func() int64
+	// tx is held shared by Write and exclusively by WriteAtomic, so that
+	// no write lands between a transaction's ops while ordinary writes of
+	// different connections still run in parallel.
+	tx sync.RWMutex
 }
 
 var _ Backend = (*Local)(nil)
@@ -44,11 +54,26 @@ func NewLocal(store *shards.Store, now func() int64) *Local {
 
 // Write applies ops in order at one instant; it never fails.
 func (l *Local) Write(_ context.Context, ops []shards.Op, res []shards.Result) error {
+	l.tx.RLock()
+	l.apply(ops, res)
+	l.tx.RUnlock()
+	return nil
+}
+
+// WriteAtomic applies ops in order at one instant, excluding every other
+// write meanwhile; it never fails.
+func (l *Local) WriteAtomic(_ context.Context, ops []shards.Op, res []shards.Result) error {
+	l.tx.Lock()
+	l.apply(ops, res)
+	l.tx.Unlock()
+	return nil
+}
+
+func (l *Local) apply(ops []shards.Op, res []shards.Result) {
 	now := l.now()
 	for i := range ops {
 		l.store.Exec(&ops[i], now, &res[i])
 	}
-	return nil
 }
 
 // ReadNow returns the clock's instant; a standalone server may always read.
@@ -99,6 +124,12 @@ type Cluster interface {
 	// MoveDest returns the RESP address a key in flight out of this group
 	// was sent to, empty when unknown.
 	MoveDest(key []byte) string
+	// ChangeSlots makes the slot changes of one transaction (its queued
+	// ADDSLOTS, DELSLOTS and SETSLOT) as one change of the group's log:
+	// each is checked against the state as the ones before it leave it;
+	// errs[i] is changes[i]'s refusal (then not applied). A non-nil err is
+	// about the whole call, and errs is then nil.
+	ChangeSlots(ctx context.Context, changes []replication.SlotChange) (errs []error, err error)
 }
 
 // RoleInfo is the ROLE reply. A leader answers like a Redis master

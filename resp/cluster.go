@@ -76,6 +76,11 @@ func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.S
 // MoveDest returns where a key in flight was sent.
 func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
 
+// ChangeSlots makes a transaction's slot changes as one log entry.
+func (v clusterView) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+	return v.n.ChangeSlots(ctx, changes)
+}
+
 // InfoFields answers INFO replication: Redis's role fields first (so that
 // tools reading role/master_host/connected_slaves work), then the raft view.
 func (v clusterView) InfoFields() [][2]string {

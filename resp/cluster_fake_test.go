@@ -21,6 +21,8 @@ type fakeCluster struct {
 	owner  map[int]int // slot → group index
 	r      *replication.Routing
 	met    []string // addresses CLUSTER MEET named
+	// lists records each ChangeSlots call's changes.
+	lists [][]replication.SlotChange
 }
 
 // newFakeCluster returns a fake whose groups are groups (sorted by name),
@@ -143,6 +145,27 @@ func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.Sl
 	}
 	f.rebuild()
 	return nil
+}
+
+// ChangeSlots applies the changes in order as the single-change methods
+// do (the group's one-entry version is tested in replication and test/),
+// recording the call.
+func (f *fakeCluster) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+	f.mu.Lock()
+	f.lists = append(f.lists, slices.Clone(changes))
+	f.mu.Unlock()
+	errs := make([]error, len(changes))
+	for i, c := range changes {
+		switch c.Kind {
+		case replication.SlotAdd:
+			errs[i] = f.AddSlots(ctx, c.Slots)
+		case replication.SlotDel:
+			errs[i] = f.DelSlots(ctx, c.Slots)
+		case replication.SlotSet:
+			errs[i] = f.SetSlot(ctx, c.Slot, c.Action, c.NodeID)
+		}
+	}
+	return errs, nil
 }
 
 // member returns a GroupMember of group on loopback port port (raft port

@@ -15,6 +15,7 @@ func builtinCommands() []*Command {
 	all = append(all, clusterCommand())
 	all = append(all, clusterConnCommands()...)
 	all = append(all, migrateCommands()...)
+	all = append(all, transactionCommands()...)
 	return all
 }
 
@@ -46,7 +47,7 @@ func serverCommands() []*Command {
 			},
 		},
 		{
-			Name: "save", Arity: 1, Flags: FlagAdmin | FlagNoScript, Group: "server", Since: "0.1.0",
+			Name: "save", Arity: 1, Flags: FlagAdmin | FlagNoScript | FlagNoMulti, Group: "server", Since: "0.1.0",
 			Summary: "Saves a snapshot of the keyspace to disk and waits until it is durable.", Complexity: "O(N) where N is the number of keys",
 			Reply:  "Simple string OK.",
 			Errors: []string{"`ERR persistence is off: ...` when the server runs without a save directory."},
@@ -97,7 +98,7 @@ func serverCommands() []*Command {
 			},
 		},
 		{
-			Name: "shutdown", Arity: -1, MaxArgs: 4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+			Name: "shutdown", Arity: -1, MaxArgs: 4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale | FlagNoMulti, Group: "server", Since: "0.1.0",
 			Summary: "Saves (when persistence is on) and stops the server.", Complexity: "O(N) when saving",
 			Args: []Arg{
 				{Name: "save-selector", Type: "oneof", Optional: true, Args: []Arg{

@@ -460,6 +460,19 @@ func meetAddr(args [][]byte) (string, error) {
 
 // unknownNode returns err, made an unknownNodeError naming id when it is
 // replication.ErrUnknownClusterNode (Redis's reply names the id).
+// parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
+func parseSetSlot(args [][]byte) (replication.SlotChange, error) {
+	slot, err := parseSlotArg(args[2])
+	if err != nil {
+		return replication.SlotChange{}, err
+	}
+	action, id, err := setSlotAction(args[3:])
+	if err != nil {
+		return replication.SlotChange{}, err
+	}
+	return replication.SlotChange{Kind: replication.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
+}
+
 func unknownNode(err error, id string) error {
 	if errors.Is(err, replication.ErrUnknownClusterNode) {
 		return &unknownNodeError{id}
@@ -706,15 +719,13 @@ func clusterCommand() *Command {
 					"`ERR I don't know about node <node-id>` for an id no known group has.",
 					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`).",
 					"`ERR Can't assign hashslot <slot> to a different node while I still hold keys for this hash slot.` for `NODE` naming another group while keys of the slot (or keys in flight) are still here (found by a scan of the keyspace); nothing changes."},
+				slotChange: parseSetSlot,
 				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
-					slot, err := parseSlotArg(args[2])
+					sc, err := parseSetSlot(args)
 					if err != nil {
 						return err
 					}
-					action, id, err := setSlotAction(args[3:])
-					if err != nil {
-						return err
-					}
+					slot, action, id := sc.Slot, sc.Action, sc.NodeID
 					if err := cl.SetSlot(c.srv.ctx, slot, action, id); err != nil {
 						return unknownNode(err, id)
 					}
@@ -747,7 +758,15 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 	if ranged {
 		arity = -4
 	}
+	kind := replication.SlotDel
+	if strings.HasPrefix(name, "add") {
+		kind = replication.SlotAdd
+	}
 	return &Command{
+		slotChange: func(a [][]byte) (replication.SlotChange, error) {
+			slots, err := parse(a[2:])
+			return replication.SlotChange{Kind: kind, Slots: slots}, err
+		},
 		Name: name, Arity: arity, Flags: FlagAdmin, Summary: summary, Complexity: "O(N) where N is the number of slots",
 		Args:   args,
 		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",

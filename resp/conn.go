@@ -48,8 +48,12 @@ type Conn struct {
 	tmp   []byte
 	keys  [][]byte // a command's keys, for the cluster routing check
 
-	// asking is set by ASKING and cleared by the next command (route.go).
-	asking bool
+	// asking is set by ASKING and cleared by the next command (route.go);
+	// cmdAsking is whether the command running now follows ASKING.
+	asking, cmdAsking bool
+
+	// tx is the transaction between MULTI and EXEC or DISCARD (tx.go).
+	tx txState
 
 	cur      *Command   // the command running now
 	stats    []cmdStats // per command, indexed by Command.index
@@ -100,6 +104,7 @@ type Conn struct {
 
 // slot is one command of a batch of writes.
 type slot struct {
+	pos  int // position in a transaction (tx.go)
 	cmd  *Command
 	args [][]byte
 	err  error
@@ -268,6 +273,19 @@ func (c *Conn) execBatch(cmds []span) {
 		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {
 			err = ErrNoAuth
 		}
+		if c.tx.on && (err != nil || !runsInMulti(cmd)) {
+			if err != nil {
+				c.tx.failed = true // Redis: EXEC answers EXECABORT
+				c.reject(cmd, err)
+			} else {
+				c.queue(cmd, a)
+			}
+			i++
+			if c.outputOver(0) {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			c.reject(cmd, err)
 			i++
@@ -275,6 +293,7 @@ func (c *Conn) execBatch(cmds []span) {
 		}
 		if cmd.Prepare == nil {
 			c.setCurrent(cmd)
+			c.cmdAsking = asking
 			err := c.routeCommand(cmd, a, asking, nil)
 			if err == nil {
 				err = cmd.Handler(c, a)
@@ -316,6 +335,18 @@ func (c *Conn) execBatch(cmds []span) {
 // runWrites prepares the ops of a run of batchable writes, submits them in
 // one Backend.Write, and appends every reply in order.
 func (c *Conn) runWrites(slots []slot) {
+	n, werr := c.submitWrites(slots, false)
+	for k := range slots {
+		c.finishWrite(&slots[k], werr)
+	}
+	c.releaseOps(n)
+}
+
+// submitWrites routes and prepares the ops of slots and submits those
+// that prepared in one Backend call (WriteAtomic when atomic: a
+// transaction's writes). It returns how many ops it used and the call's
+// error; the replies are left to finishWrite.
+func (c *Conn) submitWrites(slots []slot, atomic bool) (int, error) {
 	n := 0
 	for k := range slots {
 		sl := &slots[k]
@@ -341,26 +372,38 @@ func (c *Conn) runWrites(slots []slot) {
 		sl.op = n
 		n++
 	}
+	if n == 0 {
+		return 0, nil
+	}
 	var werr error
-	if n > 0 {
+	if atomic {
+		werr = c.srv.backend.WriteAtomic(c.srv.ctx, c.ops[:n], c.res[:n])
+	} else {
 		werr = c.srv.backend.Write(c.srv.ctx, c.ops[:n], c.res[:n])
-		c.now = 0
 	}
-	for k := range slots {
-		sl := &slots[k]
-		c.setCurrent(sl.cmd)
-		switch {
-		case sl.op < 0:
-			c.fail(sl.cmd, sl.err)
-		case werr != nil:
-			c.fail(sl.cmd, werr)
-		case c.res[sl.op].Err != nil:
-			c.fail(sl.cmd, c.redirect(c.res[sl.op].Err, c.ops[sl.op].Keys))
-		default:
-			sl.cmd.Finish(c, sl.args, &c.res[sl.op])
-		}
+	c.now = 0
+	return n, werr
+}
+
+// finishWrite appends the reply of one write submitted by submitWrites
+// (werr: the submitting call's error).
+func (c *Conn) finishWrite(sl *slot, werr error) {
+	c.setCurrent(sl.cmd)
+	switch {
+	case sl.op < 0:
+		c.fail(sl.cmd, sl.err)
+	case werr != nil:
+		c.fail(sl.cmd, werr)
+	case c.res[sl.op].Err != nil:
+		c.fail(sl.cmd, c.redirect(c.res[sl.op].Err, c.ops[sl.op].Keys))
+	default:
+		sl.cmd.Finish(c, sl.args, &c.res[sl.op])
 	}
-	// Drop references to the batch's keys (they live in the read buffer).
+}
+
+// releaseOps drops the references of the first n ops to their keys (they
+// live in the read buffer or a transaction's queue).
+func (c *Conn) releaseOps(n int) {
 	for k := 0; k < n; k++ {
 		clear(c.ops[k].Keys)
 	}

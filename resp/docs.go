@@ -24,7 +24,7 @@ func CommandsMarkdown() []byte {
 	var b bytes.Buffer
 	b.WriteString(docsIntro)
 	groups := []struct{ name, title string }{
-		{"ratelimit", "Rate limiters"}, {"generic", "Keys"}, {"connection", "Connection"}, {"server", "Server"},
+		{"ratelimit", "Rate limiters"}, {"generic", "Keys"}, {"connection", "Connection"}, {"transactions", "Transactions"}, {"server", "Server"},
 		{"cluster", "Cluster (only in cluster mode)"},
 	}
 	b.WriteString("## Index\n\n| Command | Summary |\n|---|---|\n")

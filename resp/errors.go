@@ -272,6 +272,24 @@ func appendErrorText(b []byte, err error) []byte {
 			"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. "+
 			"4) Set up an authentication password for the default user (requirepass). "+
 			"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."...)
+	case errors.Is(err, errExecAbort):
+		return append(b, "EXECABORT Transaction discarded because of previous errors."...)
+	case errors.Is(err, errNestedMulti):
+		return append(b, "ERR MULTI calls can not be nested"...)
+	case errors.Is(err, errExecNoMulti):
+		return append(b, "ERR EXEC without MULTI"...)
+	case errors.Is(err, errDiscardNo):
+		return append(b, "ERR DISCARD without MULTI"...)
+	case errors.Is(err, errWatchInMulti):
+		return append(b, "ERR WATCH inside MULTI is not allowed"...)
+	case errors.Is(err, errWatch):
+		return append(b, "ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"...)
+	case errors.Is(err, errNoMulti):
+		return append(b, "ERR Command not allowed inside a transaction"...)
+	case errors.Is(err, errTxTooLarge):
+		return append(b, "ERR transaction discarded: the queued commands exceed client-query-buffer-limit"...)
+	case errors.Is(err, errTxReadBetween):
+		return append(b, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"...)
 	case errors.Is(err, replication.ErrGroupUnknown):
 		return append(b, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"...)
 	case errors.Is(err, ErrAuthThrottled):

@@ -164,7 +164,7 @@ func encodeCommand(b []byte, args [][]byte) []byte {
 // which selects the command, data holds the arguments separated by NUL
 // bytes (a command runs three times, so that state created by the first
 // call is met by the others). The command always gets exactly one reply
-// per call, and the connection stays usable (a PING follows).
+// per call, and the connection stays usable (an ECHO follows).
 func FuzzCommand(f *testing.F) {
 	names := commandNames(f)
 	seeds := []string{
@@ -191,7 +191,8 @@ func FuzzCommand(f *testing.F) {
 		for i := 0; i < 3; i++ {
 			in = encodeCommand(in, args)
 		}
-		in = append(in, "*2\r\n$4\r\nECHO\r\n$8\r\nfuzz-end\r\n"...)
+		// DISCARD ends a transaction MULTI may have started.
+		in = append(in, "*1\r\n$7\r\nDISCARD\r\n*2\r\n$4\r\nECHO\r\n$8\r\nfuzz-end\r\n"...)
 		mc := runInput(t, in, nil)
 		quits := name[0] == "quit" || name[0] == "shutdown"
 		if !quits && !bytes.Contains(mc.out.Bytes(), []byte("fuzz-end")) && mc.out.Len() < 1<<16 {

@@ -237,3 +237,7 @@ func TestClusterErrorTexts(t *testing.T) {
 		}
 	}
 }
+
+func (b *fsmBackend) WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Result) error {
+	return b.Write(ctx, ops, res)
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -32,6 +33,8 @@ const (
 	FlagDenyOOM
 	// FlagNoScript marks a command not allowed in scripts.
 	FlagNoScript
+	// FlagNoMulti marks a command refused inside a transaction (MULTI).
+	FlagNoMulti
 )
 
 var flagNames = []struct {
@@ -41,6 +44,7 @@ var flagNames = []struct {
 	{FlagWrite, "write"}, {FlagReadonly, "readonly"}, {FlagDenyOOM, "denyoom"},
 	{FlagAdmin, "admin"}, {FlagNoScript, "noscript"}, {FlagLoading, "loading"},
 	{FlagStale, "stale"}, {FlagFast, "fast"}, {FlagNoAuth, "no_auth"},
+	{FlagNoMulti, "no_multi"},
 }
 
 // names returns the Redis names of the flags set in f, in Redis's order.
@@ -135,6 +139,11 @@ type Command struct {
 	// second word selects one. Handler, if set, runs when the container is
 	// called with no subcommand.
 	Subcommands []*Command
+
+	// slotChange, set on the CLUSTER subcommands that change slots,
+	// parses a call into the change it makes, so that a transaction's
+	// slot changes are one Cluster.ChangeSlots call (tx.go).
+	slotChange func(args [][]byte) (replication.SlotChange, error)
 
 	fullName string // "client|setname": the name errors and stats use
 	index    int    // position in the per-connection statistics

@@ -1,0 +1,397 @@
+package resp
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cellserver/cellserver/replication"
+)
+
+// Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. See DESIGN.md
+// ("Transactions") for how a transaction's writes are made atomic and where
+// its reads see them.
+
+// Errors of transactions, worded in appendErrorText.
+var (
+	errNestedMulti  = errors.New("MULTI calls can not be nested")
+	errExecNoMulti  = errors.New("EXEC without MULTI")
+	errDiscardNo    = errors.New("DISCARD without MULTI")
+	errExecAbort    = errors.New("transaction discarded because of previous errors")
+	errWatchInMulti = errors.New("WATCH inside MULTI is not allowed")
+	errWatch        = errors.New("WATCH is not supported")
+	errNoMulti      = errors.New("command not allowed inside a transaction")
+	// errTxTooLarge: the queued commands passed client-query-buffer-limit.
+	errTxTooLarge = errors.New("transaction too large")
+	// errTxReadBetween: a write queued after a read that follows a write.
+	errTxReadBetween = errors.New("transaction reads the keyspace between two writes")
+)
+
+// txState is a connection's transaction, from MULTI to EXEC or DISCARD.
+type txState struct {
+	on bool
+	// failed: a command was refused while queuing (unknown, arity, not
+	// allowed, redirected, too large); EXEC answers EXECABORT.
+	failed bool
+	cmds   []queued
+	// bytes is what the queue accounts for, against
+	// client-query-buffer-limit.
+	bytes int64
+	// wrote: a keyspace write is queued; readAfter: then a command that
+	// reads the keyspace (or writes it outside the atomic write).
+	wrote, readAfter bool
+	// asking: the last queued command is ASKING.
+	asking bool
+}
+
+// queued is one command of a transaction. Its arguments are copies (the
+// read buffer is reused by the next batch), in one allocation.
+type queued struct {
+	cmd    *Command
+	args   [][]byte
+	asking bool // queued right after ASKING
+}
+
+// queuedOverhead is what one queued command accounts for beyond its
+// argument bytes (its slice headers and bookkeeping), so that a flood of
+// empty commands is bounded too.
+const queuedOverhead = 64
+
+// runsInMulti reports whether cmd runs at once inside MULTI instead of
+// being queued (as Redis: EXEC, DISCARD, MULTI, WATCH, QUIT).
+func runsInMulti(cmd *Command) bool {
+	switch cmd.fullName {
+	case "exec", "discard", "multi", "watch", "quit":
+		return true
+	}
+	return false
+}
+
+// txAccess classifies a queued command for the order rule: a batchable
+// write goes into the transaction's one atomic write; a command with keys
+// or that reads or writes the keyspace otherwise runs on its own, in order.
+func txAccess(cmd *Command) (write, access bool) {
+	if cmd.Prepare != nil {
+		return true, false
+	}
+	return false, cmd.Flags&(FlagReadonly|FlagWrite) != 0
+}
+
+// resetTx ends the transaction and lets go of its queue.
+func (c *Conn) resetTx() {
+	clear(c.tx.cmds)
+	cmds := c.tx.cmds[:0]
+	if cap(cmds) > 1024 {
+		cmds = nil
+	}
+	c.tx = txState{cmds: cmds}
+}
+
+// queue answers a command sent inside MULTI: QUEUED, or the refusal that
+// makes EXEC answer EXECABORT (Redis's queue-time errors).
+func (c *Conn) queue(cmd *Command, args [][]byte) {
+	asking := c.tx.asking
+	c.tx.asking = false
+	refuse := func(err error) {
+		c.tx.failed = true
+		c.reject(cmd, err)
+	}
+	if cmd.Flags&FlagNoMulti != 0 {
+		refuse(errNoMulti)
+		return
+	}
+	if err := c.queueRoute(cmd, args, asking); err != nil {
+		refuse(err)
+		return
+	}
+	size := int64(queuedOverhead)
+	for _, a := range args {
+		size += int64(len(a)) + 24
+	}
+	if c.tx.bytes+size > c.srv.queryLimit.Load() {
+		// Let go of the queue now: the transaction can only abort.
+		clear(c.tx.cmds)
+		c.tx.cmds = nil
+		c.tx.bytes = 0
+		refuse(errTxTooLarge)
+		return
+	}
+	write, access := txAccess(cmd)
+	switch {
+	case write && c.tx.readAfter:
+		refuse(errTxReadBetween)
+		return
+	case write:
+		c.tx.wrote = true
+	case access && c.tx.wrote:
+		c.tx.readAfter = true
+	}
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	cp := make([][]byte, len(args))
+	for i, a := range args {
+		buf = append(buf, a...)
+		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	}
+	c.tx.bytes += size
+	c.tx.cmds = append(c.tx.cmds, queued{cmd: cmd, args: cp, asking: asking})
+	c.tx.asking = cmd.fullName == "asking"
+	c.WriteSimple("QUEUED")
+}
+
+// queueRoute is the cluster check of a command being queued, on its own
+// keys (as Redis Cluster checks each queued command): CROSSSLOT, or MOVED
+// for a slot this group does not serve. Migrating slots are decided when
+// the command runs.
+func (c *Conn) queueRoute(cmd *Command, args [][]byte, asking bool) error {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return nil
+	}
+	r := cl.Routing()
+	if r == nil || !r.Sharded {
+		return nil
+	}
+	c.keys = commandKeys(c.keys[:0], cmd, args)
+	defer clear(c.keys)
+	return slotServed(r, c.keys, asking)
+}
+
+// slotServed checks that keys share a slot that this node's group serves
+// under routing r (or imports, when asking): CROSSSLOT or MOVED otherwise.
+func slotServed(r *replication.Routing, keys [][]byte, asking bool) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	slot := keySlot(keys[0])
+	for _, k := range keys[1:] {
+		if keySlot(k) != slot {
+			return errCrossSlot
+		}
+	}
+	if r.Owner(slot) == r.Self || asking && r.ImportingFrom(slot) >= 0 {
+		return nil
+	}
+	return moved(r, slot)
+}
+
+// execRoute is the cluster check of a whole transaction at EXEC: every key
+// of every queued command in one slot that this group serves (Redis
+// Cluster answers EXEC itself with CROSSSLOT or MOVED, and discards the
+// transaction).
+func (c *Conn) execRoute(q []queued, asking bool) error {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return nil
+	}
+	r := cl.Routing()
+	if r == nil || !r.Sharded {
+		return nil
+	}
+	c.keys = c.keys[:0]
+	defer clear(c.keys)
+	for i := range q {
+		c.keys = commandKeys(c.keys, q[i].cmd, q[i].args)
+		asking = asking || q[i].asking
+	}
+	return slotServed(r, c.keys, asking)
+}
+
+// execTx runs the queued commands of the transaction and answers their
+// replies as one array. The batchable writes (limiter commands, DEL,
+// RESTORE, FLUSHALL) go to the backend in one WriteAtomic call, made when
+// the first of them is reached; the queue rule (queue) has put every
+// command that reads the keyspace either before that point or after the
+// last write, so each sees the writes queued before it and none after.
+// Queued cluster slot changes are likewise one call (execSlots).
+func (c *Conn) execTx(asking bool) error {
+	q := c.tx.cmds
+	defer c.resetTx()
+	if c.tx.failed {
+		return errExecAbort
+	}
+	if err := c.execRoute(q, asking); err != nil {
+		return err
+	}
+	exec := c.cur
+	c.WriteArray(len(q))
+	firstWrite, firstSlots := -1, -1
+	for i := range q {
+		if q[i].cmd.Prepare != nil && firstWrite < 0 {
+			firstWrite = i
+		}
+		if q[i].cmd.slotChange != nil && firstSlots < 0 && c.srv.cfg.Cluster != nil {
+			firstSlots = i
+		}
+	}
+	// The writes' slots, indexed by position in q (op -1: not a write).
+	c.slots = c.slots[:0]
+	var werr error
+	nops, w := 0, 0
+	slotReplies := map[int]error(nil)
+	t0 := time.Now()
+	for i := range q {
+		e := &q[i]
+		if i == firstWrite {
+			for k := range q {
+				if q[k].cmd.Prepare != nil {
+					c.slots = append(c.slots, slot{pos: k, cmd: q[k].cmd, args: q[k].args, asking: q[k].asking})
+				}
+			}
+			nops, werr = c.submitWrites(c.slots, true)
+		}
+		if i == firstSlots {
+			slotReplies = c.execSlots(q)
+		}
+		switch {
+		case e.cmd.Prepare != nil:
+			// The writes are in c.slots in queue order.
+			for w < len(c.slots) && c.slots[w].pos < i {
+				w++
+			}
+			c.finishWrite(&c.slots[w], werr)
+		case slotReplies != nil && e.cmd.slotChange != nil:
+			c.setCurrent(e.cmd)
+			if err := slotReplies[i]; err != nil {
+				c.fail(e.cmd, err)
+			} else {
+				c.WriteOK()
+			}
+		default:
+			c.setCurrent(e.cmd)
+			err := c.routeCommand(e.cmd, e.args, e.asking, nil)
+			if err == nil {
+				err = e.cmd.Handler(c, e.args)
+			}
+			if err != nil {
+				c.fail(e.cmd, err)
+			}
+			c.asking = false // a queued ASKING applies through e.asking only
+		}
+		t0 = c.account(e.cmd, e.args, t0)
+	}
+	c.releaseOps(nops)
+	c.slots = c.slots[:0]
+	c.setCurrent(exec)
+	return nil
+}
+
+// execSlots makes the slot changes queued in q as one Cluster.ChangeSlots
+// call, and returns each one's answer by its position in q (nil: done).
+func (c *Conn) execSlots(q []queued) map[int]error {
+	out := map[int]error{}
+	var changes []replication.SlotChange
+	var pos []int
+	for i := range q {
+		if q[i].cmd.slotChange == nil {
+			continue
+		}
+		sc, err := q[i].cmd.slotChange(q[i].args)
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		changes = append(changes, sc)
+		pos = append(pos, i)
+	}
+	if len(changes) == 0 {
+		return out
+	}
+	errs, err := c.srv.cfg.Cluster.ChangeSlots(c.srv.ctx, changes)
+	for k, i := range pos {
+		switch {
+		case err != nil:
+			out[i] = err
+		case errs[k] != nil:
+			e := errs[k]
+			if changes[k].Kind == replication.SlotSet {
+				e = unknownNode(e, changes[k].NodeID)
+			}
+			out[i] = e
+		}
+	}
+	return out
+}
+
+// transactionCommands are MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+func transactionCommands() []*Command {
+	const flags = FlagNoScript | FlagLoading | FlagStale | FlagFast
+	return []*Command{
+		{
+			Name: "multi", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
+			Summary: "Starts a transaction.", Complexity: "O(1)",
+			Reply: "Simple string `OK`. Until `EXEC` or `DISCARD`, every command but `EXEC`, `DISCARD`, `MULTI`, `WATCH` and `QUIT` is queued and answered `+QUEUED`, or refused at once " +
+				"(unknown command, wrong number of arguments, a command not allowed in a transaction, in a cluster `CROSSSLOT` or `MOVED` for its own keys, the queue over `client-query-buffer-limit`); a refusal makes `EXEC` answer `EXECABORT`.",
+			Errors: []string{"`ERR MULTI calls can not be nested` inside a transaction (the transaction goes on)."},
+			Notes: []string{
+				"A transaction's keyspace writes (the limiter commands, `DEL`, `RESTORE`, `FLUSHALL`, `FLUSHDB`) are applied as one step: no other client's write lands between them, and in a replication group they are one log entry, so a failover applies all of them or none.",
+				"Commands that read the keyspace (`GET`, `TTL`, `EXISTS`, …) see the writes queued before them and none queued after: they may come before the first write or after the last one. A write queued after such a read that itself follows a write is refused at queue time (`ERR … reads the keyspace between two writes …`) and the transaction aborts. Reads before the first write are not isolated from other clients' writes made before the transaction's write.",
+				"Queued `CLUSTER ADDSLOTS`, `DELSLOTS`, `ADDSLOTSRANGE`, `DELSLOTSRANGE` and `SETSLOT` are one change of the group's log, applied when the first of them is reached: each is checked against the slot state as the ones before it leave it; a refused one answers its error in its place and changes nothing, the others apply.",
+				"Other commands (`CONFIG SET`, `CLIENT …`, `MIGRATE`, …) run in order at `EXEC`, each on its own.",
+				"Memory: the queued commands count their argument bytes plus 64 bytes each against `client-query-buffer-limit`; past it the queue is dropped and the transaction aborts.",
+			},
+			Handler: func(c *Conn, _ [][]byte) error {
+				if c.tx.on {
+					return errNestedMulti
+				}
+				c.resetTx()
+				c.tx.on = true
+				c.WriteOK()
+				return nil
+			},
+		},
+		{
+			Name: "exec", Arity: 1, Flags: FlagNoScript | FlagLoading | FlagStale, Group: "transactions", Since: "0.1.0",
+			Summary: "Runs the commands queued since MULTI.", Complexity: "Depends on the queued commands",
+			Reply: "Array: the reply of each queued command, in order. A command that fails when it runs answers its error in its place; the others still run (as Redis).",
+			Errors: []string{"`ERR EXEC without MULTI`.",
+				"`EXECABORT Transaction discarded because of previous errors.` when a command was refused while queuing; nothing runs.",
+				"In a cluster, `CROSSSLOT Keys in request don't hash to the same slot` when the queued commands' keys are in several slots, and `MOVED <slot> <host>:<port>` when their slot is served by another group; nothing runs."},
+			Handler: func(c *Conn, _ [][]byte) error {
+				if !c.tx.on {
+					return errExecNoMulti
+				}
+				return c.execTx(c.cmdAsking)
+			},
+		},
+		{
+			Name: "discard", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
+			Summary: "Discards the commands queued since MULTI.", Complexity: "O(N) where N is the number of queued commands",
+			Reply:  "Simple string `OK`. Nothing queued runs.",
+			Errors: []string{"`ERR DISCARD without MULTI`."},
+			Handler: func(c *Conn, _ [][]byte) error {
+				if !c.tx.on {
+					return errDiscardNo
+				}
+				c.resetTx()
+				c.WriteOK()
+				return nil
+			},
+		},
+		{
+			Name: "watch", Arity: -2, Flags: flags, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "transactions", Since: "0.1.0",
+			Summary: "Not supported: answers an error.", Complexity: "O(1)",
+			Args:  []Arg{{Name: "key", Type: "key", Multiple: true}},
+			Reply: "Never succeeds.",
+			Errors: []string{"`ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set` outside a transaction.",
+				"`ERR WATCH inside MULTI is not allowed` inside one (the transaction goes on)."},
+			Handler: func(c *Conn, _ [][]byte) error {
+				if c.tx.on {
+					return errWatchInMulti
+				}
+				return errWatch
+			},
+		},
+		{
+			Name: "unwatch", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
+			Summary: "Forgets watched keys (there never are any: WATCH is not supported).", Complexity: "O(1)",
+			Reply: "Simple string `OK`.",
+			Handler: func(c *Conn, _ [][]byte) error {
+				c.WriteOK()
+				return nil
+			},
+		},
+	}
+}

@@ -211,7 +211,11 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 			keys[i].unknown = false
 			keys[i].restored = true
 		case respclient.Error:
-			keys[i].unknown = false
+			// A refusal leaves the key here, except one that may have
+			// been applied (TRYAGAIN Leadership changed …) or whose
+			// outcome a group without a leader cannot tell: those keys
+			// stay in flight, like a lost reply.
+			keys[i].unknown = strings.HasPrefix(v.Str, "TRYAGAIN") || strings.HasPrefix(v.Str, "CLUSTERDOWN")
 			if first == nil {
 				first = targetError(v.Str)
 			}

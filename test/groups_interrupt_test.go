@@ -135,11 +135,17 @@ func openSlot(t *testing.T, a, b *group, slot int) {
 	clusterDo(t, al, "CLUSTER", "SETSLOT", slot, "MIGRATING", b.cid(bl))
 }
 
-// migrate runs MIGRATE on src moving keys to dst within 5 s.
+// migrate runs MIGRATE on src moving keys to dst, with a timeout of 5 s.
 func migrate(ctx context.Context, src, dst *clusterNode, keys ...string) error {
-	c := quickClient(src.Addr)
+	return migrateWithin(ctx, src, dst, 5000, keys...)
+}
+
+// migrateWithin runs MIGRATE on src moving keys to dst, with a timeout of
+// ms milliseconds.
+func migrateWithin(ctx context.Context, src, dst *clusterNode, ms int, keys ...string) error {
+	c := redis.NewClient(&redis.Options{Addr: src.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second})
 	defer c.Close()
-	args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS"}
+	args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, ms, "KEYS"}
 	for _, k := range keys {
 		args = append(args, k)
 	}
@@ -150,21 +156,42 @@ func migrate(ctx context.Context, src, dst *clusterNode, keys ...string) error {
 
 // The state a source crash mid-reshard leaves: six exhausted keys of
 // slot, the slot open on both groups, two keys already on b. Then
-// redis-cli --cluster fix (after a kill -9 of a's leader, restarted, with
-// kill) repairs it: check is clean afterwards, every key is in one group
-// and still exhausted.
+// redis-cli --cluster fix repairs it: check is clean afterwards, every key
+// is in one group and still exhausted. Without kill, a's SETSLOT STABLE
+// (fix's first step) is sent alone first: a moved key then answers
+// TRYAGAIN on a, never fresh. With kill, two more keys are left in flight
+// (MIGRATE to b's leader while it is stopped: their RESTORE may land
+// once it resumes) and a's leader is killed with kill -9 (then restarted).
 func testFixOpenSlot(t *testing.T, groups []*group, slot int, kill bool) {
 	a, b := groups[0], groups[1]
 	cc := newClusterClient(t, groups, &redis.ClusterOptions{MaxRedirects: 8})
 	keys := slotKeys(slot, 6)
 	exhaustSlotKeys(t, cc, keys)
 	openSlot(t, a, b, slot)
-	if err := migrate(ctxT(t), a.leader(t), b.leader(t), keys[:2]...); err != nil {
+	ctx := ctxT(t)
+	if err := migrate(ctx, a.leader(t), b.leader(t), keys[:2]...); err != nil {
 		t.Fatalf("MIGRATE %v to b = %v", keys[:2], err)
 	}
+	if !kill {
+		al := a.leader(t)
+		clusterDo(t, al, "CLUSTER", "SETSLOT", slot, "STABLE")
+		ac := noRetryClient(t, al.Addr)
+		if v, err := throttle(ctx, ac, keys[0], 4, 5, 3600); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			t.Errorf("CL.THROTTLE %s on a after SETSLOT STABLE (the key is on b) = %v, %v; want TRYAGAIN", keys[0], v, err)
+		}
+	}
 	if kill {
+		bl := b.leader(t)
+		if err := bl.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		err := migrateWithin(ctx, a.leader(t), bl, 500, keys[2:4]...)
+		if err == nil || !strings.Contains(err.Error(), "in flight") {
+			t.Errorf("MIGRATE %v to b's stopped leader = %v, want an error saying they are in flight", keys[2:4], err)
+		}
 		dead := a.leader(t)
 		dead.kill()
+		bl.cmd.Process.Signal(syscall.SIGCONT)
 		poll.Until(t, 30*time.Second, func() error {
 			if l := leaderOf(a.others(dead)); l < 0 {
 				return fmt.Errorf("group a has no new leader")
@@ -172,6 +199,7 @@ func testFixOpenSlot(t *testing.T, groups []*group, slot int, kill bool) {
 			return nil
 		})
 		dead.restart()
+		waitGroups(t, groups, 60*time.Second)
 	}
 	al := a.leader(t)
 	out, err := redisCli(t, "--cluster", "fix", al.Addr, "--cluster-yes")
@@ -192,11 +220,18 @@ func testTargetLeaderPaused(t *testing.T, groups []*group, slot int) {
 	cc := newClusterClient(t, groups, &redis.ClusterOptions{MaxRedirects: 8})
 	keys := slotKeys(slot, 12)
 	exhaustSlotKeys(t, cc, keys)
-	openSlot(t, a, b, slot)
 	ctx := ctxT(t)
 	al, bl := a.leader(t), b.leader(t)
-	// A follower of b takes a key: RESTORE after ASKING through any member.
-	if err := migrate(ctx, al, b.others(bl)[0], keys[0]); err != nil {
+	// A follower of b that has not applied IMPORTING yet (stopped while
+	// it was committed) takes a key at once: a RESTORE after ASKING
+	// through any member reaches the group's log, whose state decides.
+	f := b.others(bl)[0]
+	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	openSlot(t, a, b, slot)
+	f.cmd.Process.Signal(syscall.SIGCONT)
+	if err := migrate(ctx, al, f, keys[0]); err != nil {
 		t.Fatalf("MIGRATE %s to a follower of b = %v, want OK", keys[0], err)
 	}
 	if err := bl.cmd.Process.Signal(syscall.SIGSTOP); err != nil {

@@ -48,8 +48,8 @@ func (n *Node) AddSlots(ctx context.Context, slots []int) error {
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
-// this group does not own fails with a *SlotError wrapping
-// ErrSlotNotOwned.
+// another known group owns is left alone (nil for it); a slot no group
+// owns fails with a *SlotError wrapping ErrSlotNotOwned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
 }

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -661,7 +663,9 @@ func clusterCommand() *Command {
 				Args:       []Arg{{Name: "slot", Type: "integer"}, {Name: "force", Type: "pure-token", Token: "FORCE", Optional: true}},
 				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
 					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
-					"(a server that is not a cellserver, a dead or standalone one): clients of this cluster never reach such a server, so the key is served in one place only.",
+					"(a server that is not a cellserver, a dead or standalone one: clients of this cluster never reach it, so the key is served in one place only), " +
+					"or to a member of a group that neither owns nor imports the slot and whose leader, asked now, counts no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
+					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
 						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (its target takes the key with `REPLACE`) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
@@ -759,8 +763,11 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 		arity = -4
 	}
 	kind := replication.SlotDel
+	notes := []string{"A slot another group owns is left alone and counts as done (`OK`): as in Redis, where `DELSLOTS` on a node that does not serve the slot succeeds, " +
+		"which `redis-cli --cluster fix` relies on; another group's slots are not this group's to unassign."}
 	if strings.HasPrefix(name, "add") {
 		kind = replication.SlotAdd
+		notes = nil
 	}
 	return &Command{
 		slotChange: func(a [][]byte) (replication.SlotChange, error) {
@@ -771,6 +778,7 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 		Args:   args,
 		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",
 		Errors: errs,
+		Notes:  notes,
 		Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, a [][]byte) error {
 			slots, err := parse(a[2:])
 			if err != nil {
@@ -847,6 +855,7 @@ func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force boo
 	}
 	var keys [][]byte
 	blocked, where := 0, ""
+	cleared := map[int]bool{} // groups asked: true when they cannot hold the slot's keys
 	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
 		if keySlot(key) != slot {
 			return true
@@ -856,7 +865,16 @@ func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force boo
 			return true
 		}
 		dest := cl.MoveDest(key)
-		if g := r.GroupOfAddr(dest); dest == "" || g >= 0 {
+		g := r.GroupOfAddr(dest)
+		if g >= 0 && g != r.Self {
+			if _, ok := cleared[g]; !ok {
+				cleared[g] = c.groupLacksSlot(r, g, slot)
+			}
+			if cleared[g] {
+				return true
+			}
+		}
+		if dest == "" || g >= 0 {
 			blocked++
 			if where == "" && g >= 0 {
 				where = dest + ", a member of group " + r.Groups[g].Name
@@ -886,4 +904,38 @@ func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force boo
 	}
 	c.WriteInt(res[0].N)
 	return nil
+}
+
+// groupLacksSlot reports whether group g of r can neither hold nor take a
+// key of slot: it neither owns nor imports the slot (as this node's
+// routing last saw it, then as its leader answers) and its leader counts
+// no key of the slot (CLUSTER COUNTKEYSINSLOT, keys in flight included).
+// A RESTORE of the slot's key arriving there late is then refused by its
+// log (not importing). Any doubt (no answer) is false.
+func (c *Conn) groupLacksSlot(r *replication.Routing, g, slot int) bool {
+	gv := &r.Groups[g]
+	if _, imp := gv.Importing[slot]; imp || r.Owner(slot) == g {
+		return false
+	}
+	l, ok := gv.Leader()
+	if !ok {
+		return false
+	}
+	// The groups of a cluster share requirepass (a node joins with it).
+	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
+	rc, err := respclient.Dial(c.srv.ctx, l.RespAddr, cfg)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	v, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
+	if err != nil || v.Kind != respclient.Integer || v.Int != 0 {
+		return false
+	}
+	// Asked after the count: still not importing (in the group's own log).
+	v, err = rc.Do([]byte("CLUSTER"), []byte("NODES"))
+	if err != nil || v.Kind != respclient.Bulk {
+		return false
+	}
+	return !strings.Contains(v.Str, "["+strconv.Itoa(slot)+"-<-")
 }

@@ -484,15 +484,19 @@ func migrateCommands() []*Command {
 			Reply: "Simple string `OK` when every key that exists reached the target, `NOKEY` when none of them exists.",
 			Errors: []string{"`IOERR error or timeout connecting to the client`: no key moved.",
 				"`IOERR error or timeout writing to target instance` or `IOERR error or timeout reading to target instance`: the keys the target confirmed moved; those it refused stay here; " +
-					"those whose reply did not come may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) until a `MIGRATE` naming them again completes the move.",
-				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here.",
+					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
+					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
+				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
+					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) leaves the key in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving."},
 			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
 				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
 				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again (with `REPLACE`) by the next MIGRATE naming it.",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
-				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read."},
+				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
+				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +
+					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores)."},
 			Handler: func(c *Conn, args [][]byte) error {
 				m, err := parseMigrate(args)
 				if err != nil {

@@ -907,35 +907,31 @@ func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force boo
 }
 
 // groupLacksSlot reports whether group g of r can neither hold nor take a
-// key of slot: it neither owns nor imports the slot (as this node's
-// routing last saw it, then as its leader answers) and its leader counts
-// no key of the slot (CLUSTER COUNTKEYSINSLOT, keys in flight included).
-// A RESTORE of the slot's key arriving there late is then refused by its
-// log (not importing). Any doubt (no answer) is false.
+// key of slot: it does not own the slot (this node's routing) and every
+// member, asked now, counts no key of it (CLUSTER COUNTKEYSINSLOT, keys in
+// flight included) and shows no group importing it (CLUSTER NODES). A
+// RESTORE of the slot's key arriving there late is then refused by its
+// log (not importing). Any doubt (a member that does not answer) is false.
 func (c *Conn) groupLacksSlot(r *replication.Routing, g, slot int) bool {
 	gv := &r.Groups[g]
-	if _, imp := gv.Importing[slot]; imp || r.Owner(slot) == g {
-		return false
-	}
-	l, ok := gv.Leader()
-	if !ok {
+	if r.Owner(slot) == g || len(gv.Members) == 0 {
 		return false
 	}
 	// The groups of a cluster share requirepass (a node joins with it).
 	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
-	rc, err := respclient.Dial(c.srv.ctx, l.RespAddr, cfg)
-	if err != nil {
-		return false
+	importing := []byte("[" + strconv.Itoa(slot) + "-<-")
+	for _, m := range gv.Members {
+		rc, err := respclient.Dial(c.srv.ctx, m.RespAddr, cfg)
+		if err != nil {
+			return false
+		}
+		n, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
+		nodes, err2 := rc.Do([]byte("CLUSTER"), []byte("NODES"))
+		rc.Close()
+		if err != nil || err2 != nil || n.Kind != respclient.Integer || n.Int != 0 ||
+			nodes.Kind != respclient.Bulk || strings.Contains(nodes.Str, string(importing)) {
+			return false
+		}
 	}
-	defer rc.Close()
-	v, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
-	if err != nil || v.Kind != respclient.Integer || v.Int != 0 {
-		return false
-	}
-	// Asked after the count: still not importing (in the group's own log).
-	v, err = rc.Do([]byte("CLUSTER"), []byte("NODES"))
-	if err != nil || v.Kind != respclient.Bulk {
-		return false
-	}
-	return !strings.Contains(v.Str, "["+strconv.Itoa(slot)+"-<-")
+	return true
 }

@@ -33,6 +33,7 @@ func TestGroupsInterruptedReshards(t *testing.T) {
 	t.Run("FixWhenTargetHasMost", func(t *testing.T) { testFixTargetHasMost(t, groups, 304) })
 	t.Run("TargetLeaderPaused", func(t *testing.T) { testTargetLeaderPaused(t, groups, 302) })
 	t.Run("BogusTargets", func(t *testing.T) { testBogusTargets(t, groups, 303) })
+	t.Run("FixAfterBogusTargetInOpenSlot", func(t *testing.T) { testFixBogusInOpenSlot(t, groups, 305) })
 }
 
 // slotKeys returns n keys of slot, each with a hash tag of its own.
@@ -216,9 +217,15 @@ func testFixOpenSlot(t *testing.T, groups []*group, slot int, kill bool) {
 		// Keys in flight whose RESTORE never landed stay in flight after
 		// fix (b no longer imports the slot and holds none of its keys):
 		// CLUSTER ABORTMOVE puts them back.
-		if n := clusterDo(t, al, "CLUSTER", "ABORTMOVE", slot); n != int64(2) {
-			t.Errorf("CLUSTER ABORTMOVE %d after fix = %v, want 2 keys put back", slot, n)
-		}
+		// Refused until every member of b shows the slot closed.
+		ac := noRetryClient(t, al.Addr)
+		poll.Until(t, 30*time.Second, func() error {
+			n, err := ac.Do(ctx, "CLUSTER", "ABORTMOVE", slot).Result()
+			if err != nil || n != int64(2) {
+				return fmt.Errorf("CLUSTER ABORTMOVE %d after fix = %v, %v; want 2 keys put back", slot, n, err)
+			}
+			return nil
+		})
 	}
 	checkClean(t, groups, al)
 	checkOneGroup(t, groups, keys)
@@ -277,7 +284,6 @@ func testTargetLeaderPaused(t *testing.T, groups []*group, slot int) {
 		}
 	}
 	resume()
-	waitGroups(t, groups, 60*time.Second)
 	bl = b.leader(t)
 	clusterDo(t, bl, "CLUSTER", "SETSLOT", slot, "NODE", b.cid(bl))
 	clusterDo(t, a.leader(t), "CLUSTER", "SETSLOT", slot, "NODE", b.cid(bl))
@@ -417,5 +423,38 @@ func testFixTargetHasMost(t *testing.T, groups []*group, slot int) {
 	clusterDo(t, al, "CLUSTER", "SETSLOT", slot, "NODE", b.cid(bl))
 	checkClean(t, groups, al)
 	checkOneGroup(t, groups, keys)
+	checkExhausted(t, cc, keys)
+}
+
+// A slot open from a to b whose keys were sent to a target that never
+// answers (a wrong address): redis-cli --cluster fix completes the move to
+// b (GETKEYSINSLOT on a lists the keys in flight, and MIGRATE sends them
+// again), so check is clean and the keys are on b, still exhausted.
+func testFixBogusInOpenSlot(t *testing.T, groups []*group, slot int) {
+	a, b := groups[0], groups[1]
+	cc := newClusterClient(t, groups, &redis.ClusterOptions{MaxRedirects: 8})
+	keys := slotKeys(slot, 3)
+	exhaustSlotKeys(t, cc, keys)
+	openSlot(t, a, b, slot)
+	port := fakeTarget(t, drain)
+	al := a.leader(t)
+	c := quickClient(al.Addr)
+	defer c.Close()
+	ctx := ctxT(t)
+	if err := c.Do(ctx, "MIGRATE", "127.0.0.1", port, "", 0, 500, "KEYS", keys[0], keys[1]).Err(); err == nil || !strings.Contains(err.Error(), "in flight") {
+		t.Errorf("MIGRATE to a silent target = %v, want an error saying the keys are in flight", err)
+	}
+	out, err := redisCli(t, "--cluster", "fix", al.Addr, "--cluster-yes")
+	t.Logf("redis-cli --cluster fix %s: %v\n%s", al.Addr, err, tail(out, 1500))
+	if err != nil {
+		t.Errorf("redis-cli --cluster fix = %v", err)
+	}
+	checkClean(t, groups, al)
+	checkOneGroup(t, groups, keys)
+	for _, k := range keys {
+		if got := groupKeys(t, b, k); len(got) != 1 {
+			t.Errorf("key %s is not on b after fix", k)
+		}
+	}
 	checkExhausted(t, cc, keys)
 }

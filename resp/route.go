@@ -75,8 +75,8 @@ func (c *Conn) route(r *replication.Routing, cmd *Command, args [][]byte, asking
 		return false, nil
 	case cross:
 		return false, errCrossSlot
-	case asking && (r.ImportingFrom(slot) >= 0 || !read):
-		// A write after ASKING goes on to the group's log even when this
+	case asking && (r.ImportingFrom(slot) >= 0 || cmd.Prepare != nil):
+		// A write op after ASKING goes on to the group's log even when this
 		// node does not know the slot is imported (a follower that has
 		// not applied IMPORTING yet): the state machine decides, from the
 		// group's state, at apply time (ErrMoved when it is not).

@@ -668,7 +668,7 @@ func clusterCommand() *Command {
 					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
-						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (its target takes the key with `REPLACE`) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
+						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
 				Handler: clusterHandler(func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error {
 					slot, err := parseSlotArg(args[2])
 					if err != nil {

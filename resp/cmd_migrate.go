@@ -211,6 +211,14 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 			keys[i].unknown = false
 			keys[i].restored = true
 		case respclient.Error:
+			if keys[i].again && strings.HasPrefix(v.Str, "BUSYKEY") {
+				// Sent again: the target has the key, so an earlier
+				// RESTORE of it landed (while a key is in flight here
+				// nobody is sent there to create it). Done; never
+				// REPLACE it: clients may have used it there since.
+				keys[i].unknown, keys[i].restored = false, true
+				continue
+			}
 			// A refusal leaves the key here, except one that may have
 			// been applied (TRYAGAIN Leadership changed …) or whose
 			// outcome a group without a leader cannot tell: those keys
@@ -275,7 +283,7 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	var keys []movedKey
 	for i, k := range m.keys {
 		if st, ok := store.Moving(k); ok {
-			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace || again[i], again: again[i]})
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace, again: again[i]})
 		}
 	}
 	if len(keys) == 0 {
@@ -297,8 +305,8 @@ func (c *Conn) migrate(m *migrateArgs) error {
 		// A key of unknown outcome stays in flight: putting it back
 		// could leave it admitting in both places. So does one an
 		// earlier MIGRATE left in flight (its RESTORE may have landed
-		// there). The next MIGRATE naming it sends it again, with
-		// REPLACE.
+		// there). The next MIGRATE naming it sends it again (a BUSYKEY
+		// answer then means it had landed).
 	}
 	ops := make([]shards.Op, 0, 2)
 	if len(done) > 0 {
@@ -492,7 +500,8 @@ func migrateCommands() []*Command {
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving."},
 			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
 				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
-				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again (with `REPLACE`) by the next MIGRATE naming it.",
+				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
+					"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept).",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +

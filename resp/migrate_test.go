@@ -202,14 +202,15 @@ func TestMigrate(t *testing.T) {
 }
 
 // A key left in flight (a MIGRATE that stopped midway) answers TRYAGAIN,
-// and the next MIGRATE naming it moves it, replacing what the target may
-// already have from the earlier attempt.
+// and the next MIGRATE naming it completes the move: when the target
+// already has the key (BUSYKEY: the earlier RESTORE landed, and the key
+// may have been used there since), the target's state is kept.
 func TestMigrateInFlight(t *testing.T) {
 	src, dst := startServer(t, nil), startServer(t, nil)
 	ctx := context.Background()
 	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
 	exhaust(t, cs, "f")
-	if err := cd.Do(ctx, "CL.THROTTLE", "f", 0, 1, 60, 0).Err(); err != nil { // a fresh f there
+	if err := cd.Do(ctx, "CL.THROTTLE", "f", 9, 1, 60).Err(); err != nil { // f landed there and was used
 		t.Fatal(err)
 	}
 	var res shards.Result
@@ -229,8 +230,17 @@ func TestMigrateInFlight(t *testing.T) {
 	if _, moving := src.store.Moving([]byte("f")); moving {
 		t.Error("f still in the source's moving set")
 	}
-	if !exhausted(t, cd, "f") {
-		t.Error("target's f not the moved (exhausted) state")
+	if v, err := cd.Do(ctx, "CL.THROTTLE", "f", 9, 1, 60, 0).Int64Slice(); err != nil || v[2] != 9 {
+		t.Errorf("target's f after the second MIGRATE = %v, %v; want its own state kept (9 left)", v, err)
+	}
+	// Without a key there, the key in flight is restored as it left.
+	exhaust(t, cs, "g")
+	src.store.Exec(&shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{[]byte("g")}}, src.clock.Now(), &res)
+	if got := migrateTo(t, cs, dst, "g"); got != "OK" {
+		t.Fatalf("MIGRATE g = %q, want OK", got)
+	}
+	if !exhausted(t, cd, "g") {
+		t.Error("target's g not the moved (exhausted) state")
 	}
 }
 

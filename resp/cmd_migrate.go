@@ -273,6 +273,11 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
 	for i, k := range m.keys {
 		_, again[i] = store.Moving(k)
+		if again[i] {
+			if err := c.checkResend(k, m.addr); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys, Dest: m.addr}); err != nil {
 		return err
@@ -325,6 +330,29 @@ func (c *Conn) migrate(m *migrateArgs) error {
 		return failed
 	}
 	c.WriteOK()
+	return nil
+}
+
+// checkResend refuses to send key, in flight to another address, to addr
+// when its recorded destination is a member of a known group other than
+// addr's: the first RESTORE may have landed there, and the key must not
+// land in two groups. Another member of the same group (its leader
+// changed), or any address when the first went outside the cluster, is
+// fine.
+func (c *Conn) checkResend(key []byte, addr string) error {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return nil
+	}
+	dest := cl.MoveDest(key)
+	r := cl.Routing()
+	if dest == "" || dest == addr || r == nil {
+		return nil
+	}
+	if g := r.GroupOfAddr(dest); g >= 0 && g != r.GroupOfAddr(addr) {
+		return &textError{fmt.Sprintf("ERR key %s is in flight to %s, a member of group %s: MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot",
+			clip(key), dest, r.Groups[g].Name)}
+	}
 	return nil
 }
 
@@ -497,7 +525,8 @@ func migrateCommands() []*Command {
 				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
 					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) leaves the key in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
-				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving."},
+				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
+				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
 			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
 				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
 				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +

@@ -206,6 +206,12 @@ func testFixOpenSlot(t *testing.T, groups []*group, slot int, kill bool) {
 		})
 		dead.restart()
 		waitGroups(t, groups, 60*time.Second)
+		// A key in flight to b is never sent to another group (here: a
+		// member of a itself), where it could land a second time.
+		al := a.leader(t)
+		if err := migrate(ctx, al, a.others(al)[0], keys[2]); err == nil || !strings.Contains(err.Error(), "is in flight to") {
+			t.Errorf("MIGRATE of %s (in flight to b) to a member of a = %v, want a refusal", keys[2], err)
+		}
 	}
 	al := a.leader(t)
 	out, err := redisCli(t, "--cluster", "fix", al.Addr, "--cluster-yes")

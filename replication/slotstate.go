@@ -118,7 +118,9 @@ func (s *clusterState) ranges() [][2]int {
 func (s *clusterState) clone() clusterState {
 	c := *s
 	c.migrating, c.importing, c.groups = maps.Clone(s.migrating), maps.Clone(s.importing), maps.Clone(s.groups)
-	c.moved, c.movingTo = maps.Clone(s.moved), maps.Clone(s.movingTo)
+	// The moves are left out (nil): a copy's readers decide about slots
+	// (the directory, slot-change checks), and the sets can be large.
+	c.moved, c.movingTo = nil, nil
 	return c
 }
 

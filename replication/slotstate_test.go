@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -200,8 +201,9 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	gone := keyOfSlot(t, 3, "g")
 	f.Apply(&raft.Log{Index: 6, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{{Code: shards.OpMoveDone, Keys: [][]byte{gone}}})})
 	want := f.clusterState()
-	if want.movingTo[string(key)] != "h:9" || len(want.moved) != 1 {
-		t.Fatalf("before the snapshot: movingTo %v, moved %v", want.movingTo, want.moved)
+	wantTo, wantMoved := maps.Clone(f.cluster.movingTo), maps.Clone(f.cluster.moved)
+	if wantTo[string(key)] != "h:9" || len(wantMoved) != 1 {
+		t.Fatalf("before the snapshot: movingTo %v, moved %v", wantTo, wantMoved)
 	}
 	wantState, ok := f.store.Moving(key)
 	if !ok || !f.sharded.Load() {
@@ -215,6 +217,9 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	got := g.clusterState()
 	if !reflect.DeepEqual(got, want) || !g.sharded.Load() {
 		t.Fatalf("restored %+v, want %+v", got, want)
+	}
+	if !reflect.DeepEqual(g.cluster.movingTo, wantTo) || !reflect.DeepEqual(g.cluster.moved, wantMoved) {
+		t.Fatalf("restored moves: movingTo %v, moved %v; want %v, %v", g.cluster.movingTo, g.cluster.moved, wantTo, wantMoved)
 	}
 	if st, ok := g.store.Moving(key); !ok || !reflect.DeepEqual(st, wantState) {
 		t.Fatalf("key in flight restored as %+v (%v), want %+v", st, ok, wantState)

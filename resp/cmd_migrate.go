@@ -211,9 +211,11 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 			keys[i].unknown = false
 			keys[i].restored = true
 		case respclient.Error:
-			if keys[i].again && strings.HasPrefix(v.Str, "BUSYKEY") {
-				// Sent again: the target has the key, so an earlier
-				// RESTORE of it landed (while a key is in flight here
+			if strings.HasPrefix(v.Str, "BUSYKEY") && (keys[i].again || c.importsFromHere(m.addr, keys[i].key)) {
+				// Sent again, or to a group importing the slot from
+				// this one: the target has the key, so a RESTORE of it
+				// from here landed (an earlier MIGRATE's, or another
+				// node's at the same time; while a key is in flight here
 				// nobody is sent there to create it). Done; never
 				// REPLACE it: clients may have used it there since.
 				keys[i].unknown, keys[i].restored = false, true
@@ -234,6 +236,21 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 		}
 	}
 	return first
+}
+
+// importsFromHere reports whether addr is a member of a known group that
+// imports key's slot from this node's group (as the routing table shows).
+func (c *Conn) importsFromHere(addr string, key []byte) bool {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return false
+	}
+	r := cl.Routing()
+	if r == nil {
+		return false
+	}
+	g := r.GroupOfAddr(addr)
+	return g >= 0 && g != r.Self && r.Groups[g].Importing[keySlot(key)] == r.Groups[r.Self].Name
 }
 
 // migrateIOError words a failure of the exchange with the target: a write
@@ -530,7 +547,8 @@ func migrateCommands() []*Command {
 			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
 				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
 				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
-				"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept).",
+				"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
+				"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +

@@ -260,6 +260,19 @@ func testTargetLeaderPaused(t *testing.T, groups []*group, slot int) {
 	if err := migrate(ctx, al, f, keys[0]); err != nil {
 		t.Fatalf("MIGRATE %s to a follower of b = %v, want OK", keys[0], err)
 	}
+	// A key b already took from a (another node's RESTORE of it landed):
+	// MIGRATE's BUSYKEY from a group importing from a means the move is
+	// done, and the key stays in b only.
+	payload, err := noRetryClient(t, al.Addr).Dump(ctx, keys[1]).Result()
+	if err != nil {
+		t.Fatalf("DUMP %s = %v", keys[1], err)
+	}
+	if err := asking(ctx, noRetryClient(t, bl.Addr), "RESTORE", keys[1], 0, payload).Err(); err != nil {
+		t.Fatalf("ASKING + RESTORE %s on b = %v", keys[1], err)
+	}
+	if err := migrate(ctx, al, bl, keys[1]); err != nil {
+		t.Errorf("MIGRATE %s (already on b) = %v, want OK", keys[1], err)
+	}
 	if err := bl.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

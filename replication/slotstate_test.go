@@ -300,3 +300,28 @@ func TestTombstones(t *testing.T) {
 		t.Errorf("tombstones after SETSLOT NODE other: %v", s.moved)
 	}
 }
+
+// GroupOfAddr errs towards a match: a name on either side matches any
+// member with the same port; IP literals must be equal.
+func TestGroupOfAddr(t *testing.T) {
+	r := NewRouting(0, "a1", []GroupView{
+		{Name: "a", Members: []GroupMember{{ID: "a1", RespAddr: "127.0.0.1:7001"}}},
+		{Name: "b", Members: []GroupMember{{ID: "b1", RespAddr: "10.0.0.2:7004"}, {ID: "b2", RespAddr: "node-b2:7005"}}},
+	})
+	for _, tc := range []struct {
+		addr string
+		want int
+	}{
+		{"127.0.0.1:7001", 0},
+		{"10.0.0.2:7004", 1},
+		{"10.0.0.3:7004", -1}, // another IP
+		{"localhost:7004", 1}, // a name may resolve to the member
+		{"10.0.0.9:7005", 1},  // the member is a name
+		{"127.0.0.1:9999", -1},
+		{"not an address", -1},
+	} {
+		if got := r.GroupOfAddr(tc.addr); got != tc.want {
+			t.Errorf("GroupOfAddr(%q) = %d, want %d", tc.addr, got, tc.want)
+		}
+	}
+}

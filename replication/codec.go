@@ -24,10 +24,11 @@ import (
 //	entryRemoveMember: string id
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
-// Asking), uvarint key count, keys (uvarint length + bytes), uvarint request
-// count, requests (byte kind, byte flags (bit 0: Interval), varint burst,
-// rate, period, quantity); an OpRestore then has byte flags (bit 0:
-// Replace) and the state (snapshot.AppendState).
+// Asking, bit 5: Dest), uvarint key count, keys (uvarint length + bytes),
+// uvarint request count, requests (byte kind, byte flags (bit 0: Interval),
+// varint burst, rate, period, quantity); with bit 5 the destination
+// (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
+// the state (snapshot.AppendState).
 //
 // A forwarded batch (the forwarding service's apply request, service.go) is
 // byte version followed by ops: it carries no time, because only the leader
@@ -81,8 +82,13 @@ const opNoGrow = 0x80
 // opNoGrow was: entries written before it never set it.
 const opAsking = 0x40
 
+// opDest is the op code byte's flag for shards.Op.Dest (an OpMoveOut's
+// destination), added as opNoGrow was: the destination follows the op's
+// requests as a string.
+const opDest = 0x20
+
 // opFlags are the op code byte's flag bits.
-const opFlags = opNoGrow | opAsking
+const opFlags = opNoGrow | opAsking | opDest
 
 // restoreReplace is an OpRestore flags byte's bit for shards.Op.Replace;
 // the other bits must be 0.
@@ -133,6 +139,9 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 	if op.Asking {
 		code |= opAsking
 	}
+	if op.Dest != "" {
+		code |= opDest
+	}
 	dst = append(dst, code)
 	dst = binary.AppendUvarint(dst, uint64(len(op.Keys)))
 	for _, k := range op.Keys {
@@ -150,6 +159,9 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 		dst = binary.AppendVarint(dst, r.Rate)
 		dst = binary.AppendVarint(dst, r.Period)
 		dst = binary.AppendVarint(dst, r.Quantity)
+	}
+	if op.Dest != "" {
+		dst = appendBytes(dst, []byte(op.Dest))
 	}
 	if op.Code == shards.OpRestore {
 		var flags byte
@@ -345,6 +357,12 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 				reqs = append(reqs, q)
 			}
 			op.Reqs = reqs[q0:len(reqs):len(reqs)]
+		}
+		if code&opDest != 0 {
+			op.Dest = string(r.bytes("destination"))
+			if r.err == nil && (op.Code != shards.OpMoveOut || op.Dest == "") {
+				r.err = fmt.Errorf("%w: destination on op %d", ErrBadPayload, op.Code)
+			}
 		}
 		if op.Code == shards.OpRestore {
 			r.restore(op)

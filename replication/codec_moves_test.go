@@ -47,6 +47,7 @@ func TestCodecMoveOps(t *testing.T) {
 				ops = append(ops, shards.Op{Code: code, Keys: movesKeys("{u}a", "{u}b", ""), NoGrow: noGrow, Asking: asking})
 			}
 			ops = append(ops,
+				shards.Op{Code: shards.OpMoveOut, Keys: movesKeys("{u}a"), Dest: "127.0.0.1:7004", NoGrow: noGrow, Asking: asking},
 				shards.Op{Code: shards.OpLimit, Keys: movesKeys("k"), Reqs: req, NoGrow: noGrow, Asking: asking},
 				shards.Op{Code: shards.OpDel, Keys: movesKeys("k", "j"), NoGrow: noGrow, Asking: asking})
 		}
@@ -129,6 +130,9 @@ func TestCodecMovesRefused(t *testing.T) {
 		{"move abort with a request", []byte{codecVersion, 1, byte(shards.OpMoveAbort), 1, 1, 'k', 1, 1, 0, 2, 2, 2, 2}},
 		{"unknown op code", []byte{codecVersion, 1, byte(shards.OpMoveAbort) + 1, 1, 1, 'k', 0}},
 		{"unknown op code with flags", []byte{codecVersion, 1, 0x3f | opAsking, 1, 1, 'k', 0}},
+		{"destination on a delete", []byte{codecVersion, 1, byte(shards.OpDel) | opDest, 1, 1, 'k', 0, 1, 'x'}},
+		{"empty destination", []byte{codecVersion, 1, byte(shards.OpMoveOut) | opDest, 1, 1, 'k', 0, 0}},
+		{"truncated destination", []byte{codecVersion, 1, byte(shards.OpMoveOut) | opDest, 1, 1, 'k', 0, 3, 'x'}},
 	} {
 		if ops, err := decodeForward(tc.in); !errors.Is(err, ErrBadPayload) {
 			t.Errorf("%s: decodeForward(%x) = %+v, %v; want ErrBadPayload", tc.name, tc.in, ops, err)

@@ -141,6 +141,11 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 				}
 			}
 			f.store.Exec(&e.ops[i], now, &res[i])
+			if notesOp(&e.ops[i]) {
+				f.mu.Lock()
+				f.cluster.noteOp(f.store, &e.ops[i], &res[i])
+				f.mu.Unlock()
+			}
 		}
 		f.scratch.release()
 		f.entries.Add(1)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"net"
 
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
@@ -239,3 +240,30 @@ func NewRouting(self int, selfID string, groups []GroupView) *Routing {
 // forwarding service's detail of a *SlotError (the slot, that index and
 // Msg; service.go): never renumber one.
 var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned, ErrSlotHasKeys}
+
+// GroupOfAddr returns the index of a known group with a member whose RESP
+// address may be addr (host:port), or -1 when none may. It errs towards a
+// match: the same port with a host that is not an IP literal on either
+// side counts, since a name may resolve to a member. The rule that a move
+// in flight may be put back only when its destination is in no group
+// (CLUSTER ABORTMOVE) relies on that.
+func (r *Routing) GroupOfAddr(addr string) int {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return -1
+	}
+	ip := net.ParseIP(host)
+	for g := range r.Groups {
+		for _, m := range r.Groups[g].Members {
+			mh, mp, err := net.SplitHostPort(m.RespAddr)
+			if err != nil || mp != port {
+				continue
+			}
+			mip := net.ParseIP(mh)
+			if mh == host || ip == nil || mip == nil || mip.Equal(ip) || mip.IsUnspecified() {
+				return g
+			}
+		}
+	}
+	return -1
+}

@@ -32,6 +32,10 @@ var (
 	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
 )
 
+// errNoChange: a cluster change that changes nothing here (DELSLOTS of
+// slots another group owns) succeeds without an entry.
+var errNoChange = errors.New("replication: no change")
+
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
 
@@ -44,8 +48,8 @@ func (n *Node) AddSlots(ctx context.Context, slots []int) error {
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
-// this group does not own fails with a *SlotError wrapping
-// ErrSlotNotOwned.
+// another known group owns is left alone (nil for it); a slot no group
+// owns fails with a *SlotError wrapping ErrSlotNotOwned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
 }
@@ -199,6 +203,9 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 			// DELSLOTS then ADDSLOTS) cannot make two owners; refusing it
 			// (another group's view stale) would leave them without any.
 		} else if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
+			if errors.Is(errs[i], errNoChange) {
+				errs[i] = nil
+			}
 			continue
 		}
 		st.apply(&list[i], n.cfg.Group)
@@ -260,6 +267,9 @@ func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
 func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
 	st := n.fsm.clusterState()
 	if err := n.checkChange(&st, c); err != nil {
+		if errors.Is(err, errNoChange) {
+			return nil
+		}
 		return err
 	}
 	err := n.submit(ctx, &pending{control: c.encode()})
@@ -296,13 +306,26 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 			}
 		}
 	case actDelSlots:
+		// A slot another group owns is left alone, and the call succeeds
+		// for it: as in Redis, DELSLOTS on a node that does not own the
+		// slot is how a tool (redis-cli --cluster fix) makes sure a node
+		// is not its owner. Another group's slots are not this one's to
+		// unassign.
+		var mine []int
 		for _, r := range c.ranges {
 			for s := r[0]; s <= r[1]; s++ {
-				if !st.owns(s) {
+				switch o := rt.Owner(s); {
+				case st.owns(s):
+					mine = append(mine, s)
+				case !rt.Sharded || o < 0 || o == rt.Self:
 					return &SlotError{Slot: s, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("Slot %d is already unassigned", s)}
 				}
 			}
 		}
+		if len(mine) == 0 {
+			return errNoChange
+		}
+		c.ranges = toRanges(mine)
 	case actMigrating:
 		if !st.owns(c.slot) {
 			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("I'm not the owner of hash slot %d", c.slot)}
@@ -353,4 +376,13 @@ func allFresh(rt *Routing) error {
 		}
 	}
 	return nil
+}
+
+// MoveDest returns where the key in flight out of this group was sent (the
+// RESP address its MIGRATE named), as this node's replica knows it; empty
+// when unknown or not in flight.
+func (n *Node) MoveDest(key []byte) string {
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	return n.fsm.cluster.movingTo[string(key)]
 }

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -63,10 +64,20 @@ type clusterState struct {
 	migrating map[int]string // slot → target group
 	importing map[int]string // slot → source group
 	groups    map[string]peerSeeds
+	// moved are the keys this group moved away (OpMoveDone) while their
+	// slot was migrating: tombstones. Such a key answers TRYAGAIN here
+	// once the slot is stable again (ASK while it still migrates), never
+	// as a fresh key, until it comes back (a RESTORE here drops its
+	// tombstone) or the slot is given to another group (SETSLOT NODE).
+	moved map[string]struct{}
+	// movingTo maps a key in flight (shards' moving set) to the RESP
+	// address its OpMoveOut named (empty: unknown), for CLUSTER ABORTMOVE.
+	movingTo map[string]string
 }
 
 func newClusterState() clusterState {
-	return clusterState{migrating: map[int]string{}, importing: map[int]string{}, groups: map[string]peerSeeds{}}
+	return clusterState{migrating: map[int]string{}, importing: map[int]string{}, groups: map[string]peerSeeds{},
+		moved: map[string]struct{}{}, movingTo: map[string]string{}}
 }
 
 func (s *clusterState) owns(slot int) bool { return s.owned[slot/64]&(1<<(slot%64)) != 0 }
@@ -107,6 +118,9 @@ func (s *clusterState) ranges() [][2]int {
 func (s *clusterState) clone() clusterState {
 	c := *s
 	c.migrating, c.importing, c.groups = maps.Clone(s.migrating), maps.Clone(s.importing), maps.Clone(s.groups)
+	// The moves are left out (nil): a copy's readers decide about slots
+	// (the directory, slot-change checks), and the sets can be large.
+	c.moved, c.movingTo = nil, nil
 	return c
 }
 
@@ -269,6 +283,12 @@ func (s *clusterState) apply(c *clusterChange, self string) {
 		s.setOwned(c.slot, false)
 		delete(s.migrating, c.slot)
 		delete(s.importing, c.slot)
+		// The slot's keys are the new owner's now, wherever they are.
+		for k := range s.moved {
+			if hashslot.Of([]byte(k)) == c.slot {
+				delete(s.moved, k)
+			}
+		}
 	case actMeet:
 		if c.group != self {
 			s.groups[c.group] = peerSeeds{Raft: slices.Clone(c.seeds.Raft), Resp: slices.Clone(c.seeds.Resp)}
@@ -285,16 +305,18 @@ func (s *clusterState) apply(c *clusterChange, self string) {
 // may; ErrMoved when a key's slot is not served here (not owned, or
 // imported and the op was not sent after ASKING); for a slot migrating
 // out, ErrAsk when none of the op's keys is here, ErrTryAgain when some
-// are and some are not. A key in flight (shards' moving set) counts as
-// here: the store refuses the op with shards.ErrMoving. Ops without keys
-// and the moves themselves (the source's own bookkeeping) are not checked.
+// are and some are not; ErrTryAgain for a tombstone (a key moved away from
+// a slot that no longer migrates) except for a RESTORE, which brings it
+// back. A key in flight (shards' moving set) counts as here: the store
+// refuses the op with shards.ErrMoving. Ops without keys and the moves
+// themselves (the source's own bookkeeping) are not checked.
 func (s *clusterState) slotCheck(store *shards.Store, op *shards.Op, now int64) error {
 	switch op.Code {
 	case shards.OpLimit, shards.OpLimitAll, shards.OpDel, shards.OpRestore:
 	default:
 		return nil
 	}
-	here, away := 0, 0
+	here, away, gone := 0, 0, false
 	for _, key := range op.Keys {
 		slot := hashslot.Of(key)
 		if !s.owns(slot) {
@@ -303,7 +325,16 @@ func (s *clusterState) slotCheck(store *shards.Store, op *shards.Op, now int64) 
 			}
 			return ErrMoved
 		}
-		if _, ok := s.migrating[slot]; !ok {
+		_, migrating := s.migrating[slot]
+		if _, moved := s.moved[string(key)]; moved && op.Code != shards.OpRestore {
+			if migrating {
+				away++
+			} else {
+				gone = true
+			}
+			continue
+		}
+		if !migrating {
 			continue
 		}
 		if store.Exists([][]byte{key}, now) > 0 {
@@ -315,12 +346,59 @@ func (s *clusterState) slotCheck(store *shards.Store, op *shards.Op, now int64) 
 		}
 	}
 	switch {
+	case gone:
+		return ErrTryAgain
 	case away == 0:
 		return nil
 	case here == 0:
 		return ErrAsk
 	}
 	return ErrTryAgain
+}
+
+// noteOp records what an applied op changed in the moves: a key restored
+// here loses its tombstone and its destination; a key moved out records
+// its destination; a key whose move completed while its slot migrates
+// becomes a tombstone; a key put back or flushed loses its destination.
+func (s *clusterState) noteOp(store *shards.Store, op *shards.Op, res *shards.Result) {
+	switch op.Code {
+	case shards.OpRestore:
+		if res.Err == nil {
+			delete(s.moved, string(op.Keys[0]))
+			delete(s.movingTo, string(op.Keys[0]))
+		}
+	case shards.OpMoveOut:
+		for _, k := range op.Keys {
+			if _, ok := store.Moving(k); ok {
+				s.movingTo[string(k)] = op.Dest
+			}
+		}
+	case shards.OpMoveDone:
+		for _, k := range op.Keys {
+			delete(s.movingTo, string(k))
+			slot := hashslot.Of(k)
+			if _, migrating := s.migrating[slot]; migrating && s.owns(slot) {
+				s.moved[string(k)] = struct{}{}
+			}
+		}
+	case shards.OpMoveAbort:
+		for _, k := range op.Keys {
+			if _, ok := store.Moving(k); !ok {
+				delete(s.movingTo, string(k))
+			}
+		}
+	case shards.OpFlush:
+		clear(s.movingTo)
+	}
+}
+
+// notesOp reports whether noteOp may change anything for op.
+func notesOp(op *shards.Op) bool {
+	switch op.Code {
+	case shards.OpRestore, shards.OpMoveOut, shards.OpMoveDone, shards.OpMoveAbort, shards.OpFlush:
+		return true
+	}
+	return false
 }
 
 // applyCluster applies an entryCluster entry. A corrupt one is refused
@@ -359,14 +437,17 @@ type clusterMeta struct {
 	Migrating map[int]string       `json:"migrating,omitempty"`
 	Importing map[int]string       `json:"importing,omitempty"`
 	Groups    map[string]peerSeeds `json:"groups,omitempty"`
-	// Moving are the keys in flight to another group: key and DUMP
-	// payload of the state kept for them.
+	// Moving are the keys in flight to another group: key, DUMP payload
+	// of the state kept for them, and where they were sent.
 	Moving []movingMeta `json:"moving,omitempty"`
+	// Moved are the tombstones (clusterState.moved).
+	Moved [][]byte `json:"moved,omitempty"`
 }
 
 type movingMeta struct {
 	Key   []byte `json:"k"`
 	State []byte `json:"s"`
+	Dest  string `json:"d,omitempty"`
 }
 
 // snapshotCluster captures the cluster state and the store's keys in
@@ -375,12 +456,17 @@ func (f *FSM) snapshotCluster() *clusterMeta {
 	f.mu.Lock()
 	m := &clusterMeta{Slots: f.cluster.ranges(), Migrating: maps.Clone(f.cluster.migrating),
 		Importing: maps.Clone(f.cluster.importing), Groups: maps.Clone(f.cluster.groups)}
+	for k := range f.cluster.moved {
+		m.Moved = append(m.Moved, []byte(k))
+	}
+	dests := maps.Clone(f.cluster.movingTo)
 	f.mu.Unlock()
+	slices.SortFunc(m.Moved, bytes.Compare)
 	f.store.MovingKeys(func(key []byte, st engine.State) bool {
-		m.Moving = append(m.Moving, movingMeta{Key: slices.Clone(key), State: snapshot.EncodeDump(&st)})
+		m.Moving = append(m.Moving, movingMeta{Key: slices.Clone(key), State: snapshot.EncodeDump(&st), Dest: dests[string(key)]})
 		return true
 	})
-	if len(m.Slots) == 0 && len(m.Migrating) == 0 && len(m.Importing) == 0 && len(m.Groups) == 0 && len(m.Moving) == 0 {
+	if len(m.Slots) == 0 && len(m.Migrating) == 0 && len(m.Importing) == 0 && len(m.Groups) == 0 && len(m.Moving) == 0 && len(m.Moved) == 0 {
 		return nil
 	}
 	return m
@@ -408,6 +494,10 @@ func (f *FSM) restoreCluster(m *clusterMeta) error {
 				return fmt.Errorf("replication: restore snapshot: key in flight: %w", err)
 			}
 			f.store.SetMoving(mv.Key, st)
+			cs.movingTo[string(mv.Key)] = mv.Dest
+		}
+		for _, k := range m.Moved {
+			cs.moved[string(k)] = struct{}{}
 		}
 	}
 	f.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -216,9 +217,15 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	f.Apply(&raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{limit})})
 	f.Apply(entry(3, clusterChange{action: actMigrating, slot: 3, group: "b"}))
 	f.Apply(entry(4, clusterChange{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1"}, Resp: []string{"h:2"}}}))
-	out := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}}
+	out := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}, Dest: "h:9"}
 	f.Apply(&raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{out})})
+	gone := keyOfSlot(t, 3, "g")
+	f.Apply(&raft.Log{Index: 6, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{{Code: shards.OpMoveDone, Keys: [][]byte{gone}}})})
 	want := f.clusterState()
+	wantTo, wantMoved := maps.Clone(f.cluster.movingTo), maps.Clone(f.cluster.moved)
+	if wantTo[string(key)] != "h:9" || len(wantMoved) != 1 {
+		t.Fatalf("before the snapshot: movingTo %v, moved %v", wantTo, wantMoved)
+	}
 	wantState, ok := f.store.Moving(key)
 	if !ok || !f.sharded.Load() {
 		t.Fatalf("key not in flight (%v) or not sharded", ok)
@@ -232,7 +239,110 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	if !reflect.DeepEqual(got, want) || !g.sharded.Load() {
 		t.Fatalf("restored %+v, want %+v", got, want)
 	}
+	if !reflect.DeepEqual(g.cluster.movingTo, wantTo) || !reflect.DeepEqual(g.cluster.moved, wantMoved) {
+		t.Fatalf("restored moves: movingTo %v, moved %v; want %v, %v", g.cluster.movingTo, g.cluster.moved, wantTo, wantMoved)
+	}
 	if st, ok := g.store.Moving(key); !ok || !reflect.DeepEqual(st, wantState) {
 		t.Fatalf("key in flight restored as %+v (%v), want %+v", st, ok, wantState)
+	}
+}
+
+// A key moved away while its slot migrated is a tombstone: never fresh
+// here again (ASK while the slot migrates, TRYAGAIN once it is stable,
+// through DELSLOTS and ADDSLOTS), until a RESTORE brings it back or the
+// slot is given away.
+func TestTombstones(t *testing.T) {
+	store, err := shards.New(shards.Config{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const now = int64(1_700_000_000_000_000_000)
+	req := engine.Request{Kind: engine.KindGCRA, Burst: 0, Rate: 1, Period: int64(time.Hour), Quantity: 1}
+	key := keyOfSlot(t, 50, "t")
+	limit := shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{req}}
+	s := newClusterState()
+	exec := func(op shards.Op) shards.Result {
+		var res shards.Result
+		if err := s.slotCheck(store, &op, now); err != nil {
+			return shards.Result{Err: err}
+		}
+		store.Exec(&op, now, &res)
+		s.noteOp(store, &op, &res)
+		return res
+	}
+	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 100}}}, "a")
+	if res := exec(limit); res.Err != nil || res.Results[0].Limited {
+		t.Fatalf("first take: %+v", res)
+	}
+	st, _ := store.Lookup(key, now)
+	moveAway := func() {
+		t.Helper()
+		s.apply(&clusterChange{action: actMigrating, slot: 50, group: "b"}, "a")
+		exec(shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}, Dest: "h:9"})
+		if s.movingTo[string(key)] != "h:9" {
+			t.Fatalf("destination of the key in flight = %q, want h:9", s.movingTo[string(key)])
+		}
+		exec(shards.Op{Code: shards.OpMoveDone, Keys: [][]byte{key}})
+		if _, ok := s.moved[string(key)]; !ok || len(s.movingTo) != 0 {
+			t.Fatalf("after the move: moved %v, movingTo %v", s.moved, s.movingTo)
+		}
+	}
+	moveAway()
+	steps := []struct {
+		name   string
+		change *clusterChange
+		want   error
+	}{
+		{"slot still migrating", nil, ErrAsk},
+		{"SETSLOT STABLE", &clusterChange{action: actStable, slot: 50}, ErrTryAgain},
+		{"DELSLOTS", &clusterChange{action: actDelSlots, ranges: [][2]int{{50, 50}}}, ErrMoved},
+		{"ADDSLOTS", &clusterChange{action: actAddSlots, ranges: [][2]int{{50, 50}}}, ErrTryAgain},
+		{"SETSLOT NODE itself", &clusterChange{action: actOwn, slot: 50}, ErrTryAgain},
+	}
+	for _, st := range steps {
+		if st.change != nil {
+			s.apply(st.change, "a")
+		}
+		if res := exec(limit); !errors.Is(res.Err, st.want) {
+			t.Errorf("%s: CL.THROTTLE of the moved key = %+v, want %v", st.name, res, st.want)
+		}
+	}
+	// The key comes back: served again, with the state it left with.
+	if res := exec(shards.Op{Code: shards.OpRestore, Keys: [][]byte{key}, State: st}); res.Err != nil || res.N != 1 {
+		t.Fatalf("RESTORE of the moved key: %+v", res)
+	}
+	if res := exec(limit); res.Err != nil || !res.Results[0].Limited {
+		t.Errorf("CL.THROTTLE after the key came back = %+v, want limited", res)
+	}
+	// Moved again, then the slot is given away: no tombstone is left.
+	moveAway()
+	s.apply(&clusterChange{action: actDisown, slot: 50}, "a")
+	if len(s.moved) != 0 {
+		t.Errorf("tombstones after SETSLOT NODE other: %v", s.moved)
+	}
+}
+
+// GroupOfAddr errs towards a match: a name on either side matches any
+// member with the same port; IP literals must be equal.
+func TestGroupOfAddr(t *testing.T) {
+	r := NewRouting(0, "a1", []GroupView{
+		{Name: "a", Members: []GroupMember{{ID: "a1", RespAddr: "127.0.0.1:7001"}}},
+		{Name: "b", Members: []GroupMember{{ID: "b1", RespAddr: "10.0.0.2:7004"}, {ID: "b2", RespAddr: "node-b2:7005"}}},
+	})
+	for _, tc := range []struct {
+		addr string
+		want int
+	}{
+		{"127.0.0.1:7001", 0},
+		{"10.0.0.2:7004", 1},
+		{"10.0.0.3:7004", -1}, // another IP
+		{"localhost:7004", 1}, // a name may resolve to the member
+		{"10.0.0.9:7005", 1},  // the member is a name
+		{"127.0.0.1:9999", -1},
+		{"not an address", -1},
+	} {
+		if got := r.GroupOfAddr(tc.addr); got != tc.want {
+			t.Errorf("GroupOfAddr(%q) = %d, want %d", tc.addr, got, tc.want)
+		}
 	}
 }

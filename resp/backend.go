@@ -121,6 +121,9 @@ type Cluster interface {
 	// SetSlot runs CLUSTER SETSLOT slot action [clusterID]; clusterID is
 	// a member's 40-hex cluster node id ("" for SlotStable).
 	SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error
+	// MoveDest returns the RESP address a key in flight out of this group
+	// was sent to, empty when unknown.
+	MoveDest(key []byte) string
 	// ChangeSlots makes the slot changes of one transaction (its queued
 	// ADDSLOTS, DELSLOTS and SETSLOT) as one change of the group's log:
 	// each is checked against the state as the ones before it leave it;

@@ -73,6 +73,9 @@ func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.S
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
+// MoveDest returns where a key in flight was sent.
+func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
+
 // ChangeSlots makes a transaction's slot changes as one log entry.
 func (v clusterView) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
 	return v.n.ChangeSlots(ctx, changes)

@@ -109,6 +109,8 @@ func (f *fakeCluster) Meet(_ context.Context, addr string) error {
 	return nil
 }
 
+func (f *fakeCluster) MoveDest([]byte) string { return "" }
+
 func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.SlotAction, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

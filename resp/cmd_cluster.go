@@ -2,14 +2,18 @@ package resp
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // The Redis Cluster protocol over replication groups. Each group (a raft
@@ -643,6 +647,40 @@ func clusterCommand() *Command {
 					return nil
 				}),
 			}),
+			sub(&Command{
+				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin | FlagFast, Summary: "Answers the group's config epoch, which only an election changes.", Complexity: "O(1)",
+				Reply: "Simple string `STILL <epoch>`: a group's config epoch is its raft term, which elections advance, so there is nothing to bump. " +
+					"Accepted so that tools that send it (`redis-cli --cluster fix`, inside `MULTI`) go on.",
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
+					return nil
+				}),
+			}),
+			sub(&Command{
+				Name: "abortmove", Arity: -3, MaxArgs: 4, Flags: FlagAdmin,
+				Summary:    "Puts back the keys of a slot that a MIGRATE left in flight (cellserver's own subcommand).",
+				Complexity: "O(N) where N is the number of keys in flight",
+				Args:       []Arg{{Name: "slot", Type: "integer"}, {Name: "force", Type: "pure-token", Token: "FORCE", Optional: true}},
+				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
+					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
+					"(a server that is not a cellserver, a dead or standalone one: clients of this cluster never reach it, so the key is served in one place only), " +
+					"or to a member of a group that neither owns nor imports the slot and whose leader, asked now, counts no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
+					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
+				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
+					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
+						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
+				Handler: clusterHandler(func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error {
+					slot, err := parseSlotArg(args[2])
+					if err != nil {
+						return err
+					}
+					force := len(args) == 4
+					if force && !strings.EqualFold(string(args[3]), "force") {
+						return engine.ErrSyntax
+					}
+					return c.abortMove(cl, r, slot, force)
+				}),
+			}),
 			sub(slotsCommand("addslots", "Assigns slots to this node's group.", false, slotErrs,
 				func(c *Conn, cl Cluster, slots []int) error { return cl.AddSlots(c.srv.ctx, slots) })),
 			sub(slotsCommand("addslotsrange", "Assigns ranges of slots to this node's group.", true, slotErrs,
@@ -725,8 +763,11 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 		arity = -4
 	}
 	kind := replication.SlotDel
+	notes := []string{"A slot another group owns is left alone and counts as done (`OK`): as in Redis, where `DELSLOTS` on a node that does not serve the slot succeeds, " +
+		"which `redis-cli --cluster fix` relies on; another group's slots are not this group's to unassign."}
 	if strings.HasPrefix(name, "add") {
 		kind = replication.SlotAdd
+		notes = nil
 	}
 	return &Command{
 		slotChange: func(a [][]byte) (replication.SlotChange, error) {
@@ -737,6 +778,7 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 		Args:   args,
 		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",
 		Errors: errs,
+		Notes:  notes,
 		Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, a [][]byte) error {
 			slots, err := parse(a[2:])
 			if err != nil {
@@ -799,4 +841,97 @@ func clusterConnCommands() []*Command {
 			"Simple string `OK`. The next command on this connection (only the next, as in Redis) runs on a key of a slot this group is importing (`CLUSTER SETSLOT … IMPORTING`) instead of answering `-MOVED`.",
 			func(c *Conn) { c.asking = true }),
 	}
+}
+
+// abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
+// group go back into its keyspace (shards.OpMoveAbort), when each was sent
+// to no member of a known group, or when force. It holds the server's
+// MIGRATE lock, so that it never races a MIGRATE of this node.
+func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force bool) error {
+	c.srv.migrateMu.Lock()
+	defer c.srv.migrateMu.Unlock()
+	if _, err := c.readNow(); err != nil {
+		return err
+	}
+	var keys [][]byte
+	blocked, where := 0, ""
+	cleared := map[int]bool{} // groups asked: true when they cannot hold the slot's keys
+	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
+		if keySlot(key) != slot {
+			return true
+		}
+		keys = append(keys, key)
+		if force {
+			return true
+		}
+		dest := cl.MoveDest(key)
+		g := r.GroupOfAddr(dest)
+		if g >= 0 && g != r.Self {
+			if _, ok := cleared[g]; !ok {
+				cleared[g] = c.groupLacksSlot(r, g, slot)
+			}
+			if cleared[g] {
+				return true
+			}
+		}
+		if dest == "" || g >= 0 {
+			blocked++
+			if where == "" && g >= 0 {
+				where = dest + ", a member of group " + r.Groups[g].Name
+			} else if where == "" {
+				where = "an unknown destination"
+			}
+		}
+		return true
+	})
+	if blocked > 0 {
+		return &textError{fmt.Sprintf("ERR %d key(s) of slot %d are in flight to %s, which may hold them: MIGRATE them there again, "+
+			"or CLUSTER ABORTMOVE %d FORCE once sure it does not have them", blocked, slot, where, slot)}
+	}
+	if len(keys) == 0 {
+		c.WriteInt(0)
+		return nil
+	}
+	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
+	res := make([]shards.Result, 1)
+	err := c.srv.backend.Write(c.srv.ctx, ops, res)
+	c.now = 0
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		return err
+	}
+	c.WriteInt(res[0].N)
+	return nil
+}
+
+// groupLacksSlot reports whether group g of r can neither hold nor take a
+// key of slot: it does not own the slot (this node's routing) and every
+// member, asked now, counts no key of it (CLUSTER COUNTKEYSINSLOT, keys in
+// flight included) and shows no group importing it (CLUSTER NODES). A
+// RESTORE of the slot's key arriving there late is then refused by its
+// log (not importing). Any doubt (a member that does not answer) is false.
+func (c *Conn) groupLacksSlot(r *replication.Routing, g, slot int) bool {
+	gv := &r.Groups[g]
+	if r.Owner(slot) == g || len(gv.Members) == 0 {
+		return false
+	}
+	// The groups of a cluster share requirepass (a node joins with it).
+	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
+	importing := []byte("[" + strconv.Itoa(slot) + "-<-")
+	for _, m := range gv.Members {
+		rc, err := respclient.Dial(c.srv.ctx, m.RespAddr, cfg)
+		if err != nil {
+			return false
+		}
+		n, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
+		nodes, err2 := rc.Do([]byte("CLUSTER"), []byte("NODES"))
+		rc.Close()
+		if err != nil || err2 != nil || n.Kind != respclient.Integer || n.Int != 0 ||
+			nodes.Kind != respclient.Bulk || strings.Contains(nodes.Str, string(importing)) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,16 +1,15 @@
 package resp
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"io"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -24,13 +23,6 @@ import (
 // keys the target did not take, puts them back (OpMoveAbort). So a key's
 // state exists in exactly one place at any instant, and a key exhausted
 // before the move is exhausted after it.
-
-// Limits of the MIGRATE client's replies: a reply line, and a bulk reply
-// (the target's replies are short: OK, errors, counts).
-const (
-	migrateMaxLine = 64 << 10
-	migrateMaxBulk = 1 << 20
-)
 
 // Errors of MIGRATE, in Redis's wording.
 var (
@@ -141,134 +133,6 @@ func parseMigrate(args [][]byte) (*migrateArgs, error) {
 	return m, nil
 }
 
-// migrateClient is the RESP client MIGRATE talks to its target with: it
-// writes commands as arrays of bulk strings and reads replies with bounded
-// lengths, each I/O under the call's timeout.
-type migrateClient struct {
-	nc      net.Conn
-	r       *bufio.Reader
-	out     []byte
-	timeout time.Duration
-}
-
-// dialTarget connects to addr within timeout.
-func dialTarget(addr string, timeout time.Duration) (*migrateClient, error) {
-	nc, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, errMigrateConnect
-	}
-	return &migrateClient{nc: nc, r: bufio.NewReader(nc), timeout: timeout}, nil
-}
-
-// send queues one command.
-func (m *migrateClient) send(args ...[]byte) {
-	m.out = append(m.out, '*')
-	m.out = strconv.AppendInt(m.out, int64(len(args)), 10)
-	m.out = append(m.out, "\r\n"...)
-	for _, a := range args {
-		m.out = append(m.out, '$')
-		m.out = strconv.AppendInt(m.out, int64(len(a)), 10)
-		m.out = append(m.out, "\r\n"...)
-		m.out = append(m.out, a...)
-		m.out = append(m.out, "\r\n"...)
-	}
-}
-
-// flush writes the queued commands.
-func (m *migrateClient) flush() error {
-	_ = m.nc.SetWriteDeadline(time.Now().Add(m.timeout))
-	_, err := m.nc.Write(m.out)
-	m.out = m.out[:0]
-	if err != nil {
-		return errMigrateWrite
-	}
-	return nil
-}
-
-// reply reads one reply: an error reply is returned as its text in msg
-// with isErr; a simple string, integer or bulk string as its text; an
-// array's elements are read and dropped. err is an I/O failure or a
-// malformed reply.
-func (m *migrateClient) reply() (msg string, isErr bool, err error) {
-	_ = m.nc.SetReadDeadline(time.Now().Add(m.timeout))
-	return m.readReply(0)
-}
-
-func (m *migrateClient) readReply(depth int) (string, bool, error) {
-	line, err := m.line()
-	if err != nil {
-		return "", false, err
-	}
-	switch line[0] {
-	case '-':
-		return line[1:], true, nil
-	case '+', ':':
-		return line[1:], false, nil
-	case '$', '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n > migrateMaxBulk || depth > 4 {
-			return "", false, errMigrateRead
-		}
-		if n < 0 {
-			return "", false, nil
-		}
-		if line[0] == '*' {
-			for range n {
-				if _, _, err := m.readReply(depth + 1); err != nil {
-					return "", false, err
-				}
-			}
-			return "", false, nil
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(m.r, b); err != nil {
-			return "", false, errMigrateRead
-		}
-		return string(b[:n]), false, nil
-	}
-	return "", false, errMigrateRead
-}
-
-// line reads one CRLF-terminated line of at most migrateMaxLine bytes.
-func (m *migrateClient) line() (string, error) {
-	var b []byte
-	for {
-		part, err := m.r.ReadSlice('\n')
-		b = append(b, part...)
-		if len(b) > migrateMaxLine {
-			return "", errMigrateRead
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return "", errMigrateRead
-		}
-	}
-	b = bytes.TrimSuffix(b, []byte("\r\n"))
-	if len(b) == 0 {
-		return "", errMigrateRead
-	}
-	return string(b), nil
-}
-
-// call sends one command and reads its reply, an error reply becoming
-// the target's error.
-func (m *migrateClient) call(args ...[]byte) error {
-	m.send(args...)
-	if err := m.flush(); err != nil {
-		return err
-	}
-	msg, isErr, err := m.reply()
-	if err != nil {
-		return err
-	}
-	if isErr {
-		return targetError(msg)
-	}
-	return nil
-}
-
 // movedKey is one key MIGRATE sends: its payload, and what became of it.
 type movedKey struct {
 	key     []byte
@@ -280,69 +144,128 @@ type movedKey struct {
 	restored, unknown bool
 }
 
-// restoreOn dials the target, authenticates, selects the database and
-// restores every key (ASKING before each RESTORE in a cluster, so that a
-// group importing the slot takes it), marking those it took and those
-// whose outcome is unknown (an I/O failure once the RESTOREs were sent).
-// It returns the first failure.
+// restoreOn dials the target (internal/respclient: every reply bounded in
+// size and due within the call's timeout), authenticates, selects the
+// database and restores every key (ASKING before each RESTORE in a
+// cluster, so that a group importing the slot takes it; an error answering
+// ASKING is ignored, as a standalone server gives one and still restores),
+// marking those it took and those whose outcome is unknown (an I/O
+// failure or a reply that is not RESP once the RESTOREs were sent). It
+// returns the first failure.
 func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
-	cl, err := dialTarget(m.addr, m.timeout)
+	cfg := respclient.Config{Timeout: m.timeout, MaxArray: 64}
+	switch len(m.auth) {
+	case 1:
+		cfg.Password = string(m.auth[0])
+	case 2:
+		cfg.Username, cfg.Password = string(m.auth[0]), string(m.auth[1])
+	}
+	cl, err := respclient.Dial(c.srv.ctx, m.addr, cfg)
 	if err != nil {
-		return err
-	}
-	defer cl.nc.Close()
-	if len(m.auth) > 0 {
-		if err := cl.call(append([][]byte{[]byte("AUTH")}, m.auth...)...); err != nil {
-			return err
+		var re *respclient.ReplyError
+		if errors.As(err, &re) {
+			return targetError(re.Msg)
 		}
+		return errMigrateConnect
 	}
+	defer cl.Close()
 	if m.db != 0 {
-		if err := cl.call([]byte("SELECT"), strconv.AppendInt(nil, m.db, 10)); err != nil {
-			return err
+		v, err := cl.Do([]byte("SELECT"), strconv.AppendInt(nil, m.db, 10))
+		if err != nil {
+			return migrateIOError(err)
+		}
+		if v.Kind == respclient.Error {
+			return targetError(v.Str)
 		}
 	}
 	asking := c.srv.cfg.Cluster != nil
 	for _, k := range keys {
 		if asking {
-			cl.send([]byte("ASKING"))
+			cl.Send([]byte("ASKING"))
 		}
 		args := [][]byte{[]byte("RESTORE"), k.key, []byte("0"), k.payload}
 		if k.replace {
 			args = append(args, []byte("REPLACE"))
 		}
-		cl.send(args...)
+		cl.Send(args...)
 	}
 	for i := range keys {
 		keys[i].unknown = true
 	}
-	if err := cl.flush(); err != nil {
-		return err
+	if err := cl.Flush(); err != nil {
+		return errMigrateWrite
 	}
 	var first error
 	for i := range keys {
 		if asking {
-			msg, isErr, err := cl.reply()
-			if err != nil {
-				return err
-			}
-			if isErr && first == nil {
-				first = targetError(msg)
+			if _, err := cl.Read(); err != nil {
+				return migrateIOError(err)
 			}
 		}
-		msg, isErr, err := cl.reply()
+		v, err := cl.Read()
 		if err != nil {
-			return err
+			return migrateIOError(err)
 		}
-		keys[i].unknown = false
-		if isErr {
-			if first == nil {
-				first = targetError(msg)
+		switch v.Kind {
+		case respclient.Simple:
+			keys[i].unknown = false
+			keys[i].restored = true
+		case respclient.Error:
+			if strings.HasPrefix(v.Str, "BUSYKEY") && (keys[i].again || c.importsFromHere(m.addr, keys[i].key)) {
+				// Sent again, or to a group importing the slot from
+				// this one: the target has the key, so a RESTORE of it
+				// from here landed (an earlier MIGRATE's, or another
+				// node's at the same time; while a key is in flight here
+				// nobody is sent there to create it). Done; never
+				// REPLACE it: clients may have used it there since.
+				keys[i].unknown, keys[i].restored = false, true
+				continue
 			}
-			continue
+			// A refusal leaves the key here, except one that may have
+			// been applied (TRYAGAIN Leadership changed …) or whose
+			// outcome a group without a leader cannot tell: those keys
+			// stay in flight, like a lost reply.
+			keys[i].unknown = strings.HasPrefix(v.Str, "TRYAGAIN") || strings.HasPrefix(v.Str, "CLUSTERDOWN")
+			if first == nil {
+				first = targetError(v.Str)
+			}
+		default:
+			// Not RESTORE's answer: not a cellserver, and what it did
+			// with the key is unknown.
+			return errMigrateRead
 		}
-		keys[i].restored = true
 	}
 	return first
+}
+
+// importsFromHere reports whether addr is a member of a known group that
+// imports key's slot from this node's group (as the routing table shows).
+func (c *Conn) importsFromHere(addr string, key []byte) bool {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return false
+	}
+	r := cl.Routing()
+	if r == nil {
+		return false
+	}
+	g := r.GroupOfAddr(addr)
+	return g >= 0 && g != r.Self && r.Groups[g].Importing[keySlot(key)] == r.Groups[r.Self].Name
+}
+
+// migrateIOError words a failure of the exchange with the target: a write
+// or a read (a reply that is not RESP, too large or late counts as one).
+func migrateIOError(err error) error {
+	var ioe *respclient.IOError
+	if errors.As(err, &ioe) && ioe.Op == "write" {
+		return errMigrateWrite
+	}
+	return errMigrateRead
+}
+
+// inFlightError adds to err that n keys stayed in flight.
+func inFlightError(err error, n int) error {
+	return &textError{fmt.Sprintf("%s; %d key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back", err.Error(), n)}
 }
 
 // migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
@@ -367,8 +290,13 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
 	for i, k := range m.keys {
 		_, again[i] = store.Moving(k)
+		if again[i] {
+			if err := c.checkResend(k, m.addr); err != nil {
+				return err
+			}
+		}
 	}
-	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys}); err != nil {
+	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys, Dest: m.addr}); err != nil {
 		return err
 	}
 	if _, err := c.readNow(); err != nil {
@@ -377,7 +305,7 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	var keys []movedKey
 	for i, k := range m.keys {
 		if st, ok := store.Moving(k); ok {
-			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace || again[i], again: again[i]})
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace, again: again[i]})
 		}
 	}
 	if len(keys) == 0 {
@@ -386,18 +314,21 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	}
 	failed := c.restoreOn(m, keys)
 	var done, back [][]byte
+	inFlight := 0
 	for _, k := range keys {
 		switch {
 		case k.restored:
 			done = append(done, k.key)
 		case !k.unknown && !k.again:
 			back = append(back, k.key)
+		default:
+			inFlight++
 		}
 		// A key of unknown outcome stays in flight: putting it back
 		// could leave it admitting in both places. So does one an
 		// earlier MIGRATE left in flight (its RESTORE may have landed
-		// there). The next MIGRATE naming it sends it again, with
-		// REPLACE.
+		// there). The next MIGRATE naming it sends it again (a BUSYKEY
+		// answer then means it had landed).
 	}
 	ops := make([]shards.Op, 0, 2)
 	if len(done) > 0 {
@@ -409,10 +340,36 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	if err := c.writeOps(ops); err != nil {
 		return err
 	}
+	if failed != nil && inFlight > 0 {
+		return inFlightError(failed, inFlight)
+	}
 	if failed != nil {
 		return failed
 	}
 	c.WriteOK()
+	return nil
+}
+
+// checkResend refuses to send key, in flight to another address, to addr
+// when its recorded destination is a member of a known group other than
+// addr's: the first RESTORE may have landed there, and the key must not
+// land in two groups. Another member of the same group (its leader
+// changed), or any address when the first went outside the cluster, is
+// fine.
+func (c *Conn) checkResend(key []byte, addr string) error {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return nil
+	}
+	dest := cl.MoveDest(key)
+	r := cl.Routing()
+	if dest == "" || dest == addr || r == nil {
+		return nil
+	}
+	if g := r.GroupOfAddr(dest); g >= 0 && g != r.GroupOfAddr(addr) {
+		return &textError{fmt.Sprintf("ERR key %s is in flight to %s, a member of group %s: MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot",
+			clip(key), dest, r.Groups[g].Name)}
+	}
 	return nil
 }
 
@@ -564,7 +521,7 @@ func migrateCommands() []*Command {
 			Finish: func(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() },
 		},
 		{
-			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys,
+			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys, OpenSlot: true,
 			Group: "generic", Summary: "Moves keys to another cellserver (resharding), atomically per key.",
 			Complexity: "O(N) where N is the number of keys, plus a round trip to the target",
 			Args: []Arg{{Name: "host", Type: "string"}, {Name: "port", Type: "integer"},
@@ -580,15 +537,22 @@ func migrateCommands() []*Command {
 			Reply: "Simple string `OK` when every key that exists reached the target, `NOKEY` when none of them exists.",
 			Errors: []string{"`IOERR error or timeout connecting to the client`: no key moved.",
 				"`IOERR error or timeout writing to target instance` or `IOERR error or timeout reading to target instance`: the keys the target confirmed moved; those it refused stay here; " +
-					"those whose reply did not come may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) until a `MIGRATE` naming them again completes the move.",
-				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here.",
+					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
+					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
+				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
+					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) leaves the key in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
-				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving."},
+				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
+				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
 			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
 				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
-				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again (with `REPLACE`) by the next MIGRATE naming it.",
+				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
+				"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
+				"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
-				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read."},
+				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
+				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +
+					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores)."},
 			Handler: func(c *Conn, args [][]byte) error {
 				m, err := parseMigrate(args)
 				if err != nil {

@@ -364,6 +364,7 @@ func (c *Conn) submitWrites(slots []slot, atomic bool) (int, error) {
 		op.Reqs = op.Reqs[:0]
 		op.NoGrow = false
 		op.Asking = false
+		op.Dest = ""
 		if sl.err = c.routeCommand(sl.cmd, sl.args, sl.asking, op); sl.err != nil {
 			sl.op = -1
 			continue

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -201,14 +202,15 @@ func TestMigrate(t *testing.T) {
 }
 
 // A key left in flight (a MIGRATE that stopped midway) answers TRYAGAIN,
-// and the next MIGRATE naming it moves it, replacing what the target may
-// already have from the earlier attempt.
+// and the next MIGRATE naming it completes the move: when the target
+// already has the key (BUSYKEY: the earlier RESTORE landed, and the key
+// may have been used there since), the target's state is kept.
 func TestMigrateInFlight(t *testing.T) {
 	src, dst := startServer(t, nil), startServer(t, nil)
 	ctx := context.Background()
 	cs, cd := src.client(t, 2, ""), dst.client(t, 2, "")
 	exhaust(t, cs, "f")
-	if err := cd.Do(ctx, "CL.THROTTLE", "f", 0, 1, 60, 0).Err(); err != nil { // a fresh f there
+	if err := cd.Do(ctx, "CL.THROTTLE", "f", 9, 1, 60).Err(); err != nil { // f landed there and was used
 		t.Fatal(err)
 	}
 	var res shards.Result
@@ -228,8 +230,17 @@ func TestMigrateInFlight(t *testing.T) {
 	if _, moving := src.store.Moving([]byte("f")); moving {
 		t.Error("f still in the source's moving set")
 	}
-	if !exhausted(t, cd, "f") {
-		t.Error("target's f not the moved (exhausted) state")
+	if v, err := cd.Do(ctx, "CL.THROTTLE", "f", 9, 1, 60, 0).Int64Slice(); err != nil || v[2] != 9 {
+		t.Errorf("target's f after the second MIGRATE = %v, %v; want its own state kept (9 left)", v, err)
+	}
+	// Without a key there, the key in flight is restored as it left.
+	exhaust(t, cs, "g")
+	src.store.Exec(&shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{[]byte("g")}}, src.clock.Now(), &res)
+	if got := migrateTo(t, cs, dst, "g"); got != "OK" {
+		t.Fatalf("MIGRATE g = %q, want OK", got)
+	}
+	if !exhausted(t, cd, "g") {
+		t.Error("target's g not the moved (exhausted) state")
 	}
 }
 
@@ -256,8 +267,8 @@ func TestMigrateTargetSilent(t *testing.T) {
 	}()
 	exhaust(t, cs, "s")
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	if err := cs.Do(ctx, "MIGRATE", host, port, "s", 0, 5000).Err(); err == nil || err.Error() != "IOERR error or timeout reading to target instance" {
-		t.Fatalf("MIGRATE to a silent target: %v, want IOERR error or timeout reading to target instance", err)
+	if err := cs.Do(ctx, "MIGRATE", host, port, "s", 0, 5000).Err(); err == nil || !strings.HasPrefix(err.Error(), "IOERR error or timeout reading to target instance; 1 key(s) are in flight") {
+		t.Fatalf("MIGRATE to a silent target: %v, want IOERR ... 1 key(s) are in flight", err)
 	}
 	if _, moving := src.store.Moving([]byte("s")); !moving {
 		t.Fatal("s not in flight after a move of unknown outcome")
@@ -305,5 +316,77 @@ func TestMigrateBetweenGroups(t *testing.T) {
 	}
 	if n := dst.store.Exists([][]byte{[]byte(key)}, dst.clock.Now()); n != 1 {
 		t.Errorf("target store has %d of the key, want 1", n)
+	}
+}
+
+// What the target answers decides where the key is: OK moved it; a
+// refusal leaves it here; a TRYAGAIN or CLUSTERDOWN (it may have been
+// applied), garbage, a cut, a trickle or nothing leave it in flight, and
+// MIGRATE's reply says so.
+func TestMigrateTargetReplies(t *testing.T) {
+	tests := []struct {
+		name     string
+		reply    string        // written after the command arrives
+		trickle  time.Duration // between bytes of reply
+		inFlight bool
+		here     bool
+		wantErr  string // prefix of MIGRATE's error ("": OK)
+	}{
+		{"ok", "+OK\r\n", 0, false, false, ""},
+		{"busykey", "-BUSYKEY Target key name already exists.\r\n", 0, false, true, "ERR Target instance replied with error: BUSYKEY"},
+		{"leadership lost", "-TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied\r\n", 0, true, false,
+			"ERR Target instance replied with error: TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied; 1 key(s) are in flight"},
+		{"no leader", "-CLUSTERDOWN The cluster is down: no leader\r\n", 0, true, false, "ERR Target instance replied with error: CLUSTERDOWN"},
+		{"garbage", "HTTP/1.1 400 Bad Request\r\n\r\n", 0, true, false, "IOERR error or timeout reading to target instance; 1 key(s) are in flight"},
+		{"cut", "+O", 0, true, false, "IOERR error or timeout reading to target instance; 1 key(s) are in flight"},
+		{"integer", ":1\r\n", 0, true, false, "IOERR error or timeout reading to target instance; 1 key(s) are in flight"},
+		{"trickle", "+OK\r\n", 400 * time.Millisecond, true, false, "IOERR error or timeout reading to target instance; 1 key(s) are in flight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := startServer(t, nil)
+			cs := src.client(t, 2, "")
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				_, _ = nc.Read(make([]byte, 4096))
+				for i := range tt.reply {
+					if tt.trickle > 0 {
+						time.Sleep(tt.trickle)
+					}
+					if _, err := nc.Write([]byte{tt.reply[i]}); err != nil {
+						return
+					}
+				}
+				_, _ = nc.Read(make([]byte, 1)) // until MIGRATE closes
+			}()
+			exhaust(t, cs, "k")
+			host, port, _ := net.SplitHostPort(ln.Addr().String())
+			err = cs.Do(context.Background(), "MIGRATE", host, port, "k", 0, 1000).Err()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("MIGRATE = %v, want OK", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+				t.Errorf("MIGRATE = %v, want %q…", err, tt.wantErr)
+			}
+			if _, moving := src.store.Moving([]byte("k")); moving != tt.inFlight {
+				t.Errorf("key in flight = %v, want %v", moving, tt.inFlight)
+			}
+			if tt.inFlight {
+				if err := cs.Do(context.Background(), "CL.THROTTLE", "k", 0, 1, 60).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+					t.Errorf("CL.THROTTLE of the key in flight = %v, want TRYAGAIN", err)
+				}
+			} else if here := exhausted(t, cs, "k"); here != tt.here {
+				t.Errorf("key here and exhausted = %v, want %v", here, tt.here)
+			}
+		})
 	}
 }

@@ -67,13 +67,19 @@ func (c *Conn) route(r *replication.Routing, cmd *Command, args [][]byte, asking
 		}
 	}
 	switch {
+	case cmd.OpenSlot && !cross && (r.ImportingFrom(slot) >= 0 || r.MigratingTo(slot) >= 0):
+		return false, nil
 	case mine && read:
 		return false, c.readMigrating(r, c.keys, cross)
 	case mine:
 		return false, nil
 	case cross:
 		return false, errCrossSlot
-	case asking && r.ImportingFrom(slot) >= 0:
+	case asking && (r.ImportingFrom(slot) >= 0 || cmd.Prepare != nil):
+		// A write op after ASKING goes on to the group's log even when this
+		// node does not know the slot is imported (a follower that has
+		// not applied IMPORTING yet): the state machine decides, from the
+		// group's state, at apply time (ErrMoved when it is not).
 		return true, nil
 	}
 	return false, moved(r, slot)

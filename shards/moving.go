@@ -196,7 +196,7 @@ func (sh *shard) putBack(h uint32, key []byte, st *engine.State, now int64) erro
 
 // restore runs OpRestore (see its doc) and returns 1 when the key was
 // stored.
-func (s *Store) restore(op *Op, now int64) (int64, error) {
+func (s *Store) restore(op *Op, now int64) (_ int64, err error) {
 	key := op.Keys[0]
 	if len(key) > MaxKeyLen {
 		return 0, ErrKeyTooLarge
@@ -204,8 +204,16 @@ func (s *Store) restore(op *Op, now int64) (int64, error) {
 	sh, h := s.route(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	// A key in flight out of here that is restored here came back: the
+	// restored state is the key's (its move landed elsewhere and was sent
+	// back), and the stale copy of the moving set goes once it is stored.
 	if s.moving.active() && s.moving.has(key) {
-		return 0, ErrMoving
+		defer func() {
+			if err == nil {
+				s.moving.take(key)
+				sh.changes.Add(1)
+			}
+		}()
 	}
 	pos, idx := sh.find(h, key)
 	if idx >= 0 && sh.recs[idx].w() <= now {

@@ -183,8 +183,6 @@ func TestMovingRefusesOps(t *testing.T) {
 			fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1),
 			fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1), fw(100, time.Hour, 1))},
 		{"del", keysOp(OpDel, "other", "m")},
-		{"restore", restoreOp("m", gcraState(t0+1e9), false, false)},
-		{"restore replace", restoreOp("m", gcraState(t0+1e9), true, false)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, 16)
@@ -402,5 +400,42 @@ func TestMoveConcurrentNoLostUpdate(t *testing.T) {
 	st, ok := s.Lookup([]byte("k"), t0)
 	if !ok || st.B != total {
 		t.Errorf("key counts %d (live %v), want the %d writes applied", st.B, ok, total)
+	}
+}
+
+// A RESTORE of a key in flight takes it back: the restored state is the
+// key's (its move landed elsewhere and was sent back), with or without
+// REPLACE, and the key leaves the moving set; a refused RESTORE leaves it
+// in flight.
+func TestRestoreTakesBackMovingKey(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		op      *Op
+		stored  bool
+		refused error
+	}{
+		{"restore", restoreOp("m", fwState(t0+int64(time.Hour), 9), false, false), true, nil},
+		{"restore replace", restoreOp("m", fwState(t0+int64(time.Hour), 9), true, false), true, nil},
+		{"expired state", restoreOp("m", fwState(t0-1, 9), false, false), false, nil},
+		{"nogrow refused", restoreOp("m", fwState(t0+int64(time.Hour), 9), false, true), false, ErrWouldGrow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, 16)
+			s.Put([]byte("m"), fwState(t0+int64(time.Hour), 7))
+			run(s, keysOp(OpMoveOut, "m"), t0)
+			res := run(s, tc.op, t0)
+			if !errors.Is(res.Err, tc.refused) || (tc.refused == nil && res.Err != nil) {
+				t.Fatalf("Exec(%s) = %+v, want %v", tc.name, res, tc.refused)
+			}
+			_, moving := s.Moving([]byte("m"))
+			if moving != (tc.refused != nil) {
+				t.Errorf("moving after %s = %v, want %v", tc.name, moving, tc.refused != nil)
+			}
+			if tc.stored {
+				wantState(t, s, "m", t0, tc.op.State)
+			} else if tc.refused == nil {
+				wantState(t, s, "m", t0, engine.State{})
+			}
+		})
 	}
 }

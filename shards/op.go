@@ -25,7 +25,8 @@ const (
 	// ErrWouldGrow. The key then expires when State says, as a key loaded
 	// from a snapshot: a State already expired at now stores nothing (and,
 	// with Replace, deletes the key). Result.N is 1 when the key was
-	// stored.
+	// stored. A key of the moving set is restored too (its move was sent
+	// back here), and leaves the set.
 	OpRestore
 	// OpMoveOut takes every live key of Keys out of the keyspace into the
 	// moving set (the source side of a key move), where the key is absent
@@ -47,8 +48,8 @@ const (
 // and OpLimitAll; OpDel, OpRestore and the moves use Keys only; OpFlush
 // uses neither.
 //
-// Any op but OpFlush and the moves that names a key of the moving set fails
-// as a whole with ErrMoving.
+// Any op but OpFlush, OpRestore and the moves that names a key of the
+// moving set fails as a whole with ErrMoving.
 type Op struct {
 	Code OpCode
 	Keys [][]byte
@@ -72,6 +73,10 @@ type Op struct {
 	State engine.State
 	// Replace lets OpRestore overwrite a live key (RESTORE ... REPLACE).
 	Replace bool
+	// Dest is where OpMoveOut's keys go (a RESP address, host:port), or
+	// empty. The Store ignores it; the cluster's state records it, to
+	// decide whether a key left in flight may be put back.
+	Dest string
 }
 
 // Result is the outcome of one Op.

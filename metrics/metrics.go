@@ -89,6 +89,7 @@ type Collector struct {
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
 	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
 	raftEntries, buildInfo                                  *prometheus.Desc
+	raftPortHandshakes, raftPortAccepted, raftPortRefused   *prometheus.Desc
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
 	rlsReloads                                              *prometheus.Desc
 }
@@ -138,17 +139,20 @@ func NewCollector(src Sources) *Collector {
 		snapLastKeys:     d("snapshot_last_keys", "Keys written by the last successful save."),
 		snapLastBytes:    d("snapshot_last_bytes", "Size of the last snapshot written."),
 
-		raftState:         d("raft_state", "1 for this node's raft state (leader, follower, candidate, shutdown, removed).", "state"),
-		raftTerm:          d("raft_term", "Current raft term."),
-		raftCommit:        d("raft_commit_index", "Raft commit index."),
-		raftApplied:       d("raft_applied_index", "Raft applied index."),
-		raftLast:          d("raft_last_log_index", "Last raft log index."),
-		raftLeaderChanges: d("raft_leader_changes_total", "Leader changes this node observed."),
-		raftMembers:       d("raft_members", "Members of the raft configuration, by suffrage.", "suffrage"),
-		raftReady:         d("raft_leader_ready", "1 on a leader that serves commands."),
-		raftEntries:       d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
-		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
-		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
+		raftState:          d("raft_state", "1 for this node's raft state (leader, follower, candidate, shutdown, removed).", "state"),
+		raftTerm:           d("raft_term", "Current raft term."),
+		raftCommit:         d("raft_commit_index", "Raft commit index."),
+		raftApplied:        d("raft_applied_index", "Raft applied index."),
+		raftLast:           d("raft_last_log_index", "Last raft log index."),
+		raftLeaderChanges:  d("raft_leader_changes_total", "Leader changes this node observed."),
+		raftMembers:        d("raft_members", "Members of the raft configuration, by suffrage.", "suffrage"),
+		raftReady:          d("raft_leader_ready", "1 on a leader that serves commands."),
+		raftEntries:        d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
+		raftBatchOps:       d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
+		raftPortHandshakes: d("raft_port_handshakes", "Inbound raft-port handshakes under way."),
+		raftPortAccepted:   d("raft_port_accepted_total", "Inbound raft-port connections that completed the handshake."),
+		raftPortRefused:    d("raft_port_refused_total", "Inbound raft-port connections closed without completing the handshake: full (every slot held by a peer that sent its first message), evicted (closed before sending its first message, to make room), timeout (first message or handshake too slow), handshake (wrong cluster secret, unknown header, TLS failure, closed by the peer).", "reason"),
+		buildInfo:          d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
 
 		rlsRequests:  d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),
 		rlsOverLimit: d("rls_over_limit_total", "ShouldRateLimit calls answered OVER_LIMIT."),
@@ -255,6 +259,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.raftReady, b2f(inf.Ready))
 		counter(c.raftEntries, float64(inf.Entries))
 		counter(c.raftBatchOps, float64(inf.Ops))
+		p := inf.RaftPort
+		gauge(c.raftPortHandshakes, float64(p.Handshakes))
+		counter(c.raftPortAccepted, float64(p.Accepted))
+		counter(c.raftPortRefused, float64(p.RefusedFull), "full")
+		counter(c.raftPortRefused, float64(p.Evicted), "evicted")
+		counter(c.raftPortRefused, float64(p.TimedOut), "timeout")
+		counter(c.raftPortRefused, float64(p.Failed), "handshake")
 	}
 }
 

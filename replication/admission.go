@@ -3,6 +3,7 @@ package replication
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -12,15 +13,16 @@ import (
 // trickling a byte a second, or simply many) cannot keep the members out.
 //
 // At most max handshakes are under way at once. A connection that arrives
-// when all are taken makes room by closing one that has not yet sent its
-// first message (the header and nonce, after TLS when on): the oldest such
-// one from the source address with the most handshakes under way — the
-// newcomer's own address when it is the greediest. A member's dial sends
-// its first message as soon as it connects, so it is exposed to eviction
-// only for the instant before it is read, and only by a source with more
-// handshakes under way than its own address; handshakes from other
-// addresses are not touched while one address holds more. Only when every
-// handshake under way has sent its first message is the newcomer refused.
+// when all are taken makes room by closing one that has sent nothing yet:
+// no byte read from it, and none waiting unread in its socket. The oldest such one goes, from
+// the source address with the most handshakes under way — the newcomer's
+// own address when it is the greediest. A member's dial sends its first
+// message as soon as it connects, so it is never evicted once its bytes
+// have arrived, whatever its address; and a source with fewer handshakes
+// under way than another is not touched. When every handshake under way
+// has sent something, the oldest that has not sent its whole first message
+// (the header and nonce, after TLS when on) goes; only when all have sent
+// theirs is the newcomer refused.
 // Each handshake is bounded in time besides (tcpStream's deadlines), so a
 // connection that sent its first message and stalls holds its slot for at
 // most the handshake timeout.
@@ -41,10 +43,11 @@ type admission struct {
 type hsTicket struct {
 	src  netip.Addr
 	conn net.Conn
-	// sent: the peer has sent its first message (no longer evictable);
-	// evicted: closed to make room (release then does nothing). Guarded
-	// by admission.mu.
-	sent, evicted bool
+	// began: a byte of the peer's has been read; sent: the peer has
+	// sent its whole first message (no longer evictable); evicted:
+	// closed to make room (release then does nothing). Guarded by
+	// admission.mu.
+	began, sent, evicted bool
 }
 
 func newAdmission(max int) *admission {
@@ -89,24 +92,32 @@ func (a *admission) admit(c net.Conn) *hsTicket {
 	return t
 }
 
-// victimLocked returns the oldest handshake that has not sent its first
-// message, from the source with the most handshakes under way that has
-// one; nil if every handshake under way has sent its first message.
+// victimLocked returns the handshake to close for a newcomer, from the
+// source with the most handshakes under way that has one not past its
+// first message: the oldest of those that has sent nothing (see
+// admission), or failing that the oldest not past its first message (its
+// bytes are waiting, but a newer connection is likelier to be a dialer
+// that sends at once than an old one still short of 33 bytes). nil if
+// every handshake under way has sent its first message. Peeking at a
+// socket never blocks.
 func (a *admission) victimLocked() *hsTicket {
-	var victim *hsTicket
-	most := 0
+	var from []*hsTicket
 	for _, q := range a.bySrc {
-		if len(q) <= most {
-			continue
-		}
-		for _, t := range q {
-			if !t.sent {
-				victim, most = t, len(q)
-				break
-			}
+		if len(q) > len(from) && slices.ContainsFunc(q, func(t *hsTicket) bool { return !t.sent }) {
+			from = q
 		}
 	}
-	return victim
+	var short *hsTicket
+	for _, t := range from {
+		switch {
+		case t.sent:
+		case !t.began && !bytesWaiting(t.conn):
+			return t
+		case short == nil:
+			short = t
+		}
+	}
+	return short
 }
 
 func (a *admission) removeLocked(t *hsTicket) {
@@ -123,6 +134,14 @@ func (a *admission) removeLocked(t *hsTicket) {
 		a.bySrc[t.src] = q
 	}
 	a.total--
+}
+
+// began records that a byte of t's peer has been read: t no longer counts
+// as having sent nothing.
+func (a *admission) began(t *hsTicket) {
+	a.mu.Lock()
+	t.began = true
+	a.mu.Unlock()
 }
 
 // sent records that t's peer has sent its first message: t is no longer

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -34,10 +36,21 @@ const reopenPause = 20 * time.Millisecond
 
 func startFlood(t *testing.T, addr string, n int) *portFlood {
 	t.Helper()
+	return startFloodFrom(t, nil, addr, n)
+}
+
+// startFloodFrom is startFlood from the source address from (nil: the
+// system's choice).
+func startFloodFrom(t *testing.T, from net.IP, addr string, n int) *portFlood {
+	t.Helper()
 	f := &portFlood{stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	d := &net.Dialer{Timeout: time.Second}
+	if from != nil {
+		d.LocalAddr = &net.TCPAddr{IP: from}
+	}
 	for i := range n {
 		f.wg.Add(1)
-		go f.conn(addr, i%2 == 1)
+		go f.conn(d, addr, i%2 == 1)
 	}
 	t.Cleanup(f.stop)
 	return f
@@ -45,11 +58,11 @@ func startFlood(t *testing.T, addr string, n int) *portFlood {
 
 // conn is one flood connection, reopened until stop. It blocks in Read
 // until the port closes it (or, trickling, until its next byte is due).
-func (f *portFlood) conn(addr string, trickle bool) {
+func (f *portFlood) conn(d *net.Dialer, addr string, trickle bool) {
 	defer f.wg.Done()
 	buf := make([]byte, 64)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := d.Dial("tcp", addr)
 		if err == nil && f.track(c) {
 			f.dials.Add(1)
 			for {
@@ -181,6 +194,16 @@ func measureFailover(t *testing.T, floodConns int) time.Duration {
 		}
 	}
 	viaFollowers("before failover")
+	// Stop the leader whose followers are flooded: on a loaded machine
+	// leadership may have moved meanwhile; hand it back first.
+	if cur := c.WaitForLeader(10 * time.Second); cur != l {
+		t.Logf("flood %d: leadership moved to %s before the stop; handing it back to %s", floodConns, c.nodes[cur].id, c.nodes[l].id)
+		f := c.nodes[cur].node.raft.LeadershipTransferToServer(raft.ServerID(c.nodes[l].id), raft.ServerAddress(c.nodes[l].raftAddr))
+		if err := f.Error(); err != nil {
+			t.Fatalf("leadership transfer to %s: %v", c.nodes[l].id, err)
+		}
+		c.WaitForLeader(10*time.Second, fs...)
+	}
 
 	stopped := time.Now()
 	c.stop(l)

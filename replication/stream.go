@@ -186,6 +186,7 @@ func (s *tcpStream) acceptHandshake(tc net.Conn, t *hsTicket) (net.Conn, byte, e
 	if _, err := io.ReadFull(tc, first[:]); err != nil {
 		return nil, 0, fmt.Errorf("no header: %w", err)
 	}
+	s.handshaking.began(t)
 	pc := &prefixConn{Conn: tc, first: first[0], unread: true}
 	if s.sec.tlsOn() {
 		_ = tc.SetDeadline(start.Add(s.lim.timeout))

@@ -151,7 +151,7 @@ func NewCollector(src Sources) *Collector {
 		raftBatchOps:       d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		raftPortHandshakes: d("raft_port_handshakes", "Inbound raft-port handshakes under way."),
 		raftPortAccepted:   d("raft_port_accepted_total", "Inbound raft-port connections that completed the handshake."),
-		raftPortRefused:    d("raft_port_refused_total", "Inbound raft-port connections closed without completing the handshake: full (every slot held by a peer that sent its first message), evicted (closed before sending its first message, to make room), timeout (first message or handshake too slow), handshake (wrong cluster secret, unknown header, TLS failure, closed by the peer).", "reason"),
+		raftPortRefused:    d("raft_port_refused_total", "Inbound raft-port connections closed without completing the handshake: full (every slot held by a peer that sent its first message), evicted (closed before sending its first message, to make room), timeout (handshake not complete within raft-handshake-timeout), handshake (wrong cluster secret, unknown header, TLS failure, closed by the peer).", "reason"),
 		buildInfo:          d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
 
 		rlsRequests:  d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),

@@ -23,9 +23,9 @@ import (
 // has sent something, the oldest that has not sent its whole first message
 // (the header and nonce, after TLS when on) goes; only when all have sent
 // theirs is the newcomer refused.
-// Each handshake is bounded in time besides (tcpStream's deadlines), so a
-// connection that sent its first message and stalls holds its slot for at
-// most the handshake timeout.
+// Each handshake is bounded in time besides (Config.HandshakeTimeout), so
+// a connection that sent its first message and stalls holds its slot for
+// at most that long.
 //
 // The mutex guards bookkeeping only: nothing reads from a peer while
 // holding it, and admit never blocks. Safe for concurrent use.
@@ -199,8 +199,8 @@ type RaftPortStats struct {
 	// Evicted counts connections closed before they sent their first
 	// message, to make room for a newer one.
 	Evicted uint64
-	// TimedOut counts connections that did not send their first message
-	// in time, or did not complete the handshake within its timeout.
+	// TimedOut counts connections that did not complete the handshake
+	// within its timeout.
 	TimedOut uint64
 	// Failed counts connections that failed the handshake: wrong cluster
 	// secret, unknown header, TLS failure, or closed by the peer.

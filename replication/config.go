@@ -139,9 +139,8 @@ type Config struct {
 	// encrypt; with TLS it is checked as well.
 	ClusterSecret string
 	// HandshakeTimeout bounds an inbound raft-port connection's handshake
-	// (TLS, header and authentication), from the moment it is accepted;
-	// its first message (its first byte with TLS) must come within
-	// HandshakeTimeout or 500ms, whichever is shorter. At least 10ms.
+	// (TLS, header and authentication), from the moment it is accepted.
+	// At least 10ms.
 	HandshakeTimeout time.Duration
 	// MaxHandshakes is the most inbound raft-port handshakes under way at
 	// once (>= 1); when all are taken, a new connection displaces one that

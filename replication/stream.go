@@ -56,21 +56,12 @@ var errPartitioned = errors.New("replication: node partitioned")
 // has no deadline (inbound ones are bounded by acceptLimits).
 const handshakeTimeout = 5 * time.Second
 
-// maxFirstBytesWait bounds how long an inbound connection may take to send
-// its first message (plain TCP) or its first byte (TLS): a dialer sends it
-// as soon as it connects, so only a connection that holds a slot without
-// using it waits longer.
-const maxFirstBytesWait = 500 * time.Millisecond
-
 // acceptLimits bound the inbound handshakes (Config.HandshakeTimeout and
 // Config.MaxHandshakes).
 type acceptLimits struct {
 	timeout time.Duration // a whole handshake, from accept; > 0
 	max     int           // handshakes under way at once; >= 1
 }
-
-// firstBytes is how long a connection may take to send its first bytes.
-func (l acceptLimits) firstBytes() time.Duration { return min(l.timeout, maxFirstBytesWait) }
 
 // newTCPStream listens on bind and starts accepting. advertise, when not
 // empty, is the address other nodes dial. log receives the refusals; bounds the inbound handshakes.
@@ -176,21 +167,17 @@ func (s *tcpStream) serveConn(tc net.Conn, t *hsTicket) {
 }
 
 // acceptHandshake runs TLS (when configured), reads the header and
-// authenticates the dialer, all within the handshake timeout; the first
-// message (plain TCP) or the first byte (TLS) must come within
-// firstBytes. Once the header and nonce are in, t is no longer evictable.
+// authenticates the dialer, all within the handshake timeout. The first
+// byte is read on its own, so that admission knows the peer has begun;
+// once the header and nonce are in, t is no longer evictable.
 func (s *tcpStream) acceptHandshake(tc net.Conn, t *hsTicket) (net.Conn, byte, error) {
-	start := time.Now()
-	_ = tc.SetDeadline(start.Add(s.lim.firstBytes()))
+	_ = tc.SetDeadline(time.Now().Add(s.lim.timeout))
 	var first [1]byte
 	if _, err := io.ReadFull(tc, first[:]); err != nil {
 		return nil, 0, fmt.Errorf("no header: %w", err)
 	}
 	s.handshaking.began(t)
 	pc := &prefixConn{Conn: tc, first: first[0], unread: true}
-	if s.sec.tlsOn() {
-		_ = tc.SetDeadline(start.Add(s.lim.timeout))
-	}
 	conn, err := s.sec.server(pc)
 	if err != nil {
 		return nil, 0, err
@@ -202,7 +189,6 @@ func (s *tcpStream) acceptHandshake(tc net.Conn, t *hsTicket) (net.Conn, byte, e
 	if !s.handshaking.sent(t) {
 		return nil, 0, errEvicted
 	}
-	_ = tc.SetDeadline(start.Add(s.lim.timeout))
 	if hdr == headerForward && s.service.Load() == nil {
 		return nil, 0, errors.New("forwarding service not started yet")
 	}

@@ -64,7 +64,8 @@ type acceptLimits struct {
 }
 
 // newTCPStream listens on bind and starts accepting. advertise, when not
-// empty, is the address other nodes dial. log receives the refusals; bounds the inbound handshakes.
+// empty, is the address other nodes dial. log receives the refusals; lim
+// bounds the inbound handshakes.
 func newTCPStream(bind, advertise string, sec *security, log *slog.Logger, lim acceptLimits) (*tcpStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {

@@ -13,19 +13,25 @@ import (
 // trickling a byte a second, or simply many) cannot keep the members out.
 //
 // At most max handshakes are under way at once. A connection that arrives
-// when all are taken makes room by closing one that has sent nothing yet:
-// no byte read from it, and none waiting unread in its socket. The oldest such one goes, from
-// the source address with the most handshakes under way — the newcomer's
-// own address when it is the greediest. A member's dial sends its first
-// message as soon as it connects, so it is never evicted once its bytes
-// have arrived, whatever its address; and a source with fewer handshakes
-// under way than another is not touched. When every handshake under way
-// has sent something, the oldest that has not sent its whole first message
-// (the header and nonce, after TLS when on) goes; only when all have sent
-// theirs is the newcomer refused.
-// Each handshake is bounded in time besides (Config.HandshakeTimeout), so
-// a connection that sent its first message and stalls holds its slot for
-// at most that long.
+// when all are taken makes room by closing another that is not past its
+// first message (the header and nonce, after TLS when on), from the source
+// address with the most handshakes under way that has one — the
+// newcomer's own address when it is the greediest:
+//
+//  1. the oldest that has sent nothing: no byte read from it, none waiting
+//     unread in its socket (a half-open connection);
+//  2. failing that, the oldest not past its first message (trickling, or
+//     a dialer whose bytes are not read yet: a newer connection is likelier
+//     to be a dialer that sends at once than an old one still short of 33
+//     bytes).
+//
+// Only when every handshake under way is past its first message is the
+// newcomer refused. A member's dial sends its first message as soon as it
+// connects, so it is never displaced by silent connections, nor by any
+// source with fewer handshakes under way than its own address. Each
+// handshake is bounded in time besides (Config.HandshakeTimeout), so a
+// connection past its first message that stalls holds its slot for at
+// most that long.
 //
 // The mutex guards bookkeeping only: nothing reads from a peer while
 // holding it, and admit never blocks. Safe for concurrent use.
@@ -92,14 +98,8 @@ func (a *admission) admit(c net.Conn) *hsTicket {
 	return t
 }
 
-// victimLocked returns the handshake to close for a newcomer, from the
-// source with the most handshakes under way that has one not past its
-// first message: the oldest of those that has sent nothing (see
-// admission), or failing that the oldest not past its first message (its
-// bytes are waiting, but a newer connection is likelier to be a dialer
-// that sends at once than an old one still short of 33 bytes). nil if
-// every handshake under way has sent its first message. Peeking at a
-// socket never blocks.
+// victimLocked returns the handshake to close for a newcomer (see
+// admission), or nil. Peeking at a socket never blocks.
 func (a *admission) victimLocked() *hsTicket {
 	var from []*hsTicket
 	for _, q := range a.bySrc {

@@ -126,45 +126,50 @@ func (f *portFlood) stop() {
 	f.wg.Wait()
 }
 
-// A flood of 1000 half-open and byte-a-second connections on a follower's
-// raft port neither stops the cluster from electing a new leader promptly
-// when the leader stops, nor stops writes through a follower: the other
-// survivor needs a connection to the flooded one both to win its vote and
-// to forward writes to it. (One port, not both: the flood shares this
-// process's CPU with all three nodes.) An election's length varies with
-// its random timeouts and a split vote costs a round, so one sample can
-// exceed the bound by luck: a second pair of measurements is taken before
-// failing. Before admission, failover under this flood took over 20 s. The cluster runs raft's default timeouts (as cellserver does),
-// so that failover time means what it means in production. The same
-// failover without a flood, measured first on the same machine, is the
-// baseline: the flood may not add more than a second to it, and failover
-// under the flood must take at most 2 s unless the machine is so loaded
-// that even the baseline takes more than 1 s.
+// A flood of 1000 connections (half of them half-open, half sending a
+// byte a second) on a follower's raft port neither stops the cluster from
+// electing a new leader promptly when the leader stops, nor stops writes
+// through a follower: the other survivor needs a connection to the flooded
+// one both to win its vote and to forward writes to it. The cluster runs
+// raft's default timeouts (as cellserver does), so that failover time
+// means what it means in production. The same failover without a flood,
+// measured first on the same machine, is the baseline: the flood may add
+// at most a second to it, failover under the flood must take at most 2 s
+// unless even the baseline takes more than 1 s (a loaded machine), and a
+// write through a follower after the failover at most 2 s. An election's
+// length varies with its random timeouts and a split vote costs a round,
+// so a second pair of measurements is taken before failing. One port is
+// flooded, not both survivors': the flood shares this process's CPU with
+// all three nodes (test/ floods both, with real processes). Before
+// admission, this failed: failover over 20 s, or writes through the
+// follower refused.
 func TestFailoverUnderRaftPortFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods a raft port with 1000 connections")
 	}
+	const writeBound = 2 * time.Second
 	for try := 1; ; try++ {
-		base := measureFailover(t, 0)
-		flooded := measureFailover(t, 1000)
-		t.Logf("failover: %v without a flood, %v with 1000 connections on a follower's raft port",
-			base.Round(time.Millisecond), flooded.Round(time.Millisecond))
+		base, _ := measureFailover(t, 0)
+		flooded, write := measureFailover(t, 1000)
+		t.Logf("failover: %v without a flood, %v with 1000 connections on a follower's raft port; then a write through a follower took %v",
+			base.Round(time.Millisecond), flooded.Round(time.Millisecond), write.Round(time.Millisecond))
 		bound := max(2*time.Second, base+time.Second)
-		if flooded <= bound {
+		if flooded <= bound && write <= writeBound {
 			return
 		}
 		if try == 2 {
-			t.Fatalf("failover under the flood took %v, want at most %v", flooded.Round(time.Millisecond), bound)
+			t.Fatalf("under the flood: failover took %v, want at most %v; a write through a follower %v, want at most %v",
+				flooded.Round(time.Millisecond), bound, write.Round(time.Millisecond), writeBound)
 		}
 	}
 }
 
 // measureFailover starts a 3-node cluster with a cluster secret, floods
 // one follower's raft port with floodConns connections, stops the
-// leader and returns how long until the new leader answered a write. It
-// also checks that writes through a follower work during the flood, before
-// and after the failover.
-func measureFailover(t *testing.T, floodConns int) time.Duration {
+// leader and returns how long until the new leader answered a write, and
+// how long a write through the follower then took. Writes through a
+// follower must succeed during the flood, before and after the failover.
+func measureFailover(t *testing.T, floodConns int) (failover, write time.Duration) {
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		def := DefaultConfig()
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout
@@ -183,8 +188,9 @@ func measureFailover(t *testing.T, floodConns int) time.Duration {
 		}
 		return nil
 	})
-	const writeBound = 2 * time.Second
-	viaFollowers := func(when string) {
+	// viaFollowers writes through each follower and returns the longest
+	// time one took.
+	viaFollowers := func(when string) (longest time.Duration) {
 		t.Helper()
 		for _, i := range c.followers(c.WaitForLeader(10 * time.Second)) {
 			start := time.Now()
@@ -193,13 +199,12 @@ func measureFailover(t *testing.T, floodConns int) time.Duration {
 			}
 			took := time.Since(start)
 			t.Logf("flood %d: write via %s %s: %v", floodConns, c.nodes[i].id, when, took.Round(time.Millisecond))
-			if took > writeBound {
-				t.Errorf("write via %s %s took %v, want at most %v", c.nodes[i].id, when, took.Round(time.Millisecond), writeBound)
-			}
+			longest = max(longest, took)
 		}
+		return longest
 	}
 	viaFollowers("before failover")
-	// Stop the leader whose followers are flooded: on a loaded machine
+	// Stop the leader whose follower is flooded: on a loaded machine
 	// leadership may have moved meanwhile; hand it back first.
 	if cur := c.WaitForLeader(10 * time.Second); cur != l {
 		t.Logf("flood %d: leadership moved to %s before the stop; handing it back to %s", floodConns, c.nodes[cur].id, c.nodes[l].id)
@@ -226,14 +231,14 @@ func measureFailover(t *testing.T, floodConns int) time.Duration {
 	if r, err := writeWithin(c.nodes[nl].node, "after", 30*time.Second); err != nil || r {
 		t.Fatalf("write on the new leader %s: limited %v, %v", c.nodes[nl].id, r, err)
 	}
-	failover := time.Since(stopped)
+	failover = time.Since(stopped)
 	t.Logf("flood %d: %s ready leader %v after the stop, answered a write after %v", floodConns, c.nodes[nl].id,
 		elected.Round(time.Millisecond), failover.Round(time.Millisecond))
-	viaFollowers("after failover")
+	write = viaFollowers("after failover")
 	for _, i := range fs {
 		t.Logf("flood %d: %s raft port: %+v", floodConns, c.nodes[i].id, c.nodes[i].node.Info().RaftPort)
 	}
-	return failover
+	return failover, write
 }
 
 // writeWithin submits one allowed-or-limited throttle on key through n,

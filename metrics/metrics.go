@@ -89,6 +89,7 @@ type Collector struct {
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
 	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
 	raftEntries, buildInfo                                  *prometheus.Desc
+	raftPortHandshakes, raftPortAccepted, raftPortRefused   *prometheus.Desc
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
 	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
 }
@@ -149,6 +150,10 @@ func NewCollector(src Sources) *Collector {
 		raftEntries:       d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
 		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
+
+		raftPortHandshakes: d("raft_port_handshakes", "Inbound raft-port handshakes under way."),
+		raftPortAccepted:   d("raft_port_accepted_total", "Inbound raft-port connections that completed the handshake."),
+		raftPortRefused:    d("raft_port_refused_total", "Inbound raft-port connections closed without completing the handshake: full (every slot held by a peer that sent its first message), evicted (closed before sending its first message, to make room), timeout (handshake not complete within raft-handshake-timeout), handshake (wrong cluster secret, unknown header, TLS failure, closed by the peer).", "reason"),
 
 		rlsRequests:   d("rls_requests_total", "ShouldRateLimit calls the rate-limit service answered (errors included)."),
 		rlsOverLimit:  d("rls_over_limit_total", "ShouldRateLimit calls answered OVER_LIMIT."),
@@ -261,6 +266,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.raftReady, b2f(inf.Ready))
 		counter(c.raftEntries, float64(inf.Entries))
 		counter(c.raftBatchOps, float64(inf.Ops))
+		p := inf.RaftPort
+		gauge(c.raftPortHandshakes, float64(p.Handshakes))
+		counter(c.raftPortAccepted, float64(p.Accepted))
+		counter(c.raftPortRefused, float64(p.RefusedFull), "full")
+		counter(c.raftPortRefused, float64(p.Evicted), "evicted")
+		counter(c.raftPortRefused, float64(p.TimedOut), "timeout")
+		counter(c.raftPortRefused, float64(p.Failed), "handshake")
 	}
 }
 

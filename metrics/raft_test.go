@@ -3,7 +3,9 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -51,6 +53,19 @@ func TestRaftMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A connection that sends nothing on the raft port is closed when its
+	// first bytes are late, and counted.
+	idle, err := net.Dial("tcp", node.RaftAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	poll.Until(t, 10*time.Second, func() error {
+		if p := node.Info().RaftPort; p.TimedOut != 1 || p.Handshakes != 0 {
+			return fmt.Errorf("raft port: %+v; want 1 timed out, none under way", p)
+		}
+		return nil
+	})
 	srv, err := resp.NewServer(resp.DefaultConfig(), node)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +90,9 @@ func TestRaftMetrics(t *testing.T) {
 		{"cellserver_raft_leader_ready", nil, 1},
 		{"cellserver_raft_members", map[string]string{"suffrage": "voter"}, 1},
 		{"cellserver_keys", map[string]string{"kind": "gcra"}, 1},
+		{"cellserver_raft_port_refused_total", map[string]string{"reason": "timeout"}, 1},
+		{"cellserver_raft_port_refused_total", map[string]string{"reason": "full"}, 0},
+		{"cellserver_raft_port_handshakes", nil, 0},
 	}
 	for _, tt := range tests {
 		if v, ok := value(got, tt.name, tt.labels); !ok || v != tt.want {

@@ -145,6 +145,14 @@ type Config struct {
 	// dialed peer must prove it back. It authenticates, it does not
 	// encrypt; with TLS it is checked as well.
 	ClusterSecret string
+	// HandshakeTimeout bounds an inbound raft-port connection's handshake
+	// (TLS, header and authentication), from the moment it is accepted.
+	// At least 10ms.
+	HandshakeTimeout time.Duration
+	// MaxHandshakes is the most inbound raft-port handshakes under way at
+	// once (>= 1); when all are taken, a new connection displaces one that
+	// has not sent its first message (admission.go).
+	MaxHandshakes int
 
 	// CleanupDeadServers lets the leader remove a member it has not reached
 	// for DeadServerTimeout, provided the voters left keep a reachable
@@ -202,6 +210,8 @@ func DefaultConfig() Config {
 		AppendFsync:        FsyncAlways,
 		DeadServerTimeout:  30 * time.Second,
 		ForwardPool:        16,
+		HandshakeTimeout:   time.Second,
+		MaxHandshakes:      1024,
 		SweepInterval:      100 * time.Millisecond,
 		SweepBudget:        1000,
 		RaftLogLevel:       "warn",
@@ -254,6 +264,10 @@ func (c *Config) Validate() error {
 		return bad("DeadServerTimeout", "must be positive")
 	case c.ForwardPool < 1:
 		return bad("ForwardPool", "must be at least 1")
+	case c.HandshakeTimeout < 10*time.Millisecond:
+		return bad("HandshakeTimeout", "is below 10ms")
+	case c.MaxHandshakes < 1:
+		return bad("MaxHandshakes", "must be at least 1")
 	case c.TLS != nil && len(c.TLS.Certificates) == 0:
 		return bad("TLS", "has no certificate")
 	case c.TLS != nil && c.TLS.RootCAs == nil:

@@ -382,6 +382,8 @@ type Info struct {
 	CommitLatency time.Duration
 	// LocalReads reports whether reads are served locally (possibly stale).
 	LocalReads bool
+	// RaftPort counts the inbound connections of the raft port.
+	RaftPort RaftPortStats
 }
 
 // Info returns the node's replication status. It never blocks on the
@@ -403,6 +405,7 @@ func (n *Node) Info() Info {
 		Entries:        n.batches.Load(),
 		Ops:            n.batchedOps.Load(),
 		LocalReads:     n.cfg.LocalReads,
+		RaftPort:       n.stream.handshaking.stats(),
 	}
 	if leaderID != "" {
 		inf.LeaderRespAddr, _ = n.leaderResp()

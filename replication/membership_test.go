@@ -42,7 +42,7 @@ func voters(t testing.TB, n *Node) (vs, nonvoters []string) {
 func zombie(t *testing.T) string {
 	t.Helper()
 	cfg := testConfig("zombie", t.TempDir(), "127.0.0.1:1")
-	s, err := newTCPStream("127.0.0.1:0", "", newSecurity(&cfg), slog.New(slog.DiscardHandler))
+	s, err := newTCPStream("127.0.0.1:0", "", newSecurity(&cfg), slog.New(slog.DiscardHandler), testAcceptLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,8 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: open snapshot store: %w", err)
 	}
-	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, newSecurity(cfg), n.log)
+	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, newSecurity(cfg), n.log,
+		acceptLimits{timeout: cfg.HandshakeTimeout, max: cfg.MaxHandshakes})
 	if err != nil {
 		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
 	}

@@ -134,7 +134,7 @@ func TestRaftPortHandshake(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logs := &logBuffer{}
-			s, err := listenStream("127.0.0.1:0", "", tt.server, slog.New(slog.NewTextHandler(logs, nil)), time.Second)
+			s, err := newTCPStream("127.0.0.1:0", "", tt.server, slog.New(slog.NewTextHandler(logs, nil)), testAcceptLimits)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -213,7 +213,7 @@ func TestConnAliveThroughWrappers(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			closeIt := make(chan struct{})
-			s, err := newTCPStream("127.0.0.1:0", "", tt.sec, slog.New(slog.DiscardHandler))
+			s, err := newTCPStream("127.0.0.1:0", "", tt.sec, slog.New(slog.DiscardHandler), testAcceptLimits)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -16,8 +17,9 @@ import (
 // tcpStream is the raft port: raft's stream layer and the forwarding
 // service's listener in one. Every connection starts with a header byte
 // naming its service, then (inside TLS when configured) the challenge-
-// response handshake of auth.go. Accept hands authenticated raft
-// connections to raft's NetworkTransport; forwarding connections go to the
+// response handshake of auth.go, admitted and bounded by admission.go's
+// rules. Accept hands authenticated raft connections to raft's
+// NetworkTransport; forwarding connections go to the
 // handler set with handle, each on its own goroutine. Dial (raft's) and
 // dial (the forwarding client's) write the header and run the dialer's half
 // of the handshake.
@@ -30,9 +32,9 @@ type tcpStream struct {
 	dialer      *dialer // resolves names at every dial
 	sec         *security
 	log         *slog.Logger
-	hsTimeout   time.Duration // bound on an inbound connection's TLS and auth handshake
+	lim         acceptLimits // bounds on inbound handshakes
 	refusals    refusalLog
-	handshaking chan struct{}                    // one token per inbound handshake under way
+	handshaking *admission                       // inbound handshakes under way
 	raftConns   chan net.Conn                    // authenticated raft connections, for Accept
 	service     atomic.Pointer[func(c net.Conn)] // the forwarding service; nil until handle
 	admit       atomic.Pointer[func() bool]      // nil in production; see admits
@@ -51,33 +53,31 @@ var _ raft.StreamLayer = (*tcpStream)(nil)
 // made while the stream closes).
 var errPartitioned = errors.New("replication: node partitioned")
 
-const (
-	// handshakeTimeout bounds an inbound connection's TLS handshake, header
-	// and authentication, so that a silent peer cannot hold a handshake
-	// slot; outbound handshakes share the dial's timeout.
-	handshakeTimeout = 5 * time.Second
-	// maxHandshakes bounds the inbound handshakes under way at once;
-	// connections beyond it are closed at once.
-	maxHandshakes = 64
-)
+// handshakeTimeout bounds an outbound handshake when the dial's context
+// has no deadline (inbound ones are bounded by acceptLimits).
+const handshakeTimeout = 5 * time.Second
+
+// acceptLimits bound the inbound handshakes (Config.HandshakeTimeout and
+// Config.MaxHandshakes).
+type acceptLimits struct {
+	timeout time.Duration // a whole handshake, from accept; > 0
+	max     int           // handshakes under way at once; >= 1
+}
 
 // newTCPStream listens on bind and starts accepting. advertise, when not
 // empty, is the address other nodes dial, kept as written (a host name is
-// resolved by each dialer, at each dial). log receives the refusals. The
-// stream dials through the system resolver until its dialer is replaced,
-// which must happen before its first dial.
-func newTCPStream(bind, advertise string, sec *security, log *slog.Logger) (*tcpStream, error) {
-	return listenStream(bind, advertise, sec, log, handshakeTimeout)
-}
-
-func listenStream(bind, advertise string, sec *security, log *slog.Logger, hsTimeout time.Duration) (*tcpStream, error) {
+// resolved by each dialer, at each dial). log receives the refusals; lim
+// bounds the inbound handshakes. The stream dials through the system
+// resolver until its dialer is replaced, which must happen before its
+// first dial.
+func newTCPStream(bind, advertise string, sec *security, log *slog.Logger, lim acceptLimits) (*tcpStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
 	s := &tcpStream{
-		ln: ln, advertise: ln.Addr(), dialer: newDialer(nil, log), sec: sec, log: log, hsTimeout: hsTimeout,
-		handshaking: make(chan struct{}, maxHandshakes),
+		ln: ln, advertise: ln.Addr(), dialer: newDialer(nil, log), sec: sec, log: log, lim: lim,
+		handshaking: newAdmission(lim.max),
 		raftConns:   make(chan net.Conn),
 		done:        make(chan struct{}),
 		conns:       map[net.Conn]struct{}{},
@@ -104,7 +104,8 @@ func listenStream(bind, advertise string, sec *security, log *slog.Logger, hsTim
 func (s *tcpStream) handle(serve func(c net.Conn)) { s.service.Store(&serve) }
 
 // acceptLoop accepts connections and starts a handshake for each, until
-// the listener closes.
+// the listener closes. It never waits on a peer: admission decides at
+// once.
 func (s *tcpStream) acceptLoop() {
 	defer s.wg.Done()
 	var delay time.Duration
@@ -128,22 +129,31 @@ func (s *tcpStream) acceptLoop() {
 		if err != nil {
 			continue // partitioned or closing
 		}
-		select {
-		case s.handshaking <- struct{}{}:
-		default:
-			s.refuse(tc, "too many handshakes under way")
+		t := s.handshaking.admit(tc)
+		if t == nil {
+			s.refuse(tc, "every handshake slot is held by a peer that sent its first message")
 			continue
 		}
 		s.wg.Add(1)
-		go s.serveConn(tc)
+		go s.serveConn(tc, t)
 	}
 }
 
 // serveConn runs the acceptor's handshake on c and hands it on.
-func (s *tcpStream) serveConn(tc net.Conn) {
+func (s *tcpStream) serveConn(tc net.Conn, t *hsTicket) {
 	defer s.wg.Done()
-	conn, hdr, err := s.acceptHandshake(tc)
-	<-s.handshaking
+	conn, hdr, err := s.acceptHandshake(tc, t)
+	o := hsAccepted
+	if err != nil {
+		o = hsFailed
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			o = hsTimedOut
+		}
+	}
+	if s.handshaking.release(t, o) {
+		s.refuse(tc, "closed to make room for a newer connection (it had not sent its first message)")
+		return
+	}
 	if err != nil {
 		s.refuse(tc, err.Error())
 		return
@@ -161,16 +171,27 @@ func (s *tcpStream) serveConn(tc net.Conn) {
 }
 
 // acceptHandshake runs TLS (when configured), reads the header and
-// authenticates the dialer, all within hsTimeout.
-func (s *tcpStream) acceptHandshake(tc net.Conn) (net.Conn, byte, error) {
-	_ = tc.SetDeadline(time.Now().Add(s.hsTimeout))
-	conn, err := s.sec.server(tc)
+// authenticates the dialer, all within the handshake timeout. The first
+// byte is read on its own, so that admission knows the peer has begun;
+// once the header and nonce are in, t is no longer evictable.
+func (s *tcpStream) acceptHandshake(tc net.Conn, t *hsTicket) (net.Conn, byte, error) {
+	_ = tc.SetDeadline(time.Now().Add(s.lim.timeout))
+	var first [1]byte
+	if _, err := io.ReadFull(tc, first[:]); err != nil {
+		return nil, 0, fmt.Errorf("no header: %w", err)
+	}
+	s.handshaking.began(t)
+	pc := &prefixConn{Conn: tc, first: first[0], unread: true}
+	conn, err := s.sec.server(pc)
 	if err != nil {
 		return nil, 0, err
 	}
 	hdr, dialerNonce, err := readHeader(conn, s.sec.tlsOn())
 	if err != nil {
 		return nil, 0, err
+	}
+	if !s.handshaking.sent(t) {
+		return nil, 0, errEvicted
 	}
 	if hdr == headerForward && s.service.Load() == nil {
 		return nil, 0, errors.New("forwarding service not started yet")
@@ -181,6 +202,29 @@ func (s *tcpStream) acceptHandshake(tc net.Conn) (net.Conn, byte, error) {
 	_ = conn.SetDeadline(time.Time{})
 	return conn, hdr, nil
 }
+
+// errEvicted ends a handshake whose connection admission closed.
+var errEvicted = errors.New("evicted")
+
+// prefixConn gives back the first byte acceptHandshake read before
+// knowing whether TLS follows.
+type prefixConn struct {
+	net.Conn
+	first  byte
+	unread bool // first not yet returned; used by one reader at a time
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if c.unread && len(p) > 0 {
+		p[0], c.unread = c.first, false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// NetConn returns the connection beneath (as tls.Conn does), so that
+// connAlive can peek at the socket.
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
 
 // refuse closes a connection that failed its handshake and logs why
 // (rate-limited: see refusalLog).

@@ -144,6 +144,12 @@ func raftFields(inf *replication.Info) [][2]string {
 		{"raft_ops_per_entry", perEntry},
 		{"raft_mean_commit_latency_us", strconv.FormatInt(inf.CommitLatency.Microseconds(), 10)},
 		{"raft_local_reads", b(inf.LocalReads)},
+		{"raft_port_handshakes", strconv.Itoa(inf.RaftPort.Handshakes)},
+		{"raft_port_accepted", u(inf.RaftPort.Accepted)},
+		{"raft_port_refused_full", u(inf.RaftPort.RefusedFull)},
+		{"raft_port_refused_evicted", u(inf.RaftPort.Evicted)},
+		{"raft_port_refused_timeout", u(inf.RaftPort.TimedOut)},
+		{"raft_port_refused_handshake", u(inf.RaftPort.Failed)},
 		{"raft_members", strconv.Itoa(len(inf.Members))},
 	}
 	for _, m := range inf.Members {

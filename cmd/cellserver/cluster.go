@@ -72,6 +72,8 @@ var clusterDirectives = []directive{
 	{name: "tls-replication", field: func(c *Config) any { return &c.Cluster.TLSReplication }},
 	{name: "tls-cluster", field: func(c *Config) any { return &c.Cluster.TLSCluster }},
 	{name: "cluster-secret", field: func(c *Config) any { return &c.Cluster.Secret }},
+	{name: "raft-handshake-timeout", field: func(c *Config) any { return &c.Cluster.Raft.HandshakeTimeout }},
+	{name: "raft-max-handshakes", field: func(c *Config) any { return &c.Cluster.Raft.MaxHandshakes }},
 }
 
 // replicationConfig maps the server configuration to the node's.

@@ -64,6 +64,8 @@ var Table = []Spec{
 	{Name: "tls-replication", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: mutual TLS on the raft port (replication and forwarding), with tls-cert-file, tls-key-file and tls-ca-cert-file (yes/no)"},
 	{Name: "tls-cluster", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: the same as tls-replication: both links share the raft port (yes/no)"},
 	{Name: "cluster-secret", Kind: Secret, Group: "cluster", Help: "cluster: secret every node shares; a connection to the raft port must prove it knows it (authenticates, does not encrypt)"},
+	{Name: "raft-handshake-timeout", Kind: Duration, Min: int64(10 * time.Millisecond), Max: int64(time.Minute), Default: "1s", Group: "cluster", Help: "cluster: time an inbound raft-port connection has to complete its handshake (TLS and authentication) from being accepted"},
+	{Name: "raft-max-handshakes", Kind: Int, Min: 1, Max: 1 << 20, Default: "1024", Group: "cluster", Help: "cluster: most inbound raft-port handshakes under way at once; when all are taken, a new connection closes the oldest that has not sent its first message, from the address with the most under way"},
 
 	// operations
 	{Name: "protected-mode", Kind: YesNo, Default: "yes", Live: true, Group: "server", Help: "yes: while requirepass is empty, refuse clients that are not on this host (not loopback, not a unix socket) with a DENIED error"},

@@ -8,5 +8,7 @@
 // *shards.Store, *snapshot.Persister and *replication.Node.
 //
 // NewRegistry adds the Go runtime and process collectors (go_*, process_*);
-// Listen serves the registry on its own HTTP address.
+// Listen serves the registry on its own HTTP address, with the probes
+// /healthz (the process answers) and /readyz (a Readiness the caller
+// passes; RaftReadiness is a cluster member's).
 package metrics

@@ -12,29 +12,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// HTTPServer serves /metrics (and a plain-text index at /) on its own
-// listener, apart from the RESP port.
+// HTTPServer serves /metrics, the probes /healthz and /readyz (health.go)
+// and a plain-text index at / on its own listener, apart from the RESP port.
 type HTTPServer struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
 }
 
-// Listen starts serving reg's metrics on addr ("127.0.0.1:9121"). It
-// returns once the address is bound; Close stops it.
-func Listen(addr string, reg *prometheus.Registry, log *slog.Logger) (*HTTPServer, error) {
+// Listen starts serving reg's metrics on addr ("127.0.0.1:9121"), with
+// /readyz answering from ready (nil: always ready). It returns once the
+// address is bound; Close stops it.
+func Listen(addr string, reg *prometheus.Registry, ready Readiness, log *slog.Logger) (*HTTPServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", Handler(reg))
+	mux.HandleFunc("/healthz", healthz)
+	mux.Handle("/readyz", readyz(ready))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintln(w, "cellserver metrics: /metrics")
+		fmt.Fprintln(w, "cellserver: /metrics, /healthz, /readyz")
 	})
 	h := &HTTPServer{
 		srv: &http.Server{

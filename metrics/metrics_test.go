@@ -115,7 +115,7 @@ func TestScrape(t *testing.T) {
 	}
 	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1, Forwarded: 6, Redirected: 5, Undecided: 7}
 	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist, RLS: rlsStats})
-	h, err := Listen("127.0.0.1:0", reg, discard())
+	h, err := Listen("127.0.0.1:0", reg, nil, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,13 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/version"
 )
 
-// Version is cellserver's version, reported by HELLO, INFO and --version.
-const Version = "0.1.0"
+// Version is cellserver's version, reported by HELLO, INFO and --version:
+// the release or commit of this build (internal/version).
+// Set once at start-up, never written.
+var Version = version.String()
 
 // redisVersion is the Redis protocol level cellserver answers as, in INFO's
 // redis_version (client libraries read it to pick features).

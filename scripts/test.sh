@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need (redis-cli, redis-benchmark, redis-server and
-# redis-py from Debian's packages, when missing, and ioredis from npm), then
+# Installs what the tests need (redis-cli, redis-benchmark, redis-server,
+# redis-py and podman from Debian's packages, when missing, ioredis from npm
+# and helm into .tools/bin with go install), then
 # runs go vet and the whole test suite under the race detector, in the
 # server's module and in bench/ (the load generator, a module of its own).
 set -euo pipefail
@@ -12,6 +13,8 @@ command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # redis-py, for the client-library test (Debian's package: PyPI is not needed).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+# podman, to build and inspect the container image (test/image_test.go).
+command -v podman >/dev/null 2>&1 || missing+=(podman)
 if ((${#missing[@]} > 0)); then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -24,6 +27,12 @@ fi
 if command -v npm >/dev/null 2>&1; then
 	(cd test/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+
+# helm, to lint and render the chart (test/helm_test.go), pinned.
+if [ ! -x .tools/bin/helm ]; then
+	GOBIN="$PWD/.tools/bin" go install helm.sh/helm/v3/cmd/helm@v3.22.0
+fi
+export HELM="$PWD/.tools/bin/helm"
 
 go vet ./...
 go test -race -timeout 40m ./...

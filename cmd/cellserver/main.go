@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fitMaxClients(&cfg, logger); err != nil {
 		return err
 	}
+	// 2b. The Go runtime's memory limit, from maxmemory and the container's
+	// limit (memlimit.go); the runtime's own is back in place on return.
+	defer setMemoryLimit(cfg.Ops.MaxMemory, logger)()
 	return serve(&cfg, level, logger)
 }
 
@@ -176,6 +180,8 @@ type storage struct {
 	persist  *persistence      // nil in cluster mode and in memory only
 	inMemory bool              // standalone without persistence (save "")
 	rls      *rlsServer        // nil unless rls-port is set (rls.go)
+	// stopping is set once a signal asked the server to stop (/readyz).
+	stopping atomic.Bool
 }
 
 // startStorage starts the raft node in cluster mode, which restores its own
@@ -255,7 +261,7 @@ func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logge
 	if st.rls != nil {
 		src.RLS = cfg.RLS.svc
 	}
-	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), logger)
+	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), st.readiness(srv), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +271,35 @@ func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logge
 		_ = ms.Close(ctx)
 	}, nil
 }
+
+// readiness is what /readyz answers. Standalone, the snapshot is loaded
+// before the metrics listen, so the server is ready while it serves: until
+// it starts stopping. A cluster member is ready when it knows a leader and
+// has applied the log up to it (metrics.RaftReadiness), and also not once it
+// starts stopping.
+func (st *storage) readiness(srv *resp.Server) metrics.Readiness {
+	var member metrics.Readiness
+	if st.node != nil {
+		member = metrics.RaftReadiness(st.node)
+	}
+	return func() error {
+		if st.stopping.Load() {
+			return errStopping
+		}
+		select {
+		case <-srv.ShutdownRequested():
+			return errStopping
+		default:
+		}
+		if member != nil {
+			return member()
+		}
+		return nil
+	}
+}
+
+// errStopping is /readyz's reason while the server shuts down.
+var errStopping = errors.New("shutting down")
 
 // waitAndStop waits for a signal (ctx), SHUTDOWN or the end of Serve. On the
 // first two it stops accepting, finishes the replies in flight, saves on a
@@ -277,6 +312,7 @@ func (st *storage) waitAndStop(ctx context.Context, srv *resp.Server, serveErr <
 	case <-ctx.Done():
 		logger.Info("signal received; shutting down")
 		signalled = true
+		st.stopping.Store(true)
 	case <-srv.ShutdownRequested():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -69,7 +69,7 @@ var Table = []Spec{
 
 	// operations
 	{Name: "protected-mode", Kind: YesNo, Default: "yes", Live: true, Group: "server", Help: "yes: while requirepass is empty, refuse clients that are not on this host (not loopback, not a unix socket) with a DENIED error"},
-	{Name: "metrics-addr", Kind: String, Group: "server", Help: "host:port to serve Prometheus metrics on at /metrics (empty: off), e.g. 127.0.0.1:9121"},
+	{Name: "metrics-addr", Kind: String, Group: "server", Help: "host:port to serve Prometheus metrics on at /metrics, and the probes /healthz and /readyz (empty: off), e.g. 127.0.0.1:9121"},
 	{Name: "tls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "tls", Help: "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0"},
 	{Name: "tls-cert-file", Kind: String, Group: "tls", Help: "server certificate (PEM) for TLS"},
 	{Name: "tls-key-file", Kind: String, Group: "tls", Help: "server private key (PEM) for TLS"},

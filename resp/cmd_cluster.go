@@ -648,15 +648,6 @@ func clusterCommand() *Command {
 				}),
 			}),
 			sub(&Command{
-				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin | FlagFast, Summary: "Answers the group's config epoch, which only an election changes.", Complexity: "O(1)",
-				Reply: "Simple string `STILL <epoch>`: a group's config epoch is its raft term, which elections advance, so there is nothing to bump. " +
-					"Accepted so that tools that send it (`redis-cli --cluster fix`, inside `MULTI`) go on.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
-					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
-					return nil
-				}),
-			}),
-			sub(&Command{
 				Name: "abortmove", Arity: -3, MaxArgs: 4, Flags: FlagAdmin,
 				Summary:    "Puts back the keys of a slot that a MIGRATE left in flight (cellserver's own subcommand).",
 				Complexity: "O(N) where N is the number of keys in flight",

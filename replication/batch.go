@@ -353,8 +353,8 @@ func (n *Node) forward(batch []*pending) {
 			}
 			retry := errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, errNotSent)
 			if !retry {
-				var re *RemoteError
-				if !errors.As(err, &re) && !errors.Is(err, ErrBadPayload) && !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, ErrShutdown) {
+				var pe *PeerError
+				if !errors.As(err, &pe) && !errors.Is(err, ErrBadPayload) && !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, ErrShutdown) {
 					// Sent, then the connection failed: the leader may
 					// have applied it.
 					err = fmt.Errorf("replication: forward to %s: %w (%v)", addr, ErrLeadershipLost, err)

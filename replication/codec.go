@@ -553,7 +553,7 @@ func decodeResults(b []byte, res []shards.Result) error {
 		switch code := r.byte1("error code"); {
 		case code == 0:
 		case code == errOther:
-			rs.Err = &RemoteError{Msg: string(r.bytes("error text"))}
+			rs.Err = &PeerError{Text: string(r.bytes("error text"))}
 		case int(code) <= len(resultErrs):
 			rs.Err = resultErrs[code-1]
 		default:

@@ -124,6 +124,15 @@ func translate(op string, err error) error {
 // answer to a new node's RAFT.JOIN, which discoverLoop logs and retries).
 func errorFromReply(msg string) error { return &RemoteError{Msg: msg} }
 
+// PeerError is an error another node of the cluster answered over the
+// forwarding link that is none of this package's sentinels (which travel
+// by code): Text is its plain text, unworded. The wire layer words it as
+// any error without a sentinel ("ERR " and the text).
+type PeerError struct{ Text string }
+
+// Error returns the text.
+func (e *PeerError) Error() string { return e.Text }
+
 // RemoteError is an error reply from another node that is not one of this
 // package's sentinels; Msg is the reply text, worded by the other node,
 // without the leading '-'. The wire layer relays it verbatim.

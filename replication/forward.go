@@ -130,7 +130,7 @@ func (f *forwarder) close() {
 
 // do sends one request (kind, payload) to the service at addr and returns
 // the response's payload. The error is the response's error (a sentinel by
-// its code, or a *RemoteError) or a transport error; a transport error that
+// its code, or a *PeerError) or a transport error; a transport error that
 // wraps errNotSent guarantees the request never left this node. A pooled
 // connection that fails on write is retried once on a fresh one, since the
 // other side may have closed it while idle (a partly written frame is never

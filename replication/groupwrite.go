@@ -111,9 +111,9 @@ func (n *Node) groupLeader(group string) (string, bool) {
 // failure after the request was sent means the outcome is unknown
 // (ErrLeadershipLost), unless ctx ended.
 func groupWriteError(ctx context.Context, group, addr string, err error) error {
-	var re *RemoteError
+	var pe *PeerError
 	switch {
-	case errors.As(err, &re), errors.Is(err, ErrBadPayload), errors.Is(err, ErrLeadershipLost), errors.Is(err, ErrQuorumAtRisk):
+	case errors.As(err, &pe), errors.Is(err, ErrBadPayload), errors.Is(err, ErrLeadershipLost), errors.Is(err, ErrQuorumAtRisk):
 		return fmt.Errorf("replication: write in group %s: %w", group, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("replication: write in group %s at %s: %w (outcome unknown)", group, addr, ctx.Err())

@@ -193,7 +193,7 @@ func serveJoin(node *Node, conn redcon.Conn, cmd redcon.Command) {
 			return
 		}
 		if err := node.Join(context.Background(), string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])); err != nil {
-			conn.WriteError(errReply(err))
+			conn.WriteError("ERR " + err.Error())
 			return
 		}
 		conn.WriteString("OK")

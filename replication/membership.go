@@ -307,9 +307,10 @@ func (n *Node) onLeaderReply(ctx context.Context, what string, fn func() error, 
 func definite(err error) bool {
 	var (
 		re *RemoteError
+		pe *PeerError
 		se *SlotError
 	)
-	if errors.As(err, &re) || errors.As(err, &se) || errors.Is(err, errNotSent) {
+	if errors.As(err, &re) || errors.As(err, &pe) || errors.As(err, &se) || errors.Is(err, errNotSent) {
 		return true
 	}
 	for _, s := range codeErrors {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/cellserver/cellserver/internal/hashslot"
@@ -46,11 +47,10 @@ var (
 // SlotError is an AddSlots / SetSlot refusal about one slot.
 type SlotError struct {
 	Slot int
-	Err  error  // ErrSlotBusy, or a sentinel of SetSlot
-	Msg  string // Redis's wording of the refusal, without "ERR "
+	Err  error // ErrSlotBusy, or a sentinel of the slot changes (slots.go)
 }
 
-func (e *SlotError) Error() string { return "replication: " + e.Msg }
+func (e *SlotError) Error() string { return fmt.Sprintf("%v: slot %d", e.Err, e.Slot) }
 func (e *SlotError) Unwrap() error { return e.Err }
 
 // ClusterNodeID is the 40 lowercase hex digits the Redis Cluster protocol
@@ -238,8 +238,8 @@ func NewRouting(self int, selfID string, groups []GroupView) *Routing {
 
 // slotErrs are the sentinels a *SlotError wraps, by their index in the
 // forwarding service's detail of a *SlotError (the slot, that index and
-// Msg; service.go): never renumber one.
-var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned, ErrSlotHasKeys}
+// an unused text kept for older nodes; service.go): never renumber one.
+var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned, ErrSlotHasKeys, ErrSlotUnassigned}
 
 // GroupOfAddr returns the index of a known group with a member whose RESP
 // address may be addr (host:port), or -1 when none may. It errs towards a

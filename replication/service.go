@@ -308,7 +308,7 @@ func (n *Node) errorStatus(err error) (byte, []byte) {
 	if n.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return errorCode(ErrShutdown), nil
 	}
-	return codeOther, []byte(errReply(err))
+	return codeOther, []byte(err.Error())
 }
 
 func errorCode(sentinel error) byte {
@@ -318,13 +318,6 @@ func errorCode(sentinel error) byte {
 		}
 	}
 	return codeOther
-}
-
-// errReply is the Redis error reply for an error that has no code (the
-// sentinels travel by code and resp words them): "ERR <text>", relayed
-// verbatim by the asking node as a RemoteError.
-func errReply(err error) string {
-	return "ERR " + err.Error()
 }
 
 // statusError decodes a response's error status.
@@ -338,7 +331,7 @@ func statusError(status byte, body []byte) error {
 		return codeErrors[status]
 	}
 	if status == codeOther {
-		return &RemoteError{Msg: string(body)}
+		return &PeerError{Text: string(body)}
 	}
 	return fmt.Errorf("%w: unknown response status %d", ErrBadPayload, status)
 }
@@ -374,7 +367,7 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 	case errors.As(err, &s):
 		b := binary.AppendUvarint(nil, uint64(s.Slot))
 		b = append(b, byte(max(slices.Index(slotErrs[:], s.Err), 0)))
-		return errorCode(ErrSlotBusy), appendBytes(b, []byte(s.Msg)), true
+		return errorCode(ErrSlotBusy), appendBytes(b, nil), true
 	case errors.As(err, &q):
 		b := appendBytes(nil, []byte(q.ID))
 		b = binary.AppendUvarint(b, uint64(q.Reachable))
@@ -417,7 +410,7 @@ func decodeErrorDetail(status byte, body []byte) error {
 		if i := int(r.byte1("slot error")); i < len(slotErrs) {
 			s.Err = slotErrs[i]
 		}
-		s.Msg = string(r.bytes("message"))
+		r.bytes("message") // worded by older nodes; the wire layer words it now
 		err = s
 	default:
 		return nil

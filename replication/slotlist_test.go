@@ -65,11 +65,11 @@ func TestChangeSlots(t *testing.T) {
 			{Kind: SlotDel, Slots: []int{5}}, // refused: the first made it unowned
 			{Kind: SlotAdd, Slots: []int{5}},
 			{Kind: SlotSet, Slot: 5, Action: SlotStable},
-		}, []error{nil, ErrSlotNotOwned, nil, nil}, 1},
+		}, []error{nil, ErrSlotUnassigned, nil, nil}, 1},
 		{"all refused", []SlotChange{
 			{Kind: SlotDel, Slots: []int{100}},
 			{Kind: SlotSet, Slot: 100, Action: SlotMigrating, NodeID: "nosuch"},
-		}, []error{ErrSlotNotOwned, ErrUnknownClusterNode}, 0},
+		}, []error{ErrSlotUnassigned, ErrUnknownClusterNode}, 0},
 		{"add then refused add", []SlotChange{
 			{Kind: SlotAdd, Slots: []int{6}},
 			{Kind: SlotAdd, Slots: []int{6, 7}},

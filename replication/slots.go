@@ -30,6 +30,8 @@ var (
 	// ErrSlotHasKeys: SETSLOT NODE giving away a slot whose keys are
 	// still here (or in flight).
 	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
+	// ErrSlotUnassigned: DELSLOTS of a slot no group owns.
+	ErrSlotUnassigned = errors.New("replication: slot already unassigned")
 )
 
 // errNoChange: a cluster change that changes nothing here (DELSLOTS of
@@ -49,7 +51,7 @@ func (n *Node) AddSlots(ctx context.Context, slots []int) error {
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
-// owns fails with a *SlotError wrapping ErrSlotNotOwned.
+// owns fails with a *SlotError wrapping ErrSlotUnassigned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
 }
@@ -291,7 +293,7 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 		for _, r := range c.ranges {
 			for s := r[0]; s <= r[1]; s++ {
 				if st.owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
-					return &SlotError{Slot: s, Err: ErrSlotBusy, Msg: fmt.Sprintf("Slot %d is already busy", s)}
+					return &SlotError{Slot: s, Err: ErrSlotBusy}
 				}
 			}
 		}
@@ -302,7 +304,7 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 				return err
 			}
 			if o := rt.Owner(c.slot); rt.Sharded && o >= 0 && o != rt.Self {
-				return &SlotError{Slot: c.slot, Err: ErrSlotBusy, Msg: fmt.Sprintf("Slot %d is already busy", c.slot)}
+				return &SlotError{Slot: c.slot, Err: ErrSlotBusy}
 			}
 		}
 	case actDelSlots:
@@ -318,7 +320,7 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 				case st.owns(s):
 					mine = append(mine, s)
 				case !rt.Sharded || o < 0 || o == rt.Self:
-					return &SlotError{Slot: s, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("Slot %d is already unassigned", s)}
+					return &SlotError{Slot: s, Err: ErrSlotUnassigned}
 				}
 			}
 		}
@@ -328,18 +330,18 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 		c.ranges = toRanges(mine)
 	case actMigrating:
 		if !st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned, Msg: fmt.Sprintf("I'm not the owner of hash slot %d", c.slot)}
+			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned}
 		}
 		if c.group == n.cfg.Group {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: "I'm already the owner of hash slot " + fmt.Sprint(c.slot)}
+			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
 		}
 	case actDisown:
 		if st.owns(c.slot) && n.slotHasKeys(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotHasKeys, Msg: fmt.Sprintf("Can't assign hashslot %d to a different node while I still hold keys for this hash slot.", c.slot)}
+			return &SlotError{Slot: c.slot, Err: ErrSlotHasKeys}
 		}
 	case actImporting:
 		if st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned, Msg: fmt.Sprintf("I'm already the owner of hash slot %d", c.slot)}
+			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
 		}
 	}
 	return nil

@@ -77,7 +77,7 @@ func (f *fakeCluster) AddSlots(_ context.Context, slots []int) error {
 	defer f.mu.Unlock()
 	for _, s := range slots {
 		if _, ok := f.owner[s]; ok {
-			return &replication.SlotError{Slot: s, Err: replication.ErrSlotBusy, Msg: "Slot " + strconv.Itoa(s) + " is already busy"}
+			return &replication.SlotError{Slot: s, Err: replication.ErrSlotBusy}
 		}
 	}
 	for _, s := range slots {
@@ -92,7 +92,7 @@ func (f *fakeCluster) DelSlots(_ context.Context, slots []int) error {
 	defer f.mu.Unlock()
 	for _, s := range slots {
 		if g, ok := f.owner[s]; !ok || g != f.self {
-			return &replication.SlotError{Slot: s, Msg: "Slot " + strconv.Itoa(s) + " is already unassigned"}
+			return &replication.SlotError{Slot: s, Err: replication.ErrSlotUnassigned}
 		}
 	}
 	for _, s := range slots {
@@ -132,7 +132,7 @@ func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.Sl
 		set(&self.Importing)
 	case replication.SlotMigrating:
 		if f.owner[slot] != f.self {
-			return &replication.SlotError{Slot: slot, Msg: "I'm not the owner of hash slot " + strconv.Itoa(slot)}
+			return &replication.SlotError{Slot: slot, Err: replication.ErrSlotNotOwned}
 		}
 		set(&self.Migrating)
 	case replication.SlotNode:

@@ -167,6 +167,19 @@ var sentinelReplies = []struct {
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 }
 
+// slotRefusals word a *replication.SlotError by the sentinel it wraps, in
+// Redis's words: the slot's number goes between before and after.
+var slotRefusals = []struct {
+	err           error
+	before, after string
+}{
+	{replication.ErrSlotBusy, "ERR Slot ", " is already busy"},
+	{replication.ErrSlotUnassigned, "ERR Slot ", " is already unassigned"},
+	{replication.ErrSlotNotOwned, "ERR I'm not the owner of hash slot ", ""},
+	{replication.ErrSlotOwned, "ERR I'm already the owner of hash slot ", ""},
+	{replication.ErrSlotHasKeys, "ERR Can't assign hashslot ", " to a different node while I still hold keys for this hash slot."},
+}
+
 // appendErrorText appends the reply text of err (without the leading '-').
 // It is the only place where errors become RESP error replies, so every
 // message stays in Redis's wording, the errors of other packages (shards,
@@ -176,6 +189,7 @@ var sentinelReplies = []struct {
 func appendErrorText(b []byte, err error) []byte {
 	var (
 		remote *replication.RemoteError
+		peer   *replication.PeerError
 		arity  *arityError
 		unk    *unknownCommandError
 		sub    *unknownSubcommandError
@@ -193,6 +207,9 @@ func appendErrorText(b []byte, err error) []byte {
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
 		return appendLine(b, remote.Msg)
+	case errors.As(err, &peer):
+		// Another node's error that is no sentinel: its plain text.
+		return appendLine(append(b, "ERR "...), peer.Text)
 	case errors.As(err, &redir):
 		if redir.ask {
 			b = append(b, "ASK "...)
@@ -203,7 +220,14 @@ func appendErrorText(b []byte, err error) []byte {
 		b = append(b, ' ')
 		return appendLine(b, redir.addr)
 	case errors.As(err, &slotE):
-		return appendLine(append(b, "ERR "...), slotE.Msg)
+		for _, r := range slotRefusals {
+			if slotE.Err == r.err {
+				b = append(b, r.before...)
+				b = strconv.AppendInt(b, int64(slotE.Slot), 10)
+				return append(b, r.after...)
+			}
+		}
+		return appendLine(append(b, "ERR "...), slotE.Error())
 	case errors.As(err, &node):
 		b = append(b, "ERR I don't know about node "...)
 		return appendLine(b, clip([]byte(node.id)))

@@ -38,6 +38,7 @@ func TestErrorWording(t *testing.T) {
 		// Another node's reply, relayed verbatim (CR and LF made spaces).
 		{&replication.RemoteError{Msg: "ERR replication: join: raft\r\nfailed"}, "ERR replication: join: raft  failed"},
 		{fmt.Errorf("forward: %w", &replication.RemoteError{Msg: "odd"}), "odd"},
+		{fmt.Errorf("forward: %w", &replication.PeerError{Text: "period: zero rate\r\nor period"}), "ERR period: zero rate  or period"},
 		// Anything else: ERR and the text.
 		{errors.New("bad rate"), "ERR bad rate"},
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
@@ -576,4 +577,152 @@ func decodeResults(b []byte, res []shards.Result) error {
 		r.err = fmt.Errorf("%w: %d trailing bytes", ErrBadPayload, len(r.b))
 	}
 	return r.err
+}
+
+// Cluster state changes (slotstate.go applies them).
+//
+// An entryCluster entry (after the entry header above):
+//
+//	byte  action
+//	addSlots, delSlots:        uvarint n, n × (uvarint first, uvarint last)
+//	migrating, importing:      uvarint slot, string group
+//	stable, own, disown:       uvarint slot
+//	meet:                      string group, uvarint n, n × string raft address,
+//	                           uvarint m, m × string RESP address
+//	list:                      uvarint n, n × uvarint-prefixed body of a change
+//	                           (any action but list), applied in order
+
+// entryCluster is the log entry type of a cluster state change.
+const entryCluster = 4
+
+// The actions of an entryCluster entry. Numbers are part of the log
+// format: never renumber one.
+const (
+	actAddSlots  byte = 1 // own the ranges
+	actDelSlots  byte = 2 // own none of the ranges (and stop moving them)
+	actMigrating byte = 3 // an owned slot migrates to group
+	actImporting byte = 4 // the slot is imported from group
+	actStable    byte = 5 // the slot neither migrates nor imports
+	actOwn       byte = 6 // SETSLOT NODE naming this group: own, stop importing
+	actDisown    byte = 7 // SETSLOT NODE naming another group: disown, stop migrating
+	actMeet      byte = 8 // record another group and where to reach it
+	actList      byte = 9 // several changes, in order (a MULTI/EXEC's slot changes)
+)
+
+func appendString(dst []byte, s string) []byte { return appendBytes(dst, []byte(s)) }
+
+func appendStrings(dst []byte, v []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	for _, s := range v {
+		dst = appendString(dst, s)
+	}
+	return dst
+}
+
+// encode returns the body of c's entry (after the entry header).
+func (c *clusterChange) encode() []byte {
+	b := []byte{c.action}
+	switch c.action {
+	case actAddSlots, actDelSlots:
+		b = binary.AppendUvarint(b, uint64(len(c.ranges)))
+		for _, r := range c.ranges {
+			b = binary.AppendUvarint(b, uint64(r[0]))
+			b = binary.AppendUvarint(b, uint64(r[1]))
+		}
+	case actMigrating, actImporting:
+		b = binary.AppendUvarint(b, uint64(c.slot))
+		b = appendString(b, c.group)
+	case actStable, actOwn, actDisown:
+		b = binary.AppendUvarint(b, uint64(c.slot))
+	case actMeet:
+		b = appendString(b, c.group)
+		b = appendStrings(b, c.seeds.Raft)
+		b = appendStrings(b, c.seeds.Resp)
+	case actList:
+		b = binary.AppendUvarint(b, uint64(len(c.list)))
+		for i := range c.list {
+			b = appendBytes(b, c.list[i].encode())
+		}
+	}
+	return b
+}
+
+func (r *reader) slot(what string) int {
+	v := r.uvarint(what)
+	if r.err == nil && v >= hashslot.Count {
+		r.err = fmt.Errorf("%w: %s %d out of range", ErrBadPayload, what, v)
+	}
+	return int(v)
+}
+
+// group reads a group name, refusing one Config.Validate would.
+func (r *reader) group() string {
+	g := string(r.bytes("group"))
+	if r.err == nil && !validGroupName(g) {
+		r.err = fmt.Errorf("%w: group name %q", ErrBadPayload, g)
+	}
+	return g
+}
+
+func (r *reader) strings(what string) []string {
+	n := r.count(what, 1)
+	var v []string
+	for i := 0; i < n && r.err == nil; i++ {
+		v = append(v, string(r.bytes(what)))
+	}
+	return v
+}
+
+// decodeClusterChange decodes an entry body written by encode.
+func decodeClusterChange(b []byte) (clusterChange, error) {
+	r := reader{b: b}
+	c := clusterChange{action: r.byte1("cluster action")}
+	switch c.action {
+	case actAddSlots, actDelSlots:
+		n := r.count("slot ranges", 2)
+		for i := 0; i < n && r.err == nil; i++ {
+			first, last := r.slot("first slot"), r.slot("last slot")
+			if r.err == nil && first > last {
+				r.err = fmt.Errorf("%w: slot range %d-%d", ErrBadPayload, first, last)
+			}
+			c.ranges = append(c.ranges, [2]int{first, last})
+		}
+	case actMigrating, actImporting:
+		c.slot = r.slot("slot")
+		c.group = r.group()
+	case actStable, actOwn, actDisown:
+		c.slot = r.slot("slot")
+	case actMeet:
+		c.group = r.group()
+		c.seeds.Raft = r.strings("raft address")
+		c.seeds.Resp = r.strings("RESP address")
+		if r.err == nil && len(c.seeds.Raft) == 0 {
+			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.group)
+		}
+	case actList:
+		n := r.count("cluster changes", 2)
+		for i := 0; i < n && r.err == nil; i++ {
+			body := r.bytes("cluster change")
+			if r.err != nil {
+				break
+			}
+			sub, err := decodeClusterChange(body)
+			if err == nil && sub.action == actList {
+				err = fmt.Errorf("%w: nested cluster change list", ErrBadPayload)
+			}
+			if err != nil {
+				r.err = err
+				break
+			}
+			c.list = append(c.list, sub)
+		}
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.action)
+		}
+	}
+	if err := r.end(); err != nil {
+		return c, err
+	}
+	return c, nil
 }

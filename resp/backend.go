@@ -38,10 +38,35 @@ type Backend interface {
 type Local struct {
 	store *shards.Store
 	now   func() int64
-	// tx is held shared by Write and exclusively by WriteAtomic, so that
-	// no write lands between a transaction's ops while ordinary writes of
-	// different connections still run in parallel.
-	tx sync.RWMutex
+	// tx are held shared by Write (one, chosen by the first key) and all
+	// exclusively by WriteAtomic, so that no write lands between a
+	// transaction's ops while ordinary writes of different connections
+	// still run in parallel. Striped, one cache line each, because a
+	// single lock's reader count would be one line every event loop
+	// writes on every batch.
+	tx [txStripes]txStripe
+}
+
+// txStripes is the number of Local's transaction locks, a power of two.
+const txStripes = 32
+
+type txStripe struct {
+	sync.RWMutex
+	_ [64 - 24]byte // one cache line each (sync.RWMutex is 24 bytes)
+}
+
+// stripe returns the transaction lock a Write of ops takes: by its first
+// key (FNV-1a of up to 16 bytes), so that connections on different keys
+// mostly take different locks.
+func (l *Local) stripe(ops []shards.Op) *txStripe {
+	var h uint32 = 2166136261
+	if len(ops) > 0 && len(ops[0].Keys) > 0 {
+		k := ops[0].Keys[0]
+		for i := 0; i < len(k) && i < 16; i++ {
+			h = (h ^ uint32(k[i])) * 16777619
+		}
+	}
+	return &l.tx[h&(txStripes-1)]
 }
 
 var _ Backend = (*Local)(nil)
@@ -54,18 +79,23 @@ func NewLocal(store *shards.Store, now func() int64) *Local {
 
 // Write applies ops in order at one instant; it never fails.
 func (l *Local) Write(_ context.Context, ops []shards.Op, res []shards.Result) error {
-	l.tx.RLock()
+	s := l.stripe(ops)
+	s.RLock()
 	l.apply(ops, res)
-	l.tx.RUnlock()
+	s.RUnlock()
 	return nil
 }
 
 // WriteAtomic applies ops in order at one instant, excluding every other
 // write meanwhile; it never fails.
 func (l *Local) WriteAtomic(_ context.Context, ops []shards.Op, res []shards.Result) error {
-	l.tx.Lock()
+	for i := range l.tx {
+		l.tx[i].Lock()
+	}
 	l.apply(ops, res)
-	l.tx.Unlock()
+	for i := range l.tx {
+		l.tx[i].Unlock()
+	}
 	return nil
 }
 

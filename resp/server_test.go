@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -324,5 +325,13 @@ func TestEventLoopsFor(t *testing.T) {
 		if got := eventLoopsFor(tc.procs); got != tc.want {
 			t.Errorf("eventLoopsFor(%d) = %d, want %d", tc.procs, got, tc.want)
 		}
+	}
+}
+
+// TestLocalStripeLine pins the transaction locks' padding: one cache line
+// each, so that loops taking different stripes share no line.
+func TestLocalStripeLine(t *testing.T) {
+	if got := unsafe.Sizeof(txStripe{}); got != 64 {
+		t.Errorf("sizeof(txStripe) = %d, want 64", got)
 	}
 }

@@ -106,6 +106,12 @@ type Config struct {
 	Settings []Setting
 	// ConfigFile is the configuration file the server started with (INFO).
 	ConfigFile string
+	// RewriteConfig writes the settings in force into ConfigFile (CONFIG
+	// REWRITE); live returns the value CONFIG GET shows of a setting this
+	// server changes live (ok false for any other). nil, or no ConfigFile:
+	// CONFIG REWRITE is refused. Called on the command's connection, one
+	// call at a time.
+	RewriteConfig func(live func(name string) (value string, ok bool)) error
 }
 
 // DefaultConfig returns the configuration of a server on 127.0.0.1:6379
@@ -198,6 +204,8 @@ type Server struct {
 	table   *table
 	setting map[string]*Setting
 	setlist []*Setting
+	// rewriteMu makes CONFIG REWRITEs take turns.
+	rewriteMu sync.Mutex
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode

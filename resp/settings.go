@@ -323,6 +323,16 @@ func configCommand() *Command {
 				},
 			},
 			{
+				Name: "rewrite", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary: "Writes the settings in force, CONFIG SET's changes and the flags included, into the configuration file the server started with, keeping its comments and order.", Complexity: "O(N) where N is the number of settings",
+				Reply: "Simple string OK.",
+				Errors: []string{"`ERR The server is running without a config file`.",
+					"`ERR Rewriting config file: <reason>` when the file cannot be read or replaced; it is left as it was."},
+				Handler: func(c *Conn, _ [][]byte) error {
+					return c.srv.rewriteConfig(c)
+				},
+			},
+			{
 				Name: "resetstat", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
 				Summary: "Resets the statistics INFO reports.", Complexity: "O(N) where N is the number of clients",
 				Reply: "Simple string OK.",
@@ -334,4 +344,29 @@ func configCommand() *Command {
 			},
 		},
 	}
+}
+
+// rewriteConfig runs CONFIG REWRITE: one at a time (two would race on the
+// file), with the live settings' values as CONFIG GET shows them.
+func (s *Server) rewriteConfig(c *Conn) error {
+	if s.cfg.ConfigFile == "" || s.cfg.RewriteConfig == nil {
+		return &textError{"ERR The server is running without a config file"}
+	}
+	live := func(name string) (string, bool) {
+		st := s.setting[name]
+		if st == nil || st.Set == nil {
+			return "", false
+		}
+		return st.Get(), true
+	}
+	s.rewriteMu.Lock()
+	err := s.cfg.RewriteConfig(live)
+	s.rewriteMu.Unlock()
+	if err != nil {
+		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
+		return &textError{"ERR Rewriting config file: " + err.Error()}
+	}
+	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
+	c.WriteOK()
+	return nil
 }

@@ -84,6 +84,10 @@ func newLogger(logLevel string, stderr io.Writer) (*slog.LevelVar, *slog.Logger)
 // serve starts the server cfg describes, serves until a signal or SHUTDOWN
 // and stops it. Everything it starts is stopped in the reverse order.
 func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
+	// CONFIG REWRITE writes the configuration as given, not as start-up
+	// filled it in.
+	given := *cfg
+
 	// 3. The keyspace and its background work.
 	store, err := shards.New(shards.Config{Shards: cfg.Shards})
 	if err != nil {
@@ -120,7 +124,7 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	defer st.stopRLS(logger)
 
 	// 5. The RESP server.
-	srv, serveErr, err := startServer(cfg, level, logger, st)
+	srv, serveErr, err := startServer(cfg, &given, level, logger, st)
 	if err != nil {
 		return err
 	}
@@ -202,9 +206,11 @@ func (st *storage) abort(err error, logger *slog.Logger) error {
 }
 
 // startServer builds the RESP server over st and starts serving on cfg's
-// listeners. Its Serve result arrives on the returned channel.
-func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
+// listeners. Its Serve result arrives on the returned channel. given is the
+// configuration as parsed, which CONFIG REWRITE writes.
+func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
 	rc := cfg.ServerConfig(level, logger)
+	rc.RewriteConfig = given.rewriter()
 	st.persist.configure(&rc)
 	if st.node != nil {
 		rc.Cluster = resp.ClusterOf(st.node)

@@ -35,6 +35,14 @@ func (p *savePeriod) Set(v string) error {
 	return nil
 }
 
+// String is the period as the save directive writes it ("" when off).
+func (p *savePeriod) String() string {
+	if *p == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*p))
+}
+
 // parseSave reads a save period: "" (off), "<seconds>", or Redis's
 // "<seconds> <changes>" pairs, of which the first pair's seconds count
 // (cellserver saves after any change).

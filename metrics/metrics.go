@@ -83,7 +83,7 @@ type Collector struct {
 	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
-	authFailures, protectedDenied                           *prometheus.Desc
+	authFailures, protectedDenied, tlsFailures              *prometheus.Desc
 	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
 	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
@@ -128,6 +128,7 @@ func NewCollector(src Sources) *Collector {
 
 		authFailures:    d("auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth)."),
 		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
+		tlsFailures:     d("tls_handshake_failures_total", "TLS handshakes on tls-port that failed (a connection closed before sending anything is not counted)."),
 
 		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
 		snapInProgress:   d("snapshot_in_progress", "1 while a background save runs."),
@@ -207,6 +208,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.clientsClosed, float64(st.OutputBufferClosed), "output_buffer")
 	counter(c.authFailures, float64(st.AuthFailures))
 	counter(c.protectedDenied, float64(st.ProtectedModeDenied))
+	counter(c.tlsFailures, float64(st.TLSHandshakeFailures))
 	gauge(c.usedBytes, float64(st.UsedMemory))
 	gauge(c.maxBytes, float64(st.MaxMemory))
 	gauge(c.oom, b2f(st.OOM))

@@ -112,6 +112,10 @@ type Config struct {
 	// CONFIG REWRITE is refused. Called on the command's connection, one
 	// call at a time.
 	RewriteConfig func(live func(name string) (value string, ok bool)) error
+	// TLSHandshakeFailures, when set, counts the TLS handshakes the
+	// listener saw fail (INFO stats tls_handshake_failures, Stats); safe
+	// for concurrent calls.
+	TLSHandshakeFailures func() int64
 }
 
 // DefaultConfig returns the configuration of a server on 127.0.0.1:6379

@@ -29,6 +29,18 @@ type Setting struct {
 	// in Config.Settings) has the name: a generic read-only view of every
 	// configured setting, which the servers' own live ones override.
 	Fallback bool
+	// Batch, when not nil, completes Set for settings that change
+	// together (the TLS files: a certificate and its key): Set only
+	// records the value, and CONFIG SET calls Batch.Apply once, after
+	// every Set of the command, for all the settings that share it.
+	Batch *SettingBatch
+}
+
+// SettingBatch takes into effect the values its settings' Set recorded.
+// Apply either applies them all or changes nothing and returns why; CONFIG
+// SET then puts the recorded values back with Set.
+type SettingBatch struct {
+	Apply func() error
 }
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
@@ -311,6 +323,23 @@ func configCommand() *Command {
 						old[k] = st.Get()
 						if err := st.Set(string(args[2+2*k+1])); err != nil {
 							for j := k - 1; j >= 0; j-- {
+								if rerr := sts[j].Set(old[j]); rerr != nil {
+									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
+								}
+							}
+							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
+						}
+					}
+					// Settings that change together take effect once,
+					// after all their values are recorded.
+					var applied []*SettingBatch
+					for _, st := range sts {
+						if st.Batch == nil || slices.Contains(applied, st.Batch) {
+							continue
+						}
+						applied = append(applied, st.Batch)
+						if err := st.Batch.Apply(); err != nil {
+							for j := len(sts) - 1; j >= 0; j-- {
 								if rerr := sts[j].Set(old[j]); rerr != nil {
 									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
 								}

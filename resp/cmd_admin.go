@@ -15,6 +15,7 @@ func builtinCommands() []*Command {
 	all = append(all, clusterCommand())
 	all = append(all, clusterConnCommands()...)
 	all = append(all, migrateCommands()...)
+	all = append(all, hotkeyCommands()...)
 	return all
 }
 

@@ -32,6 +32,7 @@ var infoSections = []infoSection{
 	{"keyspace", true, (*Server).infoKeyspace},
 	{"commandstats", false, (*Server).infoCommandstats},
 	{"latencystats", false, (*Server).infoLatencystats},
+	{"hotkeys", false, (*Server).infoHotkeys},
 }
 
 func infoHandler(c *Conn, args [][]byte) error {

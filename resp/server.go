@@ -78,6 +78,9 @@ type Config struct {
 	MaxMemory int64
 	// MemoryPolicy is what happens over MaxMemory. Changeable live.
 	MemoryPolicy MemoryPolicy
+	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
+	// (requested and limited; hotkeys.go); 0 turns them off.
+	HotkeysCapacity int
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -122,13 +125,14 @@ type Config struct {
 // with Redis's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:          "127.0.0.1:6379",
-		ProtectedMode: true,
-		MaxClients:    10000,
-		EventLoops:    DefaultEventLoops(),
-		MaxBulkLen:    defaultMaxBulkLen,
-		MaxArgs:       defaultMaxArgs,
-		Parse:         engine.DefaultParseOptions(),
+		Addr:            "127.0.0.1:6379",
+		ProtectedMode:   true,
+		MaxClients:      10000,
+		EventLoops:      DefaultEventLoops(),
+		MaxBulkLen:      defaultMaxBulkLen,
+		HotkeysCapacity: DefaultHotkeysCapacity,
+		MaxArgs:         defaultMaxArgs,
+		Parse:           engine.DefaultParseOptions(),
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
@@ -210,6 +214,8 @@ type Server struct {
 	setlist []*Setting
 	// rewriteMu makes CONFIG REWRITEs take turns.
 	rewriteMu sync.Mutex
+	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
+	hot atomic.Pointer[hotSet]
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -288,6 +294,7 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
+	s.setHotkeys(cfg.HotkeysCapacity)
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)

@@ -166,6 +166,7 @@ func (s *Server) initSettings() error {
 			s.protected.Store(b)
 			return nil
 		}},
+		s.hotkeysSetting(),
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},

@@ -166,6 +166,9 @@ type Stats struct {
 	OutputBufferClosed int64
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
+	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
+	// (hotkeys.go; nil when hotkeys-capacity is 0).
+	HotRequested, HotLimited []HotKey
 	// TLSHandshakeFailures counts failed TLS handshakes
 	// (Config.TLSHandshakeFailures; 0 without TLS).
 	TLSHandshakeFailures int64
@@ -203,6 +206,7 @@ func (s *Server) Stats() Stats {
 		OOM:                  s.oom.Load(),
 		SlowlogLen:           s.slowlog.len(),
 	}
+	s.hotStats(&st)
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet

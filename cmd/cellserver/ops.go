@@ -36,6 +36,7 @@ type opsConfig struct {
 	SlowlogMaxLen     int
 	MaxMemory         int64
 	MaxMemoryPolicy   string
+	HotkeysCapacity   int
 
 	// certs serves tls-port's certificates once started (startTLS); nil
 	// before, and without tls-port.
@@ -54,6 +55,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
+		HotkeysCapacity:   rc.HotkeysCapacity,
 	}
 }
 
@@ -74,6 +76,7 @@ var opsDirectives = []directive{
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
+	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
 }
 
 // validateOps checks the operational directives against each other
@@ -147,6 +150,7 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MaxMemory = o.MaxMemory
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
 	rc.ProtectedMode = o.ProtectedMode
+	rc.HotkeysCapacity = o.HotkeysCapacity
 }
 
 // loadTLSFiles loads tls-cert-file and tls-key-file, and the CA

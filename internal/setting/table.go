@@ -80,6 +80,7 @@ var Table = []Spec{
 	{Name: "slowlog-log-slower-than", Kind: Int, Min: NoMin, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "slow log and memory", Help: "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)"},
 	{Name: "slowlog-max-len", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "128", Live: true, LiveErr: "argument must be a non-negative integer", Group: "slow log and memory", Help: "SLOWLOG entries kept"},
 	{Name: "maxmemory", Kind: Bytes, Min: 0, Max: NoMax, Default: "0", Live: true, LiveErr: "argument must be a memory size (e.g. 100mb)", Group: "slow log and memory", Help: "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)"},
+	{Name: "hotkeys-capacity", Kind: Int, Min: 0, Max: 1 << 20, Default: "1024", Live: true, LiveErr: "argument must be an integer from 0 to 1048576", Group: "slow log and memory", Help: "keys each heavy-hitter summary tracks (LIMITER TOP, OBJECT FREQ, INFO hotkeys): about 132 bytes a key, two summaries (requested and limited); a change starts both anew (0: off)"},
 	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (creating or growing a key answers OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
 
 	// rate-limit service (Envoy's gRPC API; package rls)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need (redis-cli, redis-benchmark, redis-server and
-# redis-py from Debian's packages, when missing, and ioredis from npm), then
+# Installs what the tests need (redis-cli, redis-benchmark, redis-server,
+# promtool and redis-py from Debian's packages, when missing, and ioredis from npm), then
 # runs go vet and the whole test suite under the race detector, in the
 # server's module and in bench/ (the load generator, a module of its own).
 set -euo pipefail
@@ -10,6 +10,9 @@ missing=()
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# promtool (Debian's prometheus package), for the shipped alerting rules'
+# tests (metrics/rules_test.go).
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # redis-py, for the client-library test (Debian's package: PyPI is not needed).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
 if ((${#missing[@]} > 0)); then

@@ -89,17 +89,17 @@ func (r *certReloader) serverConfig() *tls.Config {
 	}
 }
 
-// reload reads the files in force again (SIGHUP). On an error the
-// configuration in force stays.
-func (r *certReloader) reload() error {
+// reload reads the files in force again (SIGHUP) and returns them. On an
+// error the configuration in force stays.
+func (r *certReloader) reload() (tlsFiles, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	tc, err := buildTLSConfig(r.files, r.auth)
 	if err != nil {
-		return err
+		return r.files, err
 	}
 	r.cur.Store(tc)
-	return nil
+	return r.files, nil
 }
 
 // apply loads the files CONFIG SET recorded; on an error nothing changes
@@ -170,11 +170,12 @@ func (r *certReloader) watchSIGHUP() (stop func()) {
 			case <-done:
 				return
 			case <-hup:
-				if err := r.reload(); err != nil {
+				f, err := r.reload()
+				if err != nil {
 					r.log.Warn("SIGHUP: TLS certificates not reloaded; those in force stay", "err", err)
 					continue
 				}
-				r.log.Info("SIGHUP: TLS certificates reloaded", "cert", r.files.Cert)
+				r.log.Info("SIGHUP: TLS certificates reloaded", "cert", f.Cert, "key", f.Key, "ca", f.CA)
 			}
 		}
 	})

@@ -83,7 +83,8 @@ type Collector struct {
 	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
-	authFailures, protectedDenied                           *prometheus.Desc
+	authFailures, protectedDenied, tlsFailures              *prometheus.Desc
+	hotKeys                                                 *prometheus.Desc
 	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
 	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
@@ -129,6 +130,8 @@ func NewCollector(src Sources) *Collector {
 
 		authFailures:    d("auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth)."),
 		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
+		hotKeys:         d("hotkey_count", "Estimated limiter requests (list requested) or limited decisions (list limited) on each of the 10 most counted keys of the heavy-hitter summaries since they started (hotkeys-capacity); at most 20 series.", "list", "cmd", "key"),
+		tlsFailures:     d("tls_handshake_failures_total", "TLS handshakes on tls-port that failed (a connection closed before sending anything is not counted)."),
 
 		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
 		snapInProgress:   d("snapshot_in_progress", "1 while a background save runs."),
@@ -215,6 +218,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.clientsClosed, float64(st.OutputBufferClosed), "output_buffer")
 	counter(c.authFailures, float64(st.AuthFailures))
 	counter(c.protectedDenied, float64(st.ProtectedModeDenied))
+	counter(c.tlsFailures, float64(st.TLSHandshakeFailures))
+	for _, k := range st.HotRequested {
+		gauge(c.hotKeys, float64(k.Count), "requested", k.Command, strings.ToValidUTF8(k.Key, "\uFFFD"))
+	}
+	for _, k := range st.HotLimited {
+		gauge(c.hotKeys, float64(k.Count), "limited", k.Command, strings.ToValidUTF8(k.Key, "\uFFFD"))
+	}
 	gauge(c.usedBytes, float64(st.UsedMemory))
 	gauge(c.maxBytes, float64(st.MaxMemory))
 	gauge(c.oom, b2f(st.OOM))

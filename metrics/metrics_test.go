@@ -237,6 +237,25 @@ func TestScrape(t *testing.T) {
 	if prev > hist.GetSampleCount() || hist.GetSampleSum() <= 0 {
 		t.Errorf("histogram: last bucket %d, count %d, sum %v; want last bucket <= count and sum > 0", prev, hist.GetSampleCount(), hist.GetSampleSum())
 	}
+
+	// The heavy hitters: 6400 requests on one key (one in 32 sampled:
+	// about 200 samples) show it as the top requested key, and the series
+	// stay bounded (10 per list).
+	p := c.Pipeline()
+	for range 6400 {
+		p.Do(ctx, "CL.THROTTLE", "hot", "1000000", "1", "60")
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mf = scrape(t, "http://"+h.Addr().String()+"/metrics")
+	got, ok := value(mf, "cellserver_hotkey_count", map[string]string{"list": "requested", "cmd": "cl.throttle", "key": "hot"})
+	if !ok || got < 3200 || got > 12800 {
+		t.Errorf("cellserver_hotkey_count{requested,cl.throttle,hot} = %v (present %v), want about 6400", got, ok)
+	}
+	if n := len(mf["cellserver_hotkey_count"].GetMetric()); n > 20 {
+		t.Errorf("%d cellserver_hotkey_count series, want at most 20", n)
+	}
 }
 
 // fakeRLS stands for the rate-limit service's counters.

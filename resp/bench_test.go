@@ -27,13 +27,21 @@ func (r *batchReader) Read(p []byte) (int, error) {
 // BenchmarkPipeline answers: what does the server itself spend per
 // CL.THROTTLE (parse, dispatch, store, reply encoding), without the network,
 // in pipelines of 1 and 16 — and does the hot path allocate? The keys cycle
-// over 1000 names so the store reaches a steady state.
+// over 1000 names so the store reaches a steady state. Each runs with the
+// heavy-hitter summaries off (hotkeys=0) and at their default capacity,
+// over 1000 keys (all tracked) and over 100,000 (nearly every request
+// replaces a tracked key: the summaries' worst case).
 func BenchmarkPipeline(b *testing.B) {
-	for _, depth := range []int{1, 16} {
-		b.Run(fmt.Sprintf("P%d", depth), func(b *testing.B) {
+	for _, bc := range []struct{ depth, keys, hot int }{
+		{1, 1000, 0}, {1, 1000, DefaultHotkeysCapacity}, {16, 1000, 0}, {16, 1000, DefaultHotkeysCapacity},
+		{16, 100000, 0}, {16, 100000, DefaultHotkeysCapacity},
+	} {
+		depth := bc.depth
+		b.Run(fmt.Sprintf("P%d/keys=%d/hotkeys=%d", depth, bc.keys, bc.hot), func(b *testing.B) {
 			store, _ := shards.New(shards.Config{})
 			cfg := DefaultConfig()
 			cfg.Logger = discardLogger()
+			cfg.HotkeysCapacity = bc.hot
 			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 			if err != nil {
 				b.Fatal(err)
@@ -43,7 +51,7 @@ func BenchmarkPipeline(b *testing.B) {
 			srv.mu.Unlock()
 			defer srv.Close()
 			var batches [][]byte
-			for i := 0; i < 1000; i += depth {
+			for i := 0; i < bc.keys; i += depth {
 				var in bytes.Buffer
 				for j := i; j < i+depth; j++ {
 					key := fmt.Sprintf("k:%06d", j)

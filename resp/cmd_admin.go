@@ -16,6 +16,7 @@ func builtinCommands() []*Command {
 	all = append(all, clusterConnCommands()...)
 	all = append(all, migrateCommands()...)
 	all = append(all, transactionCommands()...)
+	all = append(all, hotkeyCommands()...)
 	return all
 }
 

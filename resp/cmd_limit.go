@@ -194,6 +194,7 @@ func (c *Conn) writeLimit(r *engine.Result, round func(int64) int64) {
 func finishThrottle(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
+	c.countKey(args[1], r.Limited)
 	c.writeLimit(r, engine.CellSeconds)
 }
 
@@ -202,6 +203,7 @@ func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
 	c.WriteArray(len(res.Results))
 	for i := range res.Results {
 		limited = limited || res.Results[i].Limited
+		c.countKey(args[1+5*i], res.Results[i].Limited)
 		c.writeLimit(&res.Results[i], engine.CellSeconds)
 	}
 	c.countDecision(limited)
@@ -210,12 +212,14 @@ func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
 func finishMillis(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
+	c.countKey(args[1], r.Limited)
 	c.writeLimit(r, engine.CeilMillis)
 }
 
 func finishLeaky(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
+	c.countKey(args[1], r.Limited)
 	limited := int64(0)
 	if r.Limited {
 		limited = 1

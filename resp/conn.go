@@ -104,6 +104,10 @@ type Conn struct {
 	libName  string
 	libVer   string
 	pubProto int
+
+	// hotRand picks the decisions the heavy-hitter summaries sample
+	// (hotkeys.go).
+	hotRand uint64
 }
 
 // slot is one command of a batch of writes.

@@ -32,6 +32,7 @@ var infoSections = []infoSection{
 	{"keyspace", true, (*Server).infoKeyspace},
 	{"commandstats", false, (*Server).infoCommandstats},
 	{"latencystats", false, (*Server).infoLatencystats},
+	{"hotkeys", false, (*Server).infoHotkeys},
 }
 
 func infoHandler(c *Conn, args [][]byte) error {
@@ -174,6 +175,7 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "acl_access_denied_auth", s.guard.failures.Load())
 	b = fieldInt(b, "auth_failure_disconnections", s.guard.disconnects.Load())
 	b = fieldInt(b, "protected_mode_rejected_connections", s.stats.protectedDenied.Load())
+	b = fieldInt(b, "tls_handshake_failures", s.tlsFailures())
 	b = fieldInt(b, "limiter_allowed", allowed)
 	b = fieldInt(b, "limiter_limited", limited)
 	for _, cmd := range s.table.all {

@@ -81,6 +81,9 @@ type Config struct {
 	MaxMemory int64
 	// MemoryPolicy is what happens over MaxMemory. Changeable live.
 	MemoryPolicy MemoryPolicy
+	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
+	// (requested and limited; hotkeys.go); 0 turns them off.
+	HotkeysCapacity int
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -109,19 +112,30 @@ type Config struct {
 	Settings []Setting
 	// ConfigFile is the configuration file the server started with (INFO).
 	ConfigFile string
+	// RewriteConfig writes the settings in force into ConfigFile (CONFIG
+	// REWRITE); live returns the value CONFIG GET shows of a setting this
+	// server changes live (ok false for any other). nil, or no ConfigFile:
+	// CONFIG REWRITE is refused. Called on the command's connection, one
+	// call at a time.
+	RewriteConfig func(live func(name string) (value string, ok bool)) error
+	// TLSHandshakeFailures, when set, counts the TLS handshakes the
+	// listener saw fail (INFO stats tls_handshake_failures, Stats); safe
+	// for concurrent calls.
+	TLSHandshakeFailures func() int64
 }
 
 // DefaultConfig returns the configuration of a server on 127.0.0.1:6379
 // with Redis's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:          "127.0.0.1:6379",
-		ProtectedMode: true,
-		MaxClients:    10000,
-		EventLoops:    DefaultEventLoops(),
-		MaxBulkLen:    defaultMaxBulkLen,
-		MaxArgs:       defaultMaxArgs,
-		Parse:         engine.DefaultParseOptions(),
+		Addr:            "127.0.0.1:6379",
+		ProtectedMode:   true,
+		MaxClients:      10000,
+		EventLoops:      DefaultEventLoops(),
+		MaxBulkLen:      defaultMaxBulkLen,
+		HotkeysCapacity: DefaultHotkeysCapacity,
+		MaxArgs:         defaultMaxArgs,
+		Parse:           engine.DefaultParseOptions(),
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
@@ -201,6 +215,10 @@ type Server struct {
 	table   *table
 	setting map[string]*Setting
 	setlist []*Setting
+	// rewriteMu makes CONFIG REWRITEs take turns.
+	rewriteMu sync.Mutex
+	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
+	hot atomic.Pointer[hotSet]
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -279,6 +297,7 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
+	s.setHotkeys(cfg.HotkeysCapacity)
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)

@@ -29,6 +29,18 @@ type Setting struct {
 	// in Config.Settings) has the name: a generic read-only view of every
 	// configured setting, which the servers' own live ones override.
 	Fallback bool
+	// Batch, when not nil, completes Set for settings that change
+	// together (the TLS files: a certificate and its key): Set only
+	// records the value, and CONFIG SET calls Batch.Apply once, after
+	// every Set of the command, for all the settings that share it.
+	Batch *SettingBatch
+}
+
+// SettingBatch takes into effect the values its settings' Set recorded.
+// Apply either applies them all or changes nothing and returns why; CONFIG
+// SET then puts the recorded values back with Set.
+type SettingBatch struct {
+	Apply func() error
 }
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
@@ -154,6 +166,7 @@ func (s *Server) initSettings() error {
 			s.protected.Store(b)
 			return nil
 		}},
+		s.hotkeysSetting(),
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},
@@ -318,8 +331,35 @@ func configCommand() *Command {
 							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
 						}
 					}
+					// Settings that change together take effect once,
+					// after all their values are recorded.
+					var applied []*SettingBatch
+					for _, st := range sts {
+						if st.Batch == nil || slices.Contains(applied, st.Batch) {
+							continue
+						}
+						applied = append(applied, st.Batch)
+						if err := st.Batch.Apply(); err != nil {
+							for j := len(sts) - 1; j >= 0; j-- {
+								if rerr := sts[j].Set(old[j]); rerr != nil {
+									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
+								}
+							}
+							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
+						}
+					}
 					c.WriteOK()
 					return nil
+				},
+			},
+			{
+				Name: "rewrite", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary: "Writes the settings in force, CONFIG SET's changes and the flags included, into the configuration file the server started with, keeping its comments and order.", Complexity: "O(N) where N is the number of settings",
+				Reply: "Simple string OK.",
+				Errors: []string{"`ERR The server is running without a config file`.",
+					"`ERR Rewriting config file: <reason>` when the file cannot be read or replaced; it is left as it was."},
+				Handler: func(c *Conn, _ [][]byte) error {
+					return c.srv.rewriteConfig(c)
 				},
 			},
 			{
@@ -334,4 +374,29 @@ func configCommand() *Command {
 			},
 		},
 	}
+}
+
+// rewriteConfig runs CONFIG REWRITE: one at a time (two would race on the
+// file), with the live settings' values as CONFIG GET shows them.
+func (s *Server) rewriteConfig(c *Conn) error {
+	if s.cfg.ConfigFile == "" || s.cfg.RewriteConfig == nil {
+		return &textError{"ERR The server is running without a config file"}
+	}
+	live := func(name string) (string, bool) {
+		st := s.setting[name]
+		if st == nil || st.Set == nil {
+			return "", false
+		}
+		return st.Get(), true
+	}
+	s.rewriteMu.Lock()
+	err := s.cfg.RewriteConfig(live)
+	s.rewriteMu.Unlock()
+	if err != nil {
+		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
+		return &textError{"ERR Rewriting config file: " + err.Error()}
+	}
+	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
+	c.WriteOK()
+	return nil
 }

@@ -166,6 +166,12 @@ type Stats struct {
 	OutputBufferClosed int64
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
+	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
+	// (hotkeys.go; nil when hotkeys-capacity is 0).
+	HotRequested, HotLimited []HotKey
+	// TLSHandshakeFailures counts failed TLS handshakes
+	// (Config.TLSHandshakeFailures; 0 without TLS).
+	TLSHandshakeFailures int64
 	// EvictedKeys counts keys deleted by maxmemory's volatile-ttl policy.
 	EvictedKeys int64
 	// MaxMemory is the maxmemory setting (0: none); UsedMemory the bytes
@@ -183,22 +189,24 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
-		ConnectedClients:    s.clients.Load(),
-		ConnectionsReceived: s.stats.connections.Load(),
-		RejectedConnections: s.stats.rejectedConns.Load(),
-		ProtectedModeDenied: s.stats.protectedDenied.Load(),
-		AuthFailures:        s.guard.failures.Load(),
-		AuthClosed:          s.guard.disconnects.Load(),
-		QueryBufferClosed:   s.stats.queryLimited.Load(),
-		QueryTimeoutClosed:  s.stats.queryTimeouts.Load(),
-		OutputBufferClosed:  s.stats.outputLimited.Load(),
-		ErrorReplies:        s.stats.errors.Load(),
-		EvictedKeys:         s.stats.evicted.Load(),
-		MaxMemory:           s.maxMemory.Load(),
-		UsedMemory:          s.backend.Store().UsedBytes(),
-		OOM:                 s.oom.Load(),
-		SlowlogLen:          s.slowlog.len(),
+		ConnectedClients:     s.clients.Load(),
+		ConnectionsReceived:  s.stats.connections.Load(),
+		RejectedConnections:  s.stats.rejectedConns.Load(),
+		ProtectedModeDenied:  s.stats.protectedDenied.Load(),
+		AuthFailures:         s.guard.failures.Load(),
+		AuthClosed:           s.guard.disconnects.Load(),
+		QueryBufferClosed:    s.stats.queryLimited.Load(),
+		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
+		OutputBufferClosed:   s.stats.outputLimited.Load(),
+		ErrorReplies:         s.stats.errors.Load(),
+		TLSHandshakeFailures: s.tlsFailures(),
+		EvictedKeys:          s.stats.evicted.Load(),
+		MaxMemory:            s.maxMemory.Load(),
+		UsedMemory:           s.backend.Store().UsedBytes(),
+		OOM:                  s.oom.Load(),
+		SlowlogLen:           s.slowlog.len(),
 	}
+	s.hotStats(&st)
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet
@@ -216,4 +224,12 @@ func (s *Server) Stats() Stats {
 		})
 	}
 	return st
+}
+
+// tlsFailures reads Config.TLSHandshakeFailures (0 without it).
+func (s *Server) tlsFailures() int64 {
+	if f := s.cfg.TLSHandshakeFailures; f != nil {
+		return f()
+	}
+	return 0
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (redis-cli, redis-benchmark, redis-server,
-# redis-py and podman from Debian's packages, when missing, ioredis from npm
+# promtool, redis-py and podman from Debian's packages, when missing, ioredis from npm
 # and helm into .tools/bin with go install), then
 # runs go vet and the whole test suite under the race detector, in the
 # server's module and in bench/ (the load generator, a module of its own).
@@ -11,6 +11,9 @@ missing=()
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# promtool (Debian's prometheus package), for the shipped alerting rules'
+# tests (metrics/rules_test.go).
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # redis-py, for the client-library test (Debian's package: PyPI is not needed).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
 # podman, to build and inspect the container image (test/image_test.go).

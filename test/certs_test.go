@@ -22,6 +22,7 @@ type testPKI struct {
 	// and clientAuth, since the raft port uses it both ways.
 	NodeCert, NodeKey string
 	pool              *x509.CertPool
+	ca                *testcert.CA // issues more (certificate rotation)
 }
 
 func newTestPKI(t *testing.T) *testPKI {
@@ -29,7 +30,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	dir := t.TempDir()
 	p := &testPKI{}
 	ca := testcert.NewCA(t, "cellserver test CA")
-	p.pool = ca.Pool
+	p.pool, p.ca = ca.Pool, ca
 	p.CAFile = writePEM(t, dir, "ca.crt", "CERTIFICATE", ca.Cert.Raw)
 	p.ServerCert, p.ServerKey = issue(t, dir, "server", ca, x509.ExtKeyUsageServerAuth)
 	p.ClientCert, p.ClientKey = issue(t, dir, "client", ca, x509.ExtKeyUsageClientAuth)

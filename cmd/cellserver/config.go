@@ -306,17 +306,12 @@ func readConfigFile(cfg *Config, path string) error {
 		if text == "" || text[0] == '#' {
 			continue
 		}
-		words, err := splitConfigLine(text)
+		words, err := setting.SplitLine(text)
 		if err != nil {
 			return fmt.Errorf("config %s:%d: %w", path, line, err)
 		}
 		name := strings.ToLower(words[0])
-		var d *directive
-		for i := range directives {
-			if directives[i].name == name {
-				d = &directives[i]
-			}
-		}
+		d := lookupDirective(name)
 		if d == nil {
 			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
 		}
@@ -328,32 +323,4 @@ func readConfigFile(cfg *Config, path string) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil
-}
-
-func splitConfigLine(s string) ([]string, error) {
-	var words []string
-	for i := 0; i < len(s); {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		if q := s[i]; q == '"' || q == '\'' {
-			j := strings.IndexByte(s[i+1:], q)
-			if j < 0 {
-				return nil, errors.New("unbalanced quotes")
-			}
-			words = append(words, s[i+1:i+1+j])
-			i += j + 2
-			continue
-		}
-		j := i
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' {
-			j++
-		}
-		words = append(words, s[i:j])
-		i = j
-	}
-	return words, nil
 }

@@ -88,6 +88,10 @@ func newLogger(logLevel string, stderr io.Writer) (*slog.LevelVar, *slog.Logger)
 // serve starts the server cfg describes, serves until a signal or SHUTDOWN
 // and stops it. Everything it starts is stopped in the reverse order.
 func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
+	// CONFIG REWRITE writes the configuration as given, not as start-up
+	// filled it in.
+	given := *cfg
+
 	// 3. The keyspace and its background work.
 	store, err := shards.New(shards.Config{Shards: cfg.Shards})
 	if err != nil {
@@ -97,14 +101,23 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	clock := func() int64 { return time.Now().UnixNano() }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// As Redis: a hang-up of the terminal does not stop the server (the
-	// rate-limit service, when on, reloads its rules on SIGHUP instead).
+	// As Redis: a hang-up of the terminal does not stop the server (TLS
+	// certificates and the rate-limit service's rules, when on, are
+	// reloaded on SIGHUP instead).
 	signal.Ignore(syscall.SIGHUP)
 	stopBackground, err := startBackground(cfg, store, clock, logger)
 	if err != nil {
 		return err
 	}
 	defer stopBackground()
+
+	// 3b. tls-port's certificates, reloaded on SIGHUP and CONFIG SET
+	// (tlsreload.go).
+	stopTLS, err := startTLS(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 
 	// 4. Persistence or the cluster node.
 	st, err := startStorage(cfg, store, clock, logger)
@@ -124,7 +137,7 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	defer st.stopRLS(logger)
 
 	// 5. The RESP server.
-	srv, serveErr, err := startServer(cfg, level, logger, st)
+	srv, serveErr, err := startServer(cfg, &given, level, logger, st)
 	if err != nil {
 		return err
 	}
@@ -142,6 +155,22 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	// 7. Serve until a signal or SHUTDOWN; then stop accepting, finish the
 	// replies in flight and exit.
 	return st.waitAndStop(ctx, srv, serveErr, logger)
+}
+
+// startTLS loads tls-port's certificates into a reloader (cfg.Ops.certs)
+// that the listeners and the rate-limit service share, and reloads them on
+// SIGHUP until the returned function is called. Without tls-port it does
+// nothing.
+func startTLS(cfg *Config, logger *slog.Logger) (stop func(), err error) {
+	if cfg.Ops.TLSPort == 0 {
+		return func() {}, nil
+	}
+	certs, err := newCertReloader(&cfg.Ops, logger)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ops.certs = certs
+	return certs.watchSIGHUP(), nil
 }
 
 // startBackground starts the expiry sweeper (standalone only: a cluster node
@@ -215,9 +244,15 @@ func (st *storage) abort(err error, logger *slog.Logger) error {
 }
 
 // startServer builds the RESP server over st and starts serving on cfg's
-// listeners. Its Serve result arrives on the returned channel.
-func startServer(cfg *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
+// listeners. Its Serve result arrives on the returned channel. given is the
+// configuration as parsed, which CONFIG REWRITE writes.
+func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, st *storage) (*resp.Server, <-chan error, error) {
 	rc := cfg.ServerConfig(level, logger)
+	rc.RewriteConfig = given.rewriter()
+	if certs := cfg.Ops.certs; certs != nil {
+		rc.Settings = append(rc.Settings, certs.settings()...)
+		rc.TLSHandshakeFailures = certs.failures.Load
+	}
 	st.persist.configure(&rc)
 	if st.inMemory {
 		configureInMemory(&rc, cfg)

@@ -36,6 +36,11 @@ type opsConfig struct {
 	SlowlogMaxLen     int
 	MaxMemory         int64
 	MaxMemoryPolicy   string
+	HotkeysCapacity   int
+
+	// certs serves tls-port's certificates once started (startTLS); nil
+	// before, and without tls-port.
+	certs *certReloader
 }
 
 func defaultOpsConfig() opsConfig {
@@ -50,6 +55,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
+		HotkeysCapacity:   rc.HotkeysCapacity,
 	}
 }
 
@@ -70,6 +76,7 @@ var opsDirectives = []directive{
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
+	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
 }
 
 // validateOps checks the operational directives against each other
@@ -143,47 +150,43 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MaxMemory = o.MaxMemory
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
 	rc.ProtectedMode = o.ProtectedMode
+	rc.HotkeysCapacity = o.HotkeysCapacity
 }
 
 // loadTLSFiles loads tls-cert-file and tls-key-file, and the CA
 // certificates of tls-ca-cert-file (nil pool when it is not set). The RESP
-// TLS port and the cluster's raft port share them.
+// TLS port, the rate-limit service and the cluster's raft port share them.
 func (o *opsConfig) loadTLSFiles() (tls.Certificate, *x509.CertPool, error) {
-	cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	return loadTLSFiles(tlsFiles{Cert: o.TLSCertFile, Key: o.TLSKeyFile, CA: o.TLSCACertFile})
+}
+
+func loadTLSFiles(f tlsFiles) (tls.Certificate, *x509.CertPool, error) {
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return cert, nil, fmt.Errorf("tls: load certificate %s and key %s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+		return cert, nil, fmt.Errorf("tls: load certificate %s and key %s: %w", f.Cert, f.Key, err)
 	}
-	if o.TLSCACertFile == "" {
+	if f.CA == "" {
 		return cert, nil, nil
 	}
-	pem, err := os.ReadFile(o.TLSCACertFile)
+	pem, err := os.ReadFile(f.CA)
 	if err != nil {
 		return cert, nil, fmt.Errorf("tls: read CA file: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return cert, nil, fmt.Errorf("tls: no PEM certificate in %s", o.TLSCACertFile)
+		return cert, nil, fmt.Errorf("tls: no PEM certificate in %s", f.CA)
 	}
 	return cert, pool, nil
 }
 
-// tlsConfig builds the server's TLS configuration: TLS 1.2 or later, the
-// certificate and key, and client certificate checks per tls-auth-clients.
+// tlsConfig is the TLS configuration of the client ports (tls-port, and
+// rls-port with it): the certificate reloader's once the server started
+// one (startTLS), else the files read now.
 func (o *opsConfig) tlsConfig() (*tls.Config, error) {
-	cert, pool, err := o.loadTLSFiles()
-	if err != nil {
-		return nil, err
+	if o.certs != nil {
+		return o.certs.serverConfig(), nil
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
-	switch o.TLSAuthClients {
-	case "yes":
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	case "optional":
-		tc.ClientAuth = tls.VerifyClientCertIfGiven
-	default:
-		tc.ClientAuth = tls.NoClientCert
-	}
-	return tc, nil
+	return buildTLSConfig(tlsFiles{Cert: o.TLSCertFile, Key: o.TLSKeyFile, CA: o.TLSCACertFile}, o.TLSAuthClients)
 }
 
 // tlsHandshakeTimeout bounds a TLS handshake, so that a client that
@@ -217,16 +220,22 @@ func (c *Config) listen() (net.Listener, error) {
 			closeAll()
 			return nil, fmt.Errorf("listen tls: %w", err)
 		}
-		lns = append(lns, &tlsListener{Listener: ln, config: tc})
+		tl := &tlsListener{Listener: ln, config: tc}
+		if c.Ops.certs != nil {
+			tl.failed = c.Ops.certs.handshakeFailed
+		}
+		lns = append(lns, tl)
 	}
 	return newMultiListener(lns), nil
 }
 
 // tlsListener wraps accepted connections in TLS; the handshake happens on
-// the connection's first read or write, in its own goroutine.
+// the connection's first read or write, in its own goroutine. failed, when
+// set, hears of each handshake that fails.
 type tlsListener struct {
 	net.Listener
 	config *tls.Config
+	failed func(err error, remote net.Addr)
 }
 
 func (l *tlsListener) Accept() (net.Conn, error) {
@@ -234,16 +243,19 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tlsConn{Conn: tls.Server(nc, l.config)}, nil
+	return &tlsConn{Conn: tls.Server(nc, l.config), failed: l.failed}, nil
 }
 
 // tlsConn completes the handshake within tlsHandshakeTimeout before the
-// first read, then restores the read deadline the server set.
+// first read or write, then restores the read deadline the server set.
 type tlsConn struct {
 	*tls.Conn
-	mu        sync.Mutex
-	deadline  time.Time // the read deadline last set
-	handshook bool
+	failed func(err error, remote net.Addr)
+
+	mu       sync.Mutex
+	deadline time.Time // the read deadline last set
+	hs       sync.Once
+	hsErr    error
 }
 
 func (c *tlsConn) SetReadDeadline(t time.Time) error {
@@ -261,8 +273,23 @@ func (c *tlsConn) SetDeadline(t time.Time) error {
 }
 
 func (c *tlsConn) Read(b []byte) (int, error) {
-	if !c.handshook {
-		c.handshook = true
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *tlsConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// handshake runs the handshake once, whichever of Read and Write comes
+// first, and reports a failure to failed.
+func (c *tlsConn) handshake() error {
+	c.hs.Do(func() {
 		hs := time.Now().Add(tlsHandshakeTimeout)
 		c.mu.Lock()
 		if d := c.deadline; !d.IsZero() && d.Before(hs) {
@@ -270,15 +297,18 @@ func (c *tlsConn) Read(b []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		_ = c.Conn.SetDeadline(hs)
-		if err := c.Conn.Handshake(); err != nil {
-			return 0, err
+		if c.hsErr = c.Conn.Handshake(); c.hsErr != nil {
+			if c.failed != nil {
+				c.failed(c.hsErr, c.Conn.RemoteAddr())
+			}
+			return
 		}
 		_ = c.Conn.SetWriteDeadline(time.Time{})
 		c.mu.Lock()
 		_ = c.Conn.SetReadDeadline(c.deadline)
 		c.mu.Unlock()
-	}
-	return c.Conn.Read(b)
+	})
+	return c.hsErr
 }
 
 // multiListener accepts from several listeners as one. Addr is the first

@@ -40,6 +40,15 @@ func (f *saveField) Set(v string) error {
 	return nil
 }
 
+// String is the save directive as it was set: "" for memory only, else
+// the period in seconds (0: no periodic saves).
+func (f *saveField) String() string {
+	if f.c.InMemory {
+		return ""
+	}
+	return strconv.Itoa(f.c.Persist.SaveSeconds)
+}
+
 // parseSave reads a save period: "<seconds>" (0: no periodic saves), or
 // Redis's "<seconds> <changes>" pairs, of which the first pair's seconds
 // count (cellserver saves after any change). "" is not a period: it is

@@ -36,6 +36,12 @@ func formatField(s *setting.Spec, field any) string {
 		}
 		return ""
 	}
+	return rawField(field)
+}
+
+// rawField writes a setting's field as a configuration file would, a
+// secret included (CONFIG REWRITE).
+func rawField(field any) string {
 	switch p := field.(type) {
 	case *string:
 		return *p

@@ -71,9 +71,9 @@ var Table = []Spec{
 	{Name: "protected-mode", Kind: YesNo, Default: "yes", Live: true, Group: "server", Help: "yes: while requirepass is empty, refuse clients that are not on this host (not loopback, not a unix socket) with a DENIED error"},
 	{Name: "metrics-addr", Kind: String, Group: "server", Help: "host:port to serve Prometheus metrics on at /metrics, and the probes /healthz and /readyz (empty: off), e.g. 127.0.0.1:9121"},
 	{Name: "tls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "tls", Help: "TLS port to listen on (0: no TLS); the plaintext port can be turned off with --port 0"},
-	{Name: "tls-cert-file", Kind: String, Group: "tls", Help: "server certificate (PEM) for TLS"},
-	{Name: "tls-key-file", Kind: String, Group: "tls", Help: "server private key (PEM) for TLS"},
-	{Name: "tls-ca-cert-file", Kind: String, Group: "tls", Help: "CA certificates (PEM) that client certificates must chain to"},
+	{Name: "tls-cert-file", Kind: String, Live: true, Group: "tls", Help: "server certificate (PEM) for TLS; read again on SIGHUP, and live with tls-port set: CONFIG SET of tls-cert-file, tls-key-file and tls-ca-cert-file (together in one CONFIG SET) loads them for new connections, or changes nothing if they do not load"},
+	{Name: "tls-key-file", Kind: String, Live: true, Group: "tls", Help: "server private key (PEM) for TLS; live with tls-port set, as tls-cert-file"},
+	{Name: "tls-ca-cert-file", Kind: String, Live: true, Group: "tls", Help: "CA certificates (PEM) that client certificates must chain to; live with tls-port set, as tls-cert-file"},
 	{Name: "tls-auth-clients", Kind: Enum, Words: []string{"yes", "no", "optional"}, Default: "yes", Group: "tls", Help: "yes: clients must present a certificate signed by the CA; optional: verified if presented; no: not asked"},
 	{Name: "proto-max-bulk-len", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "512mb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "largest argument in bytes (units: 512mb, 1gb)"},
 	{Name: "client-query-buffer-limit", Kind: Bytes, Min: 1 << 20, Max: 1 << 40, Default: "1gb", Live: true, LiveErr: "argument must be a memory size of at least 1mb", Group: "limits", Help: "most unparsed input one client may have pending, in bytes (units: 1mb, 1gb)"},
@@ -82,6 +82,7 @@ var Table = []Spec{
 	{Name: "slowlog-log-slower-than", Kind: Int, Min: NoMin, Max: NoMax, Default: "10000", Live: true, LiveErr: "argument couldn't be parsed into an integer", Group: "slow log and memory", Help: "log commands slower than this many microseconds in SLOWLOG (negative: off, 0: all)"},
 	{Name: "slowlog-max-len", Kind: Int, Min: 0, Max: NoMax, LiveMax: 1 << 31, Default: "128", Live: true, LiveErr: "argument must be a non-negative integer", Group: "slow log and memory", Help: "SLOWLOG entries kept"},
 	{Name: "maxmemory", Kind: Bytes, Min: 0, Max: NoMax, Default: "0", Live: true, LiveErr: "argument must be a memory size (e.g. 100mb)", Group: "slow log and memory", Help: "bound on the keyspace's memory in bytes (units: 100mb, 1gb; 0: none)"},
+	{Name: "hotkeys-capacity", Kind: Int, Min: 0, Max: 1 << 20, Default: "1024", Live: true, LiveErr: "argument must be an integer from 0 to 1048576", Group: "slow log and memory", Help: "keys each heavy-hitter summary tracks (LIMITER TOP, OBJECT FREQ, INFO hotkeys): about 132 bytes a key, two summaries (requested and limited); a change starts both anew (0: off)"},
 	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (creating or growing a key answers OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
 
 	// rate-limit service (Envoy's gRPC API; package rls)

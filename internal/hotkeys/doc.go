@@ -1,0 +1,7 @@
+// Package hotkeys finds the most frequent keys of a stream in bounded
+// memory: a Space-Saving summary (Metwally, Agrawal and El Abbadi, 2005)
+// split into stripes by key hash so that many event loops record at once.
+// A key's estimated count is never below its true count and exceeds it by
+// at most the returned error bound; a key whose true count is above
+// N/capacity (N the stream's length) is always in the summary.
+package hotkeys

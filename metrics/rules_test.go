@@ -1,0 +1,178 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gopkg.in/yaml.v3"
+
+	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// The shipped alerting rules and dashboard (deploy/).
+const (
+	rulesFile     = "../deploy/prometheus/cellserver-rules.yaml"
+	rulesTestFile = "../deploy/prometheus/cellserver-rules.test.yaml"
+	dashboardFile = "../deploy/grafana/cellserver-dashboard.json"
+)
+
+// metricName finds the server's metric names in an expression (recording
+// rules' names, cellserver:..., are not matched).
+var metricName = regexp.MustCompile(`\bcellserver_[a-zA-Z0-9_]+`)
+
+// TestShippedQueriesUseExportedMetrics starts a one-node cluster with its
+// RESP server, sends limiter commands, scrapes /metrics and checks that
+// every metric name in the rules' and the dashboard's expressions is one
+// the server exports.
+func TestShippedQueriesUseExportedMetrics(t *testing.T) {
+	exported := liveMetricNames(t)
+	var exprs []string
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Expr string }
+		}
+	}
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct{ Expr string }
+		}
+	}
+	if b, err = os.ReadFile(dashboardFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	if len(exprs) < 10 {
+		t.Fatalf("found %d expressions, want the rules' and the dashboard's", len(exprs))
+	}
+	used := 0
+	for _, e := range exprs {
+		for _, name := range metricName.FindAllString(e, -1) {
+			used++
+			if !exported[name] {
+				t.Errorf("expression %q uses %s, which the server does not export", e, name)
+			}
+		}
+	}
+	if used == 0 {
+		t.Error("no metric name found in the expressions")
+	}
+}
+
+// liveMetricNames returns the sample names a scrape of a running node
+// shows (a histogram's _bucket, _sum and _count included).
+func liveMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	store, err := shards.New(shards.Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := replication.DefaultConfig()
+	cfg.NodeID = "n1"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.RespAddr = "127.0.0.1:6379"
+	cfg.Dir = t.TempDir()
+	cfg.Bootstrap = true
+	cfg.RaftLogOutput = io.Discard
+	node, err := replication.NewNode(cfg, store, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	poll.Until(t, 10*time.Second, func() error {
+		if !node.Info().Ready {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	rc := resp.DefaultConfig()
+	rc.Logger = discard()
+	rc.MaxMemory = 1 << 30
+	srv, err := resp.NewServer(rc, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	p := c.Pipeline()
+	for range 3200 { // limited decisions, and enough samples for the hot keys
+		p.Do(ctx, "CL.THROTTLE", "k", "0", "1", "60")
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node}), discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	res, err := http.Get("http://" + h.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+	}
+	return names
+}
+
+// TestRulesPromtool checks the rules file and runs its unit tests with
+// promtool (Debian's prometheus package; scripts/test.sh installs it).
+func TestRulesPromtool(t *testing.T) {
+	if _, err := exec.LookPath("promtool"); err != nil {
+		t.Skip("promtool not installed (scripts/test.sh installs it)")
+	}
+	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
+		if out, err := exec.Command("promtool", args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}

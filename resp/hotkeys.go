@@ -1,0 +1,244 @@
+package resp
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/setting"
+)
+
+// The heavy hitters: two bounded summaries (internal/hotkeys) of the keys
+// limiter commands name, one of every decision (requested) and one of the
+// limited ones, each key counted per command (its family). They answer
+// LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
+// hotkeys and the metrics' top keys.
+
+// hotSet is the summaries in force; CONFIG SET hotkeys-capacity replaces
+// it whole.
+type hotSet struct {
+	capacity           int
+	requested, limited *hotkeys.Sketch
+}
+
+// DefaultHotkeysCapacity is hotkeys-capacity's default: 1024 keys a
+// summary, about 270 KB for both.
+const DefaultHotkeysCapacity = 1024
+
+// hotTop is how many keys of each summary INFO and the metrics show.
+const hotTop = 10
+
+// HotKey is one key of a heavy-hitter summary: its estimated count since
+// the summary started; the true count lies within Count ± Err (see scale).
+type HotKey struct {
+	Key        string
+	Command    string // the limiter command that named it
+	Count, Err uint64
+}
+
+// setHotkeys starts new, empty summaries of capacity keys (0: off).
+func (s *Server) setHotkeys(capacity int) {
+	if capacity <= 0 {
+		s.hot.Store(nil)
+		return
+	}
+	s.hot.Store(&hotSet{capacity: capacity, requested: hotkeys.New(capacity), limited: hotkeys.New(capacity)})
+}
+
+// hotSample is the summaries' sampling: one decision in hotSample is
+// recorded, picked at random, and counts are scaled back up. It keeps the
+// hot path's cost (a hash, a striped lock, a heap step: about 100 ns) to a
+// few nanoseconds a command on average; a heavy hitter, by definition
+// frequent, is sampled many times.
+const hotSample = 32
+
+// countKey records a limiter decision on key for the current command,
+// one in hotSample picked by the connection's own xorshift generator (no
+// lock, no allocation).
+func (c *Conn) countKey(key []byte, limited bool) {
+	h := c.srv.hot.Load()
+	if h == nil {
+		return
+	}
+	x := c.hotRand
+	if x == 0 {
+		x = rand.Uint64() | 1
+	}
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	c.hotRand = x
+	if x%hotSample != 0 {
+		return
+	}
+	f := family(c.cur.index)
+	h.requested.Record(f, key)
+	if limited {
+		h.limited.Record(f, key)
+	}
+}
+
+// scale turns a summary's sampled count and error bound into an estimate
+// of the true count and a bound on its error: the Space-Saving error
+// scaled, plus four standard deviations of the sampling (so the true
+// count lies within count ± error with about 99.99% confidence).
+func scale(count, errBound uint64) (uint64, uint64) {
+	return count * hotSample, errBound*hotSample + uint64(4*hotSample*math.Sqrt(float64(count))+0.5)
+}
+
+// family is a command's family in the summaries: its table index (the
+// limiter commands come first in the table, well below 255).
+func family(index int) uint8 { return uint8(min(index, 255)) }
+
+// hotKeys returns the n most counted keys of a summary.
+func (s *Server) hotKeys(sk *hotkeys.Sketch, n int) []HotKey {
+	top := sk.Top(n)
+	out := make([]HotKey, len(top))
+	for i, e := range top {
+		n, err := scale(e.Count, e.Err)
+		out[i] = HotKey{Key: string(e.Key), Command: s.table.all[e.Family].fullName, Count: n, Err: err}
+	}
+	return out
+}
+
+// hotStats fills Stats' top keys.
+func (s *Server) hotStats(st *Stats) {
+	h := s.hot.Load()
+	if h == nil {
+		return
+	}
+	st.HotRequested = s.hotKeys(h.requested, hotTop)
+	st.HotLimited = s.hotKeys(h.limited, hotTop)
+}
+
+func (s *Server) infoHotkeys(b []byte, _ int64) []byte {
+	b = append(b, "# Hotkeys\r\n"...)
+	h := s.hot.Load()
+	if h == nil {
+		return fieldInt(b, "hotkeys_capacity", 0)
+	}
+	b = fieldInt(b, "hotkeys_capacity", int64(h.capacity))
+	b = fieldInt(b, "hotkeys_memory_bytes", int64(2*h.requested.Capacity()*hotkeys.EntryBytes))
+	b = fieldInt(b, "hotkeys_sample", hotSample)
+	b = fieldInt(b, "hotkeys_requested_sampled", int64(h.requested.Total()))
+	b = fieldInt(b, "hotkeys_limited_sampled", int64(h.limited.Total()))
+	for _, part := range []struct {
+		name string
+		sk   *hotkeys.Sketch
+	}{{"requested", h.requested}, {"limited", h.limited}} {
+		for i, k := range s.hotKeys(part.sk, hotTop) {
+			b = field(b, part.name+"_"+strconv.Itoa(i), "key="+strconv.Quote(k.Key)+",cmd="+k.Command+
+				",count="+strconv.FormatUint(k.Count, 10)+",error="+strconv.FormatUint(k.Err, 10))
+		}
+	}
+	return b
+}
+
+// hotkeysSetting is CONFIG GET/SET hotkeys-capacity: a change starts new,
+// empty summaries.
+func (s *Server) hotkeysSetting() Setting {
+	return Setting{Name: "hotkeys-capacity", Get: func() string {
+		if h := s.hot.Load(); h != nil {
+			return strconv.Itoa(h.capacity)
+		}
+		return "0"
+	}, Set: func(v string) error {
+		n, err := setting.Must("hotkeys-capacity").ParseLive(v)
+		if err != nil {
+			return err
+		}
+		s.setHotkeys(int(n))
+		return nil
+	}}
+}
+
+// errHotkeysOff is OBJECT FREQ's and LIMITER TOP's answer while the
+// summaries are off (Redis's OBJECT FREQ words its own refusal alike).
+var errHotkeysOff = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
+
+func hotkeyCommands() []*Command {
+	return []*Command{
+		{
+			Name: "limiter", Arity: -2, Flags: FlagAdmin | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+			Summary: "Reports on the limiter's keys.", Complexity: "Depends on the subcommand",
+			Subcommands: []*Command{{
+				Name: "top", Arity: -2, Flags: FlagAdmin | FlagReadonly | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
+				Summary:    "Lists the keys limiter commands named most often (REQUESTED, the default) or limited most often (LIMITED), from a summary of hotkeys-capacity keys per list.",
+				Complexity: "O(C log C) where C is hotkeys-capacity",
+				Args: []Arg{
+					{Name: "list", Type: "oneof", Optional: true, Args: []Arg{
+						{Name: "requested", Type: "pure-token", Token: "REQUESTED"}, {Name: "limited", Type: "pure-token", Token: "LIMITED"}}},
+					{Name: "count", Type: "integer", Token: "COUNT", Optional: true, Doc: "keys listed, 1 up to hotkeys-capacity (default 10)"},
+				},
+				Reply:   "Array of entries, most counted first, each an array: key, command, estimated count, error bound: the true count since the summary started lies within count ± error with about 99.99% confidence (one decision in 32 is sampled, at random); a key taking more than 1/hotkeys-capacity of the sampled decisions is always listed.",
+				Errors:  []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`.", "`ERR syntax error`; `ERR value is not an integer or out of range` for a bad COUNT."},
+				Handler: limiterTop,
+			}},
+		},
+		{
+			Name: "object", Arity: -2, Flags: FlagReadonly | FlagLoading | FlagStale, Group: "generic", Since: "0.1.0",
+			Summary: "Inspects keys (FREQ only).", Complexity: "Depends on the subcommand",
+			Subcommands: []*Command{{
+				Name: "freq", Arity: 3, Flags: FlagReadonly | FlagLoading | FlagStale, FirstKey: 2, LastKey: 2, KeyStep: 1, Group: "generic", Since: "0.1.0",
+				Summary:    "Returns how many limiter requests named the key, as estimated by the requested summary, for redis-cli --hotkeys.",
+				Complexity: "O(1)",
+				Args:       []Arg{{Name: "key", Type: "key"}},
+				Reply:      "Integer: the estimated count of limiter requests on the key since the summary started, all commands together; 0 for a key the summary does not hold (a missing key included). Not Redis's logarithmic LFU counter: counts, whatever maxmemory-policy is.",
+				Errors:     []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`."},
+				Handler:    objectFreq,
+			}},
+		},
+	}
+}
+
+func limiterTop(c *Conn, args [][]byte) error {
+	h := c.srv.hot.Load()
+	if h == nil {
+		return errHotkeysOff
+	}
+	sk, n := h.requested, int64(10)
+	for i := 2; i < len(args); i++ {
+		switch {
+		case equalFoldString(args[i], "requested"):
+			sk = h.requested
+		case equalFoldString(args[i], "limited"):
+			sk = h.limited
+		case equalFoldString(args[i], "count") && i+1 < len(args):
+			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
+			if err != nil || v < 1 {
+				return &textError{"ERR value is not an integer or out of range"}
+			}
+			n = min(v, int64(sk.Capacity()))
+			i++
+		default:
+			return &textError{"ERR syntax error"}
+		}
+	}
+	top := c.srv.hotKeys(sk, int(n))
+	c.WriteArray(len(top))
+	for _, k := range top {
+		c.WriteArray(4)
+		c.WriteBulkString(k.Key)
+		c.WriteBulkString(k.Command)
+		c.WriteInt(int64(k.Count))
+		c.WriteInt(int64(k.Err))
+	}
+	return nil
+}
+
+func objectFreq(c *Conn, args [][]byte) error {
+	h := c.srv.hot.Load()
+	if h == nil {
+		return errHotkeysOff
+	}
+	var n uint64
+	for _, cmd := range c.srv.table.all {
+		if cmd.Group == "ratelimit" && cmd.Finish != nil {
+			cnt, _ := h.requested.Estimate(family(cmd.index), args[2])
+			n += cnt * hotSample
+		}
+	}
+	c.WriteInt(int64(n))
+	return nil
+}

@@ -140,7 +140,7 @@ func liveMetricNames(t *testing.T) map[string]bool {
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node}), discard())
+	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node}), nil, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,4 +137,3 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
-

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -35,6 +36,7 @@ type rlsConfig struct {
 	Port            int    // 0..65535; 0: off
 	ConfigDir       string // directory of envoyproxy/ratelimit YAML files ("": no rules)
 	ResponseHeaders string // off, ietf or legacy
+	Reflection      bool   // serve gRPC server reflection too
 
 	// svc is the service, built by startRLS before the RESP server so
 	// that CONFIG GET/SET reach it; nil before.
@@ -47,6 +49,7 @@ var rlsDirectives = []directive{
 	{name: "rls-port", field: func(c *Config) any { return &c.RLS.Port }},
 	{name: "rls-config", field: func(c *Config) any { return &c.RLS.ConfigDir }},
 	{name: "rls-response-headers", field: func(c *Config) any { return &c.RLS.ResponseHeaders }},
+	{name: "rls-reflection", field: func(c *Config) any { return &c.RLS.Reflection }},
 }
 
 // validateRLS checks that the rate-limit port does not collide with the
@@ -176,6 +179,9 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.gs, s.ctx, s.cancel = rls.NewGRPCServer(svc, opts...), ctx, cancel
+	if cfg.RLS.Reflection {
+		reflection.Register(s.gs)
+	}
 	go func() { s.served <- s.gs.Serve(ln) }()
 	s.wg.Go(func() { svc.Watch(ctx, rlsWatchInterval) })
 	signal.Notify(s.hup, syscall.SIGHUP)

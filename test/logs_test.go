@@ -2,6 +2,7 @@ package test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,31 @@ func TestLogsCleanStartStop(t *testing.T) {
 		f := (l + 1) % len(nodes)
 		nodes[f].stop()
 		assertQuietLog(t, nodes[f].id+"'s start and SIGTERM", nodes[f].output.String())
+	})
+	// The README's start: three nodes with --bootstrap-expect 3, each
+	// listing the others, launched one after the other.
+	t.Run("bootstrap-expect", func(t *testing.T) {
+		var nodes []*clusterNode
+		for i := 1; i <= 3; i++ {
+			nodes = append(nodes, &clusterNode{server: newServer(t), id: "n" + strconv.Itoa(i)})
+		}
+		for i, nd := range nodes {
+			var join []string
+			for j, o := range nodes {
+				if j != i {
+					join = append(join, o.Addr)
+				}
+			}
+			nd.args = append(nd.args, "--node-id", nd.id, "--raft-addr", "127.0.0.1:"+strconv.Itoa(freePort(t)),
+				"--bootstrap-expect", "3", "--join", strings.Join(join, ","))
+			nd.launch()
+		}
+		for _, nd := range nodes {
+			nd.waitReady()
+		}
+		waitMembers(t, nodes, 3)
+		for _, nd := range nodes {
+			assertQuietLog(t, nd.id+"'s start", nd.output.String())
+		}
 	})
 }

@@ -3,6 +3,8 @@ package test
 import (
 	"bufio"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // The docs' console examples are run against a fresh server and compared
@@ -343,4 +348,70 @@ func TestDocsExamples(t *testing.T) {
 		t.Errorf("only %d documented commands ran; the docs' blocks were not found", ran)
 	}
 	t.Logf("%d documented commands checked", ran)
+}
+
+// TestDocsHTTPExample runs docs/http.md's console blocks ("$ curl -i
+// localhost:8080<path>") against examples/httplimit in front of a fresh
+// server: the status line must match and every header line the docs show
+// must be in the response with that value (curl -i prints more headers
+// than the docs show; their order is not compared).
+func TestDocsHTTPExample(t *testing.T) {
+	blocks := parseConsoleBlocks(t, filepath.Join("..", "docs", "http.md"))
+	if len(blocks) == 0 {
+		t.Fatal("docs/http.md has no console block")
+	}
+	s := startServer(t, "--save", "")
+	example := filepath.Join(t.TempDir(), "httplimit")
+	if out, err := exec.Command("go", "build", "-o", example, "../examples/httplimit").CombinedOutput(); err != nil {
+		t.Fatalf("build examples/httplimit: %v\n%s", err, out)
+	}
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(example, "-listen", listen, "-cellserver", s.Addr)
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	poll.Until(t, 30*time.Second, func() error {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("examples/httplimit not listening: %v\n%s", err, logs.String())
+		}
+		return c.Close()
+	})
+	for _, b := range blocks {
+		if b.skip {
+			continue
+		}
+		for _, c := range b.cmds {
+			words, _ := shellWords(c.text)
+			if len(words) != 3 || words[0] != "curl" || words[1] != "-i" || !strings.HasPrefix(words[2], "localhost:8080/") {
+				t.Errorf("%s:%d: %q is not \"curl -i localhost:8080/<path>\"; mark the block <!-- doc-test: skip -->", b.file, c.line, c.text)
+				continue
+			}
+			resp, err := http.Get("http://" + listen + strings.TrimPrefix(words[2], "localhost:8080"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if len(c.reply) == 0 {
+				t.Errorf("%s:%d: no reply shown", b.file, c.line)
+				continue
+			}
+			if got := resp.Proto + " " + resp.Status; got != c.reply[0] {
+				t.Errorf("%s:%d: status %q, the docs show %q", b.file, c.line, got, c.reply[0])
+			}
+			for _, l := range c.reply[1:] {
+				name, want, ok := strings.Cut(l, ": ")
+				if !ok {
+					t.Errorf("%s:%d: %q is not a header line", b.file, c.line, l)
+					continue
+				}
+				if got := strings.Join(resp.Header.Values(name), ", "); got != want {
+					t.Errorf("%s:%d: %s: %q, the docs show %q", b.file, c.line, name, got, want)
+				}
+			}
+		}
+	}
 }

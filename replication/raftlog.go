@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 
@@ -17,14 +18,11 @@ import (
 // and above. Messages raft logs on every healthy start and stop are demoted
 // to debug (see raftLogLevel). Safe for concurrent use.
 func newRaftLogger(log *slog.Logger, level hclog.Level) hclog.Logger {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: hclog.Off, Output: discard{}})
+	// The base logger writes nothing: every line goes through the sink.
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: hclog.Off, Output: io.Discard})
 	l.RegisterSink(raftSink{log: log, min: level})
 	return l
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // raftSink is the hclog sink behind newRaftLogger.
 type raftSink struct {

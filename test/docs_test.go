@@ -112,7 +112,7 @@ func parseConsoleBlocks(t *testing.T, path string) []docBlock {
 	return blocks
 }
 
-// pendingRanges holds a block's marker until its commands are read.
+// rangeSpec reads one range of a marker: cmd.line=min..max.
 var rangeSpec = regexp.MustCompile(`^(\d+)\.(\d+)=(-?\d+)\.\.(-?\d+)$`)
 
 // applyMarker records marker's instructions on b (ranges are attached by

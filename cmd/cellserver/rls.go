@@ -31,7 +31,8 @@ import (
 const rlsWatchInterval = time.Second
 
 // rlsConfig holds the directives of Envoy's rate-limit service (package
-// rls): its gRPC port, its rules directory and its response headers.
+// rls): its gRPC port, its rules directory, its response headers and
+// whether it answers gRPC server reflection.
 type rlsConfig struct {
 	Port            int    // 0..65535; 0: off
 	ConfigDir       string // directory of envoyproxy/ratelimit YAML files ("": no rules)
@@ -197,7 +198,7 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		}
 	})
 	st.rls = s
-	logger.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", cfg.Ops.TLSPort != 0, "config", cfg.RLS.ConfigDir)
+	logger.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", cfg.Ops.TLSPort != 0, "config", cfg.RLS.ConfigDir, "reflection", cfg.RLS.Reflection)
 	return nil
 }
 

@@ -18,8 +18,9 @@ import (
 // and above. Messages raft logs on every healthy start and stop are demoted
 // to debug (see raftLogLevel). Safe for concurrent use.
 func newRaftLogger(log *slog.Logger, level hclog.Level) hclog.Logger {
-	// The base logger writes nothing: every line goes through the sink.
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: hclog.Off, Output: io.Discard})
+	// The base logger writes nothing (every line goes through the sink); its
+	// level answers raft's IsDebug-style checks.
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: level, Output: io.Discard})
 	l.RegisterSink(raftSink{log: log, min: level})
 	return l
 }

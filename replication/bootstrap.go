@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,6 +233,10 @@ func decide(self Hello, answers []peerAnswer) decision {
 	return decision{act: actBootstrap, servers: servers}
 }
 
+// startPatience is how long a node without raft state waits for its peers
+// before its "not in a cluster yet" lines become warnings.
+const startPatience = 15 * time.Second
+
 // discoverLoop brings a node with no raft state into a cluster: it asks the
 // Join peers (RAFT.HELLO), then joins, bootstraps or waits as decide says,
 // every round until it is a member or the node closes. Plain Join (neither
@@ -243,6 +248,7 @@ func (n *Node) discoverLoop() {
 	bootstrapping := n.cfg.Bootstrap || n.cfg.BootstrapExpect > 0
 	var lastWhy string
 	var lastLog time.Time
+	started := time.Now()
 	backoff := 100 * time.Millisecond
 	for round := 1; ; round++ {
 		if n.hasConfiguration() {
@@ -282,7 +288,13 @@ func (n *Node) discoverLoop() {
 			}
 		}
 		if d.why != "" && (d.why != lastWhy || time.Since(lastLog) >= 10*time.Second) {
-			n.log.Warn("replication: not in a cluster yet; retrying", "reason", d.why, "round", round)
+			// The nodes of a new group start a few seconds apart: waiting
+			// for them is news (info) until it lasts startPatience.
+			level := slog.LevelInfo
+			if time.Since(started) >= startPatience {
+				level = slog.LevelWarn
+			}
+			n.log.Log(context.Background(), level, "replication: not in a cluster yet; retrying", "reason", d.why, "round", round)
 			lastWhy, lastLog = d.why, time.Now()
 		}
 		if !n.pause(backoff) {

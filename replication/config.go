@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -178,9 +178,10 @@ type Config struct {
 	// reads it, to stamp log entries and to answer reads; nil means the
 	// system clock.
 	Clock func() int64
-	// RaftLogOutput receives raft's own log lines (nil: stderr) at
-	// RaftLogLevel ("trace", "debug", "info", "warn", "error"; default
-	// "warn").
+	// RaftLogOutput receives raft's own log lines as text at RaftLogLevel
+	// ("trace", "debug", "info", "warn", "error"; default "warn"); nil
+	// passes them, structured, to the node's logger instead, with the
+	// messages of a healthy start and stop demoted to debug (raftlog.go).
 	RaftLogOutput io.Writer
 	RaftLogLevel  string
 }
@@ -337,7 +338,7 @@ func (c *Config) joinPeers() []string {
 func (c *Config) bootstrapsAlone() bool { return c.Bootstrap || c.BootstrapExpect == 1 }
 
 // raftConfig is the one place Config is mapped onto raft's settings.
-func (c *Config) raftConfig() *raft.Config {
+func (c *Config) raftConfig(log *slog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.NodeID)
 	rc.HeartbeatTimeout = c.HeartbeatTimeout
@@ -357,15 +358,15 @@ func (c *Config) raftConfig() *raft.Config {
 	// at once, cannot win a vote (members refuse votes to non-members) and
 	// rejoins when added back, without a restart.
 	rc.ShutdownOnRemove = false
-	out := c.RaftLogOutput
-	if out == nil {
-		out = os.Stderr
+	level := hclog.LevelFromString(c.RaftLogLevel)
+	if level == hclog.NoLevel {
+		level = hclog.Warn
 	}
-	level := c.RaftLogLevel
-	if level == "" {
-		level = "warn"
+	if c.RaftLogOutput != nil {
+		rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: c.RaftLogOutput, Level: level})
+	} else {
+		rc.Logger = newRaftLogger(log, level)
 	}
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: out, Level: hclog.LevelFromString(level)})
 	return rc
 }
 

@@ -165,7 +165,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 
 func (n *Node) open() error {
 	cfg := &n.cfg
-	rc := cfg.raftConfig()
+	rc := cfg.raftConfig(n.log)
 	var err error
 	n.logStore, err = openLogStore(cfg, rc.Logger, n.log)
 	if err != nil {
@@ -644,7 +644,11 @@ func (n *Node) becomeReady(gen uint64) {
 		if err == nil {
 			n.ready.Store(true)
 			n.broadcastChange()
-			n.log.Info("replication: leader ready", "term", n.raft.CurrentTerm(), "time", n.fsm.LastTime())
+			attrs := []any{"term", n.raft.CurrentTerm()}
+			if t := n.fsm.LastTime(); t != math.MinInt64 { // nothing stamped yet: no time to show
+				attrs = append(attrs, "time", time.Unix(0, t).UTC().Format(time.RFC3339Nano))
+			}
+			n.log.Info("replication: leader ready", attrs...)
 			if addr, ok := n.fsm.member(n.cfg.NodeID); !ok || addr != n.cfg.RespAddr {
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 				if err := n.submit(ctx, &pending{member: &memberChange{id: n.cfg.NodeID, respAddr: n.cfg.RespAddr}}); err != nil {

@@ -231,7 +231,9 @@ func (s *Server) infoKeyspace(b []byte, now int64) []byte {
 		b = strconv.AppendInt(b, st.Keys, 10)
 		b = append(b, ",expires="...)
 		b = strconv.AppendInt(b, st.Keys, 10)
-		b = append(b, ",avg_ttl=0\r\n"...)
+		b = append(b, ",avg_ttl="...)
+		b = strconv.AppendInt(b, st.AvgTTL, 10)
+		b = append(b, "\r\n"...)
 	}
 	for k := engine.KindNone + 1; k.Valid(); k++ {
 		if n := st.KeysByKind[k]; n > 0 {

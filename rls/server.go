@@ -25,8 +25,9 @@ func NewGRPCServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
 
 // Watch checks the configuration directory every interval (a second is a
 // good choice) and reloads it when a configuration file was added, removed
-// or changed (name, size or modification time) since the last load
-// attempt. A refused configuration is logged and not retried until the
+// or changed (name, size or modification time) since the last load attempt
+// and then held still for one interval (a file being written is not loaded
+// half-written). A refused configuration is logged and not retried until the
 // files change again. Watch returns when ctx ends.
 func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)

@@ -72,6 +72,7 @@ type Service struct {
 	mu       sync.Mutex // serialises loads
 	dir      string     // guarded by mu
 	seen     string     // guarded by mu: dir's fingerprint at the last load attempt
+	settling string     // guarded by mu: a changed fingerprint the watcher saw at its last check
 	dirValue atomic.Pointer[string]
 
 	stats counters
@@ -180,13 +181,23 @@ func (s *Service) loadLocked(dir string) error {
 }
 
 // reloadIfChanged reloads when the directory's files changed since the last
-// load attempt; it reports whether it tried.
+// load attempt and then held still since the previous call (a file caught
+// half-written may parse, cut short: it is loaded only once its name, size
+// and modification time stop changing for a whole check interval). It
+// reports whether it tried.
 func (s *Service) reloadIfChanged() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.dir == "" || fingerprint(s.dir) == s.seen {
+	fp := fingerprint(s.dir)
+	if s.dir == "" || fp == s.seen {
+		s.settling = ""
 		return false
 	}
+	if fp != s.settling {
+		s.settling = fp // changed since the last check: wait for it to hold still
+		return false
+	}
+	s.settling = ""
 	_ = s.loadLocked(s.dir) // logged
 	return true
 }

@@ -406,15 +406,27 @@ type Stats struct {
 	// Bytes approximates the memory held by the store's tables, records,
 	// key bytes and side tables.
 	Bytes int64
+	// AvgTTL is the mean time to live left, in milliseconds, of a sample
+	// of the keys not yet expired (at most ttlSample records per shard);
+	// 0 when the sample holds none. An estimate, as Redis's avg_ttl.
+	AvgTTL int64
 }
 
+// ttlSample bounds the records Stats examines per shard for AvgTTL, so that
+// INFO stays O(shards).
+const ttlSample = 16
+
 // Stats returns counters summed over the shards (each read under its lock;
-// O(shards), plus O(keys) of non-compact kinds for Bytes).
+// O(shards), plus O(keys) of non-compact kinds for Bytes). now is Unix
+// nanoseconds.
 func (s *Store) Stats(now int64) Stats {
 	var st Stats
+	var ttlSum, ttlN int64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		sum, n := sh.sampleTTL(now)
+		ttlSum, ttlN = ttlSum+sum, ttlN+n
 		st.Keys += int64(sh.count)
 		for k, n := range sh.byKind {
 			st.KeysByKind[k] += int64(n)
@@ -426,7 +438,33 @@ func (s *Store) Stats(now int64) Stats {
 			st.ExpiredByKind[k] += sh.expiredByKind[k].Load()
 		}
 	}
+	if ttlN > 0 {
+		st.AvgTTL = ttlSum / ttlN / 1e6 // ns to ms
+	}
 	return st
+}
+
+// sampleTTL returns the sum (ns) and number of the times to live left at
+// now of up to ttlSample live, unexpired records among at most 4*ttlSample
+// slots, read from a position that moves with now so that successive calls
+// see different keys. The caller holds sh.mu.
+func (sh *shard) sampleTTL(now int64) (sum, n int64) {
+	if sh.count == 0 || len(sh.recs) == 0 {
+		return 0, 0
+	}
+	start := int(uint64(now) % uint64(len(sh.recs)))
+	for j, seen := 0, 0; j < len(sh.recs) && j < 4*ttlSample && seen < ttlSample; j++ {
+		r := &sh.recs[(start+j)%len(sh.recs)]
+		if !r.live() {
+			continue
+		}
+		seen++
+		if w := r.w(); w > now {
+			sum += w - now
+			n++
+		}
+	}
+	return sum, n
 }
 
 // Changes returns the total number of write operations applied that changed

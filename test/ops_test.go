@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,6 +132,11 @@ func TestTLSOptionalAndTLSOnly(t *testing.T) {
 	if nc, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
 		nc.Close()
 		t.Errorf("dial %s succeeded, want nothing listening on a plaintext port under --port 0", s.Addr)
+	}
+	// The start line names the one listener opened, the TLS one.
+	start := regexp.MustCompile(`msg="cellserver started".*`).FindString(s.output.String())
+	if !strings.Contains(start, "tls_addr=127.0.0.1:"+strconv.Itoa(tlsPort)) || strings.Contains(start, " addr=") {
+		t.Errorf("start line %q, want tls_addr=127.0.0.1:%d and no plaintext addr", start, tlsPort)
 	}
 }
 

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
@@ -77,7 +75,7 @@ var clusterDirectives = []directive{
 }
 
 // replicationConfig maps the server configuration to the node's.
-func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
+func (c *Config) replicationConfig() replication.Config {
 	rc := c.Cluster.Raft
 	rc.NodeID = c.Cluster.NodeID
 	rc.RaftAddr = c.Cluster.RaftAddr
@@ -92,7 +90,6 @@ func (c *Config) replicationConfig(logger *slog.Logger) replication.Config {
 	rc.Join = c.Cluster.Join
 	rc.ClusterSecret = c.Cluster.Secret // rc.TLS is loaded by startCluster
 	rc.Dir = filepath.Join(c.Persist.Dir, "raft-"+c.Cluster.NodeID)
-	rc.RaftLogOutput = slogWriter{logger}
 	return rc
 }
 
@@ -113,13 +110,13 @@ func (c *Config) validateCluster() error {
 	if c.Cluster.tlsOn() && (c.Ops.TLSCertFile == "" || c.Ops.TLSKeyFile == "" || c.Ops.TLSCACertFile == "") {
 		return errors.New("tls-replication/tls-cluster need tls-cert-file, tls-key-file and tls-ca-cert-file (the CA that signs every node's certificate)")
 	}
-	rc := c.replicationConfig(nil)
+	rc := c.replicationConfig()
 	return rc.Validate()
 }
 
 // startCluster opens the raft node over store.
 func startCluster(cfg *Config, store *shards.Store, logger *slog.Logger) (*replication.Node, error) {
-	rc := cfg.replicationConfig(logger)
+	rc := cfg.replicationConfig()
 	if cfg.Cluster.tlsOn() {
 		cert, pool, err := cfg.Ops.loadTLSFiles()
 		if err != nil {
@@ -141,31 +138,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// slogWriter turns raft's log lines ("<time> [LEVEL] raft: msg k=v") into
-// slog records at the matching level.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	if w.l == nil {
-		return len(p), nil
-	}
-	msg := strings.TrimRight(string(p), "\r\n")
-	level := slog.LevelInfo
-	if i := strings.Index(msg, "["); i >= 0 {
-		if j := strings.Index(msg[i:], "]"); j > 0 {
-			switch strings.TrimSpace(msg[i+1 : i+j]) {
-			case "ERROR":
-				level = slog.LevelError
-			case "WARN":
-				level = slog.LevelWarn
-			case "DEBUG", "TRACE":
-				level = slog.LevelDebug
-			}
-			msg = strings.TrimSpace(msg[i+j+1:])
-		}
-	}
-	w.l.Log(context.Background(), level, msg)
-	return len(p), nil
 }

@@ -46,7 +46,7 @@ func TestClusterSecurityDirectives(t *testing.T) {
 	if cfg.Cluster.Secret != "two words" || !cfg.Cluster.TLSCluster || cfg.Cluster.TLSReplication {
 		t.Fatalf("from %s: secret %q, tls-cluster %v, tls-replication %v", conf, cfg.Cluster.Secret, cfg.Cluster.TLSCluster, cfg.Cluster.TLSReplication)
 	}
-	if rc := cfg.replicationConfig(nil); rc.ClusterSecret != "two words" {
+	if rc := cfg.replicationConfig(); rc.ClusterSecret != "two words" {
 		t.Fatalf("replication ClusterSecret = %q, want the directive's", rc.ClusterSecret)
 	}
 	shown := map[string]string{}

@@ -263,13 +263,10 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 		args = args[1:]
 	}
 	fs := flag.NewFlagSet("cellserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: cellserver [config-file] [--directive value ...]\n\n"+
-			"Directives (also in the config file, redis.conf syntax). A yes/no directive\n"+
-			"given alone means yes: --bootstrap is --bootstrap yes (also --bootstrap=no).\n")
-		fs.PrintDefaults()
-	}
+	// The flag package prints its error and the whole usage on any bad
+	// flag; only --help prints the usage here, a bad flag is one line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	for _, d := range directives {
 		set := func(v string) error { return d.set(&cfg, v) }
 		if isYesNo(d) {
@@ -282,12 +279,34 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 	fs.BoolVar(&opt.genDocs, "gen-docs", false, "print docs/commands.md (generated from the command table) and exit")
 	fs.BoolVar(&opt.genConfigDocs, "gen-config-docs", false, "print docs/configuration.md (generated from the settings table) and exit")
 	if err := fs.Parse(joinYesNoValues(fs, args)); err != nil {
-		return cfg, opt, err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+			return cfg, opt, err
+		}
+		return cfg, opt, fmt.Errorf("%w (see cellserver --help)", err)
 	}
 	if fs.NArg() > 0 {
 		return cfg, opt, fmt.Errorf("unexpected argument %q (the config file must come first)", fs.Arg(0))
 	}
 	return cfg, opt, nil
+}
+
+// printUsage writes --help: every flag with two dashes, as the docs spell
+// them (the flag package accepts one or two).
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	var b strings.Builder
+	b.WriteString("usage: cellserver [config-file] [--directive value ...]\n\n" +
+		"Directives (also in the config file, redis.conf syntax). A yes/no directive\n" +
+		"given alone means yes: --bootstrap is --bootstrap yes (also --bootstrap=no).\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		b.WriteString("  --" + f.Name)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t") + "\n")
+	})
+	io.WriteString(w, b.String())
 }
 
 // readConfigFile applies a redis.conf-style file: one directive per line,

@@ -273,7 +273,8 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("cellserver started", "version", resp.Version, "addr", cfg.Addr(), "tls_port", cfg.Ops.TLSPort, "shards", st.store.NumShards())
+	attrs := append([]any{"version", resp.Version}, ln.logAttrs()...)
+	logger.Info("cellserver started", append(attrs, "shards", st.store.NumShards())...)
 	if w := cfg.protectedModeWarning(); w != "" {
 		logger.Warn(w, "bind", cfg.Bind)
 	}

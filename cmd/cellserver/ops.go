@@ -195,7 +195,7 @@ const tlsHandshakeTimeout = 10 * time.Second
 
 // listen opens the plaintext and TLS listeners the configuration asks for
 // and returns them as one listener.
-func (c *Config) listen() (net.Listener, error) {
+func (c *Config) listen() (*multiListener, error) {
 	var lns []net.Listener
 	closeAll := func() {
 		for _, l := range lns {
@@ -391,3 +391,17 @@ func (m *multiListener) Close() error {
 
 // Addr returns the first listener's address.
 func (m *multiListener) Addr() net.Addr { return m.lns[0].Addr() }
+
+// logAttrs names the addresses really listened on, for the start-up log:
+// addr for the plaintext port, tls_addr for the TLS port (absent when off).
+func (m *multiListener) logAttrs() []any {
+	var attrs []any
+	for _, ln := range m.lns {
+		key := "addr"
+		if _, ok := ln.(*tlsListener); ok {
+			key = "tls_addr"
+		}
+		attrs = append(attrs, key, ln.Addr().String())
+	}
+	return attrs
+}

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -30,11 +31,13 @@ import (
 const rlsWatchInterval = time.Second
 
 // rlsConfig holds the directives of Envoy's rate-limit service (package
-// rls): its gRPC port, its rules directory and its response headers.
+// rls): its gRPC port, its rules directory, its response headers and
+// whether it answers gRPC server reflection.
 type rlsConfig struct {
 	Port            int    // 0..65535; 0: off
 	ConfigDir       string // directory of envoyproxy/ratelimit YAML files ("": no rules)
 	ResponseHeaders string // off, ietf or legacy
+	Reflection      bool   // serve gRPC server reflection too
 
 	// svc is the service, built by startRLS before the RESP server so
 	// that CONFIG GET/SET reach it; nil before.
@@ -47,6 +50,7 @@ var rlsDirectives = []directive{
 	{name: "rls-port", field: func(c *Config) any { return &c.RLS.Port }},
 	{name: "rls-config", field: func(c *Config) any { return &c.RLS.ConfigDir }},
 	{name: "rls-response-headers", field: func(c *Config) any { return &c.RLS.ResponseHeaders }},
+	{name: "rls-reflection", field: func(c *Config) any { return &c.RLS.Reflection }},
 }
 
 // validateRLS checks that the rate-limit port does not collide with the
@@ -176,6 +180,9 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.gs, s.ctx, s.cancel = rls.NewGRPCServer(svc, opts...), ctx, cancel
+	if cfg.RLS.Reflection {
+		reflection.Register(s.gs)
+	}
 	go func() { s.served <- s.gs.Serve(ln) }()
 	s.wg.Go(func() { svc.Watch(ctx, rlsWatchInterval) })
 	signal.Notify(s.hup, syscall.SIGHUP)
@@ -191,7 +198,7 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		}
 	})
 	st.rls = s
-	logger.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", cfg.Ops.TLSPort != 0, "config", cfg.RLS.ConfigDir)
+	logger.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", cfg.Ops.TLSPort != 0, "config", cfg.RLS.ConfigDir, "reflection", cfg.RLS.Reflection)
 	return nil
 }
 

@@ -88,6 +88,7 @@ var Table = []Spec{
 	// rate-limit service (Envoy's gRPC API; package rls)
 	{Name: "rls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "rate-limit service", Help: "TCP port serving Envoy's rate-limit service (envoy.service.ratelimit.v3) over gRPC (0: off); TLS with tls-cert-file and tls-auth-clients when tls-port is set"},
 	{Name: "rls-config", Kind: String, Live: true, Group: "rate-limit service", Help: "directory of the rate-limit service's rules: envoyproxy/ratelimit YAML files (*.yaml, *.yml), reloaded when they change, on SIGHUP and on CONFIG SET; a bad file is refused and the rules in force stay (empty: no rules, every descriptor OK)"},
+	{Name: "rls-reflection", Kind: YesNo, Default: "no", Group: "rate-limit service", Help: "yes: the rate-limit service also answers gRPC server reflection (grpc.reflection.v1), so grpcurl and similar tools can list and call it without its .proto files"},
 	{Name: "rls-response-headers", Kind: Enum, Words: []string{"off", "ietf", "legacy"}, Default: "off", Live: true, Group: "rate-limit service", Help: "headers the rate-limit service asks Envoy to add: off, ietf (RateLimit, RateLimit-Policy) or legacy (X-RateLimit-Limit, -Remaining, -Reset); Retry-After too when over the limit"},
 }
 

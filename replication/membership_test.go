@@ -323,9 +323,17 @@ func TestDeadServerCleanup(t *testing.T) {
 					}
 					return nil
 				})
-				l = c.WaitForLeader(10*time.Second, deadIdx)
-				if !strings.Contains(c.nodes[l].logs.String(), "unreachable for longer than the dead-server timeout") {
-					t.Errorf("leader's log does not mention the cleanup")
+				// The leader that removed it logged why; leadership may
+				// have moved since on a loaded machine, so any survivor's
+				// log will do.
+				logged := false
+				for i := range c.nodes {
+					if i != deadIdx && strings.Contains(c.nodes[i].logs.String(), "unreachable for longer than the dead-server timeout") {
+						logged = true
+					}
+				}
+				if !logged {
+					t.Errorf("no survivor's log mentions the cleanup")
 				}
 			} else {
 				// Wait until the leader has not reached it for well over the

@@ -163,6 +163,19 @@ func testRollingRestart(t *testing.T, extra []string) {
 	// The quorum: the longest stretch without a ready leader (an election
 	// after the leader's restart takes one; a lost quorum would last).
 	var longestLeaderless atomic.Int64
+	// The watcher asks the nodes at their current addresses, which the
+	// restarts below change: it reads them under placeMu, into nodes of its
+	// own.
+	var placeMu sync.Mutex
+	placed := func() []*clusterNode {
+		placeMu.Lock()
+		defer placeMu.Unlock()
+		out := make([]*clusterNode, len(plain))
+		for i, nd := range plain {
+			out[i] = &clusterNode{server: &server{Addr: nd.Addr}, id: nd.id}
+		}
+		return out
+	}
 	stopWatch := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() {
@@ -174,7 +187,7 @@ func testRollingRestart(t *testing.T, extra []string) {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if leaderOf(plain) >= 0 {
+			if leaderOf(placed()) >= 0 {
 				since = time.Now()
 			} else if d := time.Since(since); d > time.Duration(longestLeaderless.Load()) {
 				longestLeaderless.Store(int64(d))
@@ -186,7 +199,9 @@ func testRollingRestart(t *testing.T, extra []string) {
 	for i, nd := range nodes {
 		nd.stop() // SIGTERM, as a rolling update sends
 		earlier.WriteString(nd.output.String())
+		placeMu.Lock()
 		nd.place(moved[i], othersOf(nodes, i))
+		placeMu.Unlock()
 		start := time.Now()
 		nd.launch()
 		nd.waitReady()

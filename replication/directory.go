@@ -43,6 +43,10 @@ type groupWire struct {
 	Migrating map[int]string       `json:"migrating,omitempty"`
 	Importing map[int]string       `json:"importing,omitempty"`
 	Groups    map[string]peerSeeds `json:"groups,omitempty"`
+	// Applied is the answering member's applied index when it read the
+	// state above: of answers of one term, the most advanced is the
+	// freshest (a lagging follower may not have applied a SETSLOT yet).
+	Applied uint64 `json:"applied,omitempty"`
 }
 
 type memberWire struct {
@@ -70,7 +74,7 @@ type directory struct {
 func (n *Node) ownWire() *groupWire {
 	inf := n.Info()
 	st := n.fsm.clusterState()
-	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.ranges(), Migrating: st.migrating, Importing: st.importing, Groups: st.groups}
+	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.ranges(), Migrating: st.migrating, Importing: st.importing, Groups: st.groups, Applied: inf.AppliedIndex}
 	if !inf.Removed {
 		w.LeaderID = inf.LeaderID
 	}
@@ -266,8 +270,9 @@ func (n *Node) learnAsync(answers []*groupWire) {
 }
 
 // askGroup asks every address for group name's view and returns the
-// answer with the highest term, preferring one that names a leader; nil
-// when none answered as that group.
+// answer with the highest term, preferring one that names a leader, then
+// the one that has applied the most; nil when none answered as that
+// group.
 func (n *Node) askGroup(name string, addrs []string) *groupWire {
 	ctx, cancel := context.WithTimeout(n.ctx, directoryInterval)
 	defer cancel()
@@ -290,13 +295,24 @@ func (n *Node) askGroup(name string, addrs []string) *groupWire {
 	wg.Wait()
 	var best *groupWire
 	for _, w := range answers {
-		switch {
-		case w == nil:
-		case best == nil, w.Term > best.Term, w.Term == best.Term && best.LeaderID == "" && w.LeaderID != "":
+		if w != nil && fresher(w, best) {
 			best = w
 		}
 	}
 	return best
+}
+
+// fresher reports whether answer w is a fresher view of a group than best
+// (nil: none yet): a higher term; at the same term one that names a leader
+// over one that does not, then the one that has applied more.
+func fresher(w, best *groupWire) bool {
+	switch {
+	case best == nil || w.Term != best.Term:
+		return best == nil || w.Term > best.Term
+	case (best.LeaderID == "") != (w.LeaderID == ""):
+		return w.LeaderID != ""
+	}
+	return w.Applied > best.Applied
 }
 
 // learnFrom runs on the ready leader after another group answered: it

@@ -211,3 +211,25 @@ func TestWriteRefusesMalformedOp(t *testing.T) {
 		t.Fatalf("a good write after it: %v", err)
 	}
 }
+
+// TestFresher pins which of two answers about a group the directory keeps.
+func TestFresher(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		w, best *groupWire
+		want    bool
+	}{
+		{"first answer", &groupWire{Term: 1}, nil, true},
+		{"higher term", &groupWire{Term: 3}, &groupWire{Term: 2, LeaderID: "a", Applied: 90}, true},
+		{"lower term", &groupWire{Term: 2, LeaderID: "a", Applied: 90}, &groupWire{Term: 3}, false},
+		{"names a leader", &groupWire{Term: 2, LeaderID: "a"}, &groupWire{Term: 2, Applied: 90}, true},
+		{"names none", &groupWire{Term: 2, Applied: 90}, &groupWire{Term: 2, LeaderID: "a"}, false},
+		{"applied more (a lagging follower answered first)", &groupWire{Term: 2, LeaderID: "a", Applied: 12}, &groupWire{Term: 2, LeaderID: "a", Applied: 11}, true},
+		{"applied less", &groupWire{Term: 2, LeaderID: "a", Applied: 11}, &groupWire{Term: 2, LeaderID: "a", Applied: 12}, false},
+		{"same", &groupWire{Term: 2, LeaderID: "a", Applied: 12}, &groupWire{Term: 2, LeaderID: "a", Applied: 12}, false},
+	} {
+		if got := fresher(tc.w, tc.best); got != tc.want {
+			t.Errorf("%s: fresher = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

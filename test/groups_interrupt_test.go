@@ -257,6 +257,18 @@ func testTargetLeaderPaused(t *testing.T, groups []*group, slot int) {
 	}
 	openSlot(t, a, b, slot)
 	f.cmd.Process.Signal(syscall.SIGCONT)
+	// a learns that b imports the slot from its directory (twice a
+	// second); the BUSYKEY rule below reads it.
+	poll.Until(t, 10*time.Second, func() error {
+		out, err := noRetryClient(t, al.Addr).Do(ctx, "CLUSTER", "NODES").Text()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, fmt.Sprintf("[%d-<-", slot)) {
+			return fmt.Errorf("a does not show slot %d imported by b yet", slot)
+		}
+		return nil
+	})
 	if err := migrate(ctx, al, f, keys[0]); err != nil {
 		t.Fatalf("MIGRATE %s to a follower of b = %v, want OK", keys[0], err)
 	}

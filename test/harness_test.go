@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -43,9 +44,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback TCP port that was free a moment ago, drawn
+// below Linux's ephemeral range (32768 and up by default): a port the
+// kernel hands out for ":0" is also where it puts the local end of
+// outgoing connections, and the clusters these tests run make thousands,
+// so such a port is often taken again before the server binds it.
 func freePort(t testing.TB) int {
 	t.Helper()
+	for range 200 {
+		p := 10000 + rand.IntN(22000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)

@@ -29,19 +29,8 @@ func (n *Node) WriteGroup(ctx context.Context, group string, ops []shards.Op, re
 	if group == n.cfg.Group {
 		return n.Write(ctx, ops, res)
 	}
-	if len(ops) != len(res) {
-		return fmt.Errorf("replication: write: %d results for %d operations", len(res), len(ops))
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	if err := n.removedErr(); err != nil {
+	if empty, err := n.checkWrite(ops, res); empty || err != nil {
 		return err
-	}
-	for i := range ops {
-		if err := checkOp(&ops[i]); err != nil {
-			return fmt.Errorf("replication: write: %w", err)
-		}
 	}
 	payload := encodeForward(ops)
 	// A new leader there is named here within a directory interval of

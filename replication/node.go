@@ -317,23 +317,33 @@ func (n *Node) Store() *shards.Store { return n.store }
 // ErrLeadershipLost (outcome unknown), ErrRemoved (at once, on a node
 // removed from the cluster; nothing applied), ErrShutdown, or ctx's error.
 func (n *Node) Write(ctx context.Context, ops []shards.Op, res []shards.Result) error {
-	if len(ops) != len(res) {
-		return fmt.Errorf("replication: write: %d results for %d operations", len(res), len(ops))
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	if err := n.removedErr(); err != nil {
+	if empty, err := n.checkWrite(ops, res); empty || err != nil {
 		return err
 	}
-	// An op the log would refuse must fail alone, not poison the entry it
-	// would share with other callers' ops.
+	return n.submit(ctx, &pending{ops: ops, res: res})
+}
+
+// checkWrite is what Write and WriteGroup check before sending ops
+// anywhere: len(res) == len(ops), this node not removed, and every op one
+// the log accepts (an op the log would refuse must fail alone, not poison
+// the entry it would share with other callers' ops). empty is true when
+// there is nothing to write.
+func (n *Node) checkWrite(ops []shards.Op, res []shards.Result) (empty bool, err error) {
+	if len(ops) != len(res) {
+		return false, fmt.Errorf("replication: write: %d results for %d operations", len(res), len(ops))
+	}
+	if len(ops) == 0 {
+		return true, nil
+	}
+	if err := n.removedErr(); err != nil {
+		return false, err
+	}
 	for i := range ops {
 		if err := checkOp(&ops[i]); err != nil {
-			return fmt.Errorf("replication: write: %w", err)
+			return false, fmt.Errorf("replication: write: %w", err)
 		}
 	}
-	return n.submit(ctx, &pending{ops: ops, res: res})
+	return false, nil
 }
 
 // WriteAtomic is Write: the ops of one call are always one log entry (the

@@ -181,7 +181,7 @@ func TestRaftPortFloodBeyondSlots(t *testing.T) {
 				}
 			}()
 			f := startFloodFrom(t, tt.from, s.Addr().String(), 200)
-			defer f.stop()
+			defer f.Stop()
 			poll.Until(t, 30*time.Second, func() error {
 				if st := s.handshaking.stats(); st.Evicted < 200 {
 					return fmt.Errorf("flood has evicted %d connections, want 200: %+v", st.Evicted, st)

@@ -5,125 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testnet"
 	"github.com/cellserver/cellserver/shards"
 )
 
-// portFlood keeps n connections open on a raft port, as an attacker
-// would: even ones send nothing (half-open), odd ones send a valid raft
-// header byte and then one byte a second. A connection the port closes is
-// opened again after reopenPause, so the pressure stays until stop.
-type portFlood struct {
-	stopped chan struct{}
-	wg      sync.WaitGroup
-	dials   atomic.Int64 // connections opened
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open now, closed by stop; guarded by mu
-}
-
-// reopenPause is how long a flood connection waits before replacing one
-// the port closed: short enough to keep every slot it can take, long
-// enough not to turn the test into a busy loop on a shared machine.
-const reopenPause = 20 * time.Millisecond
-
-func startFlood(t *testing.T, addr string, n int) *portFlood {
+// startFlood opens n connections to addr, half of them half-open, half
+// sending a valid raft header byte and then one byte a second.
+func startFlood(t *testing.T, addr string, n int) *testnet.Flood {
 	t.Helper()
 	return startFloodFrom(t, nil, addr, n)
 }
 
 // startFloodFrom is startFlood from the source address from (nil: the
 // system's choice).
-func startFloodFrom(t *testing.T, from net.IP, addr string, n int) *portFlood {
+func startFloodFrom(t *testing.T, from net.IP, addr string, n int) *testnet.Flood {
 	t.Helper()
-	f := &portFlood{stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	d := &net.Dialer{Timeout: time.Second}
-	if from != nil {
-		d.LocalAddr = &net.TCPAddr{IP: from}
-	}
-	for i := range n {
-		f.wg.Add(1)
-		go f.conn(d, addr, i%2 == 1)
-	}
-	t.Cleanup(f.stop)
-	return f
-}
-
-// conn is one flood connection, reopened until stop. It blocks in Read
-// until the port closes it (or, trickling, until its next byte is due).
-func (f *portFlood) conn(d *net.Dialer, addr string, trickle bool) {
-	defer f.wg.Done()
-	buf := make([]byte, 64)
-	for {
-		c, err := d.Dial("tcp", addr)
-		if err == nil && f.track(c) {
-			f.dials.Add(1)
-			for {
-				if trickle {
-					if _, err := c.Write([]byte{headerRaft}); err != nil {
-						break
-					}
-					_ = c.SetReadDeadline(time.Now().Add(time.Second))
-				}
-				if _, err := c.Read(buf); err != nil {
-					if ne := net.Error(nil); !errors.As(err, &ne) || !ne.Timeout() {
-						break // closed by the port or by stop
-					}
-				}
-			}
-			f.untrack(c)
-		}
-		select {
-		case <-f.stopped:
-			return
-		case <-time.After(reopenPause):
-		}
-	}
-}
-
-// track registers c for stop; false (c closed) once stopped.
-func (f *portFlood) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.stopped:
-		c.Close()
-		return false
-	default:
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-func (f *portFlood) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	c.Close()
-}
-
-// stop closes every flood connection and waits for them. Idempotent.
-func (f *portFlood) stop() {
-	f.mu.Lock()
-	select {
-	case <-f.stopped:
-		f.mu.Unlock()
-		return
-	default:
-	}
-	close(f.stopped)
-	for c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
+	return testnet.StartFlood(t, from, addr, n, headerRaft)
 }
 
 // A flood of 1000 connections (half of them half-open, half sending a
@@ -179,11 +82,11 @@ func measureFailover(t *testing.T, floodConns int) (failover, write time.Duratio
 	l := c.WaitForLeader(10 * time.Second)
 	fs := c.followers(l)
 	flood := startFlood(t, c.nodes[fs[0]].raftAddr, floodConns)
-	defer flood.stop()
+	defer flood.Stop()
 	// The flood is in place once every connection has been opened and
 	// replaced at least once.
 	poll.Until(t, 30*time.Second, func() error {
-		if d := flood.dials.Load(); d < 2*int64(floodConns) {
+		if d := flood.Dials(); d < 2*int64(floodConns) {
 			return fmt.Errorf("flood opened %d connections, want %d", d, 2*floodConns)
 		}
 		return nil

@@ -3,88 +3,13 @@ package test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testnet"
 )
-
-// halfOpenFlood keeps n connections open on addr that send nothing, as an
-// attacker holding handshake slots would; a connection the port closes is
-// opened again after a short pause, until stop.
-type halfOpenFlood struct {
-	stopped chan struct{}
-	wg      sync.WaitGroup
-	dials   atomic.Int64
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // guarded by mu
-}
-
-func startHalfOpenFlood(t *testing.T, addr string, n int) *halfOpenFlood {
-	t.Helper()
-	f := &halfOpenFlood{stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	for range n {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			for {
-				if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil && f.track(c) {
-					f.dials.Add(1)
-					_, _ = c.Read(make([]byte, 1)) // until the port (or stop) closes it
-					f.untrack(c)
-				}
-				select {
-				case <-f.stopped:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		}()
-	}
-	t.Cleanup(f.stop)
-	return f
-}
-
-func (f *halfOpenFlood) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.stopped:
-		c.Close()
-		return false
-	default:
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-func (f *halfOpenFlood) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	c.Close()
-}
-
-func (f *halfOpenFlood) stop() {
-	f.mu.Lock()
-	select {
-	case <-f.stopped:
-		f.mu.Unlock()
-		return
-	default:
-	}
-	close(f.stopped)
-	for c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
-}
 
 // raftAddrOf returns a node's raft address as the cluster knows it.
 func raftAddrOf(t *testing.T, nodes []*clusterNode, nd *clusterNode) string {
@@ -134,15 +59,15 @@ func killLeaderUnderFlood(t *testing.T, floodConns int) time.Duration {
 			others = append(others, nd)
 		}
 	}
-	var floods []*halfOpenFlood
+	var floods []*testnet.Flood
 	for _, nd := range others {
-		f := startHalfOpenFlood(t, raftAddrOf(t, nodes, nd), floodConns)
-		defer f.stop()
+		f := testnet.StartFlood(t, nil, raftAddrOf(t, nodes, nd), floodConns, 0) // all half-open
+		defer f.Stop()
 		floods = append(floods, f)
 	}
 	poll.Until(t, 30*time.Second, func() error {
 		for i, f := range floods {
-			if d := f.dials.Load(); d < 2*int64(floodConns) {
+			if d := f.Dials(); d < 2*int64(floodConns) {
 				return fmt.Errorf("flood %d opened %d connections, want %d", i, d, 2*floodConns)
 			}
 		}

@@ -104,8 +104,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (f *FSM) apply(l *raft.Log) interface{} {
-	defer f.lastIndex.set(l.Index)
 	if l.Type != raft.LogCommand {
+		f.lastIndex.set(l.Index)
 		return nil
 	}
 	if len(l.Data) >= entryHeader && l.Data[0] == codecVersion && l.Data[1] == entryCluster {
@@ -116,7 +116,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 	if err != nil {
 		// Every replica decodes the same bytes and refuses them alike.
 		f.log.Error("replication: refusing log entry", "index", l.Index, "err", err)
-		f.deliver(l.Extensions, nil, err)
+		f.applied(l, nil, err)
 		return nil
 	}
 	// Time never runs backwards: an entry stamped before the last applied
@@ -150,7 +150,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.scratch.release()
 		f.entries.Add(1)
 		f.ops.Add(uint64(len(e.ops)))
-		f.deliver(l.Extensions, res, nil)
+		f.applied(l, res, nil)
 		return nil
 	case entrySetMember:
 		f.mu.Lock()
@@ -161,8 +161,15 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		delete(f.members, e.id)
 		f.mu.Unlock()
 	}
-	f.deliver(l.Extensions, nil, nil)
+	f.applied(l, nil, nil)
 	return nil
+}
+
+// applied records l as applied, then hands its outcome to the writer: a
+// writer that has its answer finds LastIndex at or past its entry.
+func (f *FSM) applied(l *raft.Log, res []shards.Result, err error) {
+	f.lastIndex.set(l.Index)
+	f.deliver(l.Extensions, res, err)
 }
 
 // appliedCh returns a channel closed once the entry at index has been

@@ -320,3 +320,34 @@ func TestDeliverHook(t *testing.T) {
 		t.Fatalf("snapshots differ: %d and %d bytes", len(sa), len(sb))
 	}
 }
+
+// A writer woken with its answer must find its entry applied: LastIndex is
+// at or past the entry when the deliver hook runs, whatever the entry's
+// kind (waiting for convergence by LastIndex relies on it).
+func TestFSMIndexSetBeforeDeliver(t *testing.T) {
+	var f *FSM
+	var seen []uint64
+	f = newTestFSM(t, func([]byte, []shards.Result, error) bool {
+		seen = append(seen, f.LastIndex())
+		return false
+	})
+	entries := []struct {
+		name string
+		data []byte
+	}{
+		{"ops", encodeOpsEntry(nil, time.Second.Nanoseconds(), []shards.Op{throttle("k", 1, 1, 60, 1)})},
+		{"member", encodeMemberEntry(2*time.Second.Nanoseconds(), "n1", "127.0.0.1:1", false)},
+		{"corrupt", []byte{codecVersion, 0xff, 1, 2, 3}},
+	}
+	for i, e := range entries {
+		seen = seen[:0]
+		idx := uint64(10 + i)
+		f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: e.data})
+		if len(seen) != 1 {
+			t.Fatalf("%s: deliver ran %d times, want 1", e.name, len(seen))
+		}
+		if seen[0] < idx {
+			t.Errorf("%s: LastIndex was %d when the writer was answered, want %d", e.name, seen[0], idx)
+		}
+	}
+}

@@ -262,7 +262,7 @@ func (f *FSM) applyCluster(l *raft.Log) {
 	c, err := decodeClusterChange(l.Data[entryHeader:])
 	if err != nil {
 		f.log.Error("replication: refusing cluster entry", "index", l.Index, "err", err)
-		f.deliver(l.Extensions, nil, err)
+		f.applied(l, nil, err)
 		return
 	}
 	now := max(int64(binary.LittleEndian.Uint64(l.Data[2:])), f.lastTime.Load())
@@ -276,7 +276,7 @@ func (f *FSM) applyCluster(l *raft.Log) {
 	if f.onCluster != nil {
 		f.onCluster()
 	}
-	f.deliver(l.Extensions, nil, nil)
+	f.applied(l, nil, nil)
 }
 
 // clusterState returns a copy of the replicated cluster state.

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -48,7 +49,7 @@ type docWorld struct {
 
 // docPorts finds the guide's ports: every --port and --raft-addr port of
 // a cellserver line of an sh block.
-var docPorts = regexp.MustCompile(`--(?:port|raft-addr) (?:[\w.]+:)?(\d+)`)
+var docPorts = regexp.MustCompile(`--(?:port|raft-addr|rls-port) (?:[\w.]+:)?(\d+)`)
 
 // newDocWorld maps every port in guidePorts to a free one.
 func newDocWorld(t *testing.T, guidePorts []string) *docWorld {
@@ -72,12 +73,13 @@ func (w *docWorld) mapText(s string) string {
 	})
 }
 
-// mapArgs maps ports, and puts --dir ./x under the world's directory.
+// mapArgs maps ports, and puts a relative path (./x) under the world's
+// directory.
 func (w *docWorld) mapArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		out[i] = w.mapText(a)
-		if i > 0 && args[i-1] == "--dir" && strings.HasPrefix(a, "./") {
+		if strings.HasPrefix(a, "./") {
 			out[i] = filepath.Join(w.dir, strings.TrimPrefix(a, "./"))
 		}
 	}
@@ -95,6 +97,23 @@ func (w *docWorld) run(args []string, tty bool) (string, error) {
 		args = append([]string{"--no-raw"}, args...)
 	}
 	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	return string(out), err
+}
+
+// grpcurl runs a guide's grpcurl command line (mapped): the binary named
+// by $GRPCURL (scripts/test.sh installs it), else grpcurl on the PATH.
+func (w *docWorld) grpcurl(line string) (string, error) {
+	words, err := shellWords(line)
+	if err != nil {
+		return "", err
+	}
+	bin := os.Getenv("GRPCURL")
+	if bin == "" {
+		if bin, err = exec.LookPath("grpcurl"); err != nil {
+			return "", err
+		}
+	}
+	out, err := exec.Command(bin, w.mapArgs(words[1:])...).CombinedOutput()
 	return string(out), err
 }
 
@@ -131,17 +150,21 @@ func (w *docWorld) runShell(b docBlock) {
 		}
 		switch {
 		case len(words) > 1 && words[0] == "cellserver" && words[len(words)-1] == "&":
-			args := w.mapArgs(words[1 : len(words)-1])
-			port := ""
-			for i := range args[:len(args)-1] {
-				if args[i] == "--port" {
-					port = args[i+1]
-				}
+			guideArgs := words[1 : len(words)-1]
+			guidePort := "6379"
+			if i := indexOf(guideArgs, "--port"); i >= 0 && i+1 < len(guideArgs) {
+				guidePort = guideArgs[i+1]
+			} else {
+				// Redis's default port, which this machine's tests may use
+				// for something else: a free one.
+				w.ports[guidePort] = strconv.Itoa(freePort(t))
+				guideArgs = append([]string{"--port", guidePort}, guideArgs...)
 			}
-			guidePort := words[1+indexOf(words[1:], "--port")+1]
-			if port == "" {
-				t.Fatalf("%s: no --port", where)
+			if indexOf(guideArgs, "--dir") < 0 {
+				guideArgs = append([]string{"--dir", "."}, guideArgs...)
 			}
+			args := w.mapArgs(guideArgs)
+			port := w.mapText(guidePort)
 			s := &server{t: t, Port: atoi(t, port), Addr: "127.0.0.1:" + port, args: args}
 			t.Cleanup(s.kill)
 			s.start()
@@ -208,8 +231,8 @@ func (w *docWorld) runConsole(b docBlock) int {
 	w.prepare(b)
 	ran := 0
 	for _, c := range b.cmds {
-		if c.args == nil {
-			t.Errorf("%s:%d: %q is not a redis-cli command; mark the block <!-- doc-test: skip -->", b.file, c.line, c.text)
+		if c.args == nil && !strings.HasPrefix(c.text, "grpcurl ") {
+			t.Errorf("%s:%d: %q is not a redis-cli or grpcurl command; mark the block <!-- doc-test: skip -->", b.file, c.line, c.text)
 			continue
 		}
 		want := c
@@ -228,7 +251,13 @@ func (w *docWorld) runConsole(b docBlock) int {
 			}
 		}
 		check := func() error {
-			out, err := w.run(c.args, grep == nil)
+			var out string
+			var err error
+			if c.args == nil {
+				out, err = w.grpcurl(c.text)
+			} else {
+				out, err = w.run(c.args, grep == nil)
+			}
 			if err != nil {
 				return fmt.Errorf("%v\n%s", err, out)
 			}
@@ -263,7 +292,51 @@ func TestDocsClusterExamples(t *testing.T) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli not installed (scripts/test.sh installs it)")
 	}
-	path := filepath.Join("..", "docs", "cluster.md")
+	worlds, ran := replayGuide(t, filepath.Join("..", "docs", "cluster.md"), nil)
+	if worlds < 2 || ran < 8 {
+		t.Errorf("%d worlds, %d blocks and commands run: the guide's blocks were not found", worlds, ran)
+	}
+}
+
+// TestDocsEnvoyExample replays docs/envoy.md's grpcurl recipe: the guide's
+// "edge" rules (its first yaml block) in ./rls, the server started as the
+// guide starts it, and every grpcurl reply compared with the guide's.
+// grpcurl is required when $GRPCURL names it (scripts/test.sh).
+func TestDocsEnvoyExample(t *testing.T) {
+	if os.Getenv("GRPCURL") == "" {
+		if _, err := exec.LookPath("grpcurl"); err != nil {
+			t.Skip("grpcurl not installed (scripts/test.sh installs it)")
+		}
+	}
+	path := filepath.Join("..", "docs", "envoy.md")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(text), "```yaml\ndomain: edge\n")
+	rules, _, ok2 := strings.Cut(rest, "\n```")
+	if !ok || !ok2 {
+		t.Fatal("docs/envoy.md: no yaml block of the edge domain")
+	}
+	worlds, ran := replayGuide(t, path, func(w *docWorld) {
+		dir := filepath.Join(w.dir, "rls")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte("domain: edge\n"+rules+"\n"), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	})
+	if worlds < 1 || ran < 3 {
+		t.Errorf("%d worlds, %d blocks and commands run: the guide's recipe was not found", worlds, ran)
+	}
+}
+
+// replayGuide runs the guide at path world by world (see the top of this
+// file), calling prepare (when not nil) on each fresh world first, and
+// returns how many worlds and how many blocks and commands ran.
+func replayGuide(t *testing.T, path string, prepare func(*docWorld)) (int, int) {
+	t.Helper()
 	blocks := parseDocBlocks(t, path)
 	var guidePorts []string
 	seen := map[string]bool{}
@@ -302,6 +375,9 @@ func TestDocsClusterExamples(t *testing.T) {
 	for _, name := range worlds {
 		t.Run(name, func(t *testing.T) {
 			w := newDocWorld(t, guidePorts)
+			if prepare != nil {
+				prepare(w)
+			}
 			if from := byWorld[name][0].opts["setup"]; from != "" {
 				i := slices.IndexFunc(byWorld[from], func(b docBlock) bool { return b.sh })
 				if i < 0 {
@@ -319,7 +395,5 @@ func TestDocsClusterExamples(t *testing.T) {
 			}
 		})
 	}
-	if len(worlds) < 2 || ran < 8 {
-		t.Errorf("%d worlds, %d blocks and commands run: the guide's blocks were not found", len(worlds), ran)
-	}
+	return len(worlds), ran
 }

@@ -127,7 +127,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 	errs := append(slices.Clone(limiterErrors), durationErrors...)
 	var notes []string
 	if kind == engine.KindSlidingLog {
-		notes = []string{"Memory: a sliding-log key costs what every key does (26 bytes of record and table slot, plus its name), a 64-byte side-table entry, " +
+		notes = []string{"Memory: a sliding-log key costs what every key does (27 bytes of record, table slot and parameter reference, plus its name), a 64-byte side-table entry, " +
 			"and 16 bytes per entry of its log's array: one entry per admitted request at a distinct instant (requests at the same nanosecond share one), " +
 			"at most `limit` entries. The array grows by about 1.25× once large and is reused as entries leave the window, so a key with `limit` 100000 " +
 			"can hold about 2 MB. MEMORY USAGE reports it and `maxmemory` counts it."}

@@ -77,7 +77,7 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 		res.Err = ErrWouldGrow
 		s.reclaimStale(op.Keys, &p)
 	default:
-		s.commitAll(op.Keys, &p, res)
+		s.commitAll(op.Keys, op.Reqs, &p, res)
 	}
 }
 
@@ -215,10 +215,10 @@ func peekAllowed(op *Op, now int64, p *allPlan, res *Result) {
 
 // commitAll writes every distinct key's working state back (deleting the
 // keys it leaves fresh) and counts one change if anything visible changed.
-func (s *Store) commitAll(keys [][]byte, p *allPlan, res *Result) {
+func (s *Store) commitAll(keys [][]byte, reqs []engine.Request, p *allPlan, res *Result) {
 	changed := false
 	for i, key := range keys {
-		if p.alias[i] == i && s.commitKey(key, i, p, res) {
+		if p.alias[i] == i && s.commitKey(key, reqs, i, p, res) {
 			changed = true
 		}
 	}
@@ -227,10 +227,11 @@ func (s *Store) commitAll(keys [][]byte, p *allPlan, res *Result) {
 	}
 }
 
-// commitKey writes key i's working state back and reports whether that
-// changed what a client can see. An insert beyond a shard's capacity sets
+// commitKey writes key i's working state back, with the parameters of the
+// first request naming it, and reports whether that changed what a client
+// can see. An insert beyond a shard's capacity sets
 // res.Err.
-func (s *Store) commitKey(key []byte, i int, p *allPlan, res *Result) bool {
+func (s *Store) commitKey(key []byte, reqs []engine.Request, i int, p *allPlan, res *Result) bool {
 	sh := &s.shards[p.shardOf[i]]
 	pos, idx := sh.find(p.hash[i], key)
 	if p.stale[i] && idx >= 0 {
@@ -239,12 +240,15 @@ func (s *Store) commitKey(key []byte, i int, p *allPlan, res *Result) bool {
 	switch {
 	case p.work[i].Kind != engine.KindNone:
 		if idx < 0 {
-			if err := sh.insert(p.hash[i], key, &p.work[i]); err != nil {
+			idx, err := sh.insertIdx(p.hash[i], key, &p.work[i])
+			if err != nil {
 				res.Err = err // only beyond 4 GiB of keys in one shard
 				return false
 			}
+			sh.setParams(idx, &reqs[i])
 			return true
 		}
+		sh.setParams(idx, &reqs[i])
 		if p.stale[i] || !sameState(&p.orig[i], &p.work[i]) {
 			sh.set(idx, &p.work[i])
 			return true

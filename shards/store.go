@@ -202,11 +202,11 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 			} else {
 				changed = false
 			}
-		} else if err := sh.insert(h, key, &next); err != nil {
+		} else if idx, res.Err = sh.insertIdx(h, key, &next); res.Err != nil {
 			sh.mu.Unlock()
-			res.Err = err
 			return
 		}
+		sh.setParams(idx, req)
 	case idx >= 0:
 		sh.removeAt(pos, idx)
 		changed = !expired
@@ -290,6 +290,33 @@ func (s *Store) Lookup(key []byte, now int64) (engine.State, bool) {
 	return st, true
 }
 
+// Inspect returns what Lookup does and the parameters the key was last
+// used with; known is false when they are not remembered (a key restored
+// from a snapshot, RESTORE or a move and not used since, or a shard whose
+// table of parameter sets was full; see maxParamSets). It changes nothing
+// a client can see (an expired key found is reclaimed, as by Lookup).
+func (s *Store) Inspect(key []byte, now int64) (st engine.State, p Params, known, ok bool) {
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, idx := sh.find(h, key)
+	if idx < 0 {
+		return engine.State{}, Params{}, false, false
+	}
+	if sh.recs[idx].w() <= now {
+		sh.countExpired(sh.recs[idx].kind())
+		sh.removeAt(pos, idx)
+		sh.maybeShrink()
+		return engine.State{}, Params{}, false, false
+	}
+	st = sh.state(idx)
+	if st.Log != nil {
+		st.Log = append([]engine.LogEntry(nil), st.Log...)
+	}
+	p, known = sh.paramsOf(idx)
+	return st, p, known, true
+}
+
 // Exists returns how many of keys are live at now, counting a key named
 // twice twice (Redis's EXISTS).
 func (s *Store) Exists(keys [][]byte, now int64) int64 {
@@ -328,6 +355,7 @@ func (s *Store) Put(key []byte, st engine.State) {
 		}
 	case idx >= 0:
 		sh.set(idx, &st)
+		sh.setParams(idx, nil)
 	default:
 		_ = sh.insert(h, key, &st) // only fails beyond 4 GiB of keys in one shard
 	}

@@ -26,7 +26,7 @@ import (
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest), uvarint key count, keys (uvarint length + bytes),
-// uvarint request count, requests (byte kind, byte flags (bit 0: Interval),
+// uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow),
 // varint burst, rate, period, quantity); with bit 5 the destination
 // (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
 // the state (snapshot.AppendState).
@@ -87,6 +87,16 @@ const opAsking = 0x40
 // destination), added as opNoGrow was: the destination follows the op's
 // requests as a string.
 const opDest = 0x20
+
+// A request's flags byte: reqInterval is engine.Request.Interval;
+// reqShadow is engine.Request.Shadow (limit-shadow), added later: entries
+// written before it never set it, and a node older than it would read a
+// shadow request as enforced, so a group runs one version before using
+// limit-shadow.
+const (
+	reqInterval = 1 << 0
+	reqShadow   = 1 << 1
+)
 
 // opFlags are the op code byte's flag bits.
 const opFlags = opNoGrow | opAsking | opDest
@@ -153,7 +163,10 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 		r := &op.Reqs[j]
 		var flags byte
 		if r.Interval {
-			flags |= 1
+			flags |= reqInterval
+		}
+		if r.Shadow {
+			flags |= reqShadow
 		}
 		dst = append(dst, byte(r.Kind), flags)
 		dst = binary.AppendVarint(dst, r.Burst)
@@ -350,7 +363,9 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 			for j := 0; j < nr; j++ {
 				var q engine.Request
 				q.Kind = engine.Kind(r.byte1("request kind"))
-				q.Interval = r.byte1("request flags")&1 != 0
+				flags := r.byte1("request flags")
+				q.Interval = flags&reqInterval != 0
+				q.Shadow = flags&reqShadow != 0
 				q.Burst = r.varint("burst")
 				q.Rate = r.varint("rate")
 				q.Period = r.varint("period")

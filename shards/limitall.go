@@ -63,7 +63,7 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 	}
 
 	s.loadAll(op.Keys, now, &p)
-	limited, err := evalAll(op, now, &p, res)
+	limited, err := s.evalAll(op, now, &p, res)
 	switch {
 	case err != nil:
 		res.Results = res.Results[:0]
@@ -169,7 +169,7 @@ func origCopy(p *allPlan, i int) engine.State {
 // evalAll applies every request in order to its key's working state,
 // appending the results to res, and reports whether any request limited.
 // A key of another kind stops it with ErrWrongType.
-func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
+func (s *Store) evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
 	for i := range op.Reqs {
 		a := p.alias[i]
 		if p.work[a].Kind != engine.KindNone && p.work[a].Kind != op.Reqs[i].Kind {
@@ -180,6 +180,9 @@ func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err erro
 			next = engine.State{} // back to fresh: the key would be deleted
 		}
 		p.work[a] = next
+		if r.Limited && op.Reqs[i].Shadow {
+			s.unenforce(&r) // a limited request left the working state as it was
+		}
 		limited = limited || r.Limited
 		res.Results = append(res.Results, r)
 	}

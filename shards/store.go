@@ -3,6 +3,7 @@ package shards
 import (
 	"errors"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -47,7 +48,24 @@ type Store struct {
 	sweepNext uint64 // next shard the sweeper visits; guarded by sweepMu
 	sweepMu   chanMutex
 	moving    movingSet
+	// shadowed counts the shadow requests (engine.Request.Shadow) that
+	// would have been limited and were answered allowed.
+	shadowed atomic.Uint64
 }
+
+// unenforce turns the limited result r of a shadow request into an allowed
+// one (retry_after -1; every other field as computed: the state is what a
+// refusal leaves, unchanged) and counts it.
+func (s *Store) unenforce(r *engine.Result) {
+	r.Limited = false
+	r.RetryAfter = -1
+	s.shadowed.Add(1)
+}
+
+// Shadowed returns how many shadow requests would have been limited and
+// were answered allowed since the store was made. Every replica applying
+// the same log counts the same.
+func (s *Store) Shadowed() uint64 { return s.shadowed.Load() }
 
 // chanMutex is a try-lockable mutex so that concurrent Sweep calls do not
 // queue behind each other.
@@ -181,6 +199,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 		}
 	}
 	next, r := engine.Apply(st, req, now)
+	if r.Limited && req.Shadow {
+		s.unenforce(&r)
+	}
 	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && grows(&st, &next) { // st is empty for a missing or expired key
 		// Refused before anything is stored. The engine enlarges a log by
 		// appending into a new array (it writes in place only within the

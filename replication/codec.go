@@ -23,6 +23,7 @@ import (
 //	entryOps:          ops (below)
 //	entrySetMember:    string id, string RESP address
 //	entryRemoveMember: string id
+//	entrySetting:      string name, string value
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest), uvarint key count, keys (uvarint length + bytes),
@@ -68,6 +69,10 @@ const (
 	entryOps          = 1
 	entrySetMember    = 2
 	entryRemoveMember = 3
+	// entrySetting is a replicated setting (limit-override, limit-shadow):
+	// added after the others; a node older than it refuses the entry
+	// (unknown type), so a group runs one version before using it.
+	entrySetting = 5 // 4 is entryCluster
 )
 
 const entryHeader = 10 // version, type, now
@@ -212,6 +217,13 @@ func encodeMemberEntry(now int64, id, respAddr string, remove bool) []byte {
 		b = appendBytes(b, []byte(respAddr))
 	}
 	return b
+}
+
+// encodeSettingEntry encodes a replicated setting: name takes value.
+func encodeSettingEntry(now int64, name, value string) []byte {
+	b := appendEntryHeader(nil, entrySetting, now)
+	b = appendBytes(b, []byte(name))
+	return appendBytes(b, []byte(value))
 }
 
 // encodeForward encodes the operations of every group, in order, for
@@ -460,7 +472,7 @@ type entry struct {
 	typ      byte
 	now      int64
 	ops      []shards.Op
-	id, addr string
+	id, addr string // a member's id and address; a setting's name and value
 }
 
 // decodeEntry decodes a log entry. With a scratch (nil: allocate), the
@@ -484,6 +496,9 @@ func decodeEntry(b []byte, s *opsScratch) (entry, error) {
 		e.addr = string(r.bytes("member address"))
 	case entryRemoveMember:
 		e.id = string(r.bytes("member id"))
+	case entrySetting:
+		e.id = string(r.bytes("setting name"))
+		e.addr = string(r.bytes("setting value"))
 	default:
 		return e, fmt.Errorf("%w: unknown entry type %d", ErrBadPayload, e.typ)
 	}

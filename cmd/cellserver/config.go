@@ -309,6 +309,23 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
+// quoteWords joins words as a configuration line writes them: a word
+// holding a space or a quote is quoted.
+func quoteWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		switch {
+		case w == "" || strings.ContainsAny(w, " \t\""):
+			q[i] = "'" + w + "'"
+		case strings.ContainsRune(w, '\''):
+			q[i] = `"` + w + `"`
+		default:
+			q[i] = w
+		}
+	}
+	return strings.Join(q, " ")
+}
+
 // readConfigFile applies a redis.conf-style file: one directive per line,
 // its arguments separated by spaces (double or single quotes group words),
 // # starts a comment line. An unknown directive is an error naming the file
@@ -320,6 +337,7 @@ func readConfigFile(cfg *Config, path string) error {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	seen := map[string]bool{}
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || text[0] == '#' {
@@ -334,7 +352,18 @@ func readConfigFile(cfg *Config, path string) error {
 		if d == nil {
 			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
 		}
-		if err := d.set(cfg, strings.Join(words[1:], " ")); err != nil {
+		v := strings.Join(words[1:], " ")
+		if d.spec.Repeatable && seen[name] {
+			// A repeated line adds its words; quoting them keeps a
+			// pattern with a space one word.
+			if prev, ok := d.field(cfg).(*string); ok {
+				v = *prev + " " + quoteWords(words[1:])
+			}
+		} else if d.spec.Repeatable {
+			v = quoteWords(words[1:])
+		}
+		seen[name] = true
+		if err := d.set(cfg, v); err != nil {
 			return fmt.Errorf("config %s:%d: %s: %w", path, line, name, err)
 		}
 	}

@@ -309,23 +309,6 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
-// quoteWords joins words as a configuration line writes them: a word
-// holding a space or a quote is quoted.
-func quoteWords(words []string) string {
-	q := make([]string, len(words))
-	for i, w := range words {
-		switch {
-		case w == "" || strings.ContainsAny(w, " \t\""):
-			q[i] = "'" + w + "'"
-		case strings.ContainsRune(w, '\''):
-			q[i] = `"` + w + `"`
-		default:
-			q[i] = w
-		}
-	}
-	return strings.Join(q, " ")
-}
-
 // readConfigFile applies a redis.conf-style file: one directive per line,
 // its arguments separated by spaces (double or single quotes group words),
 // # starts a comment line. An unknown directive is an error naming the file
@@ -353,14 +336,8 @@ func readConfigFile(cfg *Config, path string) error {
 			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
 		}
 		v := strings.Join(words[1:], " ")
-		if d.spec.Repeatable && seen[name] {
-			// A repeated line adds its words; quoting them keeps a
-			// pattern with a space one word.
-			if prev, ok := d.field(cfg).(*string); ok {
-				v = *prev + " " + quoteWords(words[1:])
-			}
-		} else if d.spec.Repeatable {
-			v = quoteWords(words[1:])
+		if prev, ok := d.field(cfg).(*string); ok && d.spec.Repeatable && seen[name] && *prev != "" {
+			v = *prev + " " + v // a repeated line adds to the value
 		}
 		seen[name] = true
 		if err := d.set(cfg, v); err != nil {

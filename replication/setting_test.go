@@ -2,14 +2,19 @@ package replication
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -61,5 +66,63 @@ func TestSettingEntries(t *testing.T) {
 	e, err := decodeEntry(encodeOpsEntry(nil, now, []shards.Op{op}), nil)
 	if err != nil || len(e.ops) != 1 || !e.ops[0].Reqs[0].Shadow || e.ops[0].Reqs[0] != op.Reqs[0] {
 		t.Fatalf("decode(encode(shadow op)) = %+v, %v", e.ops, err)
+	}
+}
+
+// TestSetSettingGroup: on a 3-node group, SetSetting on the leader reaches
+// every node's OnSetting; a follower refuses it with ErrNotLeader and knows
+// the leader's RESP address; a shadow request sent through a follower is
+// answered allowed and counted alike on every node.
+func TestSetSettingGroup(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]map[string]string{}
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		id := cfg.NodeID
+		cfg.OnSetting = func(name, value string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if got[id] == nil {
+				got[id] = map[string]string{}
+			}
+			got[id][name] = value
+		}
+	})
+	l := c.WaitForLeader(10 * time.Second)
+	f := (l + 1) % 3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.nodes[f].node.SetSetting(ctx, "limit-shadow", "x*"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("SetSetting on a follower = %v, want ErrNotLeader", err)
+	}
+	if addr, ok := c.nodes[f].node.LeaderResp(); !ok || addr != c.nodes[l].respAddr {
+		t.Errorf("follower's LeaderResp = %q, %v; want %q", addr, ok, c.nodes[l].respAddr)
+	}
+	if err := c.nodes[l].node.SetSetting(ctx, "limit-shadow", "try:*"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tn := range c.nodes {
+			if got[tn.id]["limit-shadow"] != "try:*" {
+				return fmt.Errorf("%s: OnSetting got %v", tn.id, got[tn.id])
+			}
+		}
+		return nil
+	})
+
+	shadow := throttle("try:1", 0, 1, 60, 1)
+	shadow.Reqs[0].Shadow = true
+	for i := range 3 {
+		r, err := write(t, c.nodes[f].node, shadow)
+		if err != nil || r.Limited || (i > 0 && r.RetryAfter != -1) {
+			t.Fatalf("shadow request %d via a follower = %+v, %v; want allowed", i, r, err)
+		}
+	}
+	c.waitConverged(10 * time.Second)
+	for _, tn := range c.nodes {
+		if n := tn.node.store.Shadowed(); n != 2 {
+			t.Errorf("%s: Shadowed = %d, want 2", tn.id, n)
+		}
 	}
 }

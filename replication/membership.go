@@ -513,3 +513,16 @@ func (n *Node) transferLeadership(id string) error {
 	}
 	return nil
 }
+
+// SetSetting makes name take value on every node of the group: it commits
+// a setting entry to the log, and each node's Config.OnSetting receives it
+// as the node applies it (and again from a snapshot that holds it). Only
+// the leader takes it: a follower answers ErrNotLeader (the caller names
+// the leader, LeaderResp). It returns once the entry is applied here.
+func (n *Node) SetSetting(ctx context.Context, name, value string) error {
+	return n.submit(ctx, &pending{setting: &settingChange{name: name, value: value}})
+}
+
+// LeaderResp returns the RESP address of the group's leader, if one is
+// known (for an error that names it).
+func (n *Node) LeaderResp() (string, bool) { return n.leaderResp() }

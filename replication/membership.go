@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -526,3 +527,11 @@ func (n *Node) SetSetting(ctx context.Context, name, value string) error {
 // LeaderResp returns the RESP address of the group's leader, if one is
 // known (for an error that names it).
 func (n *Node) LeaderResp() (string, bool) { return n.leaderResp() }
+
+// SetTLS replaces the certificate this node presents on its raft port and
+// the CA it checks other nodes against (Config.TLS: Certificates[0] and
+// RootCAs), for certificate rotation: handshakes from now on use them,
+// connections already open keep their session. It fails, changing
+// nothing, on a node started without TLS (turning TLS on or off needs a
+// restart) or for a configuration without a certificate or CA.
+func (n *Node) SetTLS(c *tls.Config) error { return n.stream.sec.setTLS(c) }

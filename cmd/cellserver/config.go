@@ -225,7 +225,7 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	rc.Addr = c.Addr()
 	rc.RequirePass = c.RequirePass
 	rc.MaxClients = c.MaxClients
-	rc.FitClients = liveMaxClients
+	rc.FitClients = liveMaxClients(reservedFor(c))
 	switch {
 	case !c.EventLoops:
 		rc.EventLoops = 0

@@ -26,12 +26,24 @@ func TestPlanFDs(t *testing.T) {
 		{100, 32, 32, fdPlan{}, true}, // nothing left for a client
 		{100, 10, 10, fdPlan{}, true},
 	} {
-		got, err := planFDs(tc.requested, tc.soft, tc.hard)
+		got, err := planFDs(tc.requested, reservedFDs, tc.soft, tc.hard)
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("planFDs(%d, %d, %d) = %+v, %v; want %+v, error %v", tc.requested, tc.soft, tc.hard, got, err, tc.want, tc.err)
 		}
 	}
-	w := reducedWarning(30000, fdPlan{Soft: 20000, MaxClients: 19968})
+	// A cluster node keeps its raft port's descriptors too.
+	var cfg Config
+	if got := reservedFor(&cfg); got != reservedFDs {
+		t.Errorf("standalone reserves %d, want %d", got, reservedFDs)
+	}
+	cfg.Cluster.NodeID, cfg.Cluster.Raft.MaxHandshakes = "n1", 1024
+	if got, want := reservedFor(&cfg), reservedFDs+1024+raftPeerFDs; got != want {
+		t.Errorf("a cluster node reserves %d, want %d", got, want)
+	}
+	if p, _ := planFDs(10000, reservedFor(&cfg), 1024, 1<<20); p.Soft != uint64(10000+reservedFor(&cfg)) {
+		t.Errorf("cluster node: soft limit %d, want %d", p.Soft, 10000+reservedFor(&cfg))
+	}
+	w := reducedWarning(30000, reservedFDs, fdPlan{Soft: 20000, MaxClients: 19968})
 	for _, part := range []string{"You requested maxclients of 30000 requiring at least 30032 max file descriptors.", "maxclients has been reduced to 19968"} {
 		if !strings.Contains(w, part) {
 			t.Errorf("warning %q lacks %q", w, part)

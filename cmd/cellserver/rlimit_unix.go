@@ -7,14 +7,15 @@ import (
 	"syscall"
 )
 
-// fitOpenFiles raises the soft RLIMIT_NOFILE as far as maxclients needs and
-// the hard limit allows, and returns the maxclients the result allows.
-func fitOpenFiles(maxclients int) (fdPlan, error) {
+// fitOpenFiles raises the soft RLIMIT_NOFILE as far as maxclients and
+// reserved need and the hard limit allows, and returns the maxclients the
+// result allows.
+func fitOpenFiles(maxclients, reserved int) (fdPlan, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fdPlan{MaxClients: maxclients}, nil // unknown: trust the configuration
 	}
-	p, err := planFDs(maxclients, uint64(lim.Cur), uint64(lim.Max))
+	p, err := planFDs(maxclients, reserved, uint64(lim.Cur), uint64(lim.Max))
 	if err != nil || p.Soft == uint64(lim.Cur) {
 		return p, err
 	}
@@ -22,20 +23,23 @@ func fitOpenFiles(maxclients int) (fdPlan, error) {
 	setLimit(&next.Cur, p.Soft)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next); err != nil {
 		// Keep the current limit and fit maxclients to it.
-		return planFDs(maxclients, uint64(lim.Cur), uint64(lim.Cur))
+		return planFDs(maxclients, reserved, uint64(lim.Cur), uint64(lim.Cur))
 	}
 	return p, nil
 }
 
-// liveMaxClients is CONFIG SET maxclients' check: it raises the soft limit
-// for n clients if it can, and refuses n otherwise (Redis's wording).
-func liveMaxClients(n int) error {
-	p, err := fitOpenFiles(n)
-	if err != nil || p.MaxClients < n {
-		try := p.MaxClients
-		return fmt.Errorf("The operating system is not able to handle the specified number of clients, try with %d", max(try, 1))
+// liveMaxClients returns CONFIG SET maxclients' check, for a server that
+// keeps reserved descriptors: it raises the soft limit for n clients if it
+// can, and refuses n otherwise (Redis's wording).
+func liveMaxClients(reserved int) func(n int) error {
+	return func(n int) error {
+		p, err := fitOpenFiles(n, reserved)
+		if err != nil || p.MaxClients < n {
+			try := p.MaxClients
+			return fmt.Errorf("The operating system is not able to handle the specified number of clients, try with %d", max(try, 1))
+		}
+		return nil
 	}
-	return nil
 }
 
 // setLimit stores v into an rlimit field, which is a uint64 on most

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/version"
 )
@@ -84,6 +85,15 @@ type Config struct {
 	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
 	// (requested and limited; hotkeys.go); 0 turns them off.
 	HotkeysCapacity int
+	// MetricsClasses and MetricsClassLimit choose the key classes
+	// limiter decisions are counted under (metrics-class,
+	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
+	// them off. Changeable live.
+	MetricsClasses    keyclass.Rules
+	MetricsClassLimit int
+	// InfoSections are extra INFO sections (after the built-in ones), of
+	// the parts wired beside the server (the rate-limit service's rls).
+	InfoSections []InfoSection
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -128,14 +138,15 @@ type Config struct {
 // with Redis's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:            "127.0.0.1:6379",
-		ProtectedMode:   true,
-		MaxClients:      10000,
-		EventLoops:      DefaultEventLoops(),
-		MaxBulkLen:      defaultMaxBulkLen,
-		HotkeysCapacity: DefaultHotkeysCapacity,
-		MaxArgs:         defaultMaxArgs,
-		Parse:           engine.DefaultParseOptions(),
+		Addr:              "127.0.0.1:6379",
+		ProtectedMode:     true,
+		MaxClients:        10000,
+		EventLoops:        DefaultEventLoops(),
+		MaxBulkLen:        defaultMaxBulkLen,
+		HotkeysCapacity:   DefaultHotkeysCapacity,
+		MetricsClassLimit: keyclass.DefaultLimit,
+		MaxArgs:           defaultMaxArgs,
+		Parse:             engine.DefaultParseOptions(),
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
@@ -174,7 +185,7 @@ func (c *Config) Validate() error {
 	for _, r := range []struct {
 		name string
 		n    int64
-	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}} {
+	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)}} {
 		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
 			return fmt.Errorf("resp: %w", err)
 		}
@@ -219,6 +230,11 @@ type Server struct {
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
 	hot atomic.Pointer[hotSet]
+	// classes are the key classes in force (classes.go); nil when off.
+	// classMu serialises their changes and guards classCfg.
+	classes  atomic.Pointer[keyclass.Classes]
+	classMu  sync.Mutex
+	classCfg keyclass.Config
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -298,6 +314,9 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.setHotkeys(cfg.HotkeysCapacity)
+	s.updateClasses(func(c *keyclass.Config) {
+		*c = keyclass.Config{Rules: cfg.MetricsClasses, Limit: cfg.MetricsClassLimit}
+	})
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)

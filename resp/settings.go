@@ -167,6 +167,7 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		s.hotkeysSetting(),
+		s.classSettings()[0], s.classSettings()[1],
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},

@@ -115,6 +115,9 @@ func (s *Server) resetStats() {
 	if l := s.latencyHists(); l != nil {
 		l.reset()
 	}
+	if cl := s.classes.Load(); cl != nil {
+		cl.Reset()
+	}
 }
 
 func (s *Server) latencyHists() *latencies {
@@ -169,6 +172,9 @@ type Stats struct {
 	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
 	// (hotkeys.go; nil when hotkeys-capacity is 0).
 	HotRequested, HotLimited []HotKey
+	// Classes are the limiter decisions of each key class (classes.go; nil
+	// while off): configured rules first, then prefixes, then other.
+	Classes []ClassStats
 	// TLSHandshakeFailures counts failed TLS handshakes
 	// (Config.TLSHandshakeFailures; 0 without TLS).
 	TLSHandshakeFailures int64
@@ -207,6 +213,7 @@ func (s *Server) Stats() Stats {
 		SlowlogLen:           s.slowlog.len(),
 	}
 	s.hotStats(&st)
+	st.Classes = s.classStats()
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet

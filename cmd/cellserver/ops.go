@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/resp"
 )
 
@@ -37,6 +38,8 @@ type opsConfig struct {
 	MaxMemory         int64
 	MaxMemoryPolicy   string
 	HotkeysCapacity   int
+	MetricsClasses    keyclass.Rules // metrics-class
+	MetricsClassLimit int
 
 	// certs serves tls-port's certificates once started (startTLS); nil
 	// before, and without tls-port.
@@ -56,6 +59,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
 		HotkeysCapacity:   rc.HotkeysCapacity,
+		MetricsClassLimit: rc.MetricsClassLimit,
 	}
 }
 
@@ -77,6 +81,8 @@ var opsDirectives = []directive{
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
 	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
+	{name: "metrics-class", field: func(c *Config) any { return &c.Ops.MetricsClasses }},
+	{name: "metrics-class-limit", field: func(c *Config) any { return &c.Ops.MetricsClassLimit }},
 }
 
 // validateOps checks the operational directives against each other
@@ -151,6 +157,8 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
 	rc.ProtectedMode = o.ProtectedMode
 	rc.HotkeysCapacity = o.HotkeysCapacity
+	rc.MetricsClasses = o.MetricsClasses
+	rc.MetricsClassLimit = o.MetricsClassLimit
 }
 
 // loadTLSFiles loads tls-cert-file and tls-key-file, and the CA

@@ -42,6 +42,10 @@ type Spec struct {
 	Default string   // the default, as written in a configuration file
 	// Live settings may be changed by CONFIG SET.
 	Live bool
+	// Repeatable settings add up over the lines (and flags) naming them;
+	// CONFIG SET replaces the whole value, and Rewrite writes it on one
+	// line.
+	Repeatable bool
 	// LiveErr is the reason CONFIG SET gives for any bad value (Redis's
 	// words); empty: the parser's own error.
 	LiveErr string

@@ -1,0 +1,89 @@
+package resp
+
+import (
+	"strconv"
+
+	"github.com/cellserver/cellserver/internal/keyclass"
+	"github.com/cellserver/cellserver/internal/setting"
+)
+
+// Key classes (internal/keyclass): every limiter decision is counted under
+// its key's class as well as under its command, for INFO classes and the
+// metrics. The classes in force are immutable; CONFIG SET metrics-class
+// and metrics-class-limit swap in new ones that keep the counts of the
+// classes they keep.
+
+// updateClasses changes the classes' configuration with change and puts
+// the new classes in force (nil: off).
+func (s *Server) updateClasses(change func(*keyclass.Config)) {
+	s.classMu.Lock()
+	defer s.classMu.Unlock()
+	change(&s.classCfg)
+	s.classes.Store(keyclass.New(s.classCfg, s.classes.Load()))
+}
+
+// countClass counts a limiter decision on key under its class, on the
+// stripe of the connection's id: no lock, no allocation.
+func (c *Conn) countClass(key []byte, limited bool) {
+	if cl := c.srv.classes.Load(); cl != nil {
+		cl.Classify(key).Count(c.id, limited)
+	}
+}
+
+// ClassStats are one key class's limiter decisions since the server
+// started (or CONFIG RESETSTAT, or the class's creation).
+type ClassStats = keyclass.Counts
+
+// classStats returns every class's counts (nil while off).
+func (s *Server) classStats() []ClassStats {
+	if cl := s.classes.Load(); cl != nil {
+		return cl.Counts()
+	}
+	return nil
+}
+
+func (s *Server) infoClasses(b []byte, _ int64) []byte {
+	b = append(b, "# Classes\r\n"...)
+	s.classMu.Lock()
+	cfg := s.classCfg
+	s.classMu.Unlock()
+	b = fieldInt(b, "metrics_class_rules", int64(len(cfg.Rules)))
+	b = fieldInt(b, "metrics_class_limit", int64(cfg.Limit))
+	cl := s.classes.Load()
+	if cl == nil {
+		return fieldInt(b, "metrics_class_prefixes", 0)
+	}
+	b = fieldInt(b, "metrics_class_prefixes", int64(cl.Learned()))
+	for _, k := range cl.Counts() {
+		b = field(b, "class_"+k.Name, "kind="+k.Kind.String()+
+			",allowed="+strconv.FormatInt(k.Allowed, 10)+",limited="+strconv.FormatInt(k.Limited, 10))
+	}
+	return b
+}
+
+// classSettings are CONFIG GET/SET metrics-class and metrics-class-limit.
+func (s *Server) classSettings() []Setting {
+	get := func() keyclass.Config {
+		s.classMu.Lock()
+		defer s.classMu.Unlock()
+		return s.classCfg
+	}
+	return []Setting{
+		{Name: "metrics-class", Get: func() string { return get().Rules.String() }, Set: func(v string) error {
+			rs, err := keyclass.ParseRules(v)
+			if err != nil {
+				return err
+			}
+			s.updateClasses(func(c *keyclass.Config) { c.Rules = rs })
+			return nil
+		}},
+		{Name: "metrics-class-limit", Get: func() string { return strconv.Itoa(get().Limit) }, Set: func(v string) error {
+			n, err := setting.Must("metrics-class-limit").ParseLive(v)
+			if err != nil {
+				return err
+			}
+			s.updateClasses(func(c *keyclass.Config) { c.Limit = int(n) })
+			return nil
+		}},
+	}
+}

@@ -52,7 +52,7 @@ type DescriptorStats struct {
 
 // descCounters are one pair's running counts.
 type descCounters struct {
-	domain, descriptor              string
+	domain, descriptor            string
 	total, over, near, shadowOver atomic.Int64
 }
 

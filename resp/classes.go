@@ -22,11 +22,22 @@ func (s *Server) updateClasses(change func(*keyclass.Config)) {
 	s.classes.Store(keyclass.New(s.classCfg, s.classes.Load()))
 }
 
-// countClass counts a limiter decision on key under its class, on the
-// stripe of the connection's id: no lock, no allocation.
+// countClass counts a limiter decision on key under its class in the
+// connection's tally: no lock, no atomic, no allocation (the tally's cache
+// skips the prefix table while its keys keep one prefix).
+// flushClasses, called where a command or a run of writes is accounted,
+// adds the tally to the classes: one atomic add per class a pipeline
+// touched, on the stripe of the connection's id.
 func (c *Conn) countClass(key []byte, limited bool) {
 	if cl := c.srv.classes.Load(); cl != nil {
-		cl.Classify(key).Count(c.id, limited)
+		cl.Count(&c.classes, key, limited)
+	}
+}
+
+// flushClasses makes the decisions counted since the last call visible.
+func (c *Conn) flushClasses() {
+	if c.classes.Pending() {
+		c.classes.Flush(c.id)
 	}
 }
 

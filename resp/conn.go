@@ -13,6 +13,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -98,6 +99,11 @@ type Conn struct {
 	// out of its execution time.
 	authFails int
 	penalty   time.Duration
+
+	// classes gathers the decisions of the command or run of writes in
+	// progress by key class until they are accounted (classes.go); the
+	// connection's goroutine or loop only.
+	classes keyclass.Tally
 
 	mu       sync.Mutex // guards the fields below
 	name     string
@@ -467,6 +473,7 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	st := &c.stats[cmd.index]
 	st.calls.Add(1)
 	st.nanos.Add(ns)
+	c.flushClasses()
 	c.srv.latency.observe(cmd.index, c.id, ns)
 	if c.srv.slowlog.slow(ns) {
 		c.srv.slowlog.add(c, cmd, args, ns)
@@ -479,6 +486,7 @@ func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
 	slow := c.srv.slowlog.slow(per)
+	c.flushClasses()
 	for k := range slots {
 		cmd := slots[k].cmd
 		st := &c.stats[cmd.index]

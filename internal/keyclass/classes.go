@@ -79,10 +79,21 @@ func (c *Class) reset() {
 	}
 }
 
-// rule is a compiled Rule.
+// rule is a compiled Rule. lit is the pattern's literal beginning (up to
+// its first special character): a key that does not start with it cannot
+// match, which is checked before the glob.
 type rule struct {
-	pattern []byte
-	class   *Class
+	pattern, lit []byte
+	class        *Class
+}
+
+// literalPrefix returns the bytes of a glob pattern before its first
+// special character ('*', '?', '[', '\').
+func literalPrefix(p []byte) []byte {
+	if i := bytes.IndexAny(p, `*?[\`); i >= 0 {
+		return p[:i]
+	}
+	return p
 }
 
 // prefixes is the prefix table, immutable once published: each known
@@ -135,7 +146,8 @@ func New(cfg Config, prev *Classes) *Classes {
 	}
 	for _, r := range cfg.Rules {
 		cl := old(r.Name)
-		c.rules = append(c.rules, rule{pattern: []byte(r.Pattern), class: cl})
+		pat := []byte(r.Pattern)
+		c.rules = append(c.rules, rule{pattern: pat, lit: literalPrefix(pat), class: cl})
 		c.byName[r.Name] = cl
 	}
 	c.other = old(Other)
@@ -170,9 +182,96 @@ func (c *Classes) lookupName(name string) *Class {
 // Classify returns key's class. It does not allocate, and takes a lock
 // only the first time a prefix is seen while Limit has room.
 func (c *Classes) Classify(key []byte) *Class {
+	return c.ClassifyCached(key, nil)
+}
+
+// Cache remembers the last prefix one caller classified (a connection's
+// keys often share it), so that the next key of that prefix skips the
+// prefix table. A Cache is for one goroutine at a time; its zero value is
+// empty. Its buffer is allocated once, on first use.
+type Cache struct {
+	owner  *Classes
+	prefix []byte
+	class  *Class
+}
+
+// Tally gathers one writer's decisions (a connection's, during a pipeline)
+// in plain counters, and adds them to their classes at Flush: one atomic
+// add per class touched instead of one per decision. Counts become visible
+// at Flush. A Tally is for one goroutine at a time; its zero value is
+// empty.
+type Tally struct {
+	Cache
+	pend []pending
+}
+
+type pending struct {
+	class            *Class
+	allowed, limited int64
+}
+
+// maxPending is how many classes a Tally holds before it flushes itself.
+const maxPending = 8
+
+// Count classifies key (with t's cache) and counts a decision under its
+// class, until Flush.
+func (c *Classes) Count(t *Tally, key []byte, limited bool) {
+	cl := c.ClassifyCached(key, &t.Cache)
+	var p *pending
+	for i := range t.pend {
+		if t.pend[i].class == cl {
+			p = &t.pend[i]
+			break
+		}
+	}
+	if p == nil {
+		if len(t.pend) == maxPending {
+			t.Flush(0)
+		}
+		t.pend = append(t.pend, pending{class: cl})
+		p = &t.pend[len(t.pend)-1]
+	}
+	if limited {
+		p.limited++
+	} else {
+		p.allowed++
+	}
+}
+
+// Flush adds the counts gathered to their classes, on the stripe of id.
+// A class dropped meanwhile by a new configuration loses them.
+func (t *Tally) Flush(id int64) {
+	for i := range t.pend {
+		p := &t.pend[i]
+		s := &p.class.n[int(id)&(len(p.class.n)-1)]
+		if p.allowed != 0 {
+			s.allowed.Add(p.allowed)
+		}
+		if p.limited != 0 {
+			s.limited.Add(p.limited)
+		}
+	}
+	clear(t.pend)
+	t.pend = t.pend[:0]
+}
+
+// Pending reports whether t holds counts not yet flushed.
+func (t *Tally) Pending() bool { return len(t.pend) > 0 }
+
+// ClassifyCached is Classify with cc (nil: none) remembering the last
+// prefix: a prefix's class never changes within one Classes.
+func (c *Classes) ClassifyCached(key []byte, cc *Cache) *Class {
 	for i := range c.rules {
-		if glob.Match(c.rules[i].pattern, key) {
-			return c.rules[i].class
+		r := &c.rules[i]
+		if bytes.HasPrefix(key, r.lit) && glob.Match(r.pattern, key) {
+			return r.class
+		}
+	}
+	if cc != nil && cc.owner == c {
+		// The cached prefix holds no ':', so a key that starts with it
+		// and a ':' has that prefix: no need to look for the ':'.
+		if n := len(cc.prefix); len(key) > n && key[n] == ':' && string(key[:n]) == string(cc.prefix) {
+			return cc.class
 		}
 	}
 	i := bytes.IndexByte(key, ':')
@@ -180,6 +279,18 @@ func (c *Classes) Classify(key []byte) *Class {
 		return c.other
 	}
 	prefix := key[:i]
+	cl := c.prefixClass(prefix)
+	if cc != nil && len(prefix) <= MaxNameLen {
+		if cc.prefix == nil {
+			cc.prefix = make([]byte, 0, MaxNameLen)
+		}
+		cc.owner, cc.prefix, cc.class = c, append(cc.prefix[:0], prefix...), cl
+	}
+	return cl
+}
+
+// prefixClass returns the class of a key prefix.
+func (c *Classes) prefixClass(prefix []byte) *Class {
 	p := c.pref.Load()
 	if cl, ok := p.m[string(prefix)]; ok {
 		return cl

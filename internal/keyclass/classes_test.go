@@ -165,6 +165,62 @@ func TestLiveChange(t *testing.T) {
 	}
 }
 
+// TestTally: counts gathered in a tally show only after Flush, on their
+// classes, whatever the number of classes touched.
+func TestTally(t *testing.T) {
+	c := New(Config{Limit: 20}, nil)
+	var tl Tally
+	want := map[string][2]int64{}
+	for i := 0; i < 100; i++ {
+		name := fmt.Sprintf("p%d", i%11) // more classes than a tally holds
+		limited := i%3 == 0
+		c.Count(&tl, []byte(name+":x"), limited)
+		w := want[name]
+		if limited {
+			w[1]++
+		} else {
+			w[0]++
+		}
+		want[name] = w
+	}
+	tl.Flush(7)
+	if tl.Pending() {
+		t.Fatal("Pending after Flush")
+	}
+	got := counts(c)
+	delete(got, Other)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after Flush: %v, want %v", got, want)
+	}
+	c.Count(&tl, []byte("p0:y"), true)
+	if got := counts(c)["p0"]; got != want["p0"] {
+		t.Errorf("before Flush: p0 = %v, want %v (not yet flushed)", got, want["p0"])
+	}
+	if !tl.Pending() {
+		t.Error("no Pending after Count")
+	}
+}
+
+// TestTallyAllocs: counting into a tally and flushing allocate nothing
+// once the tally and its cache hold their buffers.
+func TestTallyAllocs(t *testing.T) {
+	c := New(Config{Limit: 100}, nil)
+	var tl Tally
+	keys := [][]byte{[]byte("user:1"), []byte("ip:2"), []byte("x")}
+	for _, k := range keys {
+		c.Count(&tl, k, false)
+	}
+	tl.Flush(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		for _, k := range keys {
+			c.Count(&tl, k, true)
+		}
+		tl.Flush(1)
+	}); n != 0 {
+		t.Errorf("Count and Flush allocate %.1f times per run, want 0", n)
+	}
+}
+
 func TestReset(t *testing.T) {
 	c := New(Config{Limit: 5}, nil)
 	c.Classify([]byte("a:1")).Count(0, true)

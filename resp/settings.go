@@ -167,13 +167,13 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		s.hotkeysSetting(),
-		s.classSettings()[0], s.classSettings()[1],
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},
 		{Name: "dbfilename", Get: constant("dump.rdb")},
 		{Name: "dir", Get: func() string { d, _ := os.Getwd(); return d }},
 	}
+	builtin = append(builtin, s.classSettings()...)
 	if s.cfg.LogLevel != nil {
 		builtin[5].Set = func(v string) error {
 			w, err := setting.Must("loglevel").ParseWord(v)

@@ -113,7 +113,6 @@ type Classes struct {
 	stripes int
 	rules   []rule
 	other   *Class
-	byName  map[string]*Class // rules' classes and Other; immutable
 
 	mu   sync.Mutex // serialises learning
 	pref atomic.Pointer[prefixes]
@@ -135,7 +134,8 @@ func New(cfg Config, prev *Classes) *Classes {
 	if prev != nil {
 		stripes = prev.stripes // counters carried over keep their stripes
 	}
-	c := &Classes{cfg: cfg, stripes: stripes, byName: make(map[string]*Class, len(cfg.Rules)+1)}
+	c := &Classes{cfg: cfg, stripes: stripes}
+	p := &prefixes{m: make(map[string]*Class, len(cfg.Rules)+1)} // the rules' names and Other first
 	old := func(name string) *Class {
 		if prev != nil {
 			if cl := prev.lookupName(name); cl != nil {
@@ -148,14 +148,10 @@ func New(cfg Config, prev *Classes) *Classes {
 		cl := old(r.Name)
 		pat := []byte(r.Pattern)
 		c.rules = append(c.rules, rule{pattern: pat, lit: literalPrefix(pat), class: cl})
-		c.byName[r.Name] = cl
+		p.m[r.Name] = cl
 	}
 	c.other = old(Other)
-	c.byName[Other] = c.other
-	p := &prefixes{m: map[string]*Class{}}
-	for name, cl := range c.byName {
-		p.m[name] = cl
-	}
+	p.m[Other] = c.other
 	if prev != nil {
 		for _, cl := range prev.pref.Load().order {
 			if len(p.order) == cfg.Limit {

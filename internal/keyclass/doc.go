@@ -11,7 +11,10 @@
 //
 // Classify never allocates and takes no lock once a prefix is known: the
 // prefix table is an immutable map swapped whole (copy on write) when a
-// prefix is learned, at most Limit times. Counters are striped (the caller
-// picks the stripe, a connection id), so that event loops on different
-// CPUs rarely share a cache line.
+// prefix is learned, at most Limit times. A class's counters are striped
+// (the caller picks the stripe, a connection id), so that event loops on
+// different CPUs rarely share a cache line; a Tally gathers one writer's
+// decisions in plain counters, with its last prefix cached, and adds them
+// at Flush (a connection flushes once per command or pipelined run of
+// writes), so that a decision costs no atomic operation of its own.
 package keyclass

@@ -84,7 +84,7 @@ type Collector struct {
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
 	authFailures, protectedDenied, tlsFailures              *prometheus.Desc
-	hotKeys, classDecisions                                 *prometheus.Desc
+	hotKeys                                                 *prometheus.Desc
 	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
 	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
@@ -94,6 +94,7 @@ type Collector struct {
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
 	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
 	rlsDescHits, rlsDescOver, rlsDescNear, rlsDescShadow    *prometheus.Desc
+	classDecisions                                          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -132,7 +133,6 @@ func NewCollector(src Sources) *Collector {
 		authFailures:    d("auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth)."),
 		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
 		hotKeys:         d("hotkey_count", "Estimated limiter requests (list requested) or limited decisions (list limited) on each of the 10 most counted keys of the heavy-hitter summaries since they started (hotkeys-capacity); at most 20 series.", "list", "cmd", "key"),
-		classDecisions:  d("class_decisions_total", "Limiter decisions by key class and outcome (allowed, limited): the first metrics-class rule matching the key, else its prefix up to the first ':' for the first metrics-class-limit prefixes, else other; a CL.THROTTLEALL counts each of its keys. Absent while classes are off.", "class", "outcome"),
 		tlsFailures:     d("tls_handshake_failures_total", "TLS handshakes on tls-port that failed (a connection closed before sending anything is not counted)."),
 
 		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
@@ -172,6 +172,8 @@ func NewCollector(src Sources) *Collector {
 		rlsDescNear:   d("rls_descriptor_near_limit_total", "Hits allowed that left at most 20% of the limit remaining, by domain and descriptor.", "domain", "descriptor"),
 		rlsDescShadow: d("rls_descriptor_shadow_over_limit_total", "Hits over the limit of a shadow_mode rule (answered OK), by domain and descriptor.", "domain", "descriptor"),
 		rlsUndecided:  d("rls_undecided_descriptors_total", "Descriptors that could not be decided (no leader in their group, no group serving their slot, an error on their key): answered UNKNOWN, or their call failed."),
+
+		classDecisions: d("class_decisions_total", "Limiter decisions by key class and outcome (allowed, limited): the first metrics-class rule matching the key, else its prefix up to the first ':' for the first metrics-class-limit prefixes, else other; a CL.THROTTLEALL counts each of its keys. Absent while classes are off.", "class", "outcome"),
 	}
 	c.descs = descs
 	return c

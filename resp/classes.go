@@ -2,6 +2,8 @@ package resp
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -13,13 +15,49 @@ import (
 // and metrics-class-limit swap in new ones that keep the counts of the
 // classes they keep.
 
+// ClassRules are the metrics-class rules (Config.MetricsClasses).
+type ClassRules = keyclass.Rules
+
+// DefaultMetricsClassLimit is metrics-class-limit's default.
+const DefaultMetricsClassLimit = keyclass.DefaultLimit
+
+// classTally is a connection's tally of decisions by class.
+type classTally = keyclass.Tally
+
+// classState is the server's key classes.
+type classState struct {
+	cur atomic.Pointer[keyclass.Classes] // nil when off
+	mu  sync.Mutex                       // serialises changes; guards cfg
+	cfg keyclass.Config
+}
+
+// initClasses puts the configured classes in force.
+func (s *Server) initClasses(rules ClassRules, limit int) {
+	s.updateClasses(func(c *keyclass.Config) { *c = keyclass.Config{Rules: rules, Limit: limit} })
+}
+
 // updateClasses changes the classes' configuration with change and puts
 // the new classes in force (nil: off).
 func (s *Server) updateClasses(change func(*keyclass.Config)) {
-	s.classMu.Lock()
-	defer s.classMu.Unlock()
-	change(&s.classCfg)
-	s.classes.Store(keyclass.New(s.classCfg, s.classes.Load()))
+	st := &s.classes
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	change(&st.cfg)
+	st.cur.Store(keyclass.New(st.cfg, st.cur.Load()))
+}
+
+// classConfig returns the classes' configuration.
+func (s *Server) classConfig() keyclass.Config {
+	s.classes.mu.Lock()
+	defer s.classes.mu.Unlock()
+	return s.classes.cfg
+}
+
+// resetClasses is CONFIG RESETSTAT's part: every class's counts to 0.
+func (s *Server) resetClasses() {
+	if cl := s.classes.cur.Load(); cl != nil {
+		cl.Reset()
+	}
 }
 
 // countClass counts a limiter decision on key under its class in the
@@ -29,7 +67,7 @@ func (s *Server) updateClasses(change func(*keyclass.Config)) {
 // adds the tally to the classes: one atomic add per class a pipeline
 // touched, on the stripe of the connection's id.
 func (c *Conn) countClass(key []byte, limited bool) {
-	if cl := c.srv.classes.Load(); cl != nil {
+	if cl := c.srv.classes.cur.Load(); cl != nil {
 		cl.Count(&c.classes, key, limited)
 	}
 }
@@ -47,7 +85,7 @@ type ClassStats = keyclass.Counts
 
 // classStats returns every class's counts (nil while off).
 func (s *Server) classStats() []ClassStats {
-	if cl := s.classes.Load(); cl != nil {
+	if cl := s.classes.cur.Load(); cl != nil {
 		return cl.Counts()
 	}
 	return nil
@@ -55,12 +93,10 @@ func (s *Server) classStats() []ClassStats {
 
 func (s *Server) infoClasses(b []byte, _ int64) []byte {
 	b = append(b, "# Classes\r\n"...)
-	s.classMu.Lock()
-	cfg := s.classCfg
-	s.classMu.Unlock()
+	cfg := s.classConfig()
 	b = fieldInt(b, "metrics_class_rules", int64(len(cfg.Rules)))
 	b = fieldInt(b, "metrics_class_limit", int64(cfg.Limit))
-	cl := s.classes.Load()
+	cl := s.classes.cur.Load()
 	if cl == nil {
 		return fieldInt(b, "metrics_class_prefixes", 0)
 	}
@@ -74,11 +110,7 @@ func (s *Server) infoClasses(b []byte, _ int64) []byte {
 
 // classSettings are CONFIG GET/SET metrics-class and metrics-class-limit.
 func (s *Server) classSettings() []Setting {
-	get := func() keyclass.Config {
-		s.classMu.Lock()
-		defer s.classMu.Unlock()
-		return s.classCfg
-	}
+	get := s.classConfig
 	return []Setting{
 		{Name: "metrics-class", Get: func() string { return get().Rules.String() }, Set: func(v string) error {
 			rs, err := keyclass.ParseRules(v)

@@ -13,7 +13,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -103,7 +102,7 @@ type Conn struct {
 	// classes gathers the decisions of the command or run of writes in
 	// progress by key class until they are accounted (classes.go); the
 	// connection's goroutine or loop only.
-	classes keyclass.Tally
+	classes classTally
 
 	mu       sync.Mutex // guards the fields below
 	name     string

@@ -53,12 +53,10 @@ func (s *Server) setHotkeys(capacity int) {
 // frequent, is sampled many times.
 const hotSample = 32
 
-// countKey records a limiter decision on key for the current command:
-// under its key class (classes.go), and in the summaries one in hotSample
-// picked by the connection's own xorshift generator (no lock, no
-// allocation).
+// countKey records a limiter decision on key for the current command,
+// one in hotSample picked by the connection's own xorshift generator (no
+// lock, no allocation).
 func (c *Conn) countKey(key []byte, limited bool) {
-	c.countClass(key, limited)
 	h := c.srv.hot.Load()
 	if h == nil {
 		return

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/version"
 )
@@ -89,7 +88,7 @@ type Config struct {
 	// limiter decisions are counted under (metrics-class,
 	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
 	// them off. Changeable live.
-	MetricsClasses    keyclass.Rules
+	MetricsClasses    ClassRules
 	MetricsClassLimit int
 	// InfoSections are extra INFO sections (after the built-in ones), of
 	// the parts wired beside the server (the rate-limit service's rls).
@@ -144,7 +143,7 @@ func DefaultConfig() Config {
 		EventLoops:        DefaultEventLoops(),
 		MaxBulkLen:        defaultMaxBulkLen,
 		HotkeysCapacity:   DefaultHotkeysCapacity,
-		MetricsClassLimit: keyclass.DefaultLimit,
+		MetricsClassLimit: DefaultMetricsClassLimit,
 		MaxArgs:           defaultMaxArgs,
 		Parse:             engine.DefaultParseOptions(),
 
@@ -230,11 +229,8 @@ type Server struct {
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
 	hot atomic.Pointer[hotSet]
-	// classes are the key classes in force (classes.go); nil when off.
-	// classMu serialises their changes and guards classCfg.
-	classes  atomic.Pointer[keyclass.Classes]
-	classMu  sync.Mutex
-	classCfg keyclass.Config
+	// classes are the key classes in force (classes.go).
+	classes classState
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -314,13 +310,11 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.setHotkeys(cfg.HotkeysCapacity)
-	s.updateClasses(func(c *keyclass.Config) {
-		*c = keyclass.Config{Rules: cfg.MetricsClasses, Limit: cfg.MetricsClassLimit}
-	})
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
 	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
+	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
 		s.table.add(cmd)

@@ -115,9 +115,7 @@ func (s *Server) resetStats() {
 	if l := s.latencyHists(); l != nil {
 		l.reset()
 	}
-	if cl := s.classes.Load(); cl != nil {
-		cl.Reset()
-	}
+	s.resetClasses()
 }
 
 func (s *Server) latencyHists() *latencies {
@@ -195,6 +193,7 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
+		Classes:              s.classStats(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),
 		RejectedConnections:  s.stats.rejectedConns.Load(),
@@ -213,7 +212,6 @@ func (s *Server) Stats() Stats {
 		SlowlogLen:           s.slowlog.len(),
 	}
 	s.hotStats(&st)
-	st.Classes = s.classStats()
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet

@@ -53,6 +53,7 @@ func BenchmarkCountKey(b *testing.B) {
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						c.countKey(keys[i%nkeys], i%4 == 0)
+						c.countClass(keys[i%nkeys], i%4 == 0)
 						if i%16 == 15 {
 							c.flushClasses() // as accounting a pipeline of 16 does
 						}

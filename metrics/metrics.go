@@ -94,6 +94,8 @@ type Collector struct {
 	raftPortHandshakes, raftPortAccepted, raftPortRefused   *prometheus.Desc
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
 	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
+	rlsDescHits, rlsDescOver, rlsDescNear, rlsDescShadow    *prometheus.Desc
+	classDecisions                                          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -168,7 +170,13 @@ func NewCollector(src Sources) *Collector {
 		rlsReloads:    d("rls_config_loads_total", "Rate-limit service configuration loads: ok, or refused (the previous configuration kept).", "outcome"),
 		rlsForwarded:  d("rls_forwarded_descriptors_total", "Descriptors the rate-limit service sent to be decided in another group than this node's."),
 		rlsRedirected: d("rls_redirected_descriptors_total", "Descriptors routed again because the group asked no longer served their key (the slot moved or migrates)."),
+		rlsDescHits:   d("rls_descriptor_hits_total", "Hits (hits_addend) of the rate-limit service's decided descriptors that have a limit, by domain and descriptor (the rule's path, key_value.key); the first rls-stats-limit pairs, later ones under _overflow.", "domain", "descriptor"),
+		rlsDescOver:   d("rls_descriptor_over_limit_total", "Hits over their limit, shadow-mode ones included, by domain and descriptor.", "domain", "descriptor"),
+		rlsDescNear:   d("rls_descriptor_near_limit_total", "Hits allowed that left at most 20% of the limit remaining, by domain and descriptor.", "domain", "descriptor"),
+		rlsDescShadow: d("rls_descriptor_shadow_over_limit_total", "Hits over the limit of a shadow_mode rule (answered OK), by domain and descriptor.", "domain", "descriptor"),
 		rlsUndecided:  d("rls_undecided_descriptors_total", "Descriptors that could not be decided (no leader in their group, no group serving their slot, an error on their key): answered UNKNOWN, or their call failed."),
+
+		classDecisions: d("class_decisions_total", "Limiter decisions by key class and outcome (allowed, limited): the first metrics-class rule matching the key, else its prefix up to the first ':' for the first metrics-class-limit prefixes, else other; a CL.THROTTLEALL counts each of its keys. Absent while classes are off.", "class", "outcome"),
 	}
 	c.descs = descs
 	return c
@@ -233,6 +241,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range st.HotLimited {
 		gauge(c.hotKeys, float64(k.Count), "limited", k.Command, strings.ToValidUTF8(k.Key, "\uFFFD"))
 	}
+	for _, k := range st.Classes {
+		counter(c.classDecisions, float64(k.Allowed), k.Name, "allowed")
+		counter(c.classDecisions, float64(k.Limited), k.Name, "limited")
+	}
 	gauge(c.usedBytes, float64(st.UsedMemory))
 	gauge(c.maxBytes, float64(st.MaxMemory))
 	gauge(c.oom, b2f(st.OOM))
@@ -260,6 +272,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.rlsForwarded, float64(s.Forwarded))
 		counter(c.rlsRedirected, float64(s.Redirected))
 		counter(c.rlsUndecided, float64(s.Undecided))
+		for _, d := range s.Descriptors {
+			dom, desc := strings.ToValidUTF8(d.Domain, "\uFFFD"), strings.ToValidUTF8(d.Descriptor, "\uFFFD")
+			counter(c.rlsDescHits, float64(d.TotalHits), dom, desc)
+			counter(c.rlsDescOver, float64(d.OverLimit), dom, desc)
+			counter(c.rlsDescNear, float64(d.NearLimit), dom, desc)
+			counter(c.rlsDescShadow, float64(d.ShadowOverLimit), dom, desc)
+		}
 	}
 	if r := c.src.Raft; r != nil {
 		inf := r.Info()

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
 	"github.com/cellserver/cellserver/shards"
@@ -91,6 +92,7 @@ func TestScrape(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Logger = discard()
 	cfg.MaxClients = 3
+	cfg.MetricsClasses = keyclass.Rules{{Name: "hot", Pattern: "hot"}}
 	now := func() int64 { return time.Now().UnixNano() }
 	srv, err := resp.NewServer(cfg, resp.NewLocal(store, now))
 	if err != nil {
@@ -113,7 +115,8 @@ func TestScrape(t *testing.T) {
 		ChangesSinceLastSave: 7, LastSave: time.Unix(1700000000, 0), LastSaveOK: true, Saves: 3,
 		LastSaveDuration: 250 * time.Millisecond, LastSaveKeys: 5, LastSaveBytes: 4096,
 	}
-	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1, Forwarded: 6, Redirected: 5, Undecided: 7}
+	rlsStats := fakeRLS{Requests: 9, OverLimit: 2, ShadowOverLimit: 1, Errors: 3, Reloads: 4, ReloadErrors: 1, Forwarded: 6, Redirected: 5, Undecided: 7,
+		Descriptors: []rls.DescriptorStats{{Domain: "web", Descriptor: "user", TotalHits: 8, OverLimit: 3, NearLimit: 2, ShadowOverLimit: 1}}}
 	reg := NewRegistry(Sources{Server: srv, Store: store, Persistence: persist, RLS: rlsStats})
 	h, err := Listen("127.0.0.1:0", reg, nil, discard())
 	if err != nil {
@@ -200,6 +203,15 @@ func TestScrape(t *testing.T) {
 		{"cellserver_rls_forwarded_descriptors_total", nil, 6},
 		{"cellserver_rls_redirected_descriptors_total", nil, 5},
 		{"cellserver_rls_undecided_descriptors_total", nil, 7},
+		{"cellserver_rls_descriptor_hits_total", map[string]string{"domain": "web", "descriptor": "user"}, 8},
+		{"cellserver_rls_descriptor_over_limit_total", map[string]string{"domain": "web", "descriptor": "user"}, 3},
+		{"cellserver_rls_descriptor_near_limit_total", map[string]string{"domain": "web", "descriptor": "user"}, 2},
+		{"cellserver_rls_descriptor_shadow_over_limit_total", map[string]string{"domain": "web", "descriptor": "user"}, 1},
+		// Key classes: "user" has no prefix (other), tb:a... are class tb.
+		{"cellserver_class_decisions_total", map[string]string{"class": "other", "outcome": "allowed"}, 3},
+		{"cellserver_class_decisions_total", map[string]string{"class": "other", "outcome": "limited"}, 2},
+		{"cellserver_class_decisions_total", map[string]string{"class": "tb", "outcome": "allowed"}, 4},
+		{"cellserver_class_decisions_total", map[string]string{"class": "hot", "outcome": "allowed"}, 0},
 	}
 	for _, tt := range tests {
 		got, ok := value(mf, tt.name, tt.labels)
@@ -255,6 +267,9 @@ func TestScrape(t *testing.T) {
 	}
 	if n := len(mf["cellserver_hotkey_count"].GetMetric()); n > 20 {
 		t.Errorf("%d cellserver_hotkey_count series, want at most 20", n)
+	}
+	if got, _ := value(mf, "cellserver_class_decisions_total", map[string]string{"class": "hot", "outcome": "allowed"}); got != 6400 {
+		t.Errorf("cellserver_class_decisions_total{hot,allowed} = %v, want 6400 (every decision counted)", got)
 	}
 }
 

@@ -9,17 +9,21 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/rls"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -140,7 +144,22 @@ func liveMetricNames(t *testing.T) map[string]bool {
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node}), nil, discard())
+	// The rate-limit service, with a descriptor decided over its limit.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svc := rls.New(rls.Options{Writer: node})
+	if err := svc.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		req := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlpb.RateLimitDescriptor{{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}}}
+		if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node, RLS: svc}), nil, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -30,18 +31,32 @@ func (r *batchReader) Read(p []byte) (int, error) {
 // over 1000 names so the store reaches a steady state. Each runs with the
 // heavy-hitter summaries off (hotkeys=0) and at their default capacity,
 // over 1000 keys (all tracked) and over 100,000 (nearly every request
-// replaces a tracked key: the summaries' worst case).
+// replaces a tracked key: the summaries' worst case). The key classes
+// run with their default (classes=on: one prefix class, "k") unless
+// classes=off (metrics-class-limit 0) or classes=rules3 (three
+// metrics-class rules, none matching, tried before the prefix).
 func BenchmarkPipeline(b *testing.B) {
-	for _, bc := range []struct{ depth, keys, hot int }{
-		{1, 1000, 0}, {1, 1000, DefaultHotkeysCapacity}, {16, 1000, 0}, {16, 1000, DefaultHotkeysCapacity},
-		{16, 100000, 0}, {16, 100000, DefaultHotkeysCapacity},
+	for _, bc := range []struct {
+		depth, keys, hot int
+		classes          string
+	}{
+		{1, 1000, 0, "off"}, {1, 1000, DefaultHotkeysCapacity, "off"}, {16, 1000, 0, "off"}, {16, 1000, DefaultHotkeysCapacity, "off"},
+		{16, 100000, 0, "off"}, {16, 100000, DefaultHotkeysCapacity, "off"},
+		{1, 1000, DefaultHotkeysCapacity, "on"}, {16, 1000, DefaultHotkeysCapacity, "on"},
+		{1, 1000, DefaultHotkeysCapacity, "rules3"}, {16, 1000, DefaultHotkeysCapacity, "rules3"},
 	} {
 		depth := bc.depth
-		b.Run(fmt.Sprintf("P%d/keys=%d/hotkeys=%d", depth, bc.keys, bc.hot), func(b *testing.B) {
+		b.Run(fmt.Sprintf("P%d/keys=%d/hotkeys=%d/classes=%s", depth, bc.keys, bc.hot, bc.classes), func(b *testing.B) {
 			store, _ := shards.New(shards.Config{})
 			cfg := DefaultConfig()
 			cfg.Logger = discardLogger()
 			cfg.HotkeysCapacity = bc.hot
+			switch bc.classes {
+			case "off":
+				cfg.MetricsClassLimit = 0
+			case "rules3":
+				cfg.MetricsClasses, _ = keyclass.ParseRules("vip user:vip-* login login:* api *:api:*")
+			}
 			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 			if err != nil {
 				b.Fatal(err)

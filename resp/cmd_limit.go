@@ -196,6 +196,7 @@ func finishThrottle(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
 	c.countKey(args[1], r.Limited)
+	c.countClass(args[1], r.Limited)
 	c.writeLimit(r, engine.CellSeconds)
 }
 
@@ -205,6 +206,7 @@ func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
 	for i := range res.Results {
 		limited = limited || res.Results[i].Limited
 		c.countKey(args[1+5*i], res.Results[i].Limited)
+		c.countClass(args[1+5*i], res.Results[i].Limited)
 		c.writeLimit(&res.Results[i], engine.CellSeconds)
 	}
 	c.countDecision(limited)
@@ -214,6 +216,7 @@ func finishMillis(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
 	c.countKey(args[1], r.Limited)
+	c.countClass(args[1], r.Limited)
 	c.writeLimit(r, engine.CeilMillis)
 }
 
@@ -221,6 +224,7 @@ func finishLeaky(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
 	c.countDecision(r.Limited)
 	c.countKey(args[1], r.Limited)
+	c.countClass(args[1], r.Limited)
 	limited := int64(0)
 	if r.Limited {
 		limited = 1

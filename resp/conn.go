@@ -105,6 +105,11 @@ type Conn struct {
 	authFails int
 	penalty   time.Duration
 
+	// classes gathers the decisions of the command or run of writes in
+	// progress by key class until they are accounted (classes.go); the
+	// connection's goroutine or loop only.
+	classes classTally
+
 	mu       sync.Mutex // guards the fields below
 	name     string
 	libName  string
@@ -491,6 +496,7 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	st := &c.stats[cmd.index]
 	st.calls.Add(1)
 	st.nanos.Add(ns)
+	c.flushClasses()
 	c.srv.latency.observe(cmd.index, c.id, ns)
 	if c.srv.slowlog.slow(ns) {
 		c.srv.slowlog.add(c, cmd, args, ns)
@@ -504,6 +510,7 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
+	c.flushClasses()
 	if c.srv.slowlog.slow(per) {
 		for k := range slots {
 			c.srv.slowlog.add(c, slots[k].cmd, slots[k].args, per)

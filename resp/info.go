@@ -33,6 +33,23 @@ var infoSections = []infoSection{
 	{"commandstats", false, (*Server).infoCommandstats},
 	{"latencystats", false, (*Server).infoLatencystats},
 	{"hotkeys", false, (*Server).infoHotkeys},
+	{"classes", false, (*Server).infoClasses},
+}
+
+// InfoSection is an INFO section of a part wired beside the server
+// (Config.InfoSections): printed by INFO all, everything, or its name.
+type InfoSection struct {
+	// Name is the section's name, lower case ("rls"); its title is Name
+	// with a capital.
+	Name string
+	// Fields returns the section's lines; a Value must hold no line end.
+	// Called on the INFO command's connection, concurrently with serving.
+	Fields func() []InfoField
+}
+
+// InfoField is one "name:value" line of INFO.
+type InfoField struct {
+	Name, Value string
 }
 
 func infoHandler(c *Conn, args [][]byte) error {
@@ -54,6 +71,21 @@ func infoHandler(c *Conn, args [][]byte) error {
 			b = append(b, "\r\n"...)
 		}
 		b = sec.appendTo(c.srv, b, c.srv.now())
+	}
+	for _, sec := range c.srv.cfg.InfoSections {
+		if !(all || want[sec.Name]) {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		b = append(b, "# "...)
+		b = append(b, strings.ToUpper(sec.Name[:1])...)
+		b = append(b, sec.Name[1:]...)
+		b = append(b, "\r\n"...)
+		for _, f := range sec.Fields() {
+			b = field(b, f.Name, f.Value)
+		}
 	}
 	c.WriteBulk(b)
 	return nil

@@ -86,6 +86,15 @@ type Config struct {
 	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
 	// (requested and limited; hotkeys.go); 0 turns them off.
 	HotkeysCapacity int
+	// MetricsClasses and MetricsClassLimit choose the key classes
+	// limiter decisions are counted under (metrics-class,
+	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
+	// them off. Changeable live.
+	MetricsClasses    ClassRules
+	MetricsClassLimit int
+	// InfoSections are extra INFO sections (after the built-in ones), of
+	// the parts wired beside the server (the rate-limit service's rls).
+	InfoSections []InfoSection
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -143,14 +152,15 @@ type Config struct {
 // with Redis's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:            "127.0.0.1:6379",
-		ProtectedMode:   true,
-		MaxClients:      10000,
-		EventLoops:      DefaultEventLoops(),
-		MaxBulkLen:      defaultMaxBulkLen,
-		HotkeysCapacity: DefaultHotkeysCapacity,
-		MaxArgs:         defaultMaxArgs,
-		Parse:           engine.DefaultParseOptions(),
+		Addr:              "127.0.0.1:6379",
+		ProtectedMode:     true,
+		MaxClients:        10000,
+		EventLoops:        DefaultEventLoops(),
+		MaxBulkLen:        defaultMaxBulkLen,
+		HotkeysCapacity:   DefaultHotkeysCapacity,
+		MetricsClassLimit: DefaultMetricsClassLimit,
+		MaxArgs:           defaultMaxArgs,
+		Parse:             engine.DefaultParseOptions(),
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
@@ -189,7 +199,7 @@ func (c *Config) Validate() error {
 	for _, r := range []struct {
 		name string
 		n    int64
-	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}} {
+	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)}} {
 		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
 			return fmt.Errorf("resp: %w", err)
 		}
@@ -234,6 +244,8 @@ type Server struct {
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
 	hot atomic.Pointer[hotSet]
+	// classes are the key classes in force (classes.go).
+	classes classState
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -323,6 +335,7 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
 	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
+	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
 		s.table.add(cmd)

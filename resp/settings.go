@@ -173,6 +173,7 @@ func (s *Server) initSettings() error {
 		{Name: "dbfilename", Get: constant("dump.rdb")},
 		{Name: "dir", Get: func() string { d, _ := os.Getwd(); return d }},
 	}
+	builtin = append(builtin, s.classSettings()...)
 	if s.cfg.LogLevel != nil {
 		builtin[5].Set = func(v string) error {
 			w, err := setting.Must("loglevel").ParseWord(v)

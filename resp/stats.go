@@ -115,6 +115,7 @@ func (s *Server) resetStats() {
 	if l := s.latencyHists(); l != nil {
 		l.reset()
 	}
+	s.resetClasses()
 }
 
 func (s *Server) latencyHists() *latencies {
@@ -169,6 +170,9 @@ type Stats struct {
 	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
 	// (hotkeys.go; nil when hotkeys-capacity is 0).
 	HotRequested, HotLimited []HotKey
+	// Classes are the limiter decisions of each key class (classes.go; nil
+	// while off): configured rules first, then prefixes, then other.
+	Classes []ClassStats
 	// TLSHandshakeFailures counts failed TLS handshakes
 	// (Config.TLSHandshakeFailures; 0 without TLS).
 	TLSHandshakeFailures int64
@@ -200,6 +204,7 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
+		Classes:              s.classStats(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),
 		RejectedConnections:  s.stats.rejectedConns.Load(),

@@ -91,6 +91,11 @@ type Limit struct {
 	// once (1..2^40; requests_per_unit by default), 0 for the others.
 	Algorithm Algorithm
 	Burst     int64
+	// Descriptor is the rule's path below its domain, "key_value.key"
+	// (envoyproxy/ratelimit's statistics name), empty for a limit sent
+	// with the descriptor; statsKey is its key among the statistics.
+	Descriptor string
+	statsKey   string
 }
 
 // request returns the engine request that takes hits from l. l must have
@@ -216,25 +221,31 @@ func (c *Config) add(name string, content []byte) error {
 		return fmt.Errorf("%w: %s: duplicate domain %q", ErrConfig, name, f.Domain)
 	}
 	root := &node{children: map[entryKey]*node{}}
-	if err := loadDescriptors(root, f.Domain, f.Descriptors); err != nil {
+	if err := loadDescriptors(root, f.Domain, "", f.Descriptors); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrConfig, name, err)
 	}
+	setStatsKeys(root, f.Domain)
 	c.domains[f.Domain] = root
 	c.Files = append(c.Files, name)
 	return nil
 }
 
-// loadDescriptors fills parent from ds; path names the level in errors.
-func loadDescriptors(parent *node, path string, ds []yamlDescriptor) error {
+// loadDescriptors fills parent from ds; path names the level in errors,
+// rel the same path below the domain (a limit's Descriptor).
+func loadDescriptors(parent *node, path, rel string, ds []yamlDescriptor) error {
 	for i := range ds {
 		d := &ds[i]
 		if d.Key == "" {
 			return fmt.Errorf("%s: descriptor has empty key", path)
 		}
 		ek := entryKey{key: d.Key, value: d.Value, hasValue: d.Value != ""}
-		here := path + "." + d.Key
+		name := d.Key
 		if ek.hasValue {
-			here += "_" + d.Value
+			name += "_" + d.Value
+		}
+		here, hereRel := path+"."+name, name
+		if rel != "" {
+			hereRel = rel + "." + name
 		}
 		if _, dup := parent.children[ek]; dup {
 			return fmt.Errorf("duplicate descriptor composite key '%s'", here)
@@ -248,9 +259,10 @@ func loadDescriptors(parent *node, path string, ds []yamlDescriptor) error {
 			if err != nil {
 				return fmt.Errorf("%s: %v", here, err)
 			}
+			l.Descriptor = hereRel
 			n.limit = l
 		}
-		if err := loadDescriptors(n, here, d.Descriptors); err != nil {
+		if err := loadDescriptors(n, here, hereRel, d.Descriptors); err != nil {
 			return err
 		}
 		parent.children[ek] = n
@@ -259,6 +271,16 @@ func loadDescriptors(parent *node, path string, ds []yamlDescriptor) error {
 		}
 	}
 	return nil
+}
+
+// setStatsKeys gives every limit under n its key among the statistics.
+func setStatsKeys(n *node, domain string) {
+	if n.limit != nil {
+		n.limit.statsKey = statsKey(domain, n.limit.Descriptor)
+	}
+	for _, c := range n.children {
+		setStatsKeys(c, domain)
+	}
 }
 
 // loadLimit checks and converts a descriptor's rate_limit block.

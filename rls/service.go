@@ -53,6 +53,10 @@ type Options struct {
 	NoGrow func() bool
 	// Logger receives reload messages; nil discards them.
 	Logger *slog.Logger
+	// StatsLimit bounds the domain and descriptor pairs counted on their
+	// own (Stats.Descriptors); later ones count under Overflow. 0:
+	// DefaultStatsLimit.
+	StatsLimit int
 }
 
 // Service answers envoy.service.ratelimit.v3.RateLimitService. The
@@ -76,6 +80,7 @@ type Service struct {
 	dirValue atomic.Pointer[string]
 
 	stats counters
+	desc  *descStats
 }
 
 // counters are the service's running totals.
@@ -104,12 +109,17 @@ type Stats struct {
 	// or migrates); Undecided, the descriptors that could not be decided:
 	// answered UNKNOWN, or their call failed (see DESIGN.md).
 	Forwarded, Redirected, Undecided int64
+	// Descriptors are the per-descriptor counts, in the order the pairs
+	// were first seen, the Overflow pair last (when it counted anything).
+	Descriptors []DescriptorStats
+	// StatsLimit is the most pairs counted on their own.
+	StatsLimit int
 }
 
 // New returns a Service with an empty configuration (every descriptor
 // answers OK) until Load.
 func New(opt Options) *Service {
-	s := &Service{router: opt.Router, noGrow: opt.NoGrow, log: opt.Logger}
+	s := &Service{router: opt.Router, noGrow: opt.NoGrow, log: opt.Logger, desc: newDescStats(opt.StatsLimit)}
 	if s.router == nil {
 		s.router = oneGroup{opt.Writer}
 	}
@@ -130,6 +140,7 @@ func (s *Service) Stats() Stats {
 		Requests: c.requests.Load(), OverLimit: c.overLimit.Load(), ShadowOverLimit: c.shadowOverLimit.Load(),
 		Errors: c.errors.Load(), Reloads: c.reloads.Load(), ReloadErrors: c.reloadErrors.Load(),
 		Forwarded: c.forwarded.Load(), Redirected: c.redirected.Load(), Undecided: c.undecided.Load(),
+		Descriptors: s.desc.all(), StatsLimit: s.desc.limit,
 	}
 }
 
@@ -287,7 +298,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		return nil, err
 	}
 	s.decideRouted(ctx, plans)
-	return s.respond(plans)
+	return s.respond(domain, descs, plans)
 }
 
 // prepare gives each plan that is decided in the keyspace its key and
@@ -326,7 +337,7 @@ func prepare(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, rep
 // refuse the request anyway (OVER_LIMIT); otherwise the call fails with the
 // descriptor's error, so that Envoy applies its failure mode instead of
 // taking a partial decision for an OK.
-func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
+func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan) (*pb.RateLimitResponse, error) {
 	out := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(plans))}
 	var (
 		undecided             error
@@ -349,6 +360,7 @@ func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
 			continue
 		case l.Unlimited:
 			st.LimitRemaining = math.MaxUint32
+			s.countDescriptor(domain, descs[i], p, false, false)
 			continue
 		}
 		st.CurrentLimit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit, Name: l.Name}
@@ -377,6 +389,7 @@ func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
 		if limited {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
+		s.countDescriptor(domain, descs[i], p, limited, limited || !p.keyed || p.result.Remaining*100 <= p.result.Limit*NearLimitPercent)
 		if l.QuotaMode {
 			quotaTotal++
 			if limited {
@@ -418,6 +431,20 @@ func (s *Service) respond(plans []plan) (*pb.RateLimitResponse, error) {
 		})
 	}
 	return out, nil
+}
+
+// countDescriptor adds a decided descriptor to its domain and descriptor's
+// statistics; near: an allowed decision left at most NearLimitPercent of
+// the limit remaining. Refunds and peeks (hits ≤ 0) are not hits.
+func (s *Service) countDescriptor(domain string, d *rlpb.RateLimitDescriptor, p *plan, limited, near bool) {
+	if p.hits <= 0 {
+		return
+	}
+	key := p.limit.statsKey
+	if key == "" { // a limit sent with the descriptor
+		key = statsKey(domain, descriptorPath(d.GetEntries()))
+	}
+	s.desc.get(key).count(p.hits, limited, p.limit.ShadowMode, near)
 }
 
 // headerPick chooses, among one class of descriptors, the one the response

@@ -239,6 +239,7 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	rc.ConfigFile = c.File
 	c.applyOps(&rc)
 	rc.Settings = append(rc.Settings, c.rlsSettings()...)
+	rc.InfoSections = append(rc.InfoSections, c.rlsInfo()...)
 	rc.Settings = append(rc.Settings, c.tableSettings()...)
 	return rc
 }

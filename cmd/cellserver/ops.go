@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/violations"
 	"github.com/cellserver/cellserver/replication"
@@ -42,6 +43,8 @@ type opsConfig struct {
 	MaxMemory         int64
 	MaxMemoryPolicy   string
 	HotkeysCapacity   int
+	MetricsClasses    keyclass.Rules // metrics-class
+	MetricsClassLimit int
 	LimitOverride     string // limit-override rules
 	LimitShadow       string // limit-shadow patterns
 	ViolationsLog     bool
@@ -70,6 +73,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
 		HotkeysCapacity:   rc.HotkeysCapacity,
+		MetricsClassLimit: rc.MetricsClassLimit,
 		ViolationsLogRate: violations.DefaultRate,
 	}
 }
@@ -92,6 +96,8 @@ var opsDirectives = []directive{
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
 	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
+	{name: "metrics-class", field: func(c *Config) any { return &c.Ops.MetricsClasses }},
+	{name: "metrics-class-limit", field: func(c *Config) any { return &c.Ops.MetricsClassLimit }},
 	{name: "limit-override", field: func(c *Config) any { return &c.Ops.LimitOverride }},
 	{name: "limit-shadow", field: func(c *Config) any { return &c.Ops.LimitShadow }},
 	{name: "violations-log", field: func(c *Config) any { return &c.Ops.ViolationsLog }},
@@ -176,6 +182,8 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
 	rc.ProtectedMode = o.ProtectedMode
 	rc.HotkeysCapacity = o.HotkeysCapacity
+	rc.MetricsClasses = o.MetricsClasses
+	rc.MetricsClassLimit = o.MetricsClassLimit
 	rc.Policy = o.limitPolicy()
 	node := c.Cluster.NodeID
 	if node == "" {

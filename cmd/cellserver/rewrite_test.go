@@ -49,3 +49,42 @@ func TestRewriter(t *testing.T) {
 		t.Errorf("rewrite of a removed file: %v", err)
 	}
 }
+
+// TestRewriteRepeatable: metrics-class lines add up when read; a rewrite
+// that changes nothing keeps them, and a live change is written whole on
+// the last of them (the others removed), so that the file reads back as
+// the classes in force.
+func TestRewriteRepeatable(t *testing.T) {
+	src := "metrics-class login login:*\n# between\nmetrics-class api api:* vip vip:*\n"
+	for _, tt := range []struct{ live, want, back string }{
+		{"login login:* api api:* vip vip:*", src, "login login:* api api:* vip vip:*"},
+		{"vip vip:*", "# between\nmetrics-class \"vip vip:*\"\n", "vip vip:*"},
+		{"", "# between\nmetrics-class \"\"\n", ""},
+	} {
+		conf := writeFile(t, src)
+		given, _, err := parseArgs([]string{conf}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := given.Ops.MetricsClasses.String(); got != "login login:* api api:* vip vip:*" {
+			t.Fatalf("read: metrics-class %q, want the three lines' classes", got)
+		}
+		if err := given.rewriter()(func(n string) (string, bool) { return tt.live, n == "metrics-class" }); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(conf); string(b) != tt.want {
+			t.Errorf("live %q: rewritten file:\n%s\nwant:\n%s", tt.live, b, tt.want)
+		}
+		back, _, err := parseArgs([]string{conf}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := back.Ops.MetricsClasses.String(); got != tt.back {
+			t.Errorf("live %q: read back %q", tt.live, got)
+		}
+	}
+	conf := writeFile(t, "metrics-class a a:*\nmetrics-class a b:*\n")
+	if _, _, err := parseArgs([]string{conf}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("a class named on two lines: %v, want an error", err)
+	}
+}

@@ -38,19 +38,23 @@ type rlsConfig struct {
 	ConfigDir       string // directory of envoyproxy/ratelimit YAML files ("": no rules)
 	ResponseHeaders string // off, ietf or legacy
 	Reflection      bool   // serve gRPC server reflection too
+	StatsLimit      int    // rls-stats-limit: domain and descriptor pairs counted on their own
 
 	// svc is the service, built by startRLS before the RESP server so
 	// that CONFIG GET/SET reach it; nil before.
 	svc *rls.Service
 }
 
-func defaultRLSConfig() rlsConfig { return rlsConfig{ResponseHeaders: "off"} }
+func defaultRLSConfig() rlsConfig {
+	return rlsConfig{ResponseHeaders: "off", StatsLimit: rls.DefaultStatsLimit}
+}
 
 var rlsDirectives = []directive{
 	{name: "rls-port", field: func(c *Config) any { return &c.RLS.Port }},
 	{name: "rls-config", field: func(c *Config) any { return &c.RLS.ConfigDir }},
 	{name: "rls-response-headers", field: func(c *Config) any { return &c.RLS.ResponseHeaders }},
 	{name: "rls-reflection", field: func(c *Config) any { return &c.RLS.Reflection }},
+	{name: "rls-stats-limit", field: func(c *Config) any { return &c.RLS.StatsLimit }},
 }
 
 // validateRLS checks that the rate-limit port does not collide with the
@@ -109,6 +113,37 @@ func (c *Config) rlsSettings() []resp.Setting {
 	}
 }
 
+// rlsInfo is INFO's rls section while the rate-limit service serves
+// (rls-port set): its totals, then one line per domain and descriptor
+// pair counted (rls.DescriptorStats).
+func (c *Config) rlsInfo() []resp.InfoSection {
+	if c.RLS.Port == 0 || c.RLS.svc == nil {
+		return nil
+	}
+	svc := c.RLS.svc
+	return []resp.InfoSection{{Name: "rls", Fields: func() []resp.InfoField {
+		st := svc.Stats()
+		n := func(name string, v int64) resp.InfoField {
+			return resp.InfoField{Name: name, Value: strconv.FormatInt(v, 10)}
+		}
+		out := []resp.InfoField{
+			n("rls_requests", st.Requests), n("rls_over_limit", st.OverLimit),
+			n("rls_shadow_over_limit", st.ShadowOverLimit), n("rls_errors", st.Errors),
+			n("rls_forwarded_descriptors", st.Forwarded), n("rls_redirected_descriptors", st.Redirected),
+			n("rls_undecided_descriptors", st.Undecided),
+			n("rls_config_loads", st.Reloads), n("rls_config_load_errors", st.ReloadErrors),
+			n("rls_stats_limit", int64(st.StatsLimit)), n("rls_descriptors", int64(len(st.Descriptors))),
+		}
+		for i, d := range st.Descriptors {
+			out = append(out, resp.InfoField{Name: "descriptor_" + strconv.Itoa(i), Value: "domain=" + strconv.Quote(d.Domain) +
+				",descriptor=" + strconv.Quote(d.Descriptor) + ",total_hits=" + strconv.FormatInt(d.TotalHits, 10) +
+				",over_limit=" + strconv.FormatInt(d.OverLimit, 10) + ",near_limit=" + strconv.FormatInt(d.NearLimit, 10) +
+				",shadow_over_limit=" + strconv.FormatInt(d.ShadowOverLimit, 10)})
+		}
+		return out
+	}}}
+}
+
 // rlsServer is the running rate-limit service: its gRPC server, its
 // configuration watcher and its SIGHUP handler.
 type rlsServer struct {
@@ -153,7 +188,7 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory}
+	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit}
 	if st.node != nil {
 		opt.Router = rlsRouter{st.node}
 	}

@@ -1,0 +1,104 @@
+package region
+
+import (
+	"sort"
+	"strconv"
+	"sync/atomic"
+)
+
+// PeerStatus is one peer region as this region sees it.
+type PeerStatus struct {
+	Name  string
+	Addrs []string
+	// State is "up" (the last call was answered), "down" (it was not) or
+	// "unknown" (no call yet).
+	State string
+	// LastContactMs is how long ago (ms) the peer last answered; -1: never.
+	LastContactMs int64
+	// Forwarded counts calls it answered; Failed calls that found it
+	// unreachable; Served decisions this region made for it (REGION.EXEC
+	// it sent here).
+	Forwarded, Failed, Served int64
+	// LastError is the last failure reaching it ("" when none).
+	LastError string
+}
+
+// Status is the state of this region's links, for INFO regions and REGION
+// STATUS.
+type Status struct {
+	Name        string
+	Policies    int
+	Unreachable string
+	// Share and Total are this region's weight and every region's: a
+	// split key's share is Share/Total of its limit.
+	Share, Total int64
+	// Forwarded counts decisions answered by a home region; Fallbacks
+	// decisions answered per region-unreachable; Refused peer calls
+	// refused (wrong region, unknown origin, malformed).
+	Forwarded, Fallbacks, Refused int64
+	Peers                         []PeerStatus
+}
+
+var unreachableNames = [...]string{"error", "local", "deny"}
+
+// String is the region-unreachable word.
+func (u Unreachable) String() string {
+	if int(u) < len(unreachableNames) {
+		return unreachableNames[u]
+	}
+	return "unknown"
+}
+
+// Status returns the gate's status now.
+func (g *Gate) Status() Status {
+	now := g.cfg.Now()
+	s := Status{
+		Name: g.cfg.Name, Policies: g.policy.Load().Len(), Unreachable: g.cfg.Unreachable.String(),
+		Share: g.share, Total: g.total,
+		Forwarded: g.forwarded.Load(), Fallbacks: g.fallbacks.Load(), Refused: g.refused.Load(),
+	}
+	for _, p := range g.cfg.Peers {
+		l := g.links[p.Name]
+		ps := PeerStatus{Name: p.Name, Addrs: p.Addrs, LastContactMs: -1,
+			Forwarded: l.sent.Load(), Failed: l.failed.Load()}
+		switch l.state.Load() {
+		case linkUp:
+			ps.State = "up"
+		case linkDown:
+			ps.State = "down"
+			ps.LastError = l.lastError()
+		default:
+			ps.State = "unknown"
+		}
+		if t := l.lastOK.Load(); t != 0 {
+			ps.LastContactMs = (now - t) / 1e6
+		}
+		if n, ok := g.served.Load(p.Name); ok {
+			ps.Served = n.(*atomic.Int64).Load()
+		}
+		s.Peers = append(s.Peers, ps)
+	}
+	sort.Slice(s.Peers, func(i, j int) bool { return s.Peers[i].Name < s.Peers[j].Name })
+	return s
+}
+
+// Fields returns s as INFO regions' name, value pairs, in order.
+func (s *Status) Fields() [][2]string {
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	f := [][2]string{
+		{"region", s.Name},
+		{"region_policies", strconv.Itoa(s.Policies)},
+		{"region_unreachable", s.Unreachable},
+		{"region_split_share", i(s.Share) + "/" + i(s.Total)},
+		{"region_forwarded", i(s.Forwarded)},
+		{"region_fallbacks", i(s.Fallbacks)},
+		{"region_refused", i(s.Refused)},
+		{"region_peers", strconv.Itoa(len(s.Peers))},
+	}
+	for _, p := range s.Peers {
+		f = append(f, [2]string{"region_peer_" + p.Name,
+			"state=" + p.State + ",last_contact_ms=" + i(p.LastContactMs) + ",forwarded=" + i(p.Forwarded) +
+				",failed=" + i(p.Failed) + ",served=" + i(p.Served)})
+	}
+	return f
+}

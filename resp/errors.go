@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -188,21 +189,25 @@ var slotRefusals = []struct {
 // generic text it refines); sentinels by sentinelReplies.
 func appendErrorText(b []byte, err error) []byte {
 	var (
-		remote *replication.RemoteError
-		peer   *replication.PeerError
-		arity  *arityError
-		unk    *unknownCommandError
-		sub    *unknownSubcommandError
-		text   *textError
-		perr   *protocolError
-		quorum *replication.QuorumError
-		pend   *replication.PendingError
-		gone   *replication.RemovedError
-		redir  *redirectError
-		node   *unknownNodeError
-		slotE  *replication.SlotError
+		regionRemote *region.RemoteError
+		remote       *replication.RemoteError
+		peer         *replication.PeerError
+		arity        *arityError
+		unk          *unknownCommandError
+		sub          *unknownSubcommandError
+		text         *textError
+		perr         *protocolError
+		quorum       *replication.QuorumError
+		pend         *replication.PendingError
+		gone         *replication.RemovedError
+		redir        *redirectError
+		node         *unknownNodeError
+		slotE        *replication.SlotError
 	)
 	switch {
+	case errors.As(err, &regionRemote):
+		// A peer region's reply to a forwarded command: relayed verbatim.
+		return appendLine(b, regionRemote.Msg)
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.

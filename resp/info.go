@@ -33,6 +33,7 @@ var infoSections = []infoSection{
 	{"commandstats", false, (*Server).infoCommandstats},
 	{"latencystats", false, (*Server).infoLatencystats},
 	{"hotkeys", false, (*Server).infoHotkeys},
+	{"regions", false, (*Server).infoRegions},
 }
 
 func infoHandler(c *Conn, args [][]byte) error {

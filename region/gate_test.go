@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -92,6 +93,7 @@ func startRegions(t *testing.T, clock *fakeClock, specs ...regionSpec) map[strin
 		rc.Addr = lns[s.name].Addr().String()
 		rc.Now = clock.Now
 		rc.EventLoops = 0
+		rc.Logger = slog.New(slog.DiscardHandler)
 		rc.RequirePass = s.password
 		rc.Regions = g
 		srv, err := resp.NewServer(rc, g)

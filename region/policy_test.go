@@ -2,6 +2,7 @@ package region
 
 import (
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -72,13 +73,19 @@ func TestScale(t *testing.T) {
 		ok       bool
 	}{
 		{"gcra third", engine.Request{Kind: engine.KindGCRA, Burst: 99, Rate: 30, Period: s, Quantity: 1},
-			1, 3, engine.Request{Kind: engine.KindGCRA, Burst: 32, Rate: 10, Period: s, Quantity: 1}, true},
+			1, 3, engine.Request{Kind: engine.KindGCRA, Burst: 32, Rate: 30, Period: 3 * s, Quantity: 1}, true},
+		{"gcra one per hour splits", engine.Request{Kind: engine.KindGCRA, Burst: 99, Rate: 1, Period: 3600 * s, Quantity: 1},
+			1, 4, engine.Request{Kind: engine.KindGCRA, Burst: 24, Rate: 1, Period: 4 * 3600 * s, Quantity: 1}, true},
+		{"period rounded up", engine.Request{Kind: engine.KindGCRA, Burst: 2, Rate: 1, Period: 10, Quantity: 1},
+			1, 3, engine.Request{Kind: engine.KindGCRA, Burst: 0, Rate: 1, Period: 30, Quantity: 1}, true},
+		{"longest period: the count scales instead", engine.Request{Kind: engine.KindGCRA, Burst: 99, Rate: 30, Period: engine.MaxPeriod, Quantity: 1},
+			1, 3, engine.Request{Kind: engine.KindGCRA, Burst: 32, Rate: 10, Period: engine.MaxPeriod, Quantity: 1}, true},
 		{"gcra share of nothing", engine.Request{Kind: engine.KindGCRA, Burst: 1, Rate: 30, Period: s, Quantity: 1},
 			1, 3, engine.Request{}, false},
 		{"token bucket weighted", engine.Request{Kind: engine.KindTokenBucket, Burst: 100, Rate: 10, Period: s, Quantity: 1},
-			2, 5, engine.Request{Kind: engine.KindTokenBucket, Burst: 40, Rate: 4, Period: s, Quantity: 1}, true},
+			2, 5, engine.Request{Kind: engine.KindTokenBucket, Burst: 40, Rate: 10, Period: 2500 * 1e6, Quantity: 1}, true},
 		{"leaky bucket", engine.Request{Kind: engine.KindLeakyBucket, Burst: 9, Rate: 3, Period: s, Quantity: 2},
-			1, 3, engine.Request{Kind: engine.KindLeakyBucket, Burst: 3, Rate: 1, Period: s, Quantity: 2}, true},
+			1, 3, engine.Request{Kind: engine.KindLeakyBucket, Burst: 3, Rate: 3, Period: 3 * s, Quantity: 2}, true},
 		{"fixed window", engine.Request{Kind: engine.KindFixedWindow, Burst: 1000, Period: s, Quantity: 1},
 			1, 3, engine.Request{Kind: engine.KindFixedWindow, Burst: 333, Period: s, Quantity: 1}, true},
 		{"sliding log rounds to nothing", engine.Request{Kind: engine.KindSlidingLog, Burst: 2, Period: s, Quantity: 1},
@@ -104,16 +111,19 @@ func TestScaleSharesNeverExceedTheWhole(t *testing.T) {
 			total += w
 		}
 		for _, limit := range []int64{1, 2, 3, 10, 99, 1000, 12345, engine.MaxCount} {
-			var sumLimit, sumRate int64
-			for _, w := range ws {
-				r, ok := Scale(engine.Request{Kind: engine.KindGCRA, Burst: limit - 1, Rate: limit, Period: int64(1e12), Quantity: 1}, w, total)
-				if ok {
-					sumLimit += r.Burst + 1
-					sumRate += r.Rate
+			for _, period := range []int64{1, 7, 1e9, 3600e9, engine.MaxPeriod} {
+				req := engine.Request{Kind: engine.KindGCRA, Burst: limit - 1, Rate: limit, Period: period, Quantity: 1}
+				var sumLimit int64
+				sumRate := new(big.Rat) // counts per ns
+				for _, w := range ws {
+					if r, ok := Scale(req, w, total); ok {
+						sumLimit += r.Burst + 1
+						sumRate.Add(sumRate, big.NewRat(r.Rate, r.Period))
+					}
 				}
-			}
-			if sumLimit > limit || sumRate > limit {
-				t.Errorf("weights %v, limit %d: shares add up to limit %d, rate %d", ws, limit, sumLimit, sumRate)
+				if sumLimit > limit || sumRate.Cmp(big.NewRat(limit, period)) > 0 {
+					t.Errorf("weights %v, limit %d per %d ns: shares add up to limit %d, rate %s per ns", ws, limit, period, sumLimit, sumRate)
+				}
 			}
 		}
 	}

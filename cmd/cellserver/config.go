@@ -238,6 +238,11 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	case c.IOThreads > 0:
 		rc.EventLoops = c.IOThreads
 	}
+	if c.Region.Name != "" {
+		// A global key's decision waits on another region, and an event
+		// loop must never wait (as in cluster mode).
+		rc.EventLoops = 0
+	}
 	rc.Timeout = time.Duration(c.Timeout) * time.Second
 	rc.Parse = engine.ParseOptions{MaxLogLimit: c.SLMaxLimit}
 	rc.Logger = logger

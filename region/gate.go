@@ -79,6 +79,13 @@ type Config struct {
 	// MaxLogLimit is the largest sliding-log limit a peer may send
 	// (sl-max-limit).
 	MaxLogLimit int64
+	// SyncInterval is how often async consumption is shipped to each
+	// peer; 0 ships only when Sync is called (tests).
+	SyncInterval time.Duration
+	// BacklogBytes bounds the async consumption queued for one peer
+	// (keys plus 64 bytes each); beyond it new consumption is dropped and
+	// counted. 0 takes DefaultBacklogBytes.
+	BacklogBytes int64
 	// Policy is the initial policy (nil: every key local).
 	Policy *Policy
 	// Logger receives peer state changes and refused peers.
@@ -86,6 +93,9 @@ type Config struct {
 	// Now is the clock (Unix ns), safe for concurrent use.
 	Now func() int64
 }
+
+// DefaultBacklogBytes is Config.BacklogBytes's default: 16 MiB per peer.
+const DefaultBacklogBytes = 16 << 20
 
 // Validate checks c.
 func (c *Config) Validate() error {
@@ -151,6 +161,11 @@ type Gate struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	stream   string             // this process's async stream id
+	outboxes map[string]*outbox // async consumption queued per peer
+	inboxes  sync.Map           // origin name → *inboxStats
+	syncDone chan struct{}      // closed when the background sender stops
+
 	forwarded atomic.Int64 // decisions sent to a home region and answered
 	fallbacks atomic.Int64 // decisions answered per region-unreachable
 	served    sync.Map     // origin name → *atomic.Int64: decisions made here for that peer
@@ -168,7 +183,11 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 	if cfg.Now == nil {
 		cfg.Now = func() int64 { return time.Now().UnixNano() }
 	}
-	g := &Gate{cfg: cfg, inner: inner, links: make(map[string]*link)}
+	if cfg.BacklogBytes <= 0 {
+		cfg.BacklogBytes = DefaultBacklogBytes
+	}
+	g := &Gate{cfg: cfg, inner: inner, links: make(map[string]*link),
+		stream: newStreamID(), outboxes: make(map[string]*outbox), syncDone: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	weight := func(n string) int64 {
 		if w, ok := cfg.Weights[n]; ok {
@@ -182,6 +201,15 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 		g.links[p.Name] = newLink(g.ctx, p, cfg.Timeout, cfg.Logger, cfg.Now)
 		g.total += weight(p.Name)
 		g.served.Store(p.Name, new(atomic.Int64))
+		g.outboxes[p.Name] = newOutbox(cfg.BacklogBytes)
+	}
+	if cfg.SyncInterval > 0 && len(cfg.Peers) > 0 {
+		go func() {
+			defer close(g.syncDone)
+			g.runSync(g.ctx, cfg.SyncInterval)
+		}()
+	} else {
+		close(g.syncDone)
 	}
 	p := cfg.Policy
 	if p == nil {
@@ -191,13 +219,18 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 	return g, nil
 }
 
-// Close closes the links to the peers.
+// Close stops the background sender and closes the links to the peers.
+// Async consumption not yet shipped is lost.
 func (g *Gate) Close() {
 	g.cancel()
+	<-g.syncDone
 	for _, l := range g.links {
 		l.close()
 	}
 }
+
+// StreamID is the id of this process's stream of async batches.
+func (g *Gate) StreamID() string { return g.stream }
 
 // Name is this region's name.
 func (g *Gate) Name() string { return g.cfg.Name }
@@ -224,6 +257,7 @@ func (g *Gate) Store() *shards.Store { return g.inner.Store() }
 // route is what one op of a Write becomes.
 type route struct {
 	local   bool  // applied by the inner Backend (possibly scaled)
+	async   bool  // and its consumption shipped to every peer
 	home    *link // forwarded there (global, another home)
 	refused bool  // answered by res already (a share of nothing, mixed modes)
 }
@@ -252,6 +286,7 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 	var (
 		local    []shards.Op
 		localIdx []int
+		asyncIdx []int // indexes into local of the async ops
 		changed  bool
 	)
 	for i := range ops {
@@ -275,6 +310,10 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 		case scaled != nil:
 			changed = true
 			local = append(local, *scaled)
+		case rt.async:
+			changed = true
+			asyncIdx = append(asyncIdx, len(local))
+			local = append(local, *op)
 		default:
 			local = append(local, *op)
 		}
@@ -292,6 +331,9 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 	}
 	for j, i := range localIdx {
 		res[i] = lres[j]
+	}
+	for _, j := range asyncIdx {
+		g.enqueue(&local[j], &lres[j])
 	}
 	return nil
 }
@@ -319,6 +361,8 @@ func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *sha
 	switch {
 	case rule.Mode == ModeGlobal && rule.Home != g.cfg.Name:
 		return route{home: g.links[rule.Home]}, nil
+	case rule.Mode == ModeAsync:
+		return route{local: true, async: true}, nil
 	case rule.Mode != ModeSplit:
 		return route{local: true}, nil
 	}

@@ -35,6 +35,8 @@ type testRegion struct {
 	srv   *resp.Server
 	ln    net.Listener
 	done  chan error
+	cfg   region.Config // to start it again
+	pass  string
 }
 
 // regionSpec configures one region of startRegions.
@@ -47,6 +49,7 @@ type regionSpec struct {
 	// dialPassword, when set, is the password the other regions send to
 	// this one (a wrong one); otherwise password.
 	dialPassword string
+	backlog      int64 // region-backlog-bytes (0: the default)
 }
 
 // startRegions starts one region per spec, each a peer of all the others.
@@ -63,7 +66,7 @@ func startRegions(t *testing.T, clock *fakeClock, specs ...regionSpec) map[strin
 	}
 	for _, s := range specs {
 		cfg := region.Config{Name: s.name, Timeout: 2 * time.Second, MaxLogLimit: engine.DefaultMaxLogLimit,
-			Weights: map[string]int64{}, Unreachable: s.unreachable, Now: clock.Now}
+			Weights: map[string]int64{}, Unreachable: s.unreachable, Now: clock.Now, BacklogBytes: s.backlog}
 		for _, p := range specs {
 			if p.weight > 0 {
 				cfg.Weights[p.name] = p.weight
@@ -81,32 +84,48 @@ func startRegions(t *testing.T, clock *fakeClock, specs ...regionSpec) map[strin
 			t.Fatal(err)
 		}
 		cfg.Policy = pol
-		store, err := shards.New(shards.Config{Shards: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := region.New(cfg, resp.NewLocal(store, clock.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc := resp.DefaultConfig()
-		rc.Addr = lns[s.name].Addr().String()
-		rc.Now = clock.Now
-		rc.EventLoops = 0
-		rc.Logger = slog.New(slog.DiscardHandler)
-		rc.RequirePass = s.password
-		rc.Regions = g
-		srv, err := resp.NewServer(rc, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.RegisterRegions(srv, g)
-		r := &testRegion{name: s.name, addr: rc.Addr, gate: g, store: store, srv: srv, ln: lns[s.name], done: make(chan error, 1)}
-		go func() { r.done <- srv.Serve(r.ln) }()
-		t.Cleanup(r.stop)
-		out[s.name] = r
+		out[s.name] = serveRegion(t, clock, cfg, s.password, lns[s.name])
 	}
 	return out
+}
+
+// serveRegion starts a region of cfg, with an empty keyspace, on ln.
+func serveRegion(t *testing.T, clock *fakeClock, cfg region.Config, password string, ln net.Listener) *testRegion {
+	t.Helper()
+	store, err := shards.New(shards.Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := region.New(cfg, resp.NewLocal(store, clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := resp.DefaultConfig()
+	rc.Addr = ln.Addr().String()
+	rc.Now = clock.Now
+	rc.EventLoops = 0
+	rc.Logger = slog.New(slog.DiscardHandler)
+	rc.RequirePass = password
+	rc.Regions = g
+	srv, err := resp.NewServer(rc, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.RegisterRegions(srv, g)
+	r := &testRegion{name: cfg.Name, addr: rc.Addr, gate: g, store: store, srv: srv, ln: ln, done: make(chan error, 1), cfg: cfg, pass: password}
+	go func() { r.done <- srv.Serve(r.ln) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// restartRegion starts old's region again on addr, with an empty keyspace.
+func restartRegion(t *testing.T, clock *fakeClock, old *testRegion, addr, _ string) *testRegion {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveRegion(t, clock, old.cfg, old.pass, ln)
 }
 
 // stop shuts the region's server down (idempotent).

@@ -85,6 +85,66 @@ func (l *link) call(args ...[]byte) (respclient.Value, error) {
 	return respclient.Value{}, &UnreachableError{Region: l.name, Err: last}
 }
 
+// callMany sends every call on one connection (pipelined) and returns
+// their replies, in order; a MOVED reply is followed for that call alone.
+// err is an *UnreachableError when no node of the region answered them all;
+// the calls may then have been applied or not (the caller retries them,
+// and their receiver must recognise a repeat).
+func (l *link) callMany(calls [][][]byte) ([]respclient.Value, error) {
+	now := l.now()
+	if now < l.downUntil.Load() {
+		l.failed.Add(1)
+		return nil, &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
+	}
+	start := int(l.prefer.Load())
+	var last error
+	for i := range l.addrs {
+		idx := (start + i) % len(l.addrs)
+		out, err := l.pipeline(l.addrs[idx], calls)
+		if err == nil {
+			l.prefer.Store(int32(idx))
+			l.markUp()
+			for j, v := range out {
+				if v.Kind == respclient.Error && strings.HasPrefix(v.Str, "MOVED ") {
+					if _, to, ok := strings.Cut(v.Str[len("MOVED "):], " "); ok {
+						if w, err := l.callAt(to, calls[j]); err == nil {
+							out[j] = w
+						}
+					}
+				}
+			}
+			return out, nil
+		}
+		last = err
+	}
+	l.markDown(last)
+	return nil, &UnreachableError{Region: l.name, Err: last}
+}
+
+// pipeline sends calls to addr on one connection and reads every reply.
+func (l *link) pipeline(addr string, calls [][][]byte) ([]respclient.Value, error) {
+	c, err := l.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	for _, args := range calls {
+		c.Send(args...)
+	}
+	if err := c.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	out := make([]respclient.Value, len(calls))
+	for i := range out {
+		if out[i], err = c.Read(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	l.put(addr, c)
+	return out, nil
+}
+
 // callAt sends args to the node at addr, following MOVED to other nodes of
 // the region. A reply of the peer is returned with a nil error; err is the
 // failure to get one (connection, authentication, a region between leaders).

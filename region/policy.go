@@ -23,9 +23,13 @@ const (
 	// ModeGlobal: the key is decided in its home region only; the others
 	// forward each request there.
 	ModeGlobal
+	// ModeAsync: each region decides at once with what it knows and ships
+	// what it consumed to every peer every sync interval, where it is
+	// applied as forced consumption, exactly once.
+	ModeAsync
 )
 
-var modeNames = [...]string{"local", "split", "global"}
+var modeNames = [...]string{"local", "split", "global", "async"}
 
 // String returns the mode's configuration word.
 func (m Mode) String() string {
@@ -79,7 +83,7 @@ type Policy struct {
 }
 
 // errPolicySyntax is wrapped by every ParsePolicy error.
-var errPolicySyntax = errors.New("region-policy: expected PATTERN local|split|global HOME, repeated")
+var errPolicySyntax = errors.New("region-policy: expected PATTERN local|split|async|global HOME, repeated")
 
 // ParsePolicy reads rules from words (a region-policy value split into
 // words, quotes removed): PATTERN MODE, or PATTERN global HOME, repeated.

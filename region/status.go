@@ -21,6 +21,15 @@ type PeerStatus struct {
 	Forwarded, Failed, Served int64
 	// LastError is the last failure reaching it ("" when none).
 	LastError string
+	// Async consumption for it: Queued consumptions waiting or in flight,
+	// Dropped ones (backlog full, or refused by it), BatchesSent and
+	// OpsSent acknowledged, Retries of batches not acknowledged yet, and
+	// LagMs how long the oldest unacknowledged one has waited (ms).
+	Queued, Dropped, BatchesSent, OpsSent, Retries, LagMs int64
+	// Async consumption from it: BatchesApplied and OpsApplied here,
+	// Duplicates (batches received again and ignored), LastAppliedMs how
+	// long ago the last was applied (-1: never).
+	BatchesApplied, OpsApplied, Duplicates, LastAppliedMs int64
 }
 
 // Status is the state of this region's links, for INFO regions and REGION
@@ -76,6 +85,15 @@ func (g *Gate) Status() Status {
 		if n, ok := g.served.Load(p.Name); ok {
 			ps.Served = n.(*atomic.Int64).Load()
 		}
+		o := g.outboxes[p.Name]
+		ps.Queued, ps.Dropped, ps.Retries = o.queued.Load(), o.dropped.Load(), o.retries.Load()
+		ps.BatchesSent, ps.OpsSent, ps.LagMs = o.batchesSent.Load(), o.opsSent.Load(), o.lag(now)/1e6
+		in := g.inbox(p.Name)
+		ps.BatchesApplied, ps.OpsApplied, ps.Duplicates = in.batches.Load(), in.ops.Load(), in.duplicates.Load()
+		ps.LastAppliedMs = -1
+		if t := in.last.Load(); t != 0 {
+			ps.LastAppliedMs = (now - t) / 1e6
+		}
 		s.Peers = append(s.Peers, ps)
 	}
 	sort.Slice(s.Peers, func(i, j int) bool { return s.Peers[i].Name < s.Peers[j].Name })
@@ -98,7 +116,11 @@ func (s *Status) Fields() [][2]string {
 	for _, p := range s.Peers {
 		f = append(f, [2]string{"region_peer_" + p.Name,
 			"state=" + p.State + ",last_contact_ms=" + i(p.LastContactMs) + ",forwarded=" + i(p.Forwarded) +
-				",failed=" + i(p.Failed) + ",served=" + i(p.Served)})
+				",failed=" + i(p.Failed) + ",served=" + i(p.Served) +
+				",queued=" + i(p.Queued) + ",dropped=" + i(p.Dropped) + ",batches_sent=" + i(p.BatchesSent) +
+				",ops_sent=" + i(p.OpsSent) + ",retries=" + i(p.Retries) + ",lag_ms=" + i(p.LagMs) +
+				",batches_applied=" + i(p.BatchesApplied) + ",ops_applied=" + i(p.OpsApplied) +
+				",duplicates=" + i(p.Duplicates) + ",last_applied_ms=" + i(p.LastAppliedMs)})
 	}
 	return f
 }

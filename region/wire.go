@@ -41,16 +41,20 @@ func encodeExec(origin, target string, op *shards.Op) [][]byte {
 	args := make([][]byte, 0, 1+execHead+execFields*len(op.Keys))
 	args = append(args, []byte(ExecCommand), []byte(origin), []byte(target), []byte(how))
 	for i, k := range op.Keys {
-		r := &op.Reqs[i]
-		iv := "0"
-		if r.Interval {
-			iv = "1"
-		}
-		args = append(args, k, []byte(r.Kind.String()),
-			strconv.AppendInt(nil, r.Burst, 10), strconv.AppendInt(nil, r.Rate, 10),
-			strconv.AppendInt(nil, r.Period, 10), strconv.AppendInt(nil, r.Quantity, 10), []byte(iv))
+		args = appendRequest(args, k, &op.Reqs[i])
 	}
 	return args
+}
+
+// appendRequest appends the seven fields of one key's request.
+func appendRequest(args [][]byte, key []byte, r *engine.Request) [][]byte {
+	iv := "0"
+	if r.Interval {
+		iv = "1"
+	}
+	return append(args, key, []byte(r.Kind.String()),
+		strconv.AppendInt(nil, r.Burst, 10), strconv.AppendInt(nil, r.Rate, 10),
+		strconv.AppendInt(nil, r.Period, 10), strconv.AppendInt(nil, r.Quantity, 10), []byte(iv))
 }
 
 // ExecCall is a decoded REGION.EXEC.

@@ -68,12 +68,58 @@ func regionCommands(g *region.Gate) []*Command {
 			},
 		},
 		{
+			Name: "region.apply", Arity: -13, Flags: FlagWrite,
+			FirstKey: 6, LastKey: -1, KeyStep: 7, Group: "region", Since: "0.1.0",
+			Summary:    "Applies a batch of async consumption shipped by a peer region, exactly once (sent by cellserver itself).",
+			Complexity: "O(N) where N is the number of keys",
+			Args: []Arg{
+				{Name: "origin", Type: "string", Doc: "the sending region; must be one of this server's region-peer names"},
+				{Name: "target", Type: "string", Doc: "the region the sender means to reach; must be this server's region"},
+				{Name: "stream", Type: "string", Doc: "the sending process's stream id, 1 to 32 hex digits"},
+				{Name: "slot", Type: "integer", Doc: "the hash slot every key of the batch hashes to, 0 to 16383"},
+				{Name: "seq", Type: "integer", Doc: "the batch's number in the stream's lane for that slot, from 1"},
+				{Name: "consumption", Type: "block", Multiple: true, Args: []Arg{
+					{Name: "key", Type: "key", Doc: "the limited key"},
+					{Name: "kind", Type: "string", Doc: "as REGION.EXEC"},
+					{Name: "burst", Type: "integer", Doc: "as REGION.EXEC"},
+					{Name: "rate", Type: "integer", Doc: "as REGION.EXEC"},
+					{Name: "period", Type: "integer", Doc: "as REGION.EXEC (ns)"},
+					{Name: "quantity", Type: "integer", Doc: "units consumed (negative: a GCRA refund); never 0"},
+					{Name: "interval", Type: "integer", Doc: "as REGION.EXEC"},
+				}},
+			},
+			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<stream>:{<tag>}` in the same write); `DUP` when that batch had been applied before (nothing changes).",
+			Errors: []string{"`ERR region: wrong region name: …`, `ERR region: unknown origin region: …`, `ERR region: malformed peer operation: …` as REGION.EXEC (logged, nothing applied); the last also when a key does not hash to slot, or when a consumption exceeds what its key can hold.",
+				"`ERR region: no region is configured` on a server without `region`.",
+				"WRONGTYPE when a key holds another kind of limiter (nothing applied); in a cluster, MOVED and the other redirections."},
+			Handler: func(c *Conn, args [][]byte) error {
+				if g == nil {
+					return region.ErrNotConfigured
+				}
+				call, err := region.DecodeApply(args[1:], c.srv.cfg.Parse.MaxLogLimit)
+				if err != nil {
+					g.RefusedBatch(err)
+					return err
+				}
+				dup, err := g.Apply(c.srv.ctx, &call)
+				if err != nil {
+					return err
+				}
+				if dup {
+					c.WriteSimple("DUP")
+				} else {
+					c.WriteOK()
+				}
+				return nil
+			},
+		},
+		{
 			Name: "region", Arity: -2, Flags: FlagStale, Group: "region", Since: "0.1.0",
 			Summary: "Inspects the region layer.", Complexity: "Depends on the subcommand",
 			Subcommands: []*Command{{
 				Name: "status", Arity: 2, Flags: FlagStale | FlagFast, Group: "region", Since: "0.1.0",
 				Summary: "Returns this region's name, policy size and the state of each peer region.", Complexity: "O(peers)",
-				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…`).",
+				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…` for global keys, then for async keys what waits for it and was shipped to it, `queued=…,dropped=…,batches_sent=…,ops_sent=…,retries=…,lag_ms=…`, and what came from it, `batches_applied=…,ops_applied=…,duplicates=…,last_applied_ms=…`).",
 				Errors: []string{"`ERR region: no region is configured` on a server without `region`."},
 				Handler: func(c *Conn, _ [][]byte) error {
 					if g == nil {

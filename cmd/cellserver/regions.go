@@ -24,6 +24,8 @@ type regionConfig struct {
 	Weights     wordList      // region-weight: NAME W, repeated
 	Unreachable string        // region-unreachable: error, local or deny
 	Timeout     time.Duration // region-timeout
+	Sync        time.Duration // region-sync-interval
+	Backlog     int64         // region-backlog-bytes
 
 	// gate is the running region layer, built by startStorage; nil before
 	// and without a region.
@@ -31,7 +33,7 @@ type regionConfig struct {
 }
 
 func defaultRegionConfig() regionConfig {
-	return regionConfig{Unreachable: "error", Timeout: time.Second}
+	return regionConfig{Unreachable: "error", Timeout: time.Second, Sync: 100 * time.Millisecond, Backlog: region.DefaultBacklogBytes}
 }
 
 var regionDirectives = []directive{
@@ -42,6 +44,8 @@ var regionDirectives = []directive{
 	{name: "region-weight", field: func(c *Config) any { return &c.Region.Weights }},
 	{name: "region-unreachable", field: func(c *Config) any { return &c.Region.Unreachable }},
 	{name: "region-timeout", field: func(c *Config) any { return &c.Region.Timeout }},
+	{name: "region-sync-interval", field: func(c *Config) any { return &c.Region.Sync }},
+	{name: "region-backlog-bytes", field: func(c *Config) any { return &c.Region.Backlog }},
 }
 
 // wordList is a repeatable directive: every occurrence appends its words
@@ -104,6 +108,7 @@ func (c *Config) gateConfig(logger *slog.Logger) (region.Config, error) {
 		return region.Config{}, fmt.Errorf("region-unreachable: %q is not error, local or deny", r.Unreachable)
 	}
 	gc := region.Config{Name: r.Name, Unreachable: u, Timeout: r.Timeout, MaxLogLimit: c.SLMaxLimit,
+		SyncInterval: r.Sync, BacklogBytes: r.Backlog,
 		Weights: map[string]int64{}, Logger: logger}
 	if !validRegionName(r.Name) {
 		return gc, fmt.Errorf("region %q: expected 1 to 64 letters, digits, '-', '_' or '.'", r.Name)

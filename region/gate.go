@@ -402,6 +402,7 @@ func (g *Gate) forward(l *link, op *shards.Op, res *shards.Result) bool {
 			return true
 		}
 		g.forwarded.Add(1)
+		l.forwarded.Add(1)
 		*res = shards.Result{Results: out}
 		return true
 	}

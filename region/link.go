@@ -46,6 +46,7 @@ type link struct {
 	lastErr   atomic.Pointer[string]
 
 	sent, failed atomic.Int64 // calls answered, calls that found the region unreachable
+	forwarded    atomic.Int64 // global decisions it answered
 }
 
 func newLink(ctx context.Context, p PeerConfig, timeout time.Duration, logger *slog.Logger, now func() int64) *link {

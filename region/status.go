@@ -15,9 +15,10 @@ type PeerStatus struct {
 	State string
 	// LastContactMs is how long ago (ms) the peer last answered; -1: never.
 	LastContactMs int64
-	// Forwarded counts calls it answered; Failed calls that found it
-	// unreachable; Served decisions this region made for it (REGION.EXEC
-	// it sent here).
+	// Forwarded counts global decisions it answered for this region;
+	// Failed calls to it (global or async) that found it unreachable;
+	// Served decisions this region made for it (REGION.EXEC it sent
+	// here).
 	Forwarded, Failed, Served int64
 	// LastError is the last failure reaching it ("" when none).
 	LastError string
@@ -69,7 +70,7 @@ func (g *Gate) Status() Status {
 	for _, p := range g.cfg.Peers {
 		l := g.links[p.Name]
 		ps := PeerStatus{Name: p.Name, Addrs: p.Addrs, LastContactMs: -1,
-			Forwarded: l.sent.Load(), Failed: l.failed.Load()}
+			Forwarded: l.forwarded.Load(), Failed: l.failed.Load()}
 		switch l.state.Load() {
 		case linkUp:
 			ps.State = "up"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -369,5 +370,73 @@ func TestMixedModesAndTransactions(t *testing.T) {
 	}
 	if r := eu.limit(t, "api:1", gcra(9, 1, time.Hour, 1)); r.Err != nil || r.Results[0].Limit != 10 {
 		t.Errorf("after the change: %+v, want local with the whole limit", r)
+	}
+}
+
+// TestGlobalEveryAlgorithm: every limiter kind, forwarded from two regions
+// to its home, admits exactly what the home alone would.
+func TestGlobalEveryAlgorithm(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "k:* global h"
+	rs := startRegions(t, clock, regionSpec{name: "h", policy: pol}, regionSpec{name: "x", policy: pol}, regionSpec{name: "y", policy: pol})
+	hour := int64(time.Hour)
+	reqs := []engine.Request{
+		{Kind: engine.KindGCRA, Burst: 6, Rate: 1, Period: hour, Quantity: 1},
+		{Kind: engine.KindTokenBucket, Burst: 7, Rate: 1, Period: hour, Quantity: 1},
+		{Kind: engine.KindTokenBucket, Burst: 7, Rate: 1, Period: hour, Quantity: 1, Interval: true},
+		{Kind: engine.KindLeakyBucket, Burst: 7, Rate: 1, Period: hour, Quantity: 1},
+		{Kind: engine.KindFixedWindow, Burst: 7, Period: hour, Quantity: 1},
+		{Kind: engine.KindSlidingWindow, Burst: 7, Period: hour, Quantity: 1},
+		{Kind: engine.KindSlidingLog, Burst: 7, Period: hour, Quantity: 1},
+	}
+	for i, req := range reqs {
+		key := "k:" + req.Kind.String() + strconv.Itoa(i)
+		allowed := 0
+		for j := range 12 {
+			r := rs[[]string{"x", "y", "h"}[j%3]]
+			res := r.limit(t, key, req)
+			if res.Err != nil {
+				t.Fatalf("%s from %s: %v", key, r.name, res.Err)
+			}
+			if !res.Results[0].Limited {
+				allowed++
+			}
+		}
+		if allowed != 7 {
+			t.Errorf("%s: %d allowed across regions, want exactly 7", key, allowed)
+		}
+	}
+}
+
+// TestAsyncThrottleAll: a CL.THROTTLEALL of async keys ships every key's
+// consumption when it admits, nothing when it refuses.
+func TestAsyncThrottleAll(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	all := func(q int64) shards.Result {
+		ops := []shards.Op{{Code: shards.OpLimitAll, Keys: [][]byte{[]byte("c:1"), []byte("c:2")},
+			Reqs: []engine.Request{gcra(9, 1, time.Hour, q), gcra(2, 1, time.Hour, q)}}}
+		res := make([]shards.Result, 1)
+		if err := rs["a"].gate.Write(context.Background(), ops, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if r := all(2); r.Err != nil || r.Results[0].Limited || r.Results[1].Limited {
+		t.Fatalf("first call: %+v", r)
+	}
+	if r := all(2); !r.Results[1].Limited {
+		t.Fatalf("second call: %+v, want c:2 limited", r)
+	}
+	rs["a"].gate.Sync()
+	// b saw exactly the first call: c:2 (limit 3) has 1 left, c:1 8.
+	for key, want := range map[string]int64{"c:1": 8, "c:2": 1} {
+		res := rs["b"].limit(t, key, gcra(map[string]int64{"c:1": 9, "c:2": 2}[key], 1, time.Hour, 0))
+		if res.Err != nil || res.Results[0].Remaining != want {
+			t.Errorf("b peeks %s: %+v, want %d remaining", key, res, want)
+		}
 	}
 }

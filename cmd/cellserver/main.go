@@ -306,6 +306,9 @@ func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logge
 	if st.rls != nil {
 		src.RLS = cfg.RLS.svc
 	}
+	if g := cfg.Region.gate; g != nil {
+		src.Regions = g
+	}
 	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), st.readiness(srv), logger)
 	if err != nil {
 		return nil, err

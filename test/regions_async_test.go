@@ -250,3 +250,70 @@ func TestRegionsAsyncExactDelivery(t *testing.T) {
 	info, _ := std["r1"].client(t, 2).Info(ctxT(t), "regions").Result()
 	t.Logf("%d increments read back exactly in every region; r1: %s", total, strconv.Quote(parseInfo(info)["region_peer_r2"]))
 }
+
+// TestRegionsClusterRegion: a region of two groups (one Redis Cluster)
+// beside a standalone region: global keys homed there are forwarded to the
+// group owning their slot (MOVED followed), exactly; async consumption
+// reaches the right group, per slot, exactly once.
+func TestRegionsClusterRegion(t *testing.T) {
+	const delay = 10 * time.Millisecond
+	r1 := newServer(t, "--save", "")
+	pol := "g:* global c a:* async"
+	p := startLinkProxy(t, r1.Addr, delay)
+	groups := startGroupsEach(t, 2, func(string) []string {
+		return []string{"--region", "c", "--region-policy", pol, "--region-peer", "r1 " + p.Addr()}
+	})
+	// r1 knows one node of the first group only: the rest is MOVED.
+	q := startLinkProxy(t, groups[0].nodes[0].Addr, delay)
+	r1.args = append(r1.args, "--region", "r1", "--region-policy", pol, "--region-peer", "c "+q.Addr())
+	r1.start()
+	c1 := r1.client(t, 2)
+	cc := newClusterClient(t, groups, nil)
+
+	// Keys on both groups' slots.
+	gkeys := []string{keysIn(groups[0], "g:", 1)[0], keysIn(groups[1], "g:", 1)[0]}
+	akeys := append(keysIn(groups[0], "a:", 3), keysIn(groups[1], "a:", 3)...)
+	for _, k := range gkeys {
+		allowed := 0
+		for range 8 {
+			v, err := c1.Do(ctxT(t), "CL.THROTTLE", k, 4, 1, 3600).Result()
+			if err != nil {
+				t.Fatalf("global %s from r1: %v", k, err)
+			}
+			if v.([]any)[0].(int64) == 0 {
+				allowed++
+			}
+		}
+		if allowed != 5 {
+			t.Errorf("global %s: %d allowed from r1, want exactly 5", k, allowed)
+		}
+		if n, _ := c1.Exists(ctxT(t), k).Result(); n != 0 {
+			t.Errorf("r1 holds the global key %s", k)
+		}
+	}
+	want := map[string]int64{}
+	for i := range 60 {
+		k := akeys[i%len(akeys)]
+		if err := c1.Do(ctxT(t), "FW.INCR", k, hugeLimit, hugeWindow, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cc.Do(ctxT(t), "FW.INCR", k, hugeLimit, hugeWindow, 2).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want[k] += 3
+	}
+	poll.Until(t, 20*time.Second, func() error {
+		for _, k := range akeys {
+			for name, c := range map[string]redis.UniversalClient{"r1": c1, "c": cc} {
+				got, err := countOf(t, c, k)
+				if err != nil {
+					return fmt.Errorf("%s: %v", name, err)
+				}
+				if got != want[k] {
+					return fmt.Errorf("%s counts %d on %s, want %d", name, got, k, want[k])
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -16,6 +16,7 @@ type linkProxy struct {
 	target string
 	delay  atomic.Int64 // one-way delay, ns
 	cut    atomic.Bool
+	bytes  atomic.Int64 // bytes carried, both directions
 
 	mu    sync.Mutex
 	conns map[net.Conn]bool
@@ -128,6 +129,7 @@ func (p *linkProxy) pipe(dst, src net.Conn) {
 			b := make([]byte, 32<<10)
 			n, err := src.Read(b)
 			if n > 0 {
+				p.bytes.Add(int64(n))
 				q <- chunk{at: time.Now().Add(time.Duration(p.delay.Load())), data: b[:n]}
 			}
 			if err != nil {

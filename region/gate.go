@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -286,7 +288,8 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 	var (
 		local    []shards.Op
 		localIdx []int
-		asyncIdx []int // indexes into local of the async ops
+		asyncIdx []int           // indexes into local of the async ops
+		fwd      map[*link][]int // indexes into ops forwarded, per home
 		changed  bool
 	)
 	for i := range ops {
@@ -302,11 +305,11 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 			continue
 		case rt.home != nil:
 			changed = true
-			if g.forward(rt.home, op, &res[i]) {
-				continue
+			if fwd == nil {
+				fwd = map[*link][]int{}
 			}
-			// region-unreachable local: decided here, whole limit.
-			local = append(local, *op)
+			fwd[rt.home] = append(fwd[rt.home], i)
+			continue
 		case scaled != nil:
 			changed = true
 			local = append(local, *scaled)
@@ -321,6 +324,13 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 	}
 	if !changed {
 		return g.innerWrite(ctx, ops, res, atomicTx)
+	}
+	// region-unreachable local: what the home did not answer is decided
+	// here, with the whole limit (its keys are global, so no local op of
+	// this call shares them: the order between them does not matter).
+	for _, i := range g.forwardAll(fwd, ops, res) {
+		local = append(local, ops[i])
+		localIdx = append(localIdx, i)
 	}
 	if len(local) == 0 {
 		return nil
@@ -386,13 +396,66 @@ func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *sha
 	return route{local: true}, &scaled
 }
 
-// forward sends op to its home region and fills res from the answer. It
-// returns false when the home did not answer and region-unreachable is
-// local: the caller decides op here.
-func (g *Gate) forward(l *link, op *shards.Op, res *shards.Result) bool {
-	v, err := l.call(encodeExec(g.cfg.Name, l.name, op)...)
+// forwardAll sends the ops of fwd (indexes into ops, per home) to their
+// homes — the ops of one home pipelined on one connection, in order, the
+// homes at once — and fills res from the answers. It returns the indexes
+// of the ops a home did not answer while region-unreachable is local: the
+// caller decides them here.
+func (g *Gate) forwardAll(fwd map[*link][]int, ops []shards.Op, res []shards.Result) []int {
+	if len(fwd) == 0 {
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		local []int
+		wg    sync.WaitGroup
+	)
+	one := func(l *link, idx []int) {
+		calls := make([][][]byte, len(idx))
+		for j, i := range idx {
+			calls[j] = encodeExec(g.cfg.Name, l.name, &ops[i])
+		}
+		var replies []respclient.Value
+		var err error
+		if len(calls) == 1 {
+			var v respclient.Value
+			if v, err = l.call(calls[0]...); err == nil {
+				replies = []respclient.Value{v}
+			}
+		} else {
+			replies, err = l.callMany(calls)
+		}
+		for j, i := range idx {
+			var e error = err
+			var v respclient.Value
+			if err == nil {
+				v = replies[j]
+			}
+			if !g.answer(l, &ops[i], v, e, &res[i]) {
+				mu.Lock()
+				local = append(local, i)
+				mu.Unlock()
+			}
+		}
+	}
+	for l, idx := range fwd {
+		if len(fwd) == 1 {
+			one(l, idx)
+			break
+		}
+		wg.Go(func() { one(l, idx) })
+	}
+	wg.Wait()
+	slices.Sort(local)
+	return local
+}
+
+// answer fills res for op from its home's reply v, or from err when the
+// home did not answer. It returns false when the home did not answer and
+// region-unreachable is local: the caller decides op here.
+func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res *shards.Result) bool {
 	if err == nil {
-		if v.Kind == '-' {
+		if v.Kind == respclient.Error {
 			*res = shards.Result{Err: &RemoteError{Region: l.name, Msg: v.Str}}
 			return true
 		}

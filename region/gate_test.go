@@ -440,3 +440,30 @@ func TestAsyncThrottleAll(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalPipelined: global ops of one Write (a client's pipeline) reach
+// their home in order, on one connection, and answer in order.
+func TestGlobalPipelined(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "g:* global h"
+	rs := startRegions(t, clock, regionSpec{name: "h", policy: pol}, regionSpec{name: "x", policy: pol})
+	var ops []shards.Op
+	for range 4 {
+		ops = append(ops, shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte("g:1")}, Reqs: []engine.Request{gcra(1, 1, time.Hour, 1)}})
+	}
+	ops = append(ops, shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte("local")}, Reqs: []engine.Request{gcra(1, 1, time.Hour, 1)}})
+	res := make([]shards.Result, len(ops))
+	if err := rs["x"].gate.Write(context.Background(), ops, res); err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{false, false, true, true, false} // limit 2, then limited; the local key allowed
+	for i, r := range res {
+		if r.Err != nil || r.Results[0].Limited != want[i] {
+			t.Errorf("op %d: %+v, want limited %v", i, r, want[i])
+		}
+	}
+	if _, ok := rs["x"].store.Lookup([]byte("local"), clock.Now()); !ok {
+		t.Error("the local op of the pipeline was not applied here")
+	}
+}

@@ -280,10 +280,36 @@ func (g *Gate) WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Re
 	return g.write(ctx, ops, res, true)
 }
 
+// WriteFunc is a Backend's Write (or a group's WriteGroup bound to its
+// group).
+type WriteFunc func(ctx context.Context, ops []shards.Op, res []shards.Result) error
+
+// WriteThrough is Write with w in place of the inner Backend's Write: the
+// policy applies alike (split scaled, async shipped, global forwarded),
+// and what this region decides goes through w. It serves front doors that
+// route ops themselves (the rate-limit service across the groups of a
+// cluster).
+func (g *Gate) WriteThrough(ctx context.Context, ops []shards.Op, res []shards.Result, w WriteFunc) error {
+	return g.writeWith(ctx, ops, res, false, w)
+}
+
 func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, atomicTx bool) error {
+	return g.writeWith(ctx, ops, res, atomicTx, nil)
+}
+
+func (g *Gate) writeWith(ctx context.Context, ops []shards.Op, res []shards.Result, atomicTx bool, w WriteFunc) error {
+	innerWrite := func(ops []shards.Op, res []shards.Result) error {
+		switch {
+		case w != nil:
+			return w(ctx, ops, res)
+		case atomicTx:
+			return g.inner.WriteAtomic(ctx, ops, res)
+		}
+		return g.inner.Write(ctx, ops, res)
+	}
 	pol := g.policy.Load()
 	if pol.Len() == 0 {
-		return g.innerWrite(ctx, ops, res, atomicTx)
+		return innerWrite(ops, res)
 	}
 	var (
 		local    []shards.Op
@@ -323,7 +349,7 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 		localIdx = append(localIdx, i)
 	}
 	if !changed {
-		return g.innerWrite(ctx, ops, res, atomicTx)
+		return innerWrite(ops, res)
 	}
 	// region-unreachable local: what the home did not answer is decided
 	// here, with the whole limit (its keys are global, so no local op of
@@ -336,7 +362,7 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 		return nil
 	}
 	lres := make([]shards.Result, len(local))
-	if err := g.innerWrite(ctx, local, lres, atomicTx); err != nil {
+	if err := innerWrite(local, lres); err != nil {
 		return err
 	}
 	for j, i := range localIdx {
@@ -346,13 +372,6 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 		g.enqueue(&local[j], &lres[j])
 	}
 	return nil
-}
-
-func (g *Gate) innerWrite(ctx context.Context, ops []shards.Op, res []shards.Result, atomicTx bool) error {
-	if atomicTx {
-		return g.inner.WriteAtomic(ctx, ops, res)
-	}
-	return g.inner.Write(ctx, ops, res)
 }
 
 // plan decides what op becomes under pol. A split op comes back scaled (a

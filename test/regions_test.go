@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,5 +280,45 @@ func TestRegionsBadPeers(t *testing.T) {
 	}
 	if v, _ := c.ConfigGet(ctxT(t), "region-policy").Result(); v["region-policy"] != "api:* global r2 user:* split" {
 		t.Errorf("CONFIG GET region-policy = %v", v)
+	}
+}
+
+// TestRegionsEnvoy: the Envoy rate-limit service takes part: with every
+// key global to r1, descriptors decided through either region's service
+// share one limit.
+func TestRegionsEnvoy(t *testing.T) {
+	names := []string{"r1", "r2"}
+	rules := t.TempDir()
+	rlsRules(t, rules, 4)
+	ports := map[string]int{}
+	rs := &regionSet{names: names, srv: map[string]*server{}, link: map[[2]string]*linkProxy{}}
+	for _, n := range names {
+		ports[n] = freePort(t)
+		rs.srv[n] = newServer(t, "--save", "", "--rls-port", strconv.Itoa(ports[n]), "--rls-config", rules)
+	}
+	for _, from := range names {
+		args := []string{"--region", from, "--region-policy", "* global r1"}
+		for _, to := range names {
+			if to != from {
+				p := startLinkProxy(t, rs.srv[to].Addr, 5*time.Millisecond)
+				args = append(args, "--region-peer", to+" "+p.Addr())
+			}
+		}
+		rs.srv[from].args = append(rs.srv[from].args, args...)
+		rs.srv[from].start()
+	}
+	ok := 0
+	for i := range 8 {
+		n := names[i%2]
+		r := shouldRateLimit(t, rlsClient(t, ports[n]), "alice")
+		if r.OverallCode.String() == "OK" {
+			ok++
+		}
+	}
+	if ok != 4 {
+		t.Errorf("%d descriptors allowed through two regions' services, want the limit 4", ok)
+	}
+	if n, _ := rs.srv["r2"].client(t, 2).DBSize(ctxT(t)).Result(); n != 0 {
+		t.Errorf("r2 holds %d keys; every key's home is r1", n)
 	}
 }

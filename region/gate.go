@@ -473,6 +473,12 @@ func (g *Gate) forwardAll(fwd map[*link][]int, ops []shards.Op, res []shards.Res
 // home did not answer. It returns false when the home did not answer and
 // region-unreachable is local: the caller decides op here.
 func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res *shards.Result) bool {
+	if err == nil && v.Kind == respclient.Error && transientReply(v.Str) {
+		// A redirection not followed, or a region between leaders: its
+		// text names the peer's nodes and means nothing to this region's
+		// client; the home did not decide.
+		err = &UnreachableError{Region: l.name, Err: errors.New(v.Str)}
+	}
 	if err == nil {
 		if v.Kind == respclient.Error {
 			*res = shards.Result{Err: &RemoteError{Region: l.name, Msg: v.Str}}

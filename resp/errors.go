@@ -188,26 +188,27 @@ var slotRefusals = []struct {
 // fields are worded here, first (a typed error may wrap a sentinel whose
 // generic text it refines); sentinels by sentinelReplies.
 func appendErrorText(b []byte, err error) []byte {
+	if re := (*region.RemoteError)(nil); errors.As(err, &re) {
+		// A peer region's reply to a forwarded command, already in its
+		// wording: relayed verbatim.
+		return appendLine(b, re.Msg)
+	}
 	var (
-		regionRemote *region.RemoteError
-		remote       *replication.RemoteError
-		peer         *replication.PeerError
-		arity        *arityError
-		unk          *unknownCommandError
-		sub          *unknownSubcommandError
-		text         *textError
-		perr         *protocolError
-		quorum       *replication.QuorumError
-		pend         *replication.PendingError
-		gone         *replication.RemovedError
-		redir        *redirectError
-		node         *unknownNodeError
-		slotE        *replication.SlotError
+		remote *replication.RemoteError
+		peer   *replication.PeerError
+		arity  *arityError
+		unk    *unknownCommandError
+		sub    *unknownSubcommandError
+		text   *textError
+		perr   *protocolError
+		quorum *replication.QuorumError
+		pend   *replication.PendingError
+		gone   *replication.RemovedError
+		redir  *redirectError
+		node   *unknownNodeError
+		slotE  *replication.SlotError
 	)
 	switch {
-	case errors.As(err, &regionRemote):
-		// A peer region's reply to a forwarded command: relayed verbatim.
-		return appendLine(b, regionRemote.Msg)
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.

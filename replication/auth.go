@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // Node-to-node security on the raft port. Every connection, raft's and the
@@ -51,10 +52,20 @@ const (
 )
 
 // security is how the raft port protects its connections. Safe for
-// concurrent use (read-only after newSecurity).
+// concurrent use: the certificates and CA can be replaced while the node
+// runs (setTLS); each handshake uses those in force when it starts.
 type security struct {
 	serverTLS, clientTLS *tls.Config // both nil: plain TCP
 	secret               []byte      // the HMAC key; may be empty
+	// material is the certificate this node presents and the CA it
+	// checks peers against; nil without TLS.
+	material atomic.Pointer[tlsMaterial]
+}
+
+// tlsMaterial is one generation of the raft port's TLS files.
+type tlsMaterial struct {
+	cert  tls.Certificate
+	roots *x509.CertPool
 }
 
 // newSecurity derives the acceptor's and dialer's TLS configurations from
@@ -64,31 +75,53 @@ func newSecurity(cfg *Config) *security {
 	if cfg.TLS == nil {
 		return s
 	}
-	roots := cfg.TLS.RootCAs
+	s.material.Store(&tlsMaterial{cert: cfg.TLS.Certificates[0], roots: cfg.TLS.RootCAs})
 	minVersion := max(cfg.TLS.MinVersion, tls.VersionTLS12)
 	s.serverTLS = &tls.Config{
-		Certificates: cfg.TLS.Certificates,
-		ClientCAs:    roots,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   minVersion,
-		// No resumption on long-lived connections, and no post-handshake
-		// tickets for connAlive to mistake for stray bytes.
-		SessionTicketsDisabled: true,
+		MinVersion: minVersion,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := s.material.Load()
+			return &tls.Config{
+				Certificates: []tls.Certificate{m.cert},
+				ClientCAs:    m.roots,
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+				MinVersion:   minVersion,
+				// No resumption on long-lived connections, and no
+				// post-handshake tickets for connAlive to mistake for
+				// stray bytes.
+				SessionTicketsDisabled: true,
+			}, nil
+		},
 	}
 	s.clientTLS = &tls.Config{
-		Certificates: cfg.TLS.Certificates,
-		MinVersion:   minVersion,
+		MinVersion: minVersion,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			m := s.material.Load()
+			return &m.cert, nil
+		},
 		// The chain is verified in VerifyConnection; host names are not
 		// (every certificate the cluster's CA signed is a node).
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyChain(cs, roots, x509.ExtKeyUsageServerAuth)
+			return verifyChain(cs, s.material.Load().roots, x509.ExtKeyUsageServerAuth)
 		},
 	}
 	return s
 }
 
 func (s *security) tlsOn() bool { return s.serverTLS != nil }
+
+// setTLS replaces the certificate and CA of a port that uses TLS.
+func (s *security) setTLS(c *tls.Config) error {
+	switch {
+	case !s.tlsOn():
+		return errors.New("replication: the raft port does not use TLS; turning it on needs a restart")
+	case c == nil || len(c.Certificates) == 0 || c.RootCAs == nil:
+		return errors.New("replication: a TLS configuration needs a certificate and a CA")
+	}
+	s.material.Store(&tlsMaterial{cert: c.Certificates[0], roots: c.RootCAs})
+	return nil
+}
 
 // server runs the acceptor's TLS handshake on c (nothing without TLS).
 func (s *security) server(c net.Conn) (net.Conn, error) {

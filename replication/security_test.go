@@ -108,6 +108,56 @@ func TestTLSCluster(t *testing.T) {
 	c.waitConverged(10 * time.Second)
 }
 
+// Certificate rotation: every node switches to certificates of a new CA
+// while running (SetTLS), connections made afterwards use them (the
+// cluster keeps electing and forwarding through fresh handshakes), and a
+// dialer still holding the old CA's certificate is refused. A node started
+// without TLS refuses SetTLS.
+func TestSetTLSRotatesCertificates(t *testing.T) {
+	oldCA, newCA := newTestCA(t), newTestCA(t)
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.TLS = nodeTLS(t, oldCA) })
+	l := c.WaitForLeader(10 * time.Second)
+	for _, tn := range c.nodes {
+		if err := tn.node.SetTLS(nodeTLS(t, newCA)); err != nil {
+			t.Fatalf("SetTLS on %s: %v", tn.id, err)
+		}
+	}
+	// Drop every open connection: the next ones handshake with the new
+	// certificates only.
+	for i := range c.nodes {
+		c.Partition(i, true)
+		c.Partition(i, false)
+	}
+	for _, f := range c.followers(c.WaitForLeader(20 * time.Second)) {
+		if _, err := writeWithin(c.nodes[f].node, "rotated:"+c.nodes[f].id, 20*time.Second); err != nil {
+			t.Fatalf("write via %s after the rotation: %v", c.nodes[f].id, err)
+		}
+	}
+	// The node presents the new certificate: a dialer trusting only the
+	// old CA refuses it, one trusting the new CA completes the handshake.
+	handshake := func(ca *testcert.CA) error {
+		d := &tcpStream{sec: newSecurity(&Config{TLS: nodeTLS(t, ca)}), conns: map[net.Conn]struct{}{}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := d.dial(ctx, c.nodes[l].raftAddr, headerForward)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	if err := handshake(oldCA); err == nil {
+		t.Fatal("a dialer trusting only the old CA accepted the node's certificate after the rotation")
+	}
+	if err := handshake(newCA); err != nil {
+		t.Fatalf("a dialer with the new CA's certificate: %v", err)
+	}
+
+	plain := newTestCluster(t, 1, nil)
+	if err := plain.nodes[0].node.SetTLS(nodeTLS(t, newCA)); err == nil {
+		t.Fatal("SetTLS on a node without TLS succeeded")
+	}
+}
+
 // The raft port refuses what does not complete the handshake — and logs
 // each refusal with the remote address and the reason — and lets through
 // what does.

@@ -111,6 +111,10 @@ func (f *fakeCluster) Meet(_ context.Context, addr string) error {
 
 func (f *fakeCluster) MoveDest([]byte) string { return "" }
 
+// Failover answers as a replication group's leader does: the fake is
+// always its group's leader.
+func (f *fakeCluster) Failover(context.Context) error { return replication.ErrAlreadyLeader }
+
 func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.SlotAction, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

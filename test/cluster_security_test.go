@@ -2,15 +2,20 @@ package test
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testcert"
 )
 
 // writeThroughFollowers runs one CL.THROTTLE on a fresh key through each
@@ -61,6 +66,74 @@ func TestClusterTLSReplication(t *testing.T) {
 	got, err := noRetryClient(t, nodes[l].Addr).ConfigGet(ctxT(t), "tls-*").Result()
 	if err != nil || got["tls-replication"] != "yes" || got["tls-cluster"] != "no" {
 		t.Fatalf("CONFIG GET tls-* = %v, %v; want tls-replication yes, tls-cluster no", got, err)
+	}
+}
+
+// Certificate rotation on the raft port: every node's files are replaced
+// by certificates of a new CA and each node gets SIGHUP; then a follower is
+// killed and restarted (it reads only the new files). It rejoins and
+// forwards, which it can only do if the running nodes took the new CA and
+// certificate on their raft port too (before they did, its handshakes
+// failed both ways).
+func TestClusterTLSReplicationRotation(t *testing.T) {
+	p := newTestPKI(t)
+	dir := t.TempDir()
+	cert, key, ca := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")
+	replace := func(src, dst string) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written aside, then renamed: a reload never reads half a file.
+		if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dst+".new", dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(p.NodeCert, cert)
+	replace(p.NodeKey, key)
+	replace(p.CAFile, ca)
+	nodes := startCluster(t, 3, "--tls-replication", "yes", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca)
+	l := waitLeader(t, nodes)
+	writeThroughFollowers(t, nodes, l)
+
+	newCA := testcert.NewCA(t, "rotated CA")
+	newDir := t.TempDir()
+	newCert, newKey := issue(t, newDir, "node", newCA, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	newCAFile := writePEM(t, newDir, "ca.crt", "CERTIFICATE", newCA.Cert.Raw)
+	replace(newCert, cert)
+	replace(newKey, key)
+	replace(newCAFile, ca)
+	for _, nd := range nodes {
+		if err := nd.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, nd := range nodes {
+		poll.Until(t, 15*time.Second, func() error {
+			if !strings.Contains(nd.output.String(), "SIGHUP: TLS certificates reloaded") {
+				return fmt.Errorf("%s has not reloaded its certificates", nd.id)
+			}
+			return nil
+		})
+	}
+	f := (l + 1) % len(nodes)
+	nodes[f].kill()
+	nodes[f].start()
+	poll.Until(t, 30*time.Second, func() error {
+		r, err := throttle(ctxT(t), noRetryClient(t, nodes[f].Addr), "rotated", 9, 10, 60)
+		if err != nil || r[0] != 0 {
+			return fmt.Errorf("CL.THROTTLE via the restarted %s = %v, %v", nodes[f].id, r, err)
+		}
+		return nil
+	})
+	for _, nd := range nodes {
+		if r, err := throttle(ctxT(t), noRetryClient(t, nd.Addr), "after:"+nd.id, 9, 10, 60); err != nil || r[0] != 0 {
+			t.Fatalf("CL.THROTTLE via %s after the rotation = %v, %v", nd.id, r, err)
+		}
 	}
 }
 

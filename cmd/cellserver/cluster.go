@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,9 +125,17 @@ func startCluster(cfg *Config, store *shards.Store, logger *slog.Logger) (*repli
 		}
 		rc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}
 	}
+	rc.OnSetting = cfg.Ops.applySetting(logger)
 	n, err := replication.NewNode(rc, store, logger)
 	if err != nil {
 		return nil, err
+	}
+	if certs := cfg.Ops.certs; certs != nil && cfg.Cluster.tlsOn() {
+		// Rotated certificates reach the raft port too (SIGHUP, CONFIG
+		// SET tls-*): new node-to-node connections use them.
+		certs.setOnLoad(func(cert tls.Certificate, pool *x509.CertPool) error {
+			return n.SetTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool})
+		})
 	}
 	logger.Info("cluster node started", "node_id", rc.NodeID, "raft", n.RaftAddr(), "resp", rc.RespAddr, "dir", rc.Dir)
 	return n, nil

@@ -162,12 +162,12 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	return st.waitAndStop(ctx, srv, serveErr, logger)
 }
 
-// startTLS loads tls-port's certificates into a reloader (cfg.Ops.certs)
-// that the listeners and the rate-limit service share, and reloads them on
-// SIGHUP until the returned function is called. Without tls-port it does
-// nothing.
+// startTLS loads the tls-* files into a reloader (cfg.Ops.certs) that the
+// listeners, the rate-limit service and the raft port share, and reloads
+// them on SIGHUP until the returned function is called. Without tls-port,
+// tls-replication and tls-cluster it does nothing.
 func startTLS(cfg *Config, logger *slog.Logger) (stop func(), err error) {
-	if cfg.Ops.TLSPort == 0 {
+	if cfg.Ops.TLSPort == 0 && !cfg.Cluster.tlsOn() {
 		return func() {}, nil
 	}
 	certs, err := newCertReloader(&cfg.Ops, logger)
@@ -264,6 +264,7 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 	}
 	if st.node != nil {
 		rc.Cluster = resp.ClusterOf(st.node)
+		rc.ReplicateSetting = replicateSetting(st.node, cfg.Cluster.Raft.NoLeaderTimeout+5*time.Second)
 	}
 	rc.Regions = cfg.Region.gate
 	srv, err := resp.NewServer(rc, st.backend)

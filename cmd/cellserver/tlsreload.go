@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -23,7 +24,8 @@ type tlsFiles struct {
 
 // certReloader serves TLS with certificates it can replace while the
 // server runs: on SIGHUP (the same files read again) and on CONFIG SET
-// tls-cert-file, tls-key-file or tls-ca-cert-file. Handshakes take the
+// tls-cert-file, tls-key-file or tls-ca-cert-file; the raft port's mutual
+// TLS takes the same files (onLoad). Handshakes take the
 // configuration in force from an atomic pointer (GetConfigForClient), so a
 // reload costs a new handshake nothing and open connections keep the
 // session they have. It also counts and logs failed handshakes. Its
@@ -36,9 +38,36 @@ type certReloader struct {
 	files   tlsFiles   // those cur was loaded from
 	pending tlsFiles   // CONFIG SET's values, applied by apply
 
+	// onLoad, when set, hears of every certificate and CA loaded after
+	// the first (the raft port's mutual TLS takes them: setOnLoad).
+	onLoad func(tls.Certificate, *x509.CertPool) error
+
 	failures atomic.Int64
 	failLog  *rateLog
 	log      *slog.Logger
+}
+
+// setOnLoad makes f hear of every reload from now on.
+func (r *certReloader) setOnLoad(f func(tls.Certificate, *x509.CertPool) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onLoad = f
+}
+
+// load builds the configuration of files and hands their certificate and
+// CA to onLoad; on an error nothing changes. The caller holds r.mu.
+func (r *certReloader) load(files tlsFiles) error {
+	cert, pool, err := loadTLSFiles(files)
+	if err != nil {
+		return err
+	}
+	if r.onLoad != nil {
+		if err := r.onLoad(cert, pool); err != nil {
+			return err
+		}
+	}
+	r.cur.Store(serverTLS(cert, pool, r.auth))
+	return nil
 }
 
 // newCertReloader loads o's files; an error names the file at fault.
@@ -66,6 +95,11 @@ func buildTLSConfig(f tlsFiles, auth string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return serverTLS(cert, pool, auth), nil
+}
+
+// serverTLS is the server configuration of a certificate and a CA.
+func serverTLS(cert tls.Certificate, pool *x509.CertPool, auth string) *tls.Config {
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
 	switch auth {
 	case "yes":
@@ -75,7 +109,7 @@ func buildTLSConfig(f tlsFiles, auth string) (*tls.Config, error) {
 	default:
 		tc.ClientAuth = tls.NoClientCert
 	}
-	return tc, nil
+	return tc
 }
 
 // serverConfig is the configuration listeners use: every handshake gets
@@ -94,12 +128,7 @@ func (r *certReloader) serverConfig() *tls.Config {
 func (r *certReloader) reload() (tlsFiles, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tc, err := buildTLSConfig(r.files, r.auth)
-	if err != nil {
-		return r.files, err
-	}
-	r.cur.Store(tc)
-	return r.files, nil
+	return r.files, r.load(r.files)
 }
 
 // apply loads the files CONFIG SET recorded; on an error nothing changes
@@ -107,13 +136,11 @@ func (r *certReloader) reload() (tlsFiles, error) {
 func (r *certReloader) apply() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tc, err := buildTLSConfig(r.pending, r.auth)
-	if err != nil {
+	if err := r.load(r.pending); err != nil {
 		r.pending = r.files
 		return err
 	}
 	r.files = r.pending
-	r.cur.Store(tc)
 	r.log.Info("TLS certificates loaded", "cert", r.files.Cert, "key", r.files.Key, "ca", r.files.CA)
 	return nil
 }

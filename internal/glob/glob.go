@@ -1,3 +1,6 @@
+// Package glob matches Redis glob patterns (KEYS, SCAN MATCH, CONFIG GET,
+// the key patterns of limit-override and limit-shadow, and region-policy).
+// Pure and safe for concurrent use.
 package glob
 
 // Match reports whether s matches the Redis glob pattern p: '*' any

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,9 @@ type Config struct {
 	// Timeout bounds one forwarded call to a home region (its dial, its
 	// send and its reply), > 0.
 	Timeout time.Duration
+	// TLS, when not nil, is the client configuration of every link to a
+	// peer region (their addresses are then TLS ports).
+	TLS *tls.Config
 	// MaxLogLimit is the largest sliding-log limit a peer may send
 	// (sl-max-limit).
 	MaxLogLimit int64
@@ -200,7 +204,7 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 	g.share = weight(cfg.Name)
 	g.total = g.share
 	for _, p := range cfg.Peers {
-		g.links[p.Name] = newLink(g.ctx, p, cfg.Timeout, cfg.Logger, cfg.Now)
+		g.links[p.Name] = newLink(g.ctx, p, cfg.Timeout, cfg.TLS, cfg.Logger, cfg.Now)
 		g.total += weight(p.Name)
 		g.served.Store(p.Name, new(atomic.Int64))
 		g.outboxes[p.Name] = newOutbox(cfg.BacklogBytes)

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"strings"
@@ -49,10 +50,10 @@ type link struct {
 	forwarded    atomic.Int64 // global decisions it answered
 }
 
-func newLink(ctx context.Context, p PeerConfig, timeout time.Duration, logger *slog.Logger, now func() int64) *link {
+func newLink(ctx context.Context, p PeerConfig, timeout time.Duration, tc *tls.Config, logger *slog.Logger, now func() int64) *link {
 	return &link{
 		name: p.Name, addrs: p.Addrs, ctx: ctx, logger: logger, now: now,
-		cfg:  respclient.Config{Timeout: timeout, Password: p.Password},
+		cfg:  respclient.Config{Timeout: timeout, Password: p.Password, TLS: tc},
 		idle: make(map[string][]*respclient.Client),
 	}
 }

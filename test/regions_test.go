@@ -322,3 +322,41 @@ func TestRegionsEnvoy(t *testing.T) {
 		t.Errorf("r2 holds %d keys; every key's home is r1", n)
 	}
 }
+
+// TestRegionsTLS: with tls-replication the links between regions are
+// mutual TLS: global keys work through the peers' TLS ports, and a peer
+// reached on its plaintext port is unreachable.
+func TestRegionsTLS(t *testing.T) {
+	p := newTestPKI(t)
+	tlsArgs := []string{"--tls-replication", "yes", "--tls-cert-file", p.NodeCert, "--tls-key-file", p.NodeKey, "--tls-ca-cert-file", p.CAFile}
+	tlsPort := map[string]int{"r1": freePort(t), "r2": freePort(t)}
+	srv := map[string]*server{}
+	for _, n := range []string{"r1", "r2"} {
+		srv[n] = newServer(t, append([]string{"--save", "", "--tls-port", strconv.Itoa(tlsPort[n])}, tlsArgs...)...)
+	}
+	srv["r1"].args = append(srv["r1"].args, "--region", "r1", "--region-policy", "g:* global r1",
+		"--region-peer", "r2 127.0.0.1:"+strconv.Itoa(tlsPort["r2"]))
+	srv["r2"].args = append(srv["r2"].args, "--region", "r2", "--region-policy", "g:* global r1 p:* global r3",
+		"--region-peer", "r1 127.0.0.1:"+strconv.Itoa(tlsPort["r1"]),
+		"--region-peer", "r3 "+srv["r1"].Addr) // r1's plaintext port, named r3
+	for _, n := range []string{"r1", "r2"} {
+		srv[n].start()
+	}
+	c := srv["r2"].client(t, 2)
+	allowed := 0
+	for range 5 {
+		r, err := regionThrottle(c, t, "g:k", 2, 1, 3600)
+		if err != nil {
+			t.Fatalf("over TLS: %v", err)
+		}
+		if r[0] == 0 {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("%d allowed through r1 over TLS, want 3", allowed)
+	}
+	if _, err := regionThrottle(c, t, "p:k", 2, 1, 3600); err == nil || !strings.Contains(err.Error(), "region r3 is unreachable") {
+		t.Errorf("a TLS link to a plaintext port: %v, want unreachable", err)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -152,6 +153,9 @@ func (c *Config) gateConfig(logger *slog.Logger) (region.Config, error) {
 	if gc.Policy, err = region.ParsePolicy(r.Policy.words); err != nil {
 		return gc, err
 	}
+	if c.Cluster.tlsOn() && (c.Ops.TLSCertFile == "" || c.Ops.TLSKeyFile == "" || c.Ops.TLSCACertFile == "") {
+		return gc, errors.New("tls-replication with region: links to peer regions are TLS and need tls-cert-file, tls-key-file and tls-ca-cert-file")
+	}
 	return gc, gc.Validate()
 }
 
@@ -178,6 +182,16 @@ func (st *storage) startRegion(cfg *Config, logger *slog.Logger) (stop func(), e
 	gc, err := cfg.gateConfig(logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Cluster.tlsOn() {
+		// Links to peer regions are mutual TLS with this node's
+		// certificate, trusting the CA of tls-ca-cert-file, as the raft
+		// port is with tls-replication.
+		cert, pool, err := cfg.Ops.loadTLSFiles()
+		if err != nil {
+			return nil, fmt.Errorf("region links: %w", err)
+		}
+		gc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	g, err := region.New(gc, st.backend)
 	if err != nil {

@@ -264,6 +264,26 @@ func TestRegionsBadPeers(t *testing.T) {
 	if arr, ok := v.([]any); !ok || len(arr) != 1 {
 		t.Fatalf("reply %#v, want one result", v)
 	}
+	// A batch of async consumption: applied once; the same batch again is
+	// a duplicate; a malformed one (a key of another slot) is refused.
+	slot := strconv.Itoa(keySlot("c:1"))
+	batch := []any{"REGION.APPLY", "r2", "r1", "00ab", slot, 1, "c:1", "fixed-window", 100, 0, int64(time.Hour), 7, 0}
+	for i, want := range []string{"OK", "DUP"} {
+		if v, err := c.Do(ctxT(t), batch...).Result(); err != nil || v != want {
+			t.Errorf("batch, delivery %d: %v %v, want %s", i+1, v, err, want)
+		}
+	}
+	if v, err := c.Do(ctxT(t), "FW.INCR", "c:1", 100, 3600, 0).Result(); err != nil || ints(t, v)[2] != 93 {
+		t.Errorf("after a batch delivered twice: %v %v, want 7 consumed (93 remaining)", v, err)
+	}
+	malformed := slices.Clone(batch)
+	malformed[6] = "c:2"
+	if err := c.Do(ctxT(t), malformed...).Err(); err == nil || !strings.Contains(err.Error(), "malformed peer operation") {
+		t.Errorf("a batch with a key of another slot: %v, want refused", err)
+	}
+	if n, _ := c.Exists(ctxT(t), "c:2").Result(); n != 0 {
+		t.Error("a refused batch was applied")
+	}
 	// A wrong password never reaches the command.
 	bad := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, Password: "nope"})
 	t.Cleanup(func() { bad.Close() })

@@ -317,3 +317,53 @@ func TestRegionsClusterRegion(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRegionsGlobalGroupHome: a global key whose home region is a Raft
+// group: decisions forwarded from a standalone region go on through a
+// kill -9 of the group's leader (the link tries the group's other
+// members), and never admit more than the limit.
+func TestRegionsGlobalGroupHome(t *testing.T) {
+	r1 := newServer(t, "--save", "")
+	p := startLinkProxy(t, r1.Addr, 5*time.Millisecond)
+	groups := startGroupsEach(t, 1, func(string) []string {
+		return []string{"--region", "g", "--region-policy", "k:* global g", "--region-peer", "r1 " + p.Addr()}
+	})
+	g := groups[0]
+	var addrs []string
+	for _, nd := range g.nodes {
+		addrs = append(addrs, startLinkProxy(t, nd.Addr, 5*time.Millisecond).Addr())
+	}
+	r1.args = append(r1.args, "--region", "r1", "--region-policy", "k:* global g", "--region-peer", "g "+strings.Join(addrs, ","))
+	r1.start()
+	c := r1.client(t, 2)
+	const limit = 100
+	allowed := 0
+	decide := func() error {
+		v, err := c.Do(ctxT(t), "CL.THROTTLE", "k:1", limit-1, 1, 3600).Result()
+		if err != nil {
+			return err
+		}
+		if v.([]any)[0].(int64) == 0 {
+			allowed++
+		}
+		return nil
+	}
+	for range 30 {
+		if err := decide(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := g.leader(t)
+	leader.kill()
+	t.Logf("killed the leader %s", leader.id)
+	// Until the group has a new leader, r1 answers an error naming g.
+	poll.Until(t, 30*time.Second, decide)
+	for range 100 {
+		if err := decide(); err != nil {
+			t.Fatalf("after the failover: %v", err)
+		}
+	}
+	if allowed > limit || allowed < limit-2 {
+		t.Errorf("%d allowed through the failover, want the limit %d (one decision in flight at the kill may count without an answer)", allowed, limit)
+	}
+}

@@ -432,16 +432,27 @@ func transientReply(msg string) bool {
 	return false
 }
 
-// runSync calls Sync every interval until ctx ends.
+// runSync ships to every peer every interval until ctx ends, each peer on
+// its own schedule (a peer that does not answer delays no other), then
+// ships once more, so that a server stopping cleanly leaves nothing behind
+// that its peers could still take (bounded by region-timeout).
 func (g *Gate) runSync(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			g.Sync()
-		}
+	var wg sync.WaitGroup
+	for name, o := range g.outboxes {
+		l := g.links[name]
+		wg.Go(func() {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					g.syncPeer(l, o)
+					return
+				case <-t.C:
+					g.syncPeer(l, o)
+				}
+			}
+		})
 	}
+	wg.Wait()
 }

@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -206,5 +207,31 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 	}
 	if _, err := region.DecodeApply(with(0, "a"), 1000); err != nil {
 		t.Errorf("a good batch: %v", err)
+	}
+}
+
+// TestAsyncCloseShipsTheRest: a gate that stops cleanly ships what it
+// queued since its last round before closing its links.
+func TestAsyncCloseShipsTheRest(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	// a again, with a background sender whose first round is an hour away.
+	a := rs["a"]
+	cfg := a.cfg
+	cfg.SyncInterval = time.Hour
+	a.stop()
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := serveRegion(t, clock, cfg, "", ln)
+	for range 3 {
+		a2.limit(t, "c:1", counter(2))
+	}
+	a2.stop()
+	if got := used(t, rs["b"], "c:1"); got != 6 {
+		t.Errorf("b counts %d after a stopped, want the 6 it shipped on the way out", got)
 	}
 }

@@ -153,9 +153,11 @@ func (c *Config) checkPolicy(p *Policy) error {
 }
 
 // Gate applies the region policy in front of a Backend: local keys pass
-// through, split keys are scaled to this region's share, global keys of
-// another home are forwarded there. It is safe for concurrent use; the
-// policy changes live (SetPolicy).
+// through, split keys are scaled to this region's share, async keys are
+// decided here and their consumption shipped to every peer, global keys of
+// another home are forwarded there; and it applies what peers forward and
+// ship here (Exec, Apply). It is safe for concurrent use; the policy
+// changes live (SetPolicy).
 type Gate struct {
 	cfg    Config
 	inner  Backend
@@ -164,8 +166,9 @@ type Gate struct {
 	share  int64 // this region's weight
 	total  int64 // every region's weight
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx      context.Context // the links' connections live until it ends
+	cancel   context.CancelFunc
+	stopSync context.CancelFunc // ends the background sender
 
 	stream   string             // this process's async stream id
 	outboxes map[string]*outbox // async consumption queued per peer
@@ -209,10 +212,12 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 		g.served.Store(p.Name, new(atomic.Int64))
 		g.outboxes[p.Name] = newOutbox(cfg.BacklogBytes)
 	}
+	var syncCtx context.Context
+	syncCtx, g.stopSync = context.WithCancel(context.Background())
 	if cfg.SyncInterval > 0 && len(cfg.Peers) > 0 {
 		go func() {
 			defer close(g.syncDone)
-			g.runSync(g.ctx, cfg.SyncInterval)
+			g.runSync(syncCtx, cfg.SyncInterval)
 		}()
 	} else {
 		close(g.syncDone)
@@ -225,11 +230,13 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 	return g, nil
 }
 
-// Close stops the background sender and closes the links to the peers.
-// Async consumption not yet shipped is lost.
+// Close stops the background sender, after one last round to every peer
+// (each bounded by Config.Timeout), and closes the links to the peers.
+// Async consumption that round could not deliver is lost.
 func (g *Gate) Close() {
-	g.cancel()
+	g.stopSync()
 	<-g.syncDone
+	g.cancel()
 	for _, l := range g.links {
 		l.close()
 	}

@@ -46,13 +46,15 @@ type RateLimitService interface {
 }
 
 // Sources are what a Collector reads at each scrape. Server and Store are
-// required; Persistence, Raft and RLS are nil when off.
+// required; Persistence, Raft, RLS and Regions are nil when off.
 type Sources struct {
 	Server      Server
 	Store       Store
 	Persistence Persistence
 	Raft        Raft
 	RLS         RateLimitService
+	// Regions is the region layer (regions.go); nil without a region.
+	Regions Regions
 	// Now is the clock Store.Stats is read at (Unix ns); nil uses the
 	// system clock.
 	Now func() int64
@@ -344,6 +346,9 @@ func goVersion() string {
 func NewRegistry(src Sources) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(src), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if src.Regions != nil {
+		reg.MustRegister(newRegionCollector(src.Regions))
+	}
 	return reg
 }
 

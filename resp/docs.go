@@ -21,11 +21,16 @@ func CommandsMarkdown() []byte {
 	for _, cmd := range clusterCommands(nil) {
 		t.add(cmd)
 	}
+	// The region commands, registered by RegisterRegions with a region.
+	for _, cmd := range regionCommands(nil) {
+		t.add(cmd)
+	}
 	var b bytes.Buffer
 	b.WriteString(docsIntro)
 	groups := []struct{ name, title string }{
 		{"ratelimit", "Rate limiters"}, {"generic", "Keys"}, {"connection", "Connection"}, {"transactions", "Transactions"}, {"server", "Server"},
 		{"cluster", "Cluster (only in cluster mode)"},
+		{"region", "Regions (only with a region configured)"},
 	}
 	b.WriteString("## Index\n\n| Command | Summary |\n|---|---|\n")
 	for _, g := range groups {

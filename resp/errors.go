@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -189,6 +190,11 @@ var slotRefusals = []struct {
 // fields are worded here, first (a typed error may wrap a sentinel whose
 // generic text it refines); sentinels by sentinelReplies.
 func appendErrorText(b []byte, err error) []byte {
+	if re := (*region.RemoteError)(nil); errors.As(err, &re) {
+		// A peer region's reply to a forwarded command, already in its
+		// wording: relayed verbatim.
+		return appendLine(b, re.Msg)
+	}
 	var (
 		remote *replication.RemoteError
 		peer   *replication.PeerError

@@ -34,6 +34,7 @@ var infoSections = []infoSection{
 	{"latencystats", false, (*Server).infoLatencystats},
 	{"hotkeys", false, (*Server).infoHotkeys},
 	{"classes", false, (*Server).infoClasses},
+	{"regions", false, (*Server).infoRegions},
 }
 
 // InfoSection is an INFO section of a part wired beside the server

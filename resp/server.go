@@ -18,6 +18,7 @@ import (
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/version"
 	"github.com/cellserver/cellserver/internal/violations"
+	"github.com/cellserver/cellserver/region"
 )
 
 // Version is cellserver's version, reported by HELLO, INFO and --version:
@@ -117,6 +118,9 @@ type Config struct {
 	Persistence Persistence
 	// Cluster describes the node's replication role; nil means standalone.
 	Cluster Cluster
+	// Regions is the region layer in front of the Backend (INFO regions);
+	// nil means no region is configured.
+	Regions *region.Gate
 	// Settings are extra CONFIG GET/SET parameters (for example shards, dir,
 	// save). A setting named like a built-in fallback (save, dir,
 	// dbfilename, appendonly) replaces it; any other duplicate is an error.

@@ -50,6 +50,8 @@ type Config struct {
 	Ops opsConfig
 	// RLS holds Envoy's rate-limit service directives (rls.go).
 	RLS rlsConfig
+	// Region holds the region layer's directives (regions.go).
+	Region regionConfig
 	// File is the configuration file read, if any.
 	File string
 }
@@ -67,6 +69,7 @@ func DefaultConfig() Config {
 		Cluster:    defaultClusterConfig(),
 		Ops:        defaultOpsConfig(),
 		RLS:        defaultRLSConfig(),
+		Region:     defaultRegionConfig(),
 	}
 }
 
@@ -112,7 +115,7 @@ func bindDirectives(ds ...[]directive) []directive {
 // persist.go's (dir, dbfilename, save, snapshot-ignore-corrupt),
 // cluster.go's (node-id, raft-*) and ops.go's (tls-*, limits, maxmemory,
 // slowlog, metrics).
-var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives)
+var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives, regionDirectives)
 
 var coreDirectives = []directive{
 	{name: "bind", field: func(c *Config) any { return &c.Bind }},
@@ -213,6 +216,9 @@ func (c *Config) Validate() error {
 	if err := c.validateRLS(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.validateRegion(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,6 +238,11 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	case c.IOThreads > 0:
 		rc.EventLoops = c.IOThreads
 	}
+	if c.Region.Name != "" {
+		// A global key's decision waits on another region, and an event
+		// loop must never wait (as in cluster mode).
+		rc.EventLoops = 0
+	}
 	rc.Timeout = time.Duration(c.Timeout) * time.Second
 	rc.Parse = engine.ParseOptions{MaxLogLimit: c.SLMaxLimit}
 	rc.Logger = logger
@@ -240,6 +251,7 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 	c.applyOps(&rc)
 	rc.Settings = append(rc.Settings, c.rlsSettings()...)
 	rc.InfoSections = append(rc.InfoSections, c.rlsInfo()...)
+	rc.Settings = append(rc.Settings, c.regionSettings()...)
 	rc.Settings = append(rc.Settings, c.tableSettings()...)
 	return rc
 }

@@ -127,6 +127,11 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 	if st.node != nil {
 		defer st.node.Close()
 	}
+	stopRegion, err := st.startRegion(cfg, logger)
+	if err != nil {
+		return st.abort(err, logger)
+	}
+	defer stopRegion()
 
 	// 4b. Envoy's rate-limit service over the same backend, on its own
 	// port (rls.go); before the RESP server, which reaches it through
@@ -261,12 +266,16 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 		rc.Cluster = resp.ClusterOf(st.node)
 		rc.ReplicateSetting = replicateSetting(st.node, cfg.Cluster.Raft.NoLeaderTimeout+5*time.Second)
 	}
+	rc.Regions = cfg.Region.gate
 	srv, err := resp.NewServer(rc, st.backend)
 	if err != nil {
 		return nil, nil, err
 	}
 	if st.node != nil {
 		resp.RegisterCluster(srv, st.node)
+	}
+	if g := cfg.Region.gate; g != nil {
+		resp.RegisterRegions(srv, g)
 	}
 	ln, err := cfg.listen()
 	if err != nil {
@@ -297,6 +306,9 @@ func startMetrics(cfg *Config, srv *resp.Server, st *storage, logger *slog.Logge
 	}
 	if st.rls != nil {
 		src.RLS = cfg.RLS.svc
+	}
+	if g := cfg.Region.gate; g != nil {
+		src.Regions = g
 	}
 	ms, err := metrics.Listen(cfg.Ops.MetricsAddr, metrics.NewRegistry(src), st.readiness(srv), logger)
 	if err != nil {

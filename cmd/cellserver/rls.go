@@ -20,6 +20,7 @@ import (
 
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
@@ -191,6 +192,9 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit}
 	if st.node != nil {
 		opt.Router = rlsRouter{st.node}
+		if g := cfg.Region.gate; g != nil {
+			opt.Router = regionRouter{rlsRouter{st.node}, g}
+		}
 	}
 	svc := rls.New(opt)
 	if err := svc.Load(cfg.RLS.ConfigDir); err != nil {
@@ -272,6 +276,19 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 // the groups' per-operation refusals mapped to rls's sentinels. Safe for
 // concurrent use.
 type rlsRouter struct{ node *replication.Node }
+
+// regionRouter is rlsRouter with the region policy applied to every
+// group's writes, as the RESP server has it through the Backend.
+type regionRouter struct {
+	rlsRouter
+	gate *region.Gate
+}
+
+func (r regionRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {
+	return r.gate.WriteThrough(ctx, ops, res, func(ctx context.Context, ops []shards.Op, res []shards.Result) error {
+		return r.rlsRouter.WriteGroup(ctx, group, ops, res)
+	})
+}
 
 func (r rlsRouter) Self() string { return r.node.Group() }
 

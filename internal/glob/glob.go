@@ -1,6 +1,6 @@
 // Package glob matches Redis glob patterns (KEYS, SCAN MATCH, CONFIG GET,
-// and the key patterns of limit-override and limit-shadow). Pure and safe
-// for concurrent use.
+// the key patterns of limit-override and limit-shadow, and region-policy).
+// Pure and safe for concurrent use.
 package glob
 
 // Match reports whether s matches the Redis glob pattern p: '*' any

@@ -3,6 +3,7 @@ package respclient
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,10 @@ type Config struct {
 	// Username and Password, when Password is set, are sent as AUTH
 	// [username] password right after the dial.
 	Username, Password string
+	// TLS, when not nil, makes the connection TLS with this client
+	// configuration (its ServerName defaults to addr's host); the
+	// handshake counts in the dial's Timeout.
+	TLS *tls.Config
 }
 
 func (c *Config) defaults() {
@@ -137,6 +142,22 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &IOError{Op: "dial", Addr: addr, Err: err}
+	}
+	if cfg.TLS != nil {
+		tc := cfg.TLS
+		if tc.ServerName == "" {
+			tc = tc.Clone()
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn := tls.Client(nc, tc)
+		hctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		err := conn.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, &IOError{Op: "tls handshake", Addr: addr, Err: err}
+		}
+		nc = conn
 	}
 	c := &Client{nc: nc, addr: addr, cfg: cfg, r: bufio.NewReaderSize(nc, 4096)}
 	c.stop = context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })

@@ -8,7 +8,7 @@ import (
 )
 
 // Groups are the sections of docs/configuration.md, in order.
-var Groups = []string{"server", "limits", "slow log and memory", "tls", "persistence", "cluster", "rate-limit service"}
+var Groups = []string{"server", "limits", "slow log and memory", "tls", "persistence", "cluster", "regions", "rate-limit service"}
 
 // minRaftTimeout is the shortest raft timeout (nanoseconds): raft's own
 // floor for its timers.
@@ -90,6 +90,17 @@ var Table = []Spec{
 	{Name: "violations-log", Kind: YesNo, Default: "no", Live: true, Group: "limits", Help: "yes: log limited decisions (key, command, node, time) at notice level, at most violations-log-rate lines a second"},
 	{Name: "violations-log-rate", Kind: Int, Min: 1, Max: 1 << 20, Default: "10", Live: true, LiveErr: "argument must be an integer from 1 to 1048576", Group: "limits", Help: "most violations-log lines a second; the first line after a second that dropped some carries suppressed=<n>"},
 	{Name: "maxmemory-policy", Kind: Enum, Words: []string{"noeviction", "volatile-ttl"}, Default: "noeviction", Live: true, Group: "slow log and memory", Help: "over maxmemory: noeviction (creating or growing a key answers OOM: fail closed) or volatile-ttl (evict keys nearest expiry: fail open)"},
+
+	// regions (package region; docs/regions.md)
+	{Name: "region", Kind: String, Group: "regions", Help: "this region's name (1 to 64 letters, digits, '-', '_', '.'); every region of a deployment has its own. Empty: regions off, every key limited by this deployment alone"},
+	{Name: "region-peer", Kind: String, Group: "regions", Help: `"NAME HOST:PORT[,HOST:PORT...]", repeatable: another region, by the RESP addresses of any of its nodes (tried in turn; MOVED is followed, so one address per group is enough). With tls-replication yes the links are mutual TLS with tls-cert-file and tls-key-file, trusting tls-ca-cert-file, and the addresses are the peers' tls-port (certificates are read at start)`},
+	{Name: "region-peer-password", Kind: Secret, Group: "regions", Help: `"NAME PASSWORD", repeatable: the requirepass of peer region NAME, sent with AUTH on every link to it (none: no AUTH)`},
+	{Name: "region-policy", Kind: String, Live: true, Group: "regions", Help: `"PATTERN MODE", repeatable, first match wins: keys matching the Redis glob PATTERN are decided in MODE: local (each region alone), split (each region enforces its share of the limit, see region-weight), async (decided here at once; what was consumed is shipped to every peer every region-sync-interval and applied there exactly once) or "global HOME" (decided in region HOME only; the others forward each request there). A key matching no rule is local. CONFIG SET replaces the whole list (rules separated by spaces)`},
+	{Name: "region-weight", Kind: String, Group: "regions", Help: `"NAME W", repeatable: region NAME's weight in split keys, 1 to 1048576; a region's share of a split key's limit is its weight over the sum of every region's (unnamed regions weigh 1)`},
+	{Name: "region-unreachable", Kind: Enum, Words: []string{"error", "local", "deny"}, Default: "error", Group: "regions", Help: "what a global key answers when its home region does not answer within region-timeout: error (an error naming the region), local (decided here alone, with its whole limit) or deny (refused, nothing consumed)"},
+	{Name: "region-sync-interval", Kind: Duration, Min: int64(time.Millisecond), Max: int64(time.Hour), Default: "100ms", Group: "regions", Help: "how often the consumption of async keys is shipped to each peer region (a batch not acknowledged is sent again, and applied once)"},
+	{Name: "region-backlog-bytes", Kind: Bytes, Min: 1 << 10, Max: 1 << 40, Default: "16mb", Group: "regions", Help: "async consumption queued for one peer region at most (its keys plus 64 bytes each; repeated consumption of one key merges), e.g. while it is cut off; beyond it new consumption is dropped and counted in INFO regions"},
+	{Name: "region-timeout", Kind: Duration, Min: int64(time.Millisecond), Max: int64(time.Minute), Default: "1s", Group: "regions", Help: "how long a forwarded decision waits for its home region (connecting, sending, answering) before the region counts as unreachable; an unreachable region is tried again 250ms later, answering per region-unreachable meanwhile"},
 
 	// rate-limit service (Envoy's gRPC API; package rls)
 	{Name: "rls-port", Kind: Int, Min: 0, Max: 65535, Default: "0", Group: "rate-limit service", Help: "TCP port serving Envoy's rate-limit service (envoy.service.ratelimit.v3) over gRPC (0: off); TLS with tls-cert-file and tls-auth-clients when tls-port is set"},

@@ -1,0 +1,458 @@
+package region
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/respclient"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// The peer-facing command that carries a batch of async consumption:
+//
+//	REGION.APPLY origin target stream slot seq key kind burst rate period quantity interval [key ...]
+//
+// stream names the sending process (random, fixed for its life), slot is
+// the hash slot every key of the batch hashes to, seq the batch's number in
+// the stream's lane for that slot (1, 2, ...). The fields per key are
+// REGION.EXEC's. The reply is +OK when applied, +DUP when the batch had
+// already been applied (a retry).
+const (
+	// ApplyCommand is the command's name.
+	ApplyCommand = "REGION.APPLY"
+	// applyHead is the number of arguments before the first key.
+	applyHead = 5
+	// maxBatchOps bounds the consumptions of one batch.
+	maxBatchOps = 256
+	// entryOverhead is what one queued consumption counts against
+	// region-backlog-bytes beyond its key.
+	entryOverhead = 64
+	// seqKeyPrefix starts the keys that record applied batches.
+	seqKeyPrefix = "region:seq:"
+)
+
+// slotTags holds, per hash slot, a short string hashing to it: the hash tag
+// of the key recording a lane's applied sequence, so that the record lives
+// in the slot of the keys it guards (one group of a sharded region applies
+// both in one entry). Computed once; immutable.
+var slotTags = sync.OnceValue(func() []string {
+	tags := make([]string, hashslot.Count)
+	left := hashslot.Count
+	for i := 0; left > 0; i++ {
+		s := strconv.Itoa(i)
+		if slot := hashslot.Of([]byte(s)); tags[slot] == "" {
+			tags[slot] = s
+			left--
+		}
+	}
+	return tags
+})
+
+// seqKey is the key recording which batches of origin's stream, lane slot,
+// were applied: a fixed-window counter of the longest window whose count is
+// the last applied sequence number.
+func seqKey(origin, stream string, slot int) []byte {
+	return []byte(seqKeyPrefix + origin + ":" + stream + ":{" + slotTags()[slot] + "}")
+}
+
+// seqRequest is the fixed-window request that admits batch seq exactly when
+// seq-1 batches were applied (count + 1 <= seq), and records it.
+func seqRequest(seq int64) engine.Request {
+	return engine.Request{Kind: engine.KindFixedWindow, Burst: seq, Period: engine.MaxPeriod, Quantity: 1}
+}
+
+func newStreamID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// entry is one queued consumption: the key and the request that consumed.
+type entry struct {
+	key []byte
+	req engine.Request
+	at  int64 // Unix ns it was first queued
+}
+
+// mergeKey identifies entries that add up into one (same key, same
+// algorithm and rate): their quantities are summed.
+type mergeKey struct {
+	key      string
+	kind     engine.Kind
+	rate     int64
+	period   int64
+	interval bool
+}
+
+// batch is one lane's batch in flight: sent, not yet acknowledged.
+type batch struct {
+	seq     int64
+	entries []entry
+	bytes   int64
+	since   int64 // the oldest entry's at
+}
+
+// lane is the queue of one (peer, slot): batches go out in sequence, the
+// next only once the previous is acknowledged.
+type lane struct {
+	entries  []entry
+	index    map[mergeKey]int
+	inflight *batch
+	seq      int64 // of the last batch cut
+}
+
+// outbox is the consumption waiting for one peer.
+type outbox struct {
+	mu    sync.Mutex
+	lanes map[int]*lane
+	bytes int64 // queued and in flight, against limit
+	limit int64
+
+	queued                        atomic.Int64 // consumptions queued or in flight
+	dropped                       atomic.Int64 // consumptions dropped (backlog full, or refused by the peer)
+	batchesSent, opsSent, retries atomic.Int64
+	lastAck                       atomic.Int64 // Unix ns of the last acknowledgement
+}
+
+func newOutbox(limit int64) *outbox { return &outbox{lanes: map[int]*lane{}, limit: limit} }
+
+// add queues one consumption, merged with a queued one of the same key and
+// algorithm; it is dropped (and counted) when the backlog is full.
+func (o *outbox) add(key []byte, req engine.Request, now int64) {
+	size := int64(len(key)) + entryOverhead
+	slot := hashslot.Of(key)
+	mk := mergeKey{key: string(key), kind: req.Kind, rate: req.Rate, period: req.Period, interval: req.Interval}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ln := o.lanes[slot]
+	if ln == nil {
+		ln = &lane{index: map[mergeKey]int{}}
+		o.lanes[slot] = ln
+	}
+	if i, ok := ln.index[mk]; ok {
+		if q := ln.entries[i].req.Quantity + req.Quantity; q <= engine.MaxCount && q >= -engine.MaxCount {
+			ln.entries[i].req.Quantity = q
+			ln.entries[i].req.Burst = max(ln.entries[i].req.Burst, req.Burst)
+			return
+		}
+	}
+	if o.bytes+size > o.limit {
+		o.dropped.Add(1)
+		return
+	}
+	o.bytes += size
+	o.queued.Add(1)
+	ln.index[mk] = len(ln.entries)
+	ln.entries = append(ln.entries, entry{key: append([]byte(nil), key...), req: req, at: now})
+}
+
+// toSend returns the batch in flight of every lane with one, cutting a new
+// batch from the queue of each lane without one.
+func (o *outbox) toSend() (slots []int, batches []*batch) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for slot, ln := range o.lanes {
+		if ln.inflight == nil && len(ln.entries) > 0 {
+			n := min(len(ln.entries), maxBatchOps)
+			b := &batch{entries: ln.entries[:n:n], since: ln.entries[0].at}
+			for _, e := range b.entries {
+				b.bytes += int64(len(e.key)) + entryOverhead
+				b.since = min(b.since, e.at)
+			}
+			ln.seq++
+			b.seq = ln.seq
+			ln.entries = append([]entry(nil), ln.entries[n:]...)
+			clear(ln.index)
+			for i, e := range ln.entries {
+				ln.index[mergeKey{key: string(e.key), kind: e.req.Kind, rate: e.req.Rate, period: e.req.Period, interval: e.req.Interval}] = i
+			}
+			ln.inflight = b
+		}
+		if ln.inflight != nil {
+			slots = append(slots, slot)
+			batches = append(batches, ln.inflight)
+		}
+	}
+	return slots, batches
+}
+
+// done retires lane slot's batch b: acknowledged, or dropped (refused by
+// the peer for good).
+func (o *outbox) done(slot int, b *batch, dropped bool, now int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ln := o.lanes[slot]
+	if ln == nil || ln.inflight != b {
+		return
+	}
+	ln.inflight = nil
+	o.bytes -= b.bytes
+	o.queued.Add(-int64(len(b.entries)))
+	if dropped {
+		o.dropped.Add(int64(len(b.entries)))
+	} else {
+		o.batchesSent.Add(1)
+		o.opsSent.Add(int64(len(b.entries)))
+		o.lastAck.Store(now)
+	}
+	// A lane is kept once used, empty or not: its sequence goes on (at
+	// most one lane per hash slot).
+}
+
+// lag is how long the oldest consumption not yet acknowledged has waited
+// (ns), 0 when none.
+func (o *outbox) lag(now int64) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var oldest int64
+	older := func(at int64) {
+		if oldest == 0 || at < oldest {
+			oldest = at
+		}
+	}
+	for _, ln := range o.lanes {
+		if ln.inflight != nil {
+			older(ln.inflight.since)
+		}
+		for i := range ln.entries {
+			older(ln.entries[i].at)
+		}
+	}
+	if oldest == 0 {
+		return 0
+	}
+	return now - oldest
+}
+
+// encodeApply returns the REGION.APPLY call of lane slot's batch b.
+func encodeApply(origin, target, stream string, slot int, b *batch) [][]byte {
+	args := make([][]byte, 0, 1+applyHead+execFields*len(b.entries))
+	args = append(args, []byte(ApplyCommand), []byte(origin), []byte(target), []byte(stream),
+		strconv.AppendInt(nil, int64(slot), 10), strconv.AppendInt(nil, b.seq, 10))
+	for i := range b.entries {
+		args = appendRequest(args, b.entries[i].key, &b.entries[i].req)
+	}
+	return args
+}
+
+// ApplyCall is a decoded REGION.APPLY.
+type ApplyCall struct {
+	Origin, Target, Stream string
+	Slot                   int
+	Seq                    int64
+	Keys                   [][]byte
+	Reqs                   []engine.Request
+}
+
+// DecodeApply decodes REGION.APPLY's arguments after the command name: the
+// stream is 1 to 32 hex digits, slot a hash slot every key hashes to, seq
+// 1..MaxCount, and the requests as DecodeExec checks them. An error wraps
+// ErrBadBatch.
+func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
+	var c ApplyCall
+	if len(args) < applyHead+execFields || (len(args)-applyHead)%execFields != 0 {
+		return c, fmt.Errorf("%w: %d arguments, want 5 + 7 per key", ErrBadBatch, len(args))
+	}
+	c.Origin, c.Target, c.Stream = string(args[0]), string(args[1]), string(args[2])
+	if _, err := hex.DecodeString(c.Stream); err != nil || len(c.Stream) == 0 || len(c.Stream) > 32 {
+		return c, fmt.Errorf("%w: stream %q is not 1 to 32 hex digits", ErrBadBatch, args[2])
+	}
+	slot, err := strconv.Atoi(string(args[3]))
+	if err != nil || slot < 0 || slot >= hashslot.Count {
+		return c, fmt.Errorf("%w: slot %q", ErrBadBatch, args[3])
+	}
+	c.Slot = slot
+	if c.Seq, err = strconv.ParseInt(string(args[4]), 10, 64); err != nil || c.Seq < 1 || c.Seq > engine.MaxCount {
+		return c, fmt.Errorf("%w: sequence %q", ErrBadBatch, args[4])
+	}
+	n := (len(args) - applyHead) / execFields
+	for i := range n {
+		f := args[applyHead+i*execFields:]
+		req, err := decodeRequest(f[1:execFields])
+		switch {
+		case err != nil:
+		case req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit:
+			err = engine.ErrLogLimit
+		case req.Quantity == 0:
+			err = fmt.Errorf("quantity 0 consumes nothing")
+		case hashslot.Of(f[0]) != slot:
+			err = fmt.Errorf("key hashes to slot %d, not %d", hashslot.Of(f[0]), slot)
+		case strings.HasPrefix(string(f[0]), seqKeyPrefix):
+			err = fmt.Errorf("a sequence record is no consumption")
+		}
+		if err != nil {
+			return c, fmt.Errorf("%w: key %d: %v", ErrBadBatch, i+1, err)
+		}
+		c.Keys = append(c.Keys, f[0])
+		c.Reqs = append(c.Reqs, req)
+	}
+	return c, nil
+}
+
+// Apply applies a peer's batch of consumption here, exactly once: the
+// consumptions (forced: see forced) and the lane's sequence record are one
+// CL.THROTTLEALL-like op of the inner Backend (one entry of a group's log),
+// applied only when the record says the batch is the next of its lane. dup
+// is true when it had been applied already (nothing changes). A call whose
+// names are wrong, like Exec, is refused and logged, nothing applied.
+func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error) {
+	switch {
+	case call.Target != g.cfg.Name:
+		g.refuseBatch(call, "it names another target region")
+		return false, fmt.Errorf("%w: this is region %s, not %s", ErrWrongRegion, g.cfg.Name, call.Target)
+	case g.links[call.Origin] == nil:
+		g.refuseBatch(call, "its origin is not a region-peer")
+		return false, fmt.Errorf("%w: %s is not a region-peer of %s", ErrUnknownPeer, call.Origin, g.cfg.Name)
+	}
+	op := shards.Op{Code: shards.OpLimitAll,
+		Keys: append([][]byte{seqKey(call.Origin, call.Stream, call.Slot)}, call.Keys...),
+		Reqs: make([]engine.Request, 0, 1+len(call.Reqs))}
+	op.Reqs = append(op.Reqs, seqRequest(call.Seq))
+	for i := range call.Reqs {
+		op.Reqs = append(op.Reqs, forced(call.Reqs[i], g.cfg.MaxLogLimit))
+	}
+	res := []shards.Result{{}}
+	if err := g.inner.Write(ctx, []shards.Op{op}, res); err != nil {
+		return false, err
+	}
+	if res[0].Err != nil {
+		return false, res[0].Err
+	}
+	in := g.inbox(call.Origin)
+	if res[0].Results[0].Limited {
+		in.duplicates.Add(1)
+		return true, nil
+	}
+	for i, r := range res[0].Results[1:] {
+		if r.Limited {
+			return false, fmt.Errorf("%w: key %d: its consumption exceeds what the key can hold", ErrBadBatch, i+1)
+		}
+	}
+	in.batches.Add(1)
+	in.ops.Add(int64(len(call.Keys)))
+	in.last.Store(g.cfg.Now())
+	return false, nil
+}
+
+func (g *Gate) refuseBatch(call *ApplyCall, why string) {
+	g.refused.Add(1)
+	g.cfg.Logger.Warn("refused a region peer's batch: "+why, "region", g.cfg.Name, "origin", call.Origin, "target", call.Target, "seq", call.Seq)
+}
+
+// inboxStats counts what one peer's batches did here.
+type inboxStats struct {
+	batches, ops, duplicates atomic.Int64
+	last                     atomic.Int64 // Unix ns of the last batch applied
+}
+
+func (g *Gate) inbox(origin string) *inboxStats {
+	v, _ := g.inboxes.LoadOrStore(origin, new(inboxStats))
+	return v.(*inboxStats)
+}
+
+// enqueue queues the consumption of an async op that was admitted for
+// every peer.
+func (g *Gate) enqueue(op *shards.Op, res *shards.Result) {
+	if res.Err != nil || len(res.Results) != len(op.Keys) {
+		return
+	}
+	for i := range res.Results {
+		if res.Results[i].Limited {
+			return // a refused CL.THROTTLEALL consumed nothing
+		}
+	}
+	now := g.cfg.Now()
+	for i, k := range op.Keys {
+		if op.Reqs[i].Quantity == 0 {
+			continue
+		}
+		for _, o := range g.outboxes {
+			o.add(k, op.Reqs[i], now)
+		}
+	}
+}
+
+// Sync ships one round to every peer: each lane's batch in flight again,
+// or its next batch. It returns once every peer answered or failed; what
+// failed stays queued for the next round. The background sender calls it
+// every sync interval; tests call it directly.
+func (g *Gate) Sync() {
+	var wg sync.WaitGroup
+	for name, o := range g.outboxes {
+		wg.Go(func() { g.syncPeer(g.links[name], o) })
+	}
+	wg.Wait()
+}
+
+func (g *Gate) syncPeer(l *link, o *outbox) {
+	slots, batches := o.toSend()
+	if len(batches) == 0 {
+		return
+	}
+	calls := make([][][]byte, len(batches))
+	for i, b := range batches {
+		calls[i] = encodeApply(g.cfg.Name, l.name, g.stream, slots[i], b)
+	}
+	replies, err := l.callMany(calls)
+	if err != nil {
+		o.retries.Add(int64(len(batches)))
+		return
+	}
+	now := g.cfg.Now()
+	for i, v := range replies {
+		switch {
+		case v.Kind != respclient.Error:
+			o.done(slots[i], batches[i], false, now)
+		case transientReply(v.Str):
+			o.retries.Add(1)
+		default:
+			g.cfg.Logger.Warn("a region peer refused a batch; its consumption is dropped",
+				"region", l.name, "seq", batches[i].seq, "ops", len(batches[i].entries), "err", v.Str)
+			o.done(slots[i], batches[i], true, now)
+		}
+	}
+}
+
+// transientReply reports whether an error reply asks to try again later.
+func transientReply(msg string) bool {
+	w, _, _ := strings.Cut(msg, " ")
+	switch w {
+	case "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MOVED", "ASK", "NOAUTH", "WRONGPASS":
+		return true
+	}
+	return false
+}
+
+// runSync ships to every peer every interval until ctx ends, each peer on
+// its own schedule (a peer that does not answer delays no other), then
+// ships once more, so that a server stopping cleanly leaves nothing behind
+// that its peers could still take (bounded by region-timeout).
+func (g *Gate) runSync(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	for name, o := range g.outboxes {
+		l := g.links[name]
+		wg.Go(func() {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					g.syncPeer(l, o)
+					return
+				case <-t.C:
+					g.syncPeer(l, o)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,237 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/region"
+)
+
+// counter is a fixed window too large to limit anything and too long to
+// roll over during a test: its count is what every region consumed.
+func counter(q int64) engine.Request {
+	return engine.Request{Kind: engine.KindFixedWindow, Burst: engine.MaxCount, Period: engine.MaxPeriod, Quantity: q}
+}
+
+// used peeks key's counter in r and returns its count.
+func used(t *testing.T, r *testRegion, key string) int64 {
+	t.Helper()
+	res := r.limit(t, key, counter(0))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return engine.MaxCount - res.Results[0].Remaining
+}
+
+func syncAll(rs map[string]*testRegion) {
+	for _, r := range rs {
+		r.gate.Sync()
+	}
+}
+
+func TestAsyncDeliversExactlyOnce(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	names := []string{"a", "b", "c"}
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol}, regionSpec{name: "c", policy: pol})
+	keys := []string{"c:1", "c:2", "c:{x}3"}
+	want := map[string]int64{}
+	for i := range 300 {
+		r := rs[names[i%3]]
+		k := keys[i%len(keys)]
+		q := int64(1 + i%4)
+		if res := r.limit(t, k, counter(q)); res.Err != nil || res.Results[0].Limited {
+			t.Fatalf("increment %d: %+v", i, res)
+		}
+		want[k] += q
+		if i%37 == 0 {
+			syncAll(rs) // some rounds in the middle of the load
+		}
+	}
+	syncAll(rs)
+	for _, n := range names {
+		for _, k := range keys {
+			if got := used(t, rs[n], k); got != want[k] {
+				t.Errorf("region %s counts %d on %s, want %d", n, got, k, want[k])
+			}
+		}
+	}
+	// Nothing left to ship, and shipping again changes nothing.
+	syncAll(rs)
+	for _, n := range names {
+		for _, p := range rs[n].gate.Status().Peers {
+			if p.Queued != 0 || p.Dropped != 0 || p.LagMs != 0 {
+				t.Errorf("%s → %s: queued %d, dropped %d, lag %d ms after the last round", n, p.Name, p.Queued, p.Dropped, p.LagMs)
+			}
+		}
+		if got := used(t, rs[n], "c:1"); got != want["c:1"] {
+			t.Errorf("after an idle round, region %s counts %d, want %d", n, got, want["c:1"])
+		}
+	}
+}
+
+// TestAsyncRetryAfterLostReply: a batch applied whose acknowledgement was
+// lost is sent again and recognised: applied once.
+func TestAsyncRetryAfterLostReply(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	for range 5 {
+		rs["a"].limit(t, "c:1", counter(1))
+	}
+	// b applies the batch as if a's REGION.APPLY arrived, but a never
+	// hears back: a still holds it in flight.
+	slot := hashslot.Of([]byte("c:1"))
+	call := region.ApplyCall{Origin: "a", Target: "b", Stream: rs["a"].gate.StreamID(), Slot: slot, Seq: 1,
+		Keys: [][]byte{[]byte("c:1")}, Reqs: []engine.Request{counter(5)}}
+	if dup, err := rs["b"].gate.Apply(context.Background(), &call); err != nil || dup {
+		t.Fatalf("first delivery: dup %v, %v", dup, err)
+	}
+	rs["a"].gate.Sync() // the same batch, sequence 1, sent again
+	if got := used(t, rs["b"], "c:1"); got != 5 {
+		t.Errorf("b counts %d after a retried batch, want 5", got)
+	}
+	st := rs["b"].gate.Status()
+	if st.Peers[0].Duplicates != 1 || st.Peers[0].BatchesApplied != 1 {
+		t.Errorf("b: %+v, want one batch applied and one duplicate", st.Peers[0])
+	}
+	if a := rs["a"].gate.Status().Peers[0]; a.Queued != 0 || a.BatchesSent != 1 {
+		t.Errorf("a: %+v, want the batch acknowledged", a)
+	}
+	// The next batch follows in sequence.
+	rs["a"].limit(t, "c:1", counter(2))
+	rs["a"].gate.Sync()
+	if got := used(t, rs["b"], "c:1"); got != 7 {
+		t.Errorf("b counts %d, want 7", got)
+	}
+	// A batch out of sequence (3 before 2... here, 2 again) is a duplicate.
+	call.Seq = 2
+	if dup, err := rs["b"].gate.Apply(context.Background(), &call); err != nil || !dup {
+		t.Errorf("replayed batch 2: dup %v, %v; want a duplicate", dup, err)
+	}
+}
+
+// TestAsyncPeerDownQueuesThenDelivers: consumption waits while a peer is
+// down, bounded by the backlog, and is delivered once it is back.
+func TestAsyncPeerDownQueuesThenDelivers(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	b := rs["b"]
+	addr := b.addr
+	b.stop()
+	for i := range 20 {
+		rs["a"].limit(t, "c:"+strconv.Itoa(i%4), counter(1))
+	}
+	rs["a"].gate.Sync()
+	clock.ns.Add(int64(time.Second))
+	st := rs["a"].gate.Status().Peers[0]
+	if st.State != "down" || st.Queued != 4 || st.Retries == 0 || st.LagMs != 1000 {
+		t.Fatalf("with b down: %+v, want down, 4 merged consumptions queued, retried, 1000 ms of lag", st)
+	}
+	// b comes back on the same address, empty (as a region restarted
+	// from nothing); a's next round after its backoff delivers.
+	b2 := restartRegion(t, clock, b, addr, pol)
+	time.Sleep(300 * time.Millisecond) // past the link's 250 ms down-backoff (real time)
+	rs["a"].gate.Sync()
+	for i := range 4 {
+		if got := used(t, b2, "c:"+strconv.Itoa(i)); got != 5 {
+			t.Errorf("b counts %d on c:%d, want 5", got, i)
+		}
+	}
+}
+
+func TestAsyncBacklogBound(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol, backlog: 1024}, regionSpec{name: "b", policy: pol})
+	for i := range 100 {
+		rs["a"].limit(t, "c:"+strconv.Itoa(i), counter(1)) // distinct keys: no merging
+	}
+	st := rs["a"].gate.Status().Peers[0]
+	// 1024 bytes hold 15 entries of a 3-byte key plus 64 bytes each.
+	if st.Queued+st.Dropped != 100 || st.Queued > 1024/67 || st.Dropped == 0 {
+		t.Errorf("queued %d, dropped %d; want at most %d queued and the rest counted as dropped", st.Queued, st.Dropped, 1024/67)
+	}
+}
+
+func TestAsyncRefusesBadBatches(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	b := rs["b"].gate
+	ok := region.ApplyCall{Origin: "a", Target: "b", Stream: "00ff", Slot: hashslot.Of([]byte("c:1")), Seq: 1,
+		Keys: [][]byte{[]byte("c:1")}, Reqs: []engine.Request{counter(1)}}
+	for _, c := range []struct {
+		mutate func(*region.ApplyCall)
+		want   error
+	}{
+		{func(c *region.ApplyCall) { c.Target = "x" }, region.ErrWrongRegion},
+		{func(c *region.ApplyCall) { c.Origin = "x" }, region.ErrUnknownPeer},
+	} {
+		call := ok
+		c.mutate(&call)
+		if _, err := b.Apply(context.Background(), &call); !errors.Is(err, c.want) {
+			t.Errorf("Apply = %v, want %v", err, c.want)
+		}
+	}
+	if got := used(t, rs["b"], "c:1"); got != 0 {
+		t.Errorf("refused batches applied %d", got)
+	}
+	// Malformed on the wire: a key of another slot, a zero quantity, a
+	// sequence of 0, a bad stream id.
+	good := []string{"a", "b", "00ff", strconv.Itoa(hashslot.Of([]byte("c:1"))), "1", "c:1", "fixed-window", "5", "0", "1000000000", "1", "0"}
+	with := func(i int, v string) [][]byte {
+		out := make([][]byte, len(good))
+		for j, s := range good {
+			out[j] = []byte(s)
+		}
+		out[i] = []byte(v)
+		return out
+	}
+	for _, args := range [][][]byte{with(5, "c:2"), with(10, "0"), with(4, "0"), with(2, "xyz"), with(3, "16384"), with(5, "region:seq:a")} {
+		if _, err := region.DecodeApply(args, 1000); !errors.Is(err, region.ErrBadBatch) {
+			t.Errorf("DecodeApply(%q) = %v, want ErrBadBatch", args, err)
+		}
+	}
+	if _, err := region.DecodeApply(with(0, "a"), 1000); err != nil {
+		t.Errorf("a good batch: %v", err)
+	}
+}
+
+// TestAsyncCloseShipsTheRest: a gate that stops cleanly ships what it
+// queued since its last round before closing its links.
+func TestAsyncCloseShipsTheRest(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	// a again, with a background sender whose first round is an hour away.
+	a := rs["a"]
+	cfg := a.cfg
+	cfg.SyncInterval = time.Hour
+	a.stop()
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := serveRegion(t, clock, cfg, "", ln)
+	for range 3 {
+		a2.limit(t, "c:1", counter(2))
+	}
+	a2.stop()
+	if got := used(t, rs["b"], "c:1"); got != 6 {
+		t.Errorf("b counts %d after a stopped, want the 6 it shipped on the way out", got)
+	}
+}

@@ -1,0 +1,252 @@
+package region
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cellserver/cellserver/internal/respclient"
+)
+
+// Link tuning.
+const (
+	// maxRedirects bounds the MOVED replies one call follows (a region of
+	// several groups answers at most one per reshard in progress).
+	maxRedirects = 5
+	// maxIdlePerAddr bounds the idle connections kept to one address.
+	maxIdlePerAddr = 32
+	// downBackoff is how long a link that failed answers unreachable at
+	// once, before the next call tries the region again: a region that
+	// is down costs its callers nothing but this check.
+	downBackoff = 250 * time.Millisecond
+)
+
+// link is this region's client side of one peer region: pooled RESP
+// connections to the peer's nodes, tried in turn, MOVED followed. Safe for
+// concurrent use; each call uses one connection of its own.
+type link struct {
+	name   string
+	addrs  []string // the peer's RESP addresses, as configured
+	cfg    respclient.Config
+	ctx    context.Context // closes every connection when done
+	logger *slog.Logger
+	now    func() int64
+
+	mu   sync.Mutex
+	idle map[string][]*respclient.Client
+
+	prefer    atomic.Int32 // index in addrs of the address that last answered
+	state     atomic.Int32 // linkUnknown, linkUp or linkDown
+	downUntil atomic.Int64 // Unix ns; calls before it fail at once
+	lastOK    atomic.Int64 // Unix ns of the last answer; 0: never
+	lastErr   atomic.Pointer[string]
+
+	sent, failed atomic.Int64 // calls answered, calls that found the region unreachable
+	forwarded    atomic.Int64 // global decisions it answered
+}
+
+func newLink(ctx context.Context, p PeerConfig, timeout time.Duration, tc *tls.Config, logger *slog.Logger, now func() int64) *link {
+	return &link{
+		name: p.Name, addrs: p.Addrs, ctx: ctx, logger: logger, now: now,
+		cfg:  respclient.Config{Timeout: timeout, Password: p.Password, TLS: tc},
+		idle: make(map[string][]*respclient.Client),
+	}
+}
+
+// errTransient marks a reply that asks to try another node (the region is
+// between leaders, or loading).
+var errTransient = errors.New("region: the peer is between leaders")
+
+// call sends args to the peer region and returns its reply, which may be
+// an error reply (the peer's answer, not a failure of the link). err is an
+// *UnreachableError when no node of the region answered.
+func (l *link) call(args ...[]byte) (respclient.Value, error) {
+	now := l.now()
+	if now < l.downUntil.Load() {
+		l.failed.Add(1)
+		return respclient.Value{}, &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
+	}
+	start := int(l.prefer.Load())
+	var last error
+	for i := range l.addrs {
+		idx := (start + i) % len(l.addrs)
+		v, err := l.callAt(l.addrs[idx], args)
+		if err == nil {
+			l.prefer.Store(int32(idx))
+			l.markUp()
+			return v, nil
+		}
+		last = err
+	}
+	l.markDown(last)
+	return respclient.Value{}, &UnreachableError{Region: l.name, Err: last}
+}
+
+// callMany sends every call on one connection (pipelined) and returns
+// their replies, in order; a MOVED reply is followed for that call alone.
+// err is an *UnreachableError when no node of the region answered them all;
+// the calls may then have been applied or not (the caller retries them,
+// and their receiver must recognise a repeat).
+func (l *link) callMany(calls [][][]byte) ([]respclient.Value, error) {
+	now := l.now()
+	if now < l.downUntil.Load() {
+		l.failed.Add(1)
+		return nil, &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
+	}
+	start := int(l.prefer.Load())
+	var last error
+	for i := range l.addrs {
+		idx := (start + i) % len(l.addrs)
+		out, err := l.pipeline(l.addrs[idx], calls)
+		if err == nil {
+			l.prefer.Store(int32(idx))
+			l.markUp()
+			for j, v := range out {
+				if v.Kind == respclient.Error && strings.HasPrefix(v.Str, "MOVED ") {
+					if _, to, ok := strings.Cut(v.Str[len("MOVED "):], " "); ok {
+						if w, err := l.callAt(to, calls[j]); err == nil {
+							out[j] = w
+						}
+					}
+				}
+			}
+			return out, nil
+		}
+		last = err
+	}
+	l.markDown(last)
+	return nil, &UnreachableError{Region: l.name, Err: last}
+}
+
+// pipeline sends calls to addr on one connection and reads every reply.
+func (l *link) pipeline(addr string, calls [][][]byte) ([]respclient.Value, error) {
+	c, err := l.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	for _, args := range calls {
+		c.Send(args...)
+	}
+	if err := c.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	out := make([]respclient.Value, len(calls))
+	for i := range out {
+		if out[i], err = c.Read(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	l.put(addr, c)
+	return out, nil
+}
+
+// callAt sends args to the node at addr, following MOVED to other nodes of
+// the region. A reply of the peer is returned with a nil error; err is the
+// failure to get one (connection, authentication, a region between leaders).
+func (l *link) callAt(addr string, args [][]byte) (respclient.Value, error) {
+	for range maxRedirects + 1 {
+		c, err := l.get(addr)
+		if err != nil {
+			return respclient.Value{}, err
+		}
+		v, err := c.Do(args...)
+		if err != nil {
+			c.Close()
+			return respclient.Value{}, err
+		}
+		l.put(addr, c)
+		if v.Kind != respclient.Error {
+			return v, nil
+		}
+		switch word, rest, _ := strings.Cut(v.Str, " "); word {
+		case "MOVED":
+			_, to, ok := strings.Cut(rest, " ")
+			if !ok || to == "" {
+				return v, nil
+			}
+			addr = to
+			continue
+		case "TRYAGAIN", "CLUSTERDOWN", "LOADING":
+			return respclient.Value{}, errors.Join(errTransient, errors.New(v.Str))
+		}
+		return v, nil
+	}
+	return respclient.Value{}, errors.New("region: too many redirects")
+}
+
+func (l *link) get(addr string) (*respclient.Client, error) {
+	l.mu.Lock()
+	if n := len(l.idle[addr]); n > 0 {
+		c := l.idle[addr][n-1]
+		l.idle[addr] = l.idle[addr][:n-1]
+		l.mu.Unlock()
+		return c, nil
+	}
+	l.mu.Unlock()
+	return respclient.Dial(l.ctx, addr, l.cfg)
+}
+
+func (l *link) put(addr string, c *respclient.Client) {
+	l.mu.Lock()
+	if len(l.idle[addr]) < maxIdlePerAddr && l.ctx.Err() == nil {
+		l.idle[addr] = append(l.idle[addr], c)
+		c = nil
+	}
+	l.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// The states of a link, as REGION STATUS shows them.
+const (
+	linkUnknown int32 = iota // not called yet
+	linkUp
+	linkDown
+)
+
+func (l *link) markUp() {
+	l.sent.Add(1)
+	l.lastOK.Store(l.now())
+	if l.state.Swap(linkUp) != linkUp {
+		l.logger.Info("region peer is up", "region", l.name)
+	}
+}
+
+// markDown records a failed call; the first failure after an answer (or
+// the first ever) is logged, not every retry.
+func (l *link) markDown(err error) {
+	l.failed.Add(1)
+	msg := err.Error()
+	l.lastErr.Store(&msg)
+	l.downUntil.Store(l.now() + int64(downBackoff))
+	if l.state.Swap(linkDown) != linkDown {
+		l.logger.Warn("region peer is unreachable", "region", l.name, "err", msg)
+	}
+}
+
+func (l *link) lastError() string {
+	if p := l.lastErr.Load(); p != nil {
+		return *p
+	}
+	return "not reached yet"
+}
+
+// close closes the idle connections (the context closes those in use).
+func (l *link) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for a, cs := range l.idle {
+		for _, c := range cs {
+			c.Close()
+		}
+		delete(l.idle, a)
+	}
+}

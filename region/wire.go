@@ -1,0 +1,164 @@
+package region
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/respclient"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// The peer-facing command that carries a forwarded decision:
+//
+//	REGION.EXEC origin target ONE|ALL key kind burst rate period quantity interval [key ...]
+//
+// origin is the sending region, target the region it means to reach; ONE
+// is one limiter request (OpLimit), ALL a CL.THROTTLEALL (OpLimitAll) of one
+// or more groups of seven fields. Numbers are decimal: burst, rate, period
+// (ns) and quantity as in engine.Request, interval 0 or 1. The reply is an
+// array holding, per key, [limited, limit, remaining, retry_after,
+// reset_after, wait] with durations in nanoseconds, unrounded.
+const (
+	// ExecCommand is the command's name.
+	ExecCommand = "REGION.EXEC"
+	// execFields is the number of arguments per key.
+	execFields = 7
+	// execHead is the number of arguments before the first key.
+	execHead = 3
+	// resultFields is the number of integers per key in the reply.
+	resultFields = 6
+)
+
+// encodeExec returns the REGION.EXEC call of op (OpLimit or OpLimitAll)
+// from origin to target.
+func encodeExec(origin, target string, op *shards.Op) [][]byte {
+	how := "ONE"
+	if op.Code == shards.OpLimitAll {
+		how = "ALL"
+	}
+	args := make([][]byte, 0, 1+execHead+execFields*len(op.Keys))
+	args = append(args, []byte(ExecCommand), []byte(origin), []byte(target), []byte(how))
+	for i, k := range op.Keys {
+		args = appendRequest(args, k, &op.Reqs[i])
+	}
+	return args
+}
+
+// appendRequest appends the seven fields of one key's request.
+func appendRequest(args [][]byte, key []byte, r *engine.Request) [][]byte {
+	iv := "0"
+	if r.Interval {
+		iv = "1"
+	}
+	return append(args, key, []byte(r.Kind.String()),
+		strconv.AppendInt(nil, r.Burst, 10), strconv.AppendInt(nil, r.Rate, 10),
+		strconv.AppendInt(nil, r.Period, 10), strconv.AppendInt(nil, r.Quantity, 10), []byte(iv))
+}
+
+// ExecCall is a decoded REGION.EXEC.
+type ExecCall struct {
+	Origin, Target string
+	// Op is OpLimit or OpLimitAll; its keys alias the arguments.
+	Op shards.Op
+}
+
+// DecodeExec decodes REGION.EXEC's arguments after the command name. Every
+// request must pass engine's Validate and a sliding log's limit must not
+// exceed maxLogLimit, as if parsed from the limiter command; ALL takes GCRA
+// requests with non-negative quantities only (CL.THROTTLEALL's rule). An
+// error wraps ErrBadBatch and says which field is wrong.
+func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
+	var c ExecCall
+	if len(args) < execHead+execFields || (len(args)-execHead)%execFields != 0 {
+		return c, fmt.Errorf("%w: %d arguments, want 3 + 7 per key", ErrBadBatch, len(args))
+	}
+	c.Origin, c.Target = string(args[0]), string(args[1])
+	n := (len(args) - execHead) / execFields
+	switch strings.ToUpper(string(args[2])) {
+	case "ONE":
+		if n != 1 {
+			return c, fmt.Errorf("%w: ONE takes one key, got %d", ErrBadBatch, n)
+		}
+		c.Op.Code = shards.OpLimit
+	case "ALL":
+		c.Op.Code = shards.OpLimitAll
+	default:
+		return c, fmt.Errorf("%w: %q is neither ONE nor ALL", ErrBadBatch, args[2])
+	}
+	c.Op.Keys = make([][]byte, n)
+	c.Op.Reqs = make([]engine.Request, n)
+	for i := range n {
+		f := args[execHead+i*execFields:]
+		req, err := decodeRequest(f[1:execFields])
+		switch {
+		case err != nil:
+		case req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit:
+			err = engine.ErrLogLimit
+		case c.Op.Code == shards.OpLimitAll && (req.Kind != engine.KindGCRA || req.Quantity < 0):
+			err = fmt.Errorf("ALL takes GCRA requests of quantity >= 0")
+		}
+		if err != nil {
+			return c, fmt.Errorf("%w: key %d: %v", ErrBadBatch, i+1, err)
+		}
+		c.Op.Keys[i] = f[0]
+		c.Op.Reqs[i] = req
+	}
+	return c, nil
+}
+
+func decodeRequest(f [][]byte) (engine.Request, error) {
+	var r engine.Request
+	k, ok := engine.ParseKind(string(f[0]))
+	if !ok || !k.Valid() {
+		return r, fmt.Errorf("unknown kind %q", f[0])
+	}
+	r.Kind = k
+	nums := []*int64{&r.Burst, &r.Rate, &r.Period, &r.Quantity}
+	for j, p := range nums {
+		v, err := strconv.ParseInt(string(f[1+j]), 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("field %d: not an integer: %q", j+2, f[1+j])
+		}
+		*p = v
+	}
+	switch string(f[5]) {
+	case "0":
+	case "1":
+		r.Interval = true
+	default:
+		return r, fmt.Errorf("interval %q is neither 0 nor 1", f[5])
+	}
+	return r, r.Validate()
+}
+
+// EncodeResult appends r as REGION.EXEC's per-key reply fields.
+func EncodeResult(dst []int64, r *engine.Result) []int64 {
+	l := int64(0)
+	if r.Limited {
+		l = 1
+	}
+	return append(dst, l, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, r.Wait)
+}
+
+// decodeResults reads REGION.EXEC's reply for n keys into out.
+func decodeResults(v respclient.Value, n int, out []engine.Result) error {
+	if v.Kind != respclient.Array || len(v.Elems) != n {
+		return fmt.Errorf("region: malformed REGION.EXEC reply (kind %q, %d elements, want %d)", v.Kind, len(v.Elems), n)
+	}
+	for i, e := range v.Elems {
+		if e.Kind != respclient.Array || len(e.Elems) != resultFields {
+			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
+		}
+		var f [resultFields]int64
+		for j, x := range e.Elems {
+			if x.Kind != respclient.Integer {
+				return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
+			}
+			f[j] = x.Int
+		}
+		out[i] = engine.Result{Limited: f[0] != 0, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5]}
+	}
+	return nil
+}

@@ -21,19 +21,6 @@ const (
 	SlotStable                          // clear importing / migrating
 )
 
-// Further slot refusals (*SlotError.Err).
-var (
-	// ErrSlotNotOwned: SETSLOT MIGRATING of a slot this group does not own.
-	ErrSlotNotOwned = errors.New("replication: slot not owned by this group")
-	// ErrSlotOwned: SETSLOT IMPORTING of a slot this group owns.
-	ErrSlotOwned = errors.New("replication: slot already owned by this group")
-	// ErrSlotHasKeys: SETSLOT NODE giving away a slot whose keys are
-	// still here (or in flight).
-	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
-	// ErrSlotUnassigned: DELSLOTS of a slot no group owns.
-	ErrSlotUnassigned = errors.New("replication: slot already unassigned")
-)
-
 // errNoChange: a cluster change that changes nothing here (DELSLOTS of
 // slots another group owns) succeeds without an entry.
 var errNoChange = errors.New("replication: no change")
@@ -46,14 +33,14 @@ func (n *Node) Group() string { return n.cfg.Group }
 // call with a *SlotError wrapping ErrSlotBusy; nothing is assigned then.
 // On a follower the change is made by the leader (forwarded).
 func (n *Node) AddSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{action: actAddSlots, ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: toRanges(slots)})
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
 // owns fails with a *SlotError wrapping ErrSlotUnassigned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: toRanges(slots)})
 }
 
 // SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
@@ -73,7 +60,7 @@ func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*cl
 	if slot < 0 || slot >= hashslot.Count {
 		return nil, fmt.Errorf("replication: slot %d out of range", slot)
 	}
-	c := &clusterChange{slot: slot}
+	c := &clusterChange{Slot: slot}
 	group := ""
 	if action != SlotStable {
 		rt := n.Routing()
@@ -85,16 +72,16 @@ func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*cl
 	}
 	switch action {
 	case SlotImporting:
-		c.action, c.group = actImporting, group
+		c.Action, c.Group = actImporting, group
 	case SlotMigrating:
-		c.action, c.group = actMigrating, group
+		c.Action, c.Group = actMigrating, group
 	case SlotNode:
-		c.action = actDisown
+		c.Action = actDisown
 		if group == n.cfg.Group {
-			c.action = actOwn
+			c.Action = actOwn
 		}
 	case SlotStable:
-		c.action = actStable
+		c.Action = actStable
 	default:
 		return nil, fmt.Errorf("replication: unknown slot action %d", action)
 	}
@@ -150,7 +137,7 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, 
 		return errs, nil
 	}
 	var sub []error
-	body := (&clusterChange{action: actList, list: list}).encode()
+	body := encodeClusterChange(&clusterChange{Action: actList, List: list})
 	err := n.onLeaderReply(ctx, "cluster change", func() error {
 		var err error
 		sub, err = n.changeListOnLeader(ctx, list)
@@ -183,7 +170,7 @@ func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
 		if sc.Kind == SlotDel {
 			act = actDelSlots
 		}
-		return &clusterChange{action: act, ranges: toRanges(sc.Slots)}, nil
+		return &clusterChange{Action: act, Ranges: toRanges(sc.Slots)}, nil
 	case SlotSet:
 		return n.setSlotChange(sc.Slot, sc.Action, sc.NodeID)
 	}
@@ -195,11 +182,11 @@ func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
 // pass as one entry. It returns each change's refusal (nil: applied).
 func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
 	orig := n.fsm.clusterState()
-	st := orig.clone()
+	st := orig.Clone()
 	errs := make([]error, len(list))
 	ok := make([]clusterChange, 0, len(list))
 	for i := range list {
-		if list[i].action == actAddSlots && retaking(&orig, &st, list[i].ranges) {
+		if list[i].Action == actAddSlots && retaking(&orig, &st, list[i].Ranges) {
 			// Taking back slots this group owned when the list began and
 			// an earlier change of it freed (redis-cli --cluster fix:
 			// DELSLOTS then ADDSLOTS) cannot make two owners; refusing it
@@ -210,13 +197,13 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 			}
 			continue
 		}
-		st.apply(&list[i], n.cfg.Group)
+		st.Apply(&list[i], n.cfg.Group)
 		ok = append(ok, list[i])
 	}
 	if len(ok) == 0 {
 		return errs, nil
 	}
-	err := n.submit(ctx, &pending{control: (&clusterChange{action: actList, list: ok}).encode()})
+	err := n.submit(ctx, &pending{control: encodeClusterChange(&clusterChange{Action: actList, List: ok})})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +216,7 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 func retaking(orig, st *clusterState, ranges [][2]int) bool {
 	for _, r := range ranges {
 		for s := r[0]; s <= r[1]; s++ {
-			if !orig.owns(s) || st.owns(s) {
+			if !orig.Owns(s) || st.Owns(s) {
 				return false
 			}
 		}
@@ -255,12 +242,12 @@ func toRanges(slots []int) [][2]int {
 // changeCluster checks c against the cluster as the leader knows it and
 // commits it, on the leader (forwarded from a follower).
 func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
-	for _, r := range c.ranges {
+	for _, r := range c.Ranges {
 		if r[0] < 0 || r[1] >= hashslot.Count {
 			return fmt.Errorf("replication: slot range %d-%d out of range", r[0], r[1])
 		}
 	}
-	body := c.encode()
+	body := encodeClusterChange(c)
 	return n.onLeader(ctx, "cluster change", func() error { return n.changeClusterOnLeader(ctx, c) }, reqCluster, body, nil)
 }
 
@@ -274,7 +261,7 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 		}
 		return err
 	}
-	err := n.submit(ctx, &pending{control: c.encode()})
+	err := n.submit(ctx, &pending{control: encodeClusterChange(c)})
 	if err == nil {
 		n.kickDirectory()
 	}
@@ -285,26 +272,26 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 // wording in the *SlotError.
 func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 	rt := n.Routing()
-	switch c.action {
+	switch c.Action {
 	case actAddSlots:
 		if err := allFresh(rt); err != nil {
 			return err
 		}
-		for _, r := range c.ranges {
+		for _, r := range c.Ranges {
 			for s := r[0]; s <= r[1]; s++ {
-				if st.owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
+				if st.Owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
 					return &SlotError{Slot: s, Err: ErrSlotBusy}
 				}
 			}
 		}
 	case actOwn:
-		if _, importing := st.importing[c.slot]; !importing && !st.owns(c.slot) {
+		if _, importing := st.Importing[c.Slot]; !importing && !st.Owns(c.Slot) {
 			// Taking a slot without importing it: only a free one.
 			if err := allFresh(rt); err != nil {
 				return err
 			}
-			if o := rt.Owner(c.slot); rt.Sharded && o >= 0 && o != rt.Self {
-				return &SlotError{Slot: c.slot, Err: ErrSlotBusy}
+			if o := rt.Owner(c.Slot); rt.Sharded && o >= 0 && o != rt.Self {
+				return &SlotError{Slot: c.Slot, Err: ErrSlotBusy}
 			}
 		}
 	case actDelSlots:
@@ -314,10 +301,10 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 		// is not its owner. Another group's slots are not this one's to
 		// unassign.
 		var mine []int
-		for _, r := range c.ranges {
+		for _, r := range c.Ranges {
 			for s := r[0]; s <= r[1]; s++ {
 				switch o := rt.Owner(s); {
-				case st.owns(s):
+				case st.Owns(s):
 					mine = append(mine, s)
 				case !rt.Sharded || o < 0 || o == rt.Self:
 					return &SlotError{Slot: s, Err: ErrSlotUnassigned}
@@ -327,21 +314,21 @@ func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
 		if len(mine) == 0 {
 			return errNoChange
 		}
-		c.ranges = toRanges(mine)
+		c.Ranges = toRanges(mine)
 	case actMigrating:
-		if !st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned}
+		if !st.Owns(c.Slot) {
+			return &SlotError{Slot: c.Slot, Err: ErrSlotNotOwned}
 		}
-		if c.group == n.cfg.Group {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
+		if c.Group == n.cfg.Group {
+			return &SlotError{Slot: c.Slot, Err: ErrSlotOwned}
 		}
 	case actDisown:
-		if st.owns(c.slot) && n.slotHasKeys(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotHasKeys}
+		if st.Owns(c.Slot) && n.slotHasKeys(c.Slot) {
+			return &SlotError{Slot: c.Slot, Err: ErrSlotHasKeys}
 		}
 	case actImporting:
-		if st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
+		if st.Owns(c.Slot) {
+			return &SlotError{Slot: c.Slot, Err: ErrSlotOwned}
 		}
 	}
 	return nil
@@ -386,5 +373,17 @@ func allFresh(rt *Routing) error {
 func (n *Node) MoveDest(key []byte) string {
 	n.fsm.mu.Lock()
 	defer n.fsm.mu.Unlock()
-	return n.fsm.cluster.movingTo[string(key)]
+	return n.fsm.cluster.MovingTo[string(key)]
+}
+
+// Tombstone reports whether key was moved away from this group while its
+// slot migrated and has not come back (cluster.State.Moved), as this
+// node's replica knows it. Cheap while there is none (one atomic load).
+func (n *Node) Tombstone(key []byte) bool {
+	if n.fsm.tombstones.Load() == 0 {
+		return false
+	}
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	return n.fsm.cluster.Tombstone(key)
 }

@@ -21,6 +21,8 @@ type fakeCluster struct {
 	owner  map[int]int // slot → group index
 	r      *replication.Routing
 	met    []string // addresses CLUSTER MEET named
+	// tombstones are the keys Tombstone reports.
+	tombstones map[string]bool
 	// lists records each ChangeSlots call's changes.
 	lists [][]replication.SlotChange
 }
@@ -110,6 +112,12 @@ func (f *fakeCluster) Meet(_ context.Context, addr string) error {
 }
 
 func (f *fakeCluster) MoveDest([]byte) string { return "" }
+
+func (f *fakeCluster) Tombstone(key []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tombstones[string(key)]
+}
 
 func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.SlotAction, id string) error {
 	f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -104,6 +105,8 @@ func TestClusterRouting(t *testing.T) {
 		"{" + mine + "}split": replication.ErrTryAgain, "{" + mine + "}moving": shards.ErrMoving,
 		"{" + mine + "}busy": shards.ErrBusyKey, "{" + theirs + "}notimp": replication.ErrMoved,
 	}
+	tomb := "{" + mine + "}tomb" // moved away; its slot is stable again
+	fc.tombstones = map[string]bool{tomb: true}
 	ts, be := startRouted(t, fc, errs)
 	throttle := func(k string) string { return cmd("CL.THROTTLE", k, "5", "10", "60") }
 	for _, tc := range []struct {
@@ -140,6 +143,8 @@ func TestClusterRouting(t *testing.T) {
 		{"fsm moving", throttle("{" + mine + "}moving"), []string{"-TRYAGAIN Key is being migrated, retry"}},
 		{"fsm busy", throttle("{" + mine + "}busy"), []string{"-BUSYKEY Target key name already exists."}},
 		{"keyless", cmd("DBSIZE"), []string{":"}},
+		// A key moved away is never read here as a fresh key.
+		{"read tombstone", cmd("EXISTS", tomb), []string{"-TRYAGAIN Multiple keys request during rehashing of slot"}},
 	} {
 		rc := ts.raw(t)
 		rc.send(t, tc.in)
@@ -221,7 +226,7 @@ func TestClusterErrorTexts(t *testing.T) {
 	}{
 		{&redirectError{slot: 12182, addr: "10.0.0.1:7000"}, "MOVED 12182 10.0.0.1:7000"},
 		{&redirectError{ask: true, slot: 1, addr: "[::1]:7000"}, "ASK 1 [::1]:7000"},
-		{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
+		{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
 		{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
 		{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 		{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},

@@ -4,26 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// SlotAction is the subcommand of CLUSTER SETSLOT.
-type SlotAction int
+// SlotAction is cluster.SlotAction (SETSLOT's subcommand).
+type SlotAction = cluster.SlotAction
 
 // The SETSLOT actions.
 const (
-	SlotImporting SlotAction = iota + 1 // import the slot from the node's group
-	SlotMigrating                       // migrate the slot to the node's group
-	SlotNode                            // the node's group owns the slot
-	SlotStable                          // clear importing / migrating
+	SlotImporting = cluster.SlotImporting
+	SlotMigrating = cluster.SlotMigrating
+	SlotNode      = cluster.SlotNode
+	SlotStable    = cluster.SlotStable
 )
 
-// errNoChange: a cluster change that changes nothing here (DELSLOTS of
-// slots another group owns) succeeds without an entry.
-var errNoChange = errors.New("replication: no change")
+// SlotChangeKind is cluster.SlotChangeKind.
+type SlotChangeKind = cluster.SlotChangeKind
+
+// The kinds of SlotChange.
+const (
+	SlotAdd = cluster.SlotAdd
+	SlotDel = cluster.SlotDel
+	SlotSet = cluster.SlotSet
+)
+
+// SlotChange is cluster.SlotChange: one slot change of a list applied
+// together (ChangeSlots).
+type SlotChange = cluster.SlotChange
 
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
@@ -33,14 +43,14 @@ func (n *Node) Group() string { return n.cfg.Group }
 // call with a *SlotError wrapping ErrSlotBusy; nothing is assigned then.
 // On a follower the change is made by the leader (forwarded).
 func (n *Node) AddSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
 // owns fails with a *SlotError wrapping ErrSlotUnassigned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
@@ -57,57 +67,8 @@ func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, cluster
 
 // setSlotChange is the cluster change of SETSLOT slot action clusterID.
 func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*clusterChange, error) {
-	if slot < 0 || slot >= hashslot.Count {
-		return nil, fmt.Errorf("replication: slot %d out of range", slot)
-	}
-	c := &clusterChange{Slot: slot}
-	group := ""
-	if action != SlotStable {
-		rt := n.Routing()
-		g := rt.NodeGroup(clusterID)
-		if g < 0 {
-			return nil, fmt.Errorf("replication: node %s: %w", clusterID, ErrUnknownClusterNode)
-		}
-		group = rt.Groups[g].Name
-	}
-	switch action {
-	case SlotImporting:
-		c.Action, c.Group = actImporting, group
-	case SlotMigrating:
-		c.Action, c.Group = actMigrating, group
-	case SlotNode:
-		c.Action = actDisown
-		if group == n.cfg.Group {
-			c.Action = actOwn
-		}
-	case SlotStable:
-		c.Action = actStable
-	default:
-		return nil, fmt.Errorf("replication: unknown slot action %d", action)
-	}
-	return c, nil
-}
-
-// SlotChangeKind says which CLUSTER command a SlotChange is.
-type SlotChangeKind int
-
-// The kinds of SlotChange.
-const (
-	SlotAdd SlotChangeKind = iota + 1 // CLUSTER ADDSLOTS Slots
-	SlotDel                           // CLUSTER DELSLOTS Slots
-	SlotSet                           // CLUSTER SETSLOT Slot Action NodeID
-)
-
-// SlotChange is one slot change of a list applied together (ChangeSlots).
-type SlotChange struct {
-	Kind SlotChangeKind
-	// Slots are ADDSLOTS' and DELSLOTS' slots, each in [0, 16383].
-	Slots []int
-	// Slot, Action and NodeID are SETSLOT's (NodeID: a member's 40-hex
-	// cluster node id, "" for SlotStable).
-	Slot   int
-	Action SlotAction
-	NodeID string
+	sc := SlotChange{Kind: SlotSet, Slot: slot, Action: action, NodeID: clusterID}
+	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
 // ChangeSlots makes a list of slot changes (the CLUSTER ADDSLOTS, DELSLOTS
@@ -159,47 +120,16 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, 
 // slotChange turns a SlotChange into the cluster change it makes, checking
 // what can be checked without the leader's state.
 func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
-	switch sc.Kind {
-	case SlotAdd, SlotDel:
-		for _, s := range sc.Slots {
-			if s < 0 || s >= hashslot.Count {
-				return nil, fmt.Errorf("replication: slot %d out of range", s)
-			}
-		}
-		act := actAddSlots
-		if sc.Kind == SlotDel {
-			act = actDelSlots
-		}
-		return &clusterChange{Action: act, Ranges: toRanges(sc.Slots)}, nil
-	case SlotSet:
-		return n.setSlotChange(sc.Slot, sc.Action, sc.NodeID)
-	}
-	return nil, fmt.Errorf("replication: unknown slot change kind %d", sc.Kind)
+	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
 // changeListOnLeader checks the changes of list in order against the
-// replicated state as the ones before leave it, and commits those that
-// pass as one entry. It returns each change's refusal (nil: applied).
+// replicated state as the ones before leave it (cluster.CheckList), and
+// commits those that pass as one entry. It returns each change's refusal
+// (nil: applied).
 func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
-	orig := n.fsm.clusterState()
-	st := orig.Clone()
-	errs := make([]error, len(list))
-	ok := make([]clusterChange, 0, len(list))
-	for i := range list {
-		if list[i].Action == actAddSlots && retaking(&orig, &st, list[i].Ranges) {
-			// Taking back slots this group owned when the list began and
-			// an earlier change of it freed (redis-cli --cluster fix:
-			// DELSLOTS then ADDSLOTS) cannot make two owners; refusing it
-			// (another group's view stale) would leave them without any.
-		} else if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
-			if errors.Is(errs[i], errNoChange) {
-				errs[i] = nil
-			}
-			continue
-		}
-		st.Apply(&list[i], n.cfg.Group)
-		ok = append(ok, list[i])
-	}
+	st := n.fsm.clusterState()
+	ok, errs := cluster.CheckList(&st, n.Routing(), n.cfg.Group, list, n.slotHasKeys)
 	if len(ok) == 0 {
 		return errs, nil
 	}
@@ -209,34 +139,6 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 	}
 	n.kickDirectory()
 	return errs, nil
-}
-
-// retaking reports whether every slot of ranges was owned in orig and is
-// not in st.
-func retaking(orig, st *clusterState, ranges [][2]int) bool {
-	for _, r := range ranges {
-		for s := r[0]; s <= r[1]; s++ {
-			if !orig.Owns(s) || st.Owns(s) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// toRanges turns slots into ascending inclusive ranges.
-func toRanges(slots []int) [][2]int {
-	s := slices.Clone(slots)
-	slices.Sort(s)
-	var out [][2]int
-	for _, x := range s {
-		if k := len(out); k > 0 && (out[k-1][1] == x || out[k-1][1] == x-1) {
-			out[k-1][1] = x
-		} else {
-			out = append(out, [2]int{x, x})
-		}
-	}
-	return out
 }
 
 // changeCluster checks c against the cluster as the leader knows it and
@@ -256,7 +158,7 @@ func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
 func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
 	st := n.fsm.clusterState()
 	if err := n.checkChange(&st, c); err != nil {
-		if errors.Is(err, errNoChange) {
+		if errors.Is(err, cluster.ErrNoChange) {
 			return nil
 		}
 		return err
@@ -268,70 +170,10 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 	return err
 }
 
-// checkChange refuses a change that the state st forbids, with Redis's
-// wording in the *SlotError.
+// checkChange refuses a change that the state st forbids
+// (cluster.CheckChange, against this node's routing table).
 func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
-	rt := n.Routing()
-	switch c.Action {
-	case actAddSlots:
-		if err := allFresh(rt); err != nil {
-			return err
-		}
-		for _, r := range c.Ranges {
-			for s := r[0]; s <= r[1]; s++ {
-				if st.Owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
-					return &SlotError{Slot: s, Err: ErrSlotBusy}
-				}
-			}
-		}
-	case actOwn:
-		if _, importing := st.Importing[c.Slot]; !importing && !st.Owns(c.Slot) {
-			// Taking a slot without importing it: only a free one.
-			if err := allFresh(rt); err != nil {
-				return err
-			}
-			if o := rt.Owner(c.Slot); rt.Sharded && o >= 0 && o != rt.Self {
-				return &SlotError{Slot: c.Slot, Err: ErrSlotBusy}
-			}
-		}
-	case actDelSlots:
-		// A slot another group owns is left alone, and the call succeeds
-		// for it: as in Redis, DELSLOTS on a node that does not own the
-		// slot is how a tool (redis-cli --cluster fix) makes sure a node
-		// is not its owner. Another group's slots are not this one's to
-		// unassign.
-		var mine []int
-		for _, r := range c.Ranges {
-			for s := r[0]; s <= r[1]; s++ {
-				switch o := rt.Owner(s); {
-				case st.Owns(s):
-					mine = append(mine, s)
-				case !rt.Sharded || o < 0 || o == rt.Self:
-					return &SlotError{Slot: s, Err: ErrSlotUnassigned}
-				}
-			}
-		}
-		if len(mine) == 0 {
-			return errNoChange
-		}
-		c.Ranges = toRanges(mine)
-	case actMigrating:
-		if !st.Owns(c.Slot) {
-			return &SlotError{Slot: c.Slot, Err: ErrSlotNotOwned}
-		}
-		if c.Group == n.cfg.Group {
-			return &SlotError{Slot: c.Slot, Err: ErrSlotOwned}
-		}
-	case actDisown:
-		if st.Owns(c.Slot) && n.slotHasKeys(c.Slot) {
-			return &SlotError{Slot: c.Slot, Err: ErrSlotHasKeys}
-		}
-	case actImporting:
-		if st.Owns(c.Slot) {
-			return &SlotError{Slot: c.Slot, Err: ErrSlotOwned}
-		}
-	}
-	return nil
+	return cluster.CheckChange(st, n.Routing(), n.cfg.Group, c, n.slotHasKeys)
 }
 
 // slotHasKeys reports whether any live key of slot, or any key of it in
@@ -353,18 +195,6 @@ func (n *Node) slotHasKeys(slot int) bool {
 		}
 	}
 	return found
-}
-
-// allFresh refuses a slot assignment while another known group's view is
-// not fresh (never answered, or not for directoryStale): its slots are
-// unknown, and assigning one of them would make two owners.
-func allFresh(rt *Routing) error {
-	for g := range rt.Groups {
-		if g != rt.Self && !rt.Groups[g].Reachable {
-			return fmt.Errorf("replication: group %s has not answered lately, so its slots are unknown: %w", rt.Groups[g].Name, ErrGroupUnknown)
-		}
-	}
-	return nil
 }
 
 // MoveDest returns where the key in flight out of this group was sent (the

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/cellserver/cellserver/cluster"
-	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -151,7 +150,7 @@ type Cluster interface {
 	Meet(ctx context.Context, respAddr string) error
 	// SetSlot runs CLUSTER SETSLOT slot action [clusterID]; clusterID is
 	// a member's 40-hex cluster node id ("" for SlotStable).
-	SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error
+	SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error
 	// MoveDest returns the RESP address a key in flight out of this group
 	// was sent to, empty when unknown.
 	MoveDest(key []byte) string
@@ -164,7 +163,7 @@ type Cluster interface {
 	// each is checked against the state as the ones before it leave it;
 	// errs[i] is changes[i]'s refusal (then not applied). A non-nil err is
 	// about the whole call, and errs is then nil.
-	ChangeSlots(ctx context.Context, changes []replication.SlotChange) (errs []error, err error)
+	ChangeSlots(ctx context.Context, changes []cluster.SlotChange) (errs []error, err error)
 }
 
 // RoleInfo is the ROLE reply. A leader answers like a Redis master

@@ -70,7 +70,7 @@ func (v clusterView) DelSlots(ctx context.Context, slots []int) error {
 func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Meet(ctx, respAddr) }
 
 // SetSlot changes a slot's migration state or owner.
-func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error {
+func (v clusterView) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
@@ -81,7 +81,7 @@ func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
 func (v clusterView) Tombstone(key []byte) bool { return v.n.Tombstone(key) }
 
 // ChangeSlots makes a transaction's slot changes as one log entry.
-func (v clusterView) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+func (v clusterView) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
 	return v.n.ChangeSlots(ctx, changes)
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
-	"github.com/cellserver/cellserver/replication"
 )
 
 // Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. See DESIGN.md
@@ -289,7 +288,7 @@ func (c *Conn) execTx(asking bool) error {
 // call, and returns each one's answer by its position in q (nil: done).
 func (c *Conn) execSlots(q []queued) map[int]error {
 	out := map[int]error{}
-	var changes []replication.SlotChange
+	var changes []cluster.SlotChange
 	var pos []int
 	for i := range q {
 		if q[i].cmd.slotChange == nil {
@@ -313,7 +312,7 @@ func (c *Conn) execSlots(q []queued) map[int]error {
 			out[i] = err
 		case errs[k] != nil:
 			e := errs[k]
-			if changes[k].Kind == replication.SlotSet {
+			if changes[k].Kind == cluster.SlotSet {
 				e = unknownNode(e, changes[k].NodeID)
 			}
 			out[i] = e

@@ -140,7 +140,7 @@ type clusterMeta struct {
 	// Moving are the keys in flight to another group: key, DUMP payload
 	// of the state kept for them, and where they were sent.
 	Moving []movingMeta `json:"moving,omitempty"`
-	// Moved are the tombstones (clusterState.moved).
+	// Moved are the tombstones (cluster.State.Moved).
 	Moved [][]byte `json:"moved,omitempty"`
 }
 

@@ -133,6 +133,20 @@ func TestCheck(t *testing.T) {
 		{"queue: importing after ASKING", Query{Mode: Queue, Keys: keys(imported), Asking: true, OneSlot: true}, want{ServeAsking, -1}},
 		{"queue: cross-slot, all owned", Query{Mode: Queue, Keys: keys(owned, owned2), OneSlot: true}, want{CrossSlot, -1}},
 	}
+	// Where the state machine and the wire's read check both decide, from
+	// the same state, they decide alike.
+	for _, q := range []Query{
+		{Keys: keys(owned)}, {Keys: keys(here)}, {Keys: keys(away)}, {Keys: keys(moving)}, {Keys: keys(here, away)},
+		{Keys: keys(moving, away)}, {Keys: keys(tombMig)}, {Keys: keys(tombStable)}, {Keys: keys(stableMoving)},
+		{Keys: keys(owned, tombStable)}, {Keys: keys(owned, owned2)}, {Keys: keys(owned, away)}, {Keys: keys(theirs)},
+		{Keys: keys(imported)}, {Keys: keys(imported), Asking: true}, {Keys: keys(tombStable), Restore: true},
+	} {
+		apply := Check(&st, ks, &q)
+		q.Mode = Read
+		if read := Check(rt, ks, &q); read != apply {
+			t.Errorf("keys %q: state machine %+v, wire read %+v", q.Keys, apply, read)
+		}
+	}
 	for _, tc := range cases {
 		var tb Table = &st
 		if tc.q.Mode != Apply {

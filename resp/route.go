@@ -158,19 +158,15 @@ func (c *Conn) redirect(err error, keys [][]byte) error {
 			break
 		}
 	}
-	if !ask {
-		if r.Owner(slot) == r.Self {
-			// The group gave the slot away and this routing table does
-			// not show it yet: the client retries shortly.
-			return cluster.ErrTryAgain
-		}
-		return moved(r, slot)
+	if ask {
+		return verdictErr(r, cluster.Verdict{Kind: cluster.Ask, Slot: slot})
 	}
-	addr := r.RedirectAddr(r.MigratingTo(slot))
-	if addr == "" {
+	if r.Owner(slot) == r.Self {
+		// The group gave the slot away and this routing table does not
+		// show it yet: the client retries shortly.
 		return cluster.ErrTryAgain
 	}
-	return &redirectError{ask: true, slot: slot, addr: addr}
+	return verdictErr(r, cluster.Verdict{Kind: cluster.Moved, Slot: slot})
 }
 
 // routeCommand runs the routing check of a command about to run; op is

@@ -133,8 +133,10 @@ func (v Verdict) Err() error {
 	return nil
 }
 
-// Check decides q under t, reading the keyspace through k (nil in Route
-// mode, where the keys are not read). The rule, in order of precedence:
+// Check decides q under t, reading the keyspace through k (which Route and
+// Queue modes never read). It only reads t, k and q, so it is as safe for
+// concurrent use as they are, and it does not allocate. The rule, in order
+// of precedence:
 //
 //  1. No keys: served.
 //  2. Open (wire modes): keys of one slot that this group imports or

@@ -169,3 +169,17 @@ func TestVerdictErr(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAllocs: the slot rule runs on every keyed command, on the wire
+// and in the state machine, and allocates nothing.
+func TestCheckAllocs(t *testing.T) {
+	st := NewState()
+	st.Apply(&Change{Action: AddSlots, Ranges: [][2]int{{0, 100}}}, "a")
+	st.Apply(&Change{Action: Migrating, Slot: 50, Group: "b"}, "a")
+	var ks Keys = keyset{here: map[string]bool{}, inFlight: map[string]bool{}, moved: map[string]bool{}}
+	var tb Table = &st
+	q := Query{Keys: [][]byte{keyOf(t, 50, "x"), keyOf(t, 50, "y")}}
+	if n := testing.AllocsPerRun(100, func() { Check(tb, ks, &q) }); n != 0 {
+		t.Errorf("Check allocates %v times per call", n)
+	}
+}

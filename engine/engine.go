@@ -104,6 +104,11 @@ type Request struct {
 	Quantity int64
 	// Interval selects the token bucket's refill-all-at-once variant.
 	Interval bool
+	// Shadow marks a request whose refusal is not enforced: Apply ignores
+	// it, and the keyspace (shards) answers such a request allowed while
+	// counting it (limit-shadow). It travels with the request so that
+	// every replica decides alike.
+	Shadow bool
 }
 
 // Result is the reply of one limiter request. All durations are nanoseconds

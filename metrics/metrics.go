@@ -84,6 +84,7 @@ type Collector struct {
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
 	authFailures, protectedDenied, tlsFailures              *prometheus.Desc
+	policy, violations                                      *prometheus.Desc
 	hotKeys                                                 *prometheus.Desc
 	snapOK, snapInProgress, snapLastTime, snapLastDuration  *prometheus.Desc
 	snapSaves, snapChanges, snapLastKeys, snapLastBytes     *prometheus.Desc
@@ -132,6 +133,8 @@ func NewCollector(src Sources) *Collector {
 		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
 		hotKeys:         d("hotkey_count", "Estimated limiter requests (list requested) or limited decisions (list limited) on each of the 10 most counted keys of the heavy-hitter summaries since they started (hotkeys-capacity); at most 20 series.", "list", "cmd", "key"),
 		tlsFailures:     d("tls_handshake_failures_total", "TLS handshakes on tls-port that failed (a connection closed before sending anything is not counted)."),
+		policy:          d("limit_policy_requests_total", "Limiter requests changed by the rules: overridden (a limit-override rule replaced the parameters; counted by the node that received the request), shadow (sent as limit-shadow; idem), shadow_limited (a shadow request that would have been limited and was answered allowed; counted where applied, the same on every node of a group).", "outcome"),
+		violations:      d("violations_log_lines_total", "Violations log lines written (logged) and limited decisions left out over violations-log-rate (suppressed).", "outcome"),
 
 		snapOK:           d("snapshot_last_status_ok", "1 if the last save succeeded, 0 if it failed."),
 		snapInProgress:   d("snapshot_in_progress", "1 while a background save runs."),
@@ -219,6 +222,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.authFailures, float64(st.AuthFailures))
 	counter(c.protectedDenied, float64(st.ProtectedModeDenied))
 	counter(c.tlsFailures, float64(st.TLSHandshakeFailures))
+	counter(c.policy, float64(st.LimitOverridden), "overridden")
+	counter(c.policy, float64(st.ShadowRequests), "shadow")
+	counter(c.policy, float64(st.ShadowLimited), "shadow_limited")
+	counter(c.violations, float64(st.ViolationsLogged), "logged")
+	counter(c.violations, float64(st.ViolationsSuppressed), "suppressed")
 	for _, k := range st.HotRequested {
 		gauge(c.hotKeys, float64(k.Count), "requested", k.Command, strings.ToValidUTF8(k.Key, "\uFFFD"))
 	}

@@ -28,7 +28,8 @@ type pending struct {
 	leaderOnly bool      // forwarded from a follower: never forward again
 	deadline   time.Time // when waiting for a leader gives up
 	member     *memberChange
-	control    []byte       // the body of an entryCluster entry (slotstate.go)
+	control    []byte // the body of an entryCluster entry (slotstate.go)
+	setting    *settingChange
 	state      atomic.Int32 // pendingWaiting, pendingClaimed, pendingAbandoned
 	err        error
 	done       chan struct{}
@@ -36,7 +37,10 @@ type pending struct {
 
 // alone reports whether p is an entry of its own (a membership or cluster
 // change), never packed with operations.
-func (p *pending) alone() bool { return p.member != nil || p.control != nil }
+func (p *pending) alone() bool { return p.member != nil || p.control != nil || p.setting != nil }
+
+// settingChange is a replicated setting riding the submit path.
+type settingChange struct{ name, value string }
 
 // memberChange is a membership entry riding the submit path (so that every
 // entry is stamped in one place).
@@ -252,6 +256,8 @@ func (n *Node) submitLocal(batch []*pending) {
 	var data []byte
 	if m := batch[0].member; m != nil {
 		data = encodeMemberEntry(now, m.id, m.respAddr, m.remove)
+	} else if st := batch[0].setting; st != nil {
+		data = encodeSettingEntry(now, st.name, st.value)
 	} else if c := batch[0].control; c != nil {
 		data = append(appendEntryHeader(make([]byte, 0, entryHeader+len(c)), entryCluster, now), c...)
 	} else {

@@ -24,10 +24,11 @@ import (
 //	entryOps:          ops (below)
 //	entrySetMember:    string id, string RESP address
 //	entryRemoveMember: string id
+//	entrySetting:      string name, string value
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest), uvarint key count, keys (uvarint length + bytes),
-// uvarint request count, requests (byte kind, byte flags (bit 0: Interval),
+// uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow),
 // varint burst, rate, period, quantity); with bit 5 the destination
 // (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
 // the state (snapshot.AppendState).
@@ -69,6 +70,10 @@ const (
 	entryOps          = 1
 	entrySetMember    = 2
 	entryRemoveMember = 3
+	// entrySetting is a replicated setting (limit-override, limit-shadow):
+	// added after the others; a node older than it refuses the entry
+	// (unknown type), so a group runs one version before using it.
+	entrySetting = 5 // 4 is entryCluster
 )
 
 const entryHeader = 10 // version, type, now
@@ -88,6 +93,16 @@ const opAsking = 0x40
 // destination), added as opNoGrow was: the destination follows the op's
 // requests as a string.
 const opDest = 0x20
+
+// A request's flags byte: reqInterval is engine.Request.Interval;
+// reqShadow is engine.Request.Shadow (limit-shadow), added later: entries
+// written before it never set it, and a node older than it would read a
+// shadow request as enforced, so a group runs one version before using
+// limit-shadow.
+const (
+	reqInterval = 1 << 0
+	reqShadow   = 1 << 1
+)
 
 // opFlags are the op code byte's flag bits.
 const opFlags = opNoGrow | opAsking | opDest
@@ -154,7 +169,10 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 		r := &op.Reqs[j]
 		var flags byte
 		if r.Interval {
-			flags |= 1
+			flags |= reqInterval
+		}
+		if r.Shadow {
+			flags |= reqShadow
 		}
 		dst = append(dst, byte(r.Kind), flags)
 		dst = binary.AppendVarint(dst, r.Burst)
@@ -200,6 +218,13 @@ func encodeMemberEntry(now int64, id, respAddr string, remove bool) []byte {
 		b = appendBytes(b, []byte(respAddr))
 	}
 	return b
+}
+
+// encodeSettingEntry encodes a replicated setting: name takes value.
+func encodeSettingEntry(now int64, name, value string) []byte {
+	b := appendEntryHeader(nil, entrySetting, now)
+	b = appendBytes(b, []byte(name))
+	return appendBytes(b, []byte(value))
 }
 
 // encodeForward encodes the operations of every group, in order, for
@@ -351,7 +376,9 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 			for j := 0; j < nr; j++ {
 				var q engine.Request
 				q.Kind = engine.Kind(r.byte1("request kind"))
-				q.Interval = r.byte1("request flags")&1 != 0
+				flags := r.byte1("request flags")
+				q.Interval = flags&reqInterval != 0
+				q.Shadow = flags&reqShadow != 0
 				q.Burst = r.varint("burst")
 				q.Rate = r.varint("rate")
 				q.Period = r.varint("period")
@@ -446,7 +473,7 @@ type entry struct {
 	typ      byte
 	now      int64
 	ops      []shards.Op
-	id, addr string
+	id, addr string // a member's id and address; a setting's name and value
 }
 
 // decodeEntry decodes a log entry. With a scratch (nil: allocate), the
@@ -470,6 +497,9 @@ func decodeEntry(b []byte, s *opsScratch) (entry, error) {
 		e.addr = string(r.bytes("member address"))
 	case entryRemoveMember:
 		e.id = string(r.bytes("member id"))
+	case entrySetting:
+		e.id = string(r.bytes("setting name"))
+		e.addr = string(r.bytes("setting value"))
 	default:
 		return e, fmt.Errorf("%w: unknown entry type %d", ErrBadPayload, e.typ)
 	}

@@ -174,6 +174,11 @@ type Config struct {
 	// SweepBudget is the most keys one sweep examines.
 	SweepBudget int
 
+	// OnSetting, when set, is called on the apply goroutine with every
+	// replicated setting (SetSetting) as this node applies it, and with
+	// each one a restored snapshot holds, so that every node of the group
+	// holds the same values in the same log order. It must not block.
+	OnSetting func(name, value string)
 	// Clock returns the current time in Unix nanoseconds. Only the leader
 	// reads it, to stamp log entries and to answer reads; nil means the
 	// system clock.

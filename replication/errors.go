@@ -54,6 +54,12 @@ var (
 	// member's id (raft would keep the member's vote for a node with an
 	// empty log). Remove the member first. Nothing was changed.
 	ErrIDInUse = errors.New("replication: the id is a member at another raft address")
+	// ErrAlreadyLeader is returned by Failover on the leader: only a
+	// follower can take leadership over.
+	ErrAlreadyLeader = errors.New("replication: this node is the leader")
+	// ErrNotVoter is returned by Failover for a node that is not a voter
+	// (yet): it cannot be elected. Nothing was changed.
+	ErrNotVoter = errors.New("replication: the node is not a voter")
 )
 
 // QuorumError is ErrQuorumAtRisk with its figures: removing ID would leave

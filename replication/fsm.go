@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -48,6 +49,11 @@ type FSM struct {
 	// onCluster, when set, is called (on the apply goroutine, without mu)
 	// after the cluster state changed.
 	onCluster func()
+	// settings are the replicated settings applied (name → value);
+	// guarded by mu. onSetting, when set, is called (on the apply
+	// goroutine, without mu) with each as it is applied or restored.
+	settings  map[string]string
+	onSetting func(name, value string)
 
 	deliver DeliverFunc // never nil
 
@@ -165,6 +171,16 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.mu.Lock()
 		delete(f.members, e.id)
 		f.mu.Unlock()
+	case entrySetting:
+		f.mu.Lock()
+		if f.settings == nil {
+			f.settings = map[string]string{}
+		}
+		f.settings[e.id] = e.addr
+		f.mu.Unlock()
+		if f.onSetting != nil {
+			f.onSetting(e.id, e.addr)
+		}
 	}
 	f.applied(l, nil, nil)
 	return nil
@@ -207,6 +223,14 @@ func (f *FSM) member(id string) (string, bool) {
 	return a, ok
 }
 
+// Settings returns a copy of the replicated settings applied (name →
+// value).
+func (f *FSM) Settings() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.settings)
+}
+
 // snapMeta is the metadata stored in each raft snapshot's header.
 type snapMeta struct {
 	Version int          `json:"v"`
@@ -214,6 +238,9 @@ type snapMeta struct {
 	Index   uint64       `json:"index"` // raft index of the last applied entry
 	Members []metaMember `json:"members"`
 	Cluster *clusterMeta `json:"cluster,omitempty"`
+	// Settings are the replicated settings (name → value), added after
+	// version 1 without changing it: older nodes ignore the field.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 type metaMember struct {
@@ -233,6 +260,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	for id, addr := range f.members {
 		m.Members = append(m.Members, metaMember{ID: id, Resp: addr})
 	}
+	m.Settings = maps.Clone(f.settings)
 	f.mu.Unlock()
 	slices.SortFunc(m.Members, func(a, b metaMember) int {
 		switch {
@@ -300,7 +328,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.members = members
+	f.settings = m.Settings
 	f.mu.Unlock()
+	if f.onSetting != nil {
+		for _, name := range slices.Sorted(maps.Keys(m.Settings)) {
+			f.onSetting(name, m.Settings[name])
+		}
+	}
 	if err := f.restoreCluster(m.Cluster); err != nil {
 		return err
 	}

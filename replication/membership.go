@@ -452,3 +452,77 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // seqDone is the number of entries submitted and completed.
 func (n *Node) seqDone() uint64 { return n.done.load() }
+
+// Failover makes this node the group's leader (CLUSTER FAILOVER sent to a
+// replica): the leader hands leadership over with raft's leadership
+// transfer (it stops taking writes, brings this node's log up to date and
+// tells it to start an election at once), and Failover returns once this
+// node leads and serves, within 2 × Config.NoLeaderTimeout. Writes in
+// flight during the hand-over wait for the new leader as in any election.
+//
+// Errors: ErrAlreadyLeader on the leader; ErrNotVoter on a non-voter (it
+// cannot be elected); ErrNoLeader when no leader answers or the transfer
+// did not complete in time (then the group elects as usual and may keep
+// its leader); ErrRemoved, ErrShutdown, ctx's error.
+func (n *Node) Failover(ctx context.Context) error {
+	if err := n.removedErr(); err != nil {
+		return err
+	}
+	if n.raft.State() == raft.Leader {
+		return ErrAlreadyLeader
+	}
+	id := n.cfg.NodeID
+	if err := n.onLeader(ctx, "failover", func() error { return n.transferLeadership(id) }, reqFailover, encodeRemove(id), nil); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * n.cfg.NoLeaderTimeout)
+	for !n.ready.Load() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replication: failover: leadership was handed over but this node does not lead yet: %w", ErrNoLeader)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := n.ctx.Err(); err != nil {
+			return ErrShutdown
+		}
+		n.waitLeaderChange(time.Now().Add(50 * time.Millisecond))
+	}
+	return nil
+}
+
+// transferLeadership hands leadership to voter id, on the ready leader.
+func (n *Node) transferLeadership(id string) error {
+	if id == n.cfg.NodeID {
+		return nil // asked by a node that has since become the leader
+	}
+	servers, _, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	i := serverIndex(servers, id)
+	switch {
+	case i < 0:
+		return fmt.Errorf("replication: failover to %q: %w", id, ErrUnknownNode)
+	case servers[i].Suffrage != raft.Voter:
+		return fmt.Errorf("replication: failover to %q: %w", id, ErrNotVoter)
+	}
+	n.log.Info("replication: handing leadership over", "to", id)
+	if err := n.raft.LeadershipTransferToServer(servers[i].ID, servers[i].Address).Error(); err != nil {
+		return translate("failover", err)
+	}
+	return nil
+}
+
+// SetSetting makes name take value on every node of the group: it commits
+// a setting entry to the log, and each node's Config.OnSetting receives it
+// as the node applies it (and again from a snapshot that holds it). Only
+// the leader takes it: a follower answers ErrNotLeader (the caller names
+// the leader, LeaderResp). It returns once the entry is applied here.
+func (n *Node) SetSetting(ctx context.Context, name, value string) error {
+	return n.submit(ctx, &pending{setting: &settingChange{name: name, value: value}})
+}
+
+// LeaderResp returns the RESP address of the group's leader, if one is
+// known (for an error that names it).
+func (n *Node) LeaderResp() (string, bool) { return n.leaderResp() }

@@ -134,6 +134,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	n.fsm = NewFSM(store, n.deliverApplied, log)
 	n.fsm.group = cfg.Group
 	n.fsm.onCluster = n.clusterChanged
+	n.fsm.onSetting = cfg.OnSetting
 	n.dir = newDirectory()
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }

@@ -40,6 +40,7 @@ import (
 //	reqClusterList an actList cluster change → per change, byte status and
 //	              uvarint-prefixed body as a response's (leader: check each
 //	              in order, commit those that pass as one entry)
+//	reqFailover   uvarint-prefixed id → empty (leader: hand leadership to id)
 //
 // A response's status is statusOK (the payload is the answer) or the code
 // of a whole-request error: one of the sentinels in codeErrors, with an
@@ -58,6 +59,7 @@ const (
 	reqMeet        byte = 7
 	reqCluster     byte = 8
 	reqClusterList byte = 9
+	reqFailover    byte = 10
 )
 
 const (
@@ -83,6 +85,8 @@ var codeErrors = [...]error{
 	13: ErrOwnGroup,
 	14: ErrOtherGroup,
 	15: ErrGroupUnknown,
+	16: ErrNotVoter,
+	17: ErrAlreadyLeader,
 }
 
 const (
@@ -223,6 +227,13 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 		return json.Marshal(n.ownWire())
 	case reqMeet:
 		return nil, n.onlyLeader(func() error { return n.serveMeet(ctx, payload) })
+	case reqFailover:
+		r := reader{b: payload}
+		id := string(r.bytes("id"))
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+		return nil, n.onlyLeader(func() error { return n.transferLeadership(id) })
 	case reqCluster:
 		c, err := decodeClusterChange(payload)
 		if err != nil {

@@ -145,6 +145,9 @@ type Cluster interface {
 	AddSlots(ctx context.Context, slots []int) error
 	// DelSlots makes slots of this node's group unowned (CLUSTER DELSLOTS).
 	DelSlots(ctx context.Context, slots []int) error
+	// Failover makes this follower its group's leader (CLUSTER FAILOVER)
+	// and returns once it leads and serves.
+	Failover(ctx context.Context) error
 	// Meet introduces the group of the node whose RESP listener is
 	// respAddr (host:port) (CLUSTER MEET).
 	Meet(ctx context.Context, respAddr string) error

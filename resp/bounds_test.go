@@ -30,7 +30,7 @@ const oomText = "OOM command not allowed when used memory > 'maxmemory'."
 func fullSlidingLog(t *testing.T, ts *testServer, c *redis.Client, key string) int {
 	t.Helper()
 	ctx := context.Background()
-	fixed := int64(26 + len(key) + 64) // record and slot, name, side-table entry
+	fixed := int64(27 + len(key) + 64) // record, slot and parameter reference, name, side-table entry
 	for n := 1; n <= 1000; n++ {
 		ts.clock.ns.Add(int64(time.Millisecond))
 		if v, err := c.Do(ctx, "SL.ADD", key, "1000", "1h").Int64Slice(); err != nil || v[0] != 0 {
@@ -136,8 +136,8 @@ func TestMemoryUsage(t *testing.T) {
 	if err := c.Do(ctx, "CL.THROTTLE", "g", "5", "10", "60").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := c.Do(ctx, "MEMORY", "USAGE", "g", "SAMPLES", "5").Int64(); err != nil || v != 26+1 {
-		t.Errorf("MEMORY USAGE g = %v, %v; want 27", v, err)
+	if v, err := c.Do(ctx, "MEMORY", "USAGE", "g", "SAMPLES", "5").Int64(); err != nil || v != 27+1 {
+		t.Errorf("MEMORY USAGE g = %v, %v; want 28", v, err)
 	}
 	if err := c.Do(ctx, "MEMORY", "USAGE", "g", "BOGUS", "5").Err(); errText(err) != "ERR syntax error" {
 		t.Errorf("MEMORY USAGE g BOGUS 5 = %v", err)
@@ -152,13 +152,13 @@ func TestMemoryUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v < prev || v < int64(26+3+64+16*i) {
-			t.Fatalf("MEMORY USAGE log after %d entries = %d (before: %d); want at least %d and never less", i, v, prev, 26+3+64+16*i)
+		if v < prev || v < int64(27+3+64+16*i) {
+			t.Fatalf("MEMORY USAGE log after %d entries = %d (before: %d); want at least %d and never less", i, v, prev, 27+3+64+16*i)
 		}
 		prev = v
 	}
-	if used := ts.store.UsedBytes(); used != prev+27 {
-		t.Errorf("UsedBytes = %d, want the keys' MEMORY USAGE sum %d", used, prev+27)
+	if used := ts.store.UsedBytes(); used != prev+28 {
+		t.Errorf("UsedBytes = %d, want the keys' MEMORY USAGE sum %d", used, prev+28)
 	}
 }
 

@@ -66,6 +66,9 @@ func (v clusterView) DelSlots(ctx context.Context, slots []int) error {
 	return v.n.DelSlots(ctx, slots)
 }
 
+// Failover makes this node its group's leader.
+func (v clusterView) Failover(ctx context.Context) error { return v.n.Failover(ctx) }
+
 // Meet introduces another group.
 func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Meet(ctx, respAddr) }
 

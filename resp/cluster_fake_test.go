@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/replication"
 )
 
 // fakeCluster is a Cluster over groups the test sets, whose slot commands
@@ -118,6 +119,10 @@ func (f *fakeCluster) Tombstone(key []byte) bool {
 	defer f.mu.Unlock()
 	return f.tombstones[string(key)]
 }
+
+// Failover answers as a replication group's leader does: the fake is
+// always its group's leader.
+func (f *fakeCluster) Failover(context.Context) error { return replication.ErrAlreadyLeader }
 
 func (f *fakeCluster) SetSlot(_ context.Context, slot int, action cluster.SlotAction, id string) error {
 	f.mu.Lock()

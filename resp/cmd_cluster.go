@@ -27,6 +27,8 @@ import (
 // errClusterDisabled is Redis's reply on a server without cluster support.
 var errClusterDisabled = &textError{"ERR This instance has cluster support disabled"}
 
+var errFailoverOption = &textError{"ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"}
+
 // clusterRouting returns the node's routing table, or errClusterDisabled
 // on a standalone server. Before the node has a table, an unsharded one of
 // a single group without members stands in (no slot is served).
@@ -594,6 +596,30 @@ func clusterCommand() *Command {
 				func(c *Conn, cl Cluster, slots []int) error { return cl.DelSlots(c.srv.ctx, slots) })),
 			sub(slotsCommand("delslotsrange", "Makes ranges of slots of this node's group unassigned.", true, slotErrs,
 				func(c *Conn, cl Cluster, slots []int) error { return cl.DelSlots(c.srv.ctx, slots) })),
+			sub(&Command{
+				Name: "failover", Arity: -2, MaxArgs: 3, Flags: FlagAdmin, Summary: "Makes this follower its group's leader.", Complexity: "O(1)",
+				Args: []Arg{{Name: "options", Type: "oneof", Optional: true, Args: []Arg{
+					{Name: "force", Type: "pure-token", Token: "FORCE"}, {Name: "takeover", Type: "pure-token", Token: "TAKEOVER"}}}},
+				Reply: "Simple string `OK` once this node leads its group and serves: the leader hands leadership over (raft's leadership transfer: it stops taking writes, brings this node's log up to date and has it start an election at once). " +
+					"Writes in flight during the hand-over wait for the new leader, as in any election; nothing is lost. Use it to move leadership off a node before maintenance.",
+				Errors: []string{"`ERR You should send CLUSTER FAILOVER to a replica` on the leader.",
+					"`ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself` for either option (Redis uses them to fail over without the master; a Raft group does that on its own).",
+					"`ERR this node is not a voter yet …` on a node that joined and is not yet promoted.",
+					"`CLUSTERDOWN …` when no leader answers, or the hand-over did not complete within twice the no-leader timeout (the group then keeps or elects a leader as usual)."},
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
+					if len(args) == 3 {
+						if o := strings.ToLower(string(args[2])); o != "force" && o != "takeover" {
+							return engine.ErrSyntax
+						}
+						return errFailoverOption
+					}
+					if err := cl.Failover(c.srv.ctx); err != nil {
+						return err
+					}
+					c.WriteOK()
+					return nil
+				}),
+			}),
 			sub(&Command{
 				Name: "meet", Arity: -4, MaxArgs: 5, Flags: FlagAdmin, Summary: "Introduces another replication group to this one.", Complexity: "O(1)",
 				Args: []Arg{{Name: "ip", Type: "string"}, {Name: "port", Type: "integer", Doc: "the RESP port of any node of the other group"},

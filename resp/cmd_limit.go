@@ -118,6 +118,7 @@ func limiterCommands() []*Command {
 			"`remaining` = floor(limit − estimate) after the request, `retry_after` = when the estimate will have fallen enough, `reset_after` = time until both windows' counts have slid out; times in milliseconds, rounded up."),
 		windowCommand("sl.add", engine.KindSlidingLog, "Logs a request in an exact sliding-window log.",
 			"`remaining` = limit minus the counts logged in the last window, `retry_after` = when enough of the oldest entries leave the window, `reset_after` = when the newest entry leaves it; times in milliseconds, rounded up."),
+		inspectCommand(),
 	}
 }
 
@@ -127,7 +128,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 	errs := append(slices.Clone(limiterErrors), durationErrors...)
 	var notes []string
 	if kind == engine.KindSlidingLog {
-		notes = []string{"Memory: a sliding-log key costs what every key does (26 bytes of record and table slot, plus its name), a 64-byte side-table entry, " +
+		notes = []string{"Memory: a sliding-log key costs what every key does (27 bytes of record, table slot and parameter reference, plus its name), a 64-byte side-table entry, " +
 			"and 16 bytes per entry of its log's array: one entry per admitted request at a distinct instant (requests at the same nanosecond share one), " +
 			"at most `limit` entries. The array grows by about 1.25× once large and is reused as entries leave the window, so a key with `limit` 100000 " +
 			"can hold about 2 MB. MEMORY USAGE reports it and `maxmemory` counts it."}
@@ -163,7 +164,7 @@ func prepareLimit(kind engine.Kind) func(c *Conn, args [][]byte, op *shards.Op) 
 		op.Code = shards.OpLimit
 		op.Keys = append(op.Keys, args[1])
 		op.Reqs = append(op.Reqs, req)
-		return nil
+		return c.applyPolicy(op)
 	}
 }
 
@@ -175,7 +176,7 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	op.Code = shards.OpLimitAll
 	op.Keys = append(op.Keys, keys...)
 	op.Reqs = append(op.Reqs, reqs...)
-	return nil
+	return c.applyPolicy(op)
 }
 
 func (c *Conn) writeLimit(r *engine.Result, round func(int64) int64) {

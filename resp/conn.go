@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -59,6 +60,11 @@ type Conn struct {
 	tx       txState
 	multi    atomic.Int64
 	multiMem atomic.Int64
+
+	// nameCache and cmdCache are resolve's cache: the name bytes of the
+	// last command without subcommands, and that command.
+	nameCache []byte
+	cmdCache  *Command
 
 	cur      *Command   // the command running now
 	stats    []cmdStats // per command, indexed by Command.index
@@ -265,7 +271,6 @@ func (c *Conn) beforeRead(partial bool) {
 // execBatch runs the commands of one batch, in order. Consecutive batchable
 // writes go to the backend in one Write call.
 func (c *Conn) execBatch(cmds []span) {
-	t := c.srv.table
 	args := c.rd.args
 	t0 := time.Now()
 	c.lastSeen.Store(t0.UnixNano())
@@ -279,7 +284,7 @@ func (c *Conn) execBatch(cmds []span) {
 		a := args[cmds[i].lo:cmds[i].hi]
 		asking := c.asking // ASKING applies to the next command only
 		c.asking = false
-		cmd, err := t.resolve(a)
+		cmd, err := c.resolve(a)
 		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {
 			err = ErrNoAuth
 		}
@@ -318,7 +323,7 @@ func (c *Conn) execBatch(cmds []span) {
 			c.slots = append(c.slots, slot{cmd: cmd, args: a, asking: asking})
 			for i++; i < len(cmds); i++ {
 				a := args[cmds[i].lo:cmds[i].hi]
-				next, err := t.resolve(a)
+				next, err := c.resolve(a)
 				if err != nil || next.Prepare == nil || (!c.authed && next.Flags&FlagNoAuth == 0) {
 					break
 				}
@@ -340,6 +345,25 @@ func (c *Conn) execBatch(cmds []span) {
 			}
 		}
 	}
+}
+
+// resolve is table.resolve with a one-entry cache of the last command
+// without subcommands this connection named, in the exact bytes it sent:
+// a client repeating one command (a pipeline of CL.THROTTLE) skips the
+// table's case-folding map lookup. The table is sealed before the first
+// connection, so the cached pointer stays valid.
+func (c *Conn) resolve(args [][]byte) (*Command, error) {
+	cmd := c.cmdCache
+	if cmd == nil || !bytes.Equal(args[0], c.nameCache) {
+		if cmd = c.srv.table.lookup(args[0]); cmd == nil {
+			return nil, &unknownCommandError{args: args}
+		}
+		if cmd.subs == nil {
+			c.nameCache = append(c.nameCache[:0], args[0]...)
+			c.cmdCache = cmd
+		}
+	}
+	return resolveFrom(cmd, args)
 }
 
 // runWrites prepares the ops of a run of batchable writes, submits them in
@@ -476,19 +500,27 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 }
 
 // accountSlots shares the time of a write batch evenly among its commands.
+// A run of one command (a pipeline of CL.THROTTLE) is counted with one
+// update of each counter, not one per command.
 func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
-	slow := c.srv.slowlog.slow(per)
-	for k := range slots {
-		cmd := slots[k].cmd
-		st := &c.stats[cmd.index]
-		st.calls.Add(1)
-		st.nanos.Add(per)
-		c.srv.latency.observe(cmd.index, c.id, per)
-		if slow {
-			c.srv.slowlog.add(c, cmd, slots[k].args, per)
+	if c.srv.slowlog.slow(per) {
+		for k := range slots {
+			c.srv.slowlog.add(c, slots[k].cmd, slots[k].args, per)
 		}
+	}
+	for k := 0; k < len(slots); {
+		cmd := slots[k].cmd
+		n := 1
+		for k+n < len(slots) && slots[k+n].cmd == cmd {
+			n++
+		}
+		st := &c.stats[cmd.index]
+		st.calls.Add(int64(n))
+		st.nanos.Add(per * int64(n))
+		c.srv.latency.observeN(cmd.index, c.id, per, n)
+		k += n
 	}
 	return t1
 }

@@ -119,6 +119,8 @@ var sentinelReplies = []struct {
 	{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
 	{replication.ErrOtherGroup, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"},
 	{replication.ErrQuorumAtRisk, "ERR refusing the change: the remaining voters would not include a reachable majority"},
+	{replication.ErrAlreadyLeader, "ERR You should send CLUSTER FAILOVER to a replica"},
+	{replication.ErrNotVoter, "ERR this node is not a voter yet: it can lead once the leader has promoted it (RAFT.INFO shows voter=1)"},
 	{replication.ErrNotPromoted, "ERR the node was added as a non-voter and will be promoted to voter once it catches up"},
 	{replication.ErrRemoved, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"},
 	{replication.ErrNoLeader, "CLUSTERDOWN The cluster is down: no leader"},

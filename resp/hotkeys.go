@@ -57,6 +57,9 @@ const hotSample = 32
 // one in hotSample picked by the connection's own xorshift generator (no
 // lock, no allocation).
 func (c *Conn) countKey(key []byte, limited bool) {
+	if limited {
+		c.violation(key)
+	}
 	h := c.srv.hot.Load()
 	if h == nil {
 		return

@@ -178,9 +178,18 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "tls_handshake_failures", s.tlsFailures())
 	b = fieldInt(b, "limiter_allowed", allowed)
 	b = fieldInt(b, "limiter_limited", limited)
+	ps := s.cfg.Policy.Stats()
+	b = fieldInt(b, "limit_overrides", int64(ps.Overrides))
+	b = fieldInt(b, "limit_shadows", int64(ps.Shadows))
+	b = fieldInt(b, "limit_overridden_requests", int64(ps.Overridden))
+	b = fieldInt(b, "shadow_requests", int64(ps.ShadowRequests))
+	b = fieldInt(b, "shadow_limited", int64(s.backend.Store().Shadowed()))
+	vs := s.cfg.Violations.Stats()
+	b = fieldInt(b, "violations_logged", int64(vs.Logged))
+	b = fieldInt(b, "violations_suppressed", int64(vs.Suppressed))
 	for _, cmd := range s.table.all {
-		if cmd.Group != "ratelimit" {
-			continue
+		if cmd.Group != "ratelimit" || cmd.Finish == nil {
+			continue // CL.INSPECT decides nothing
 		}
 		b = fieldInt(b, "allowed_"+cmd.fullName, cs[cmd.index].allowed)
 		b = fieldInt(b, "limited_"+cmd.fullName, cs[cmd.index].limited)

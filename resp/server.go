@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/version"
+	"github.com/cellserver/cellserver/internal/violations"
 )
 
 // Version is cellserver's version, reported by HELLO, INFO and --version:
@@ -118,6 +120,19 @@ type Config struct {
 	// CONFIG REWRITE is refused. Called on the command's connection, one
 	// call at a time.
 	RewriteConfig func(live func(name string) (value string, ok bool)) error
+	// Policy holds the limit-override and limit-shadow rules applied to
+	// every limiter request this node receives; nil: a fresh, empty one.
+	Policy *limitpolicy.Policy
+	// ReplicateSetting, when set, makes CONFIG SET of limit-override and
+	// limit-shadow group-wide: it is called with the checked value in its
+	// canonical form and returns once every node applies it (the cluster
+	// commits it to the group's log, whose apply sets Policy on each
+	// node), or why not (a follower refuses, naming the leader). nil:
+	// CONFIG SET applies to Policy directly (standalone).
+	ReplicateSetting func(name, value string) error
+	// Violations is the violations log (violations-log); nil: one that
+	// logs to Logger as Addr.
+	Violations *violations.Log
 	// TLSHandshakeFailures, when set, counts the TLS handshakes the
 	// listener saw fail (INFO stats tls_handshake_failures, Stats); safe
 	// for concurrent calls.
@@ -298,6 +313,12 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.setHotkeys(cfg.HotkeysCapacity)
+	if s.cfg.Policy == nil {
+		s.cfg.Policy = new(limitpolicy.Policy)
+	}
+	if s.cfg.Violations == nil {
+		s.cfg.Violations = violations.New(s.log, cfg.Addr)
+	}
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
 	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)

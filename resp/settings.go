@@ -187,6 +187,7 @@ func (s *Server) initSettings() error {
 			return nil
 		}
 	}
+	builtin = append(builtin, s.policySettings()...)
 	s.setting = make(map[string]*Setting)
 	for i := range builtin {
 		s.setting[builtin[i].Name] = &builtin[i]

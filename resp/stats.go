@@ -182,6 +182,17 @@ type Stats struct {
 	OOM                   bool
 	// SlowlogLen is the number of SLOWLOG entries.
 	SlowlogLen int
+	// ShadowLimited counts limit-shadow requests that would have been
+	// limited and were answered allowed: counted where each is applied,
+	// so every node of a group counts the same (shards' Store.Shadowed).
+	ShadowLimited uint64
+	// LimitOverridden and ShadowRequests count the requests this node
+	// received whose parameters a limit-override rule replaced, and that
+	// it sent as shadow (limitpolicy's Stats).
+	LimitOverridden, ShadowRequests uint64
+	// ViolationsLogged and ViolationsSuppressed count the violations log's
+	// lines and the limited decisions it left out (over its rate).
+	ViolationsLogged, ViolationsSuppressed uint64
 }
 
 // Stats returns a snapshot of the server's counters. It is safe to call
@@ -205,7 +216,12 @@ func (s *Server) Stats() Stats {
 		UsedMemory:           s.backend.Store().UsedBytes(),
 		OOM:                  s.oom.Load(),
 		SlowlogLen:           s.slowlog.len(),
+		ShadowLimited:        s.backend.Store().Shadowed(),
 	}
+	ps := s.cfg.Policy.Stats()
+	st.LimitOverridden, st.ShadowRequests = ps.Overridden, ps.ShadowRequests
+	vs := s.cfg.Violations.Stats()
+	st.ViolationsLogged, st.ViolationsSuppressed = vs.Logged, vs.Suppressed
 	s.hotStats(&st)
 	lat := s.latencyHists()
 	if lat == nil {

@@ -318,6 +318,11 @@ func (t *table) resolve(args [][]byte) (*Command, error) {
 	if cmd == nil {
 		return nil, &unknownCommandError{args: args}
 	}
+	return resolveFrom(cmd, args)
+}
+
+// resolveFrom is resolve once the top-level command cmd (args[0]) is found.
+func resolveFrom(cmd *Command, args [][]byte) (*Command, error) {
 	if cmd.subs != nil {
 		if len(args) < 2 {
 			if cmd.Handler != nil {

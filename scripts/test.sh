@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (redis-cli, redis-benchmark, redis-server,
 # promtool, redis-py and podman from Debian's packages, when missing, ioredis from npm
-# and helm into .tools/bin with go install), then
+# and helm and grpcurl into .tools/bin with go install), then
 # runs go vet and the whole test suite under the race detector, in the
 # server's module and in bench/ (the load generator, a module of its own).
 set -euo pipefail
@@ -36,6 +36,11 @@ if [ ! -x .tools/bin/helm ]; then
 	GOBIN="$PWD/.tools/bin" go install helm.sh/helm/v3/cmd/helm@v3.22.0
 fi
 export HELM="$PWD/.tools/bin/helm"
+# grpcurl, to replay docs/envoy.md's recipe (test/docs_cluster_test.go), pinned.
+if [ ! -x .tools/bin/grpcurl ]; then
+	GOBIN="$PWD/.tools/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+fi
+export GRPCURL="$PWD/.tools/bin/grpcurl"
 
 go vet ./...
 go test -race -timeout 40m ./...

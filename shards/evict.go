@@ -13,9 +13,10 @@ import (
 // through its write path (an OpDel), so that in a cluster every replica
 // deletes the same keys at the same point of the log.
 
-// Bytes a live key costs besides its key bytes: its 20-byte record and its
-// share of the table (4 bytes a slot at a load of at most 3/4), rounded up.
-const perKeyBytes = 26
+// Bytes a live key costs besides its key bytes: its 20-byte record, its
+// share of the table (4 bytes a slot at a load of at most 3/4) and its
+// one-byte reference to the parameters it was last used with, rounded up.
+const perKeyBytes = 27
 
 // extEntryBytes is a side-table entry's cost (map entry and its share of
 // buckets), as shard.bytes counts it.

@@ -63,7 +63,7 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 	}
 
 	s.loadAll(op.Keys, now, &p)
-	limited, err := evalAll(op, now, &p, res)
+	limited, err := s.evalAll(op, now, &p, res)
 	switch {
 	case err != nil:
 		res.Results = res.Results[:0]
@@ -77,7 +77,7 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 		res.Err = ErrWouldGrow
 		s.reclaimStale(op.Keys, &p)
 	default:
-		s.commitAll(op.Keys, &p, res)
+		s.commitAll(op.Keys, op.Reqs, &p, res)
 	}
 }
 
@@ -169,7 +169,7 @@ func origCopy(p *allPlan, i int) engine.State {
 // evalAll applies every request in order to its key's working state,
 // appending the results to res, and reports whether any request limited.
 // A key of another kind stops it with ErrWrongType.
-func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
+func (s *Store) evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
 	for i := range op.Reqs {
 		a := p.alias[i]
 		if p.work[a].Kind != engine.KindNone && p.work[a].Kind != op.Reqs[i].Kind {
@@ -180,6 +180,9 @@ func evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err erro
 			next = engine.State{} // back to fresh: the key would be deleted
 		}
 		p.work[a] = next
+		if r.Limited && op.Reqs[i].Shadow {
+			s.unenforce(&r) // a limited request left the working state as it was
+		}
 		limited = limited || r.Limited
 		res.Results = append(res.Results, r)
 	}
@@ -215,10 +218,10 @@ func peekAllowed(op *Op, now int64, p *allPlan, res *Result) {
 
 // commitAll writes every distinct key's working state back (deleting the
 // keys it leaves fresh) and counts one change if anything visible changed.
-func (s *Store) commitAll(keys [][]byte, p *allPlan, res *Result) {
+func (s *Store) commitAll(keys [][]byte, reqs []engine.Request, p *allPlan, res *Result) {
 	changed := false
 	for i, key := range keys {
-		if p.alias[i] == i && s.commitKey(key, i, p, res) {
+		if p.alias[i] == i && s.commitKey(key, reqs, i, p, res) {
 			changed = true
 		}
 	}
@@ -227,10 +230,11 @@ func (s *Store) commitAll(keys [][]byte, p *allPlan, res *Result) {
 	}
 }
 
-// commitKey writes key i's working state back and reports whether that
-// changed what a client can see. An insert beyond a shard's capacity sets
+// commitKey writes key i's working state back, with the parameters of the
+// first request naming it, and reports whether that changed what a client
+// can see. An insert beyond a shard's capacity sets
 // res.Err.
-func (s *Store) commitKey(key []byte, i int, p *allPlan, res *Result) bool {
+func (s *Store) commitKey(key []byte, reqs []engine.Request, i int, p *allPlan, res *Result) bool {
 	sh := &s.shards[p.shardOf[i]]
 	pos, idx := sh.find(p.hash[i], key)
 	if p.stale[i] && idx >= 0 {
@@ -239,12 +243,15 @@ func (s *Store) commitKey(key []byte, i int, p *allPlan, res *Result) bool {
 	switch {
 	case p.work[i].Kind != engine.KindNone:
 		if idx < 0 {
-			if err := sh.insert(p.hash[i], key, &p.work[i]); err != nil {
+			idx, err := sh.insertIdx(p.hash[i], key, &p.work[i])
+			if err != nil {
 				res.Err = err // only beyond 4 GiB of keys in one shard
 				return false
 			}
+			sh.setParams(idx, &reqs[i])
 			return true
 		}
+		sh.setParams(idx, &reqs[i])
 		if p.stale[i] || !sameState(&p.orig[i], &p.work[i]) {
 			sh.set(idx, &p.work[i])
 			return true

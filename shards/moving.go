@@ -188,6 +188,7 @@ func (sh *shard) putBack(h uint32, key []byte, st *engine.State, now int64) erro
 		return nil
 	case idx >= 0:
 		sh.set(idx, st)
+		sh.setParams(idx, nil)
 		return nil
 	default:
 		return sh.insert(h, key, st)
@@ -248,6 +249,7 @@ func (s *Store) restore(op *Op, now int64) (_ int64, err error) {
 	st = copyLog(st) // the op's state may alias a decoded log entry
 	if idx >= 0 {
 		sh.set(idx, &st)
+		sh.setParams(idx, nil) // a restored state's parameters are unknown
 	} else if err := sh.insert(h, key, &st); err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package shards
 import (
 	"errors"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -47,7 +48,24 @@ type Store struct {
 	sweepNext uint64 // next shard the sweeper visits; guarded by sweepMu
 	sweepMu   chanMutex
 	moving    movingSet
+	// shadowed counts the shadow requests (engine.Request.Shadow) that
+	// would have been limited and were answered allowed.
+	shadowed atomic.Uint64
 }
+
+// unenforce turns the limited result r of a shadow request into an allowed
+// one (retry_after -1; every other field as computed: the state is what a
+// refusal leaves, unchanged) and counts it.
+func (s *Store) unenforce(r *engine.Result) {
+	r.Limited = false
+	r.RetryAfter = -1
+	s.shadowed.Add(1)
+}
+
+// Shadowed returns how many shadow requests would have been limited and
+// were answered allowed since the store was made. Every replica applying
+// the same log counts the same.
+func (s *Store) Shadowed() uint64 { return s.shadowed.Load() }
 
 // chanMutex is a try-lockable mutex so that concurrent Sweep calls do not
 // queue behind each other.
@@ -181,6 +199,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 		}
 	}
 	next, r := engine.Apply(st, req, now)
+	if r.Limited && req.Shadow {
+		s.unenforce(&r)
+	}
 	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && grows(&st, &next) { // st is empty for a missing or expired key
 		// Refused before anything is stored. The engine enlarges a log by
 		// appending into a new array (it writes in place only within the
@@ -202,11 +223,11 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 			} else {
 				changed = false
 			}
-		} else if err := sh.insert(h, key, &next); err != nil {
+		} else if idx, res.Err = sh.insertIdx(h, key, &next); res.Err != nil {
 			sh.mu.Unlock()
-			res.Err = err
 			return
 		}
+		sh.setParams(idx, req)
 	case idx >= 0:
 		sh.removeAt(pos, idx)
 		changed = !expired
@@ -290,6 +311,33 @@ func (s *Store) Lookup(key []byte, now int64) (engine.State, bool) {
 	return st, true
 }
 
+// Inspect returns what Lookup does and the parameters the key was last
+// used with; known is false when they are not remembered (a key restored
+// from a snapshot, RESTORE or a move and not used since, or a shard whose
+// table of parameter sets was full; see maxParamSets). It changes nothing
+// a client can see (an expired key found is reclaimed, as by Lookup).
+func (s *Store) Inspect(key []byte, now int64) (st engine.State, p Params, known, ok bool) {
+	sh, h := s.route(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, idx := sh.find(h, key)
+	if idx < 0 {
+		return engine.State{}, Params{}, false, false
+	}
+	if sh.recs[idx].w() <= now {
+		sh.countExpired(sh.recs[idx].kind())
+		sh.removeAt(pos, idx)
+		sh.maybeShrink()
+		return engine.State{}, Params{}, false, false
+	}
+	st = sh.state(idx)
+	if st.Log != nil {
+		st.Log = append([]engine.LogEntry(nil), st.Log...)
+	}
+	p, known = sh.paramsOf(idx)
+	return st, p, known, true
+}
+
 // Exists returns how many of keys are live at now, counting a key named
 // twice twice (Redis's EXISTS).
 func (s *Store) Exists(keys [][]byte, now int64) int64 {
@@ -328,6 +376,7 @@ func (s *Store) Put(key []byte, st engine.State) {
 		}
 	case idx >= 0:
 		sh.set(idx, &st)
+		sh.setParams(idx, nil)
 	default:
 		_ = sh.insert(h, key, &st) // only fails beyond 4 GiB of keys in one shard
 	}

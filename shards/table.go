@@ -92,7 +92,11 @@ type shard struct {
 	count   int      // records in use (including expired ones not yet reclaimed)
 	byKind  [8]int   // count by kind
 	ext     map[uint32]extState
-	gen     uint64 // incremented whenever records move (rebuild)
+	// pidx, parallel to recs, holds each record's reference into params:
+	// the parameters its key was last used with (0: unknown).
+	pidx   []uint8
+	params paramTable
+	gen    uint64 // incremented whenever records move (rebuild)
 	// logBytes is the capacity of the sliding logs in ext, in bytes, kept
 	// up to date by set and removeAt (UsedBytes reads it in O(1)).
 	logBytes int64
@@ -116,6 +120,8 @@ func (sh *shard) init() {
 	sh.count = 0
 	sh.byKind = [8]int{}
 	sh.ext = nil
+	sh.pidx = nil
+	sh.params = paramTable{}
 	sh.logBytes = 0
 	sh.gen++
 	sh.sweepPos = 0
@@ -206,8 +212,14 @@ func (sh *shard) set(idx int, st *engine.State) {
 // insert adds key (absent from the shard) with state st. It fails only when
 // the shard's arena would exceed 4 GiB of live keys, or its records maxRecs.
 func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
+	_, err := sh.insertIdx(h, key, st)
+	return err
+}
+
+// insertIdx is insert that also returns the new record's index.
+func (sh *shard) insertIdx(h uint32, key []byte, st *engine.State) (int, error) {
 	if sh.free == 0 && len(sh.recs) >= maxRecs {
-		return ErrShardFull
+		return -1, ErrShardFull
 	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
 		sh.rehash(len(sh.table) * 2)
@@ -215,7 +227,7 @@ func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
 	if len(sh.arena)+len(key) > maxArena {
 		sh.compactArena()
 		if len(sh.arena)+len(key) > maxArena {
-			return ErrShardFull
+			return -1, ErrShardFull
 		}
 	}
 	var idx int
@@ -229,6 +241,7 @@ func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
 		}
 		idx = len(sh.recs)
 		sh.recs = sh.recs[:idx+1]
+		sh.pidx = growPidx(sh.pidx, idx+1)
 	}
 	if len(sh.arena)+len(key) > cap(sh.arena) {
 		sh.arena = growBytes(sh.arena, len(key))
@@ -246,7 +259,7 @@ func (sh *shard) insert(h uint32, key []byte, st *engine.State) error {
 		pos = (pos + 1) & mask
 	}
 	sh.table[pos] = slot(h, idx)
-	return nil
+	return idx, nil
 }
 
 // removeAt deletes record idx found at table position pos (backward-shift
@@ -281,6 +294,8 @@ shift:
 		delete(sh.ext, uint32(idx))
 	}
 	sh.byKind[r.kind()]--
+	sh.params.release(sh.pidx[idx])
+	sh.pidx[idx] = 0
 	sh.count--
 	sh.garbage += r.keyLen()
 	*r = rec{off: sh.free}
@@ -334,6 +349,7 @@ func (sh *shard) rehash(size int) {
 func (sh *shard) rebuild() {
 	n := sh.count
 	recs := make([]rec, 0, n+n/8+8)
+	pidx := make([]uint8, 0, cap(recs))
 	arena := make([]byte, 0, len(sh.arena)-sh.garbage)
 	var ext map[uint32]extState
 	if len(sh.ext) > 0 {
@@ -351,8 +367,9 @@ func (sh *shard) rebuild() {
 			ext[uint32(len(recs))] = sh.ext[uint32(i)]
 		}
 		recs = append(recs, r)
+		pidx = append(pidx, sh.pidx[i])
 	}
-	sh.recs, sh.arena, sh.ext = recs, arena, ext
+	sh.recs, sh.arena, sh.ext, sh.pidx = recs, arena, ext, pidx
 	sh.free, sh.nfree, sh.garbage = 0, 0, 0
 	sh.gen++
 	sh.sweepPos = 0
@@ -441,7 +458,7 @@ func (sh *shard) countExpired(k engine.Kind) {
 
 // bytes estimates the memory the shard holds.
 func (sh *shard) bytes() int64 {
-	b := int64(cap(sh.table))*4 + int64(cap(sh.recs))*20 + int64(cap(sh.arena))
+	b := int64(cap(sh.table))*4 + int64(cap(sh.recs))*20 + int64(cap(sh.arena)) + int64(cap(sh.pidx)) + sh.params.bytes()
 	for _, e := range sh.ext {
 		b += 64 + int64(cap(e.Log))*16 // map entry and its share of buckets, plus the log
 	}

@@ -40,14 +40,24 @@ type docBlock struct {
 	line int // of the opening fence
 	cmds []docCmd
 	skip bool
+	// opts are the marker's name=value words (docs_cluster_test.go reads
+	// world, leader and kill).
+	opts map[string]string
+	// sh is set for a ```sh block (parseShellBlocks): its lines, with
+	// backslash continuations joined, in cmds[i].text.
+	sh bool
 }
 
 type docCmd struct {
-	line   int      // in the file
-	text   string   // as written, after "$ "
-	args   []string // redis-cli's arguments
-	reply  []string // expected lines
-	ranges map[int][2]int64
+	line  int      // in the file
+	text  string   // as written, after "$ "
+	args  []string // redis-cli's arguments
+	grep  string   // "| grep PATTERN" after the command: the reply lines kept
+	reply []string // expected lines
+	// ranges allow a clock- or run-dependent integer of a reply line to be
+	// anything in [min, max]: by line (1-based), then by the integer's
+	// position on the line (1-based; 0 is the last integer).
+	ranges map[int]map[int][2]int64
 }
 
 // docMarker reads a "<!-- doc-test: … -->" line.
@@ -55,6 +65,19 @@ var docMarker = regexp.MustCompile(`^<!--\s*doc-test:\s*(.*?)\s*-->\s*$`)
 
 // parseConsoleBlocks returns path's console blocks in order.
 func parseConsoleBlocks(t *testing.T, path string) []docBlock {
+	t.Helper()
+	var out []docBlock
+	for _, b := range parseDocBlocks(t, path) {
+		if !b.sh {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// parseDocBlocks returns path's console blocks and its unindented ```sh
+// blocks, in order.
+func parseDocBlocks(t *testing.T, path string) []docBlock {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -68,11 +91,12 @@ func parseConsoleBlocks(t *testing.T, path string) []docBlock {
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		switch {
-		case cur == nil && line == "```console":
-			cur = &docBlock{file: filepath.Base(path), line: n}
+		case cur == nil && (line == "```console" || line == "```sh"):
+			cur = &docBlock{file: filepath.Base(path), line: n, sh: line == "```sh", opts: map[string]string{}}
 			if err := applyMarker(cur, marker); err != nil {
 				t.Fatalf("%s:%d: %v", path, n-1, err)
 			}
+			marker = ""
 		case cur == nil:
 			marker = ""
 			if m := docMarker.FindStringSubmatch(line); m != nil {
@@ -84,13 +108,23 @@ func parseConsoleBlocks(t *testing.T, path string) []docBlock {
 			}
 			blocks = append(blocks, *cur)
 			cur = nil
+		case cur.sh:
+			if k := len(cur.cmds); k > 0 && strings.HasSuffix(cur.cmds[k-1].text, "\\") {
+				c := &cur.cmds[k-1]
+				c.text = strings.TrimSpace(strings.TrimSuffix(c.text, "\\")) + " " + strings.TrimSpace(line)
+				continue
+			}
+			cur.cmds = append(cur.cmds, docCmd{line: n, text: line})
 		case strings.HasPrefix(line, "$ "):
 			text := strings.TrimPrefix(line, "$ ")
+			c := docCmd{line: n, text: text, ranges: map[int]map[int][2]int64{}}
+			if cmdText, pattern, ok := strings.Cut(text, " | grep "); ok {
+				text, c.grep = cmdText, strings.TrimSpace(pattern)
+			}
 			words, err := shellWords(text)
 			if err != nil {
 				t.Fatalf("%s:%d: %v", path, n, err)
 			}
-			c := docCmd{line: n, text: text, ranges: map[int][2]int64{}}
 			if len(words) > 0 && words[0] == "redis-cli" {
 				c.args = words[1:]
 			}
@@ -107,13 +141,17 @@ func parseConsoleBlocks(t *testing.T, path string) []docBlock {
 		t.Fatal(err)
 	}
 	if cur != nil {
-		t.Fatalf("%s:%d: console block never closed", path, cur.line)
+		t.Fatalf("%s:%d: block never closed", path, cur.line)
 	}
 	return blocks
 }
 
-// rangeSpec reads one range of a marker: cmd.line=min..max.
-var rangeSpec = regexp.MustCompile(`^(\d+)\.(\d+)=(-?\d+)\.\.(-?\d+)$`)
+// rangeSpec reads one range of a marker: cmd.line=min..max, or
+// cmd.line#k=min..max for the k-th integer of the line.
+var rangeSpec = regexp.MustCompile(`^(\d+)\.(\d+)(?:#(\d+))?=(-?\d+)\.\.(-?\d+)$`)
+
+// optSpec reads a marker's name=value word.
+var optSpec = regexp.MustCompile(`^([a-z]+)=(\S+)$`)
 
 // applyMarker records marker's instructions on b (ranges are attached by
 // checkRanges once the commands are known).
@@ -126,24 +164,36 @@ func applyMarker(b *docBlock, marker string) error {
 		return nil
 	}
 	for _, f := range strings.Fields(marker) {
+		if m := optSpec.FindStringSubmatch(f); m != nil {
+			b.opts[m[1]] = m[2]
+			continue
+		}
 		m := rangeSpec.FindStringSubmatch(f)
 		if m == nil {
-			return fmt.Errorf("doc-test marker %q: want cmd.line=min..max", f)
+			return fmt.Errorf("doc-test marker %q: want cmd.line=min..max, cmd.line#k=min..max or name=value", f)
 		}
 		cmd, _ := strconv.Atoi(m[1])
 		line, _ := strconv.Atoi(m[2])
-		lo, _ := strconv.ParseInt(m[3], 10, 64)
-		hi, _ := strconv.ParseInt(m[4], 10, 64)
-		for len(b.cmds) < cmd { // placeholders, filled as commands are read
-			b.cmds = append(b.cmds, docCmd{ranges: map[int][2]int64{}})
+		k := 0
+		if m[3] != "" {
+			k, _ = strconv.Atoi(m[3])
 		}
-		b.cmds[cmd-1].ranges[line] = [2]int64{lo, hi}
+		lo, _ := strconv.ParseInt(m[4], 10, 64)
+		hi, _ := strconv.ParseInt(m[5], 10, 64)
+		for len(b.cmds) < cmd { // placeholders, filled as commands are read
+			b.cmds = append(b.cmds, docCmd{ranges: map[int]map[int][2]int64{}})
+		}
+		if b.cmds[cmd-1].ranges[line] == nil {
+			b.cmds[cmd-1].ranges[line] = map[int][2]int64{}
+		}
+		b.cmds[cmd-1].ranges[line][k] = [2]int64{lo, hi}
 	}
 	return nil
 }
 
 // checkRanges merges the marker's placeholders with the commands read after
-// them and checks that every range names a reply line that exists.
+// them and checks that every range names a reply line and an integer that
+// exist.
 func checkRanges(b *docBlock) error {
 	var ph []docCmd
 	var cmds []docCmd
@@ -162,6 +212,9 @@ func checkRanges(b *docBlock) error {
 			if l < 1 || l > len(cmds[i].reply) {
 				return fmt.Errorf("doc-test marker names line %d of command %d, which has %d", l, i+1, len(cmds[i].reply))
 			}
+			if n := len(lastInt.FindAllString(cmds[i].reply[l-1], -1)); n == 0 || maxKey(r) > n {
+				return fmt.Errorf("doc-test marker names integer %d of line %d of command %d, which has %d", maxKey(r), l, i+1, n)
+			}
 			cmds[i].ranges[l] = r
 		}
 	}
@@ -169,41 +222,78 @@ func checkRanges(b *docBlock) error {
 	return nil
 }
 
-// lastInt finds the last integer of a reply line.
+func maxKey(m map[int][2]int64) int {
+	k := 0
+	for i := range m {
+		k = max(k, i)
+	}
+	return k
+}
+
+// lastInt finds the integers of a reply line.
 var lastInt = regexp.MustCompile(`-?\d+`)
 
 // matchReply compares redis-cli's output with the documented reply,
 // line by line, allowing the ranges.
 func matchReply(c docCmd, got string) error {
 	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
+	if got == "" {
+		lines = nil
+	}
 	if len(lines) != len(c.reply) {
-		return fmt.Errorf("%d reply lines, the docs show %d", len(lines), len(c.reply))
+		return fmt.Errorf("%d reply lines, the docs show %d:\n%s", len(lines), len(c.reply), got)
 	}
 	for i, want := range c.reply {
-		g := lines[i]
-		r, ok := c.ranges[i+1]
+		if err := matchLine(want, lines[i], c.ranges[i+1]); err != nil {
+			return fmt.Errorf("line %d: %v", i+1, err)
+		}
+	}
+	return nil
+}
+
+// matchLine compares one reply line: equal, except that the integers that
+// ranges name (by position, 1-based; 0 is the last) may be anything in
+// their range.
+func matchLine(want, got string, ranges map[int][2]int64) error {
+	if len(ranges) == 0 {
+		if got != want {
+			return fmt.Errorf("%q, the docs show %q", got, want)
+		}
+		return nil
+	}
+	wl, gl := lastInt.FindAllStringIndex(want, -1), lastInt.FindAllStringIndex(got, -1)
+	if len(wl) != len(gl) {
+		return fmt.Errorf("%q, the docs show %q", got, want)
+	}
+	wp, gp := 0, 0
+	for k := range wl {
+		w, g := wl[k], gl[k]
+		if got[gp:g[0]] != want[wp:w[0]] {
+			return fmt.Errorf("%q, the docs show %q", got, want)
+		}
+		wv, gv := want[w[0]:w[1]], got[g[0]:g[1]]
+		r, ok := ranges[k+1]
+		if !ok && k == len(wl)-1 {
+			r, ok = ranges[0]
+		}
 		if !ok {
-			if g != want {
-				return fmt.Errorf("line %d is %q, the docs show %q", i+1, g, want)
+			if wv != gv {
+				return fmt.Errorf("%q, the docs show %q", got, want)
 			}
-			continue
+		} else {
+			docV, _ := strconv.ParseInt(wv, 10, 64)
+			v, _ := strconv.ParseInt(gv, 10, 64)
+			if docV < r[0] || docV > r[1] {
+				return fmt.Errorf("the docs' own value %d is outside its range %d..%d", docV, r[0], r[1])
+			}
+			if v < r[0] || v > r[1] {
+				return fmt.Errorf("%q: %d is outside %d..%d", got, v, r[0], r[1])
+			}
 		}
-		wl, gl := lastInt.FindAllStringIndex(want, -1), lastInt.FindAllStringIndex(g, -1)
-		if len(wl) == 0 || len(gl) == 0 {
-			return fmt.Errorf("line %d (%q, docs %q) has no integer for its range", i+1, g, want)
-		}
-		w, gg := wl[len(wl)-1], gl[len(gl)-1]
-		if g[:gg[0]] != want[:w[0]] || g[gg[1]:] != want[w[1]:] {
-			return fmt.Errorf("line %d is %q, the docs show %q", i+1, g, want)
-		}
-		docV, _ := strconv.ParseInt(want[w[0]:w[1]], 10, 64)
-		v, _ := strconv.ParseInt(g[gg[0]:gg[1]], 10, 64)
-		if docV < r[0] || docV > r[1] {
-			return fmt.Errorf("line %d: the docs' own value %d is outside its range %d..%d", i+1, docV, r[0], r[1])
-		}
-		if v < r[0] || v > r[1] {
-			return fmt.Errorf("line %d is %q, outside %d..%d", i+1, g, r[0], r[1])
-		}
+		wp, gp = w[1], g[1]
+	}
+	if got[gp:] != want[wp:] {
+		return fmt.Errorf("%q, the docs show %q", got, want)
 	}
 	return nil
 }
@@ -269,7 +359,7 @@ func TestDocsParser(t *testing.T) {
 		t.Fatalf("blocks = %+v", b)
 	}
 	c0, c1 := b[0].cmds[0], b[0].cmds[1]
-	if strings.Join(c0.args, "|") != "SET|a|b c" || strings.Join(c1.args, "|") != "X|y z" || c1.ranges[2] != [2]int64{0, 100} {
+	if strings.Join(c0.args, "|") != "SET|a|b c" || strings.Join(c1.args, "|") != "X|y z" || c1.ranges[2][0] != [2]int64{0, 100} {
 		t.Fatalf("parsed %+v %+v", c0, c1)
 	}
 	for _, tc := range []struct {
@@ -284,6 +374,33 @@ func TestDocsParser(t *testing.T) {
 		{"1) (integer) 7\n", false},
 	} {
 		if err := matchReply(c1, tc.got); (err == nil) != tc.ok {
+			t.Errorf("matchReply(%q) = %v, want ok=%v", tc.got, err, tc.ok)
+		}
+	}
+	// The k-th integer of a line, options, "| grep", and sh blocks with
+	// continuation lines.
+	text = "<!-- doc-test: world=one leader=7001 1.1#3=0..9 -->\n```console\n$ redis-cli INFO | grep m_n4\nm_n4:a=7,b=5,c=3\n```\n```sh\ncellserver --port 1 \\\n  --dir x &\n```\n"
+	if err := os.WriteFile(md, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b = parseDocBlocks(t, md)
+	if len(b) != 2 || b[0].opts["world"] != "one" || b[0].opts["leader"] != "7001" || b[0].cmds[0].grep != "m_n4" || !b[1].sh ||
+		len(b[1].cmds) != 1 || b[1].cmds[0].text != "cellserver --port 1 --dir x &" {
+		t.Fatalf("blocks = %+v", b)
+	}
+	for _, tc := range []struct {
+		got string
+		ok  bool
+	}{
+		{"m_n4:a=7,b=5,c=3", true},
+		{"m_n4:a=7,b=0,c=3", true},
+		{"m_n4:a=7,b=10,c=3", false},
+		{"m_n4:a=6,b=5,c=3", false},
+		{"m_n4:a=7,b=5,c=4", false},
+		{"m_n4:a=7,b=5,d=3", false},
+		{"m_n4:a=7,b=5", false},
+	} {
+		if err := matchReply(b[0].cmds[0], tc.got); (err == nil) != tc.ok {
 			t.Errorf("matchReply(%q) = %v, want ok=%v", tc.got, err, tc.ok)
 		}
 	}

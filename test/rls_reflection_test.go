@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -103,11 +104,14 @@ func TestRLSReflection(t *testing.T) {
 		t.Fatalf("reflection does not describe %s.ShouldRateLimit(RateLimitRequest)", rateLimitService)
 	}
 
-	// The docs/envoy.md recipe, where grpcurl is installed.
-	grpcurl, err := exec.LookPath("grpcurl")
-	if err != nil {
-		t.Log("grpcurl not installed: the recipe is checked through the reflection client only")
-		return
+	// grpcurl, where installed ($GRPCURL: scripts/test.sh installs it).
+	grpcurl := os.Getenv("GRPCURL")
+	if grpcurl == "" {
+		var err error
+		if grpcurl, err = exec.LookPath("grpcurl"); err != nil {
+			t.Log("grpcurl not installed: checked through the reflection client only")
+			return
+		}
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	out, err := exec.Command(grpcurl, "-plaintext", addr, "list").CombinedOutput()

@@ -124,6 +124,7 @@ func startCluster(cfg *Config, store *shards.Store, logger *slog.Logger) (*repli
 		}
 		rc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}
 	}
+	rc.OnSetting = cfg.Ops.applySetting(logger)
 	n, err := replication.NewNode(rc, store, logger)
 	if err != nil {
 		return nil, err

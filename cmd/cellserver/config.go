@@ -320,6 +320,7 @@ func readConfigFile(cfg *Config, path string) error {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	seen := map[string]bool{}
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || text[0] == '#' {
@@ -334,7 +335,12 @@ func readConfigFile(cfg *Config, path string) error {
 		if d == nil {
 			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
 		}
-		if err := d.set(cfg, strings.Join(words[1:], " ")); err != nil {
+		v := strings.Join(words[1:], " ")
+		if prev, ok := d.field(cfg).(*string); ok && d.spec.Repeatable && seen[name] && *prev != "" {
+			v = *prev + " " + v // a repeated line adds to the value
+		}
+		seen[name] = true
+		if err := d.set(cfg, v); err != nil {
 			return fmt.Errorf("config %s:%d: %s: %w", path, line, name, err)
 		}
 	}

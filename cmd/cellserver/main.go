@@ -259,6 +259,7 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 	}
 	if st.node != nil {
 		rc.Cluster = resp.ClusterOf(st.node)
+		rc.ReplicateSetting = replicateSetting(st.node, cfg.Cluster.Raft.NoLeaderTimeout+5*time.Second)
 	}
 	srv, err := resp.NewServer(rc, st.backend)
 	if err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -13,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/violations"
+	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 )
 
@@ -37,6 +42,15 @@ type opsConfig struct {
 	MaxMemory         int64
 	MaxMemoryPolicy   string
 	HotkeysCapacity   int
+	LimitOverride     string // limit-override rules
+	LimitShadow       string // limit-shadow patterns
+	ViolationsLog     bool
+	ViolationsLogRate int
+
+	// policy holds the limit-override and limit-shadow rules in force
+	// once made (limitPolicy): the RESP server applies them, and in a
+	// cluster the log's setting entries change them.
+	policy *limitpolicy.Policy
 
 	// certs serves tls-port's certificates once started (startTLS); nil
 	// before, and without tls-port.
@@ -56,6 +70,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
 		HotkeysCapacity:   rc.HotkeysCapacity,
+		ViolationsLogRate: violations.DefaultRate,
 	}
 }
 
@@ -77,6 +92,10 @@ var opsDirectives = []directive{
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
 	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
+	{name: "limit-override", field: func(c *Config) any { return &c.Ops.LimitOverride }},
+	{name: "limit-shadow", field: func(c *Config) any { return &c.Ops.LimitShadow }},
+	{name: "violations-log", field: func(c *Config) any { return &c.Ops.ViolationsLog }},
+	{name: "violations-log-rate", field: func(c *Config) any { return &c.Ops.ViolationsLogRate }},
 }
 
 // validateOps checks the operational directives against each other
@@ -105,6 +124,12 @@ func (c *Config) validateOps() error {
 		if o.TLSPort != 0 && o.TLSCACertFile == "" {
 			errs = append(errs, fmt.Errorf("tls-auth-clients %s needs tls-ca-cert-file (or tls-auth-clients no)", o.TLSAuthClients))
 		}
+	}
+	if _, err := limitpolicy.ParseOverrides(o.LimitOverride); err != nil {
+		errs = append(errs, fmt.Errorf("limit-override %q: %w", o.LimitOverride, err))
+	}
+	if _, err := limitpolicy.ParseShadow(o.LimitShadow); err != nil {
+		errs = append(errs, fmt.Errorf("limit-shadow %q: %w", o.LimitShadow, err))
 	}
 	if _, err := resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()); err != nil {
 		errs = append(errs, fmt.Errorf("client-output-buffer-limit %q: %w", o.OutputLimit, err))
@@ -151,6 +176,75 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
 	rc.ProtectedMode = o.ProtectedMode
 	rc.HotkeysCapacity = o.HotkeysCapacity
+	rc.Policy = o.limitPolicy()
+	node := c.Cluster.NodeID
+	if node == "" {
+		node = c.Addr()
+	}
+	rc.Violations = violations.New(rc.Logger, node)
+	rc.Violations.SetEnabled(o.ViolationsLog)
+	rc.Violations.SetRate(int64(o.ViolationsLogRate))
+}
+
+// limitPolicy returns the node's limit-override and limit-shadow rules,
+// made from the configured values on first use (checked by validateOps).
+func (o *opsConfig) limitPolicy() *limitpolicy.Policy {
+	if o.policy == nil {
+		o.policy = new(limitpolicy.Policy)
+		rules, _ := limitpolicy.ParseOverrides(o.LimitOverride)
+		o.policy.SetOverrides(rules)
+		shadow, _ := limitpolicy.ParseShadow(o.LimitShadow)
+		o.policy.SetShadow(shadow)
+	}
+	return o.policy
+}
+
+// applySetting is the cluster's replication.Config.OnSetting: a setting
+// entry of the group's log takes effect on this node. The leader checked
+// the value; one that does not parse (from a newer version) is logged and
+// changes nothing.
+func (o *opsConfig) applySetting(logger *slog.Logger) func(name, value string) {
+	p := o.limitPolicy()
+	return func(name, value string) {
+		var err error
+		switch name {
+		case "limit-override":
+			var rules []limitpolicy.Override
+			if rules, err = limitpolicy.ParseOverrides(value); err == nil {
+				p.SetOverrides(rules)
+			}
+		case "limit-shadow":
+			var patterns []string
+			if patterns, err = limitpolicy.ParseShadow(value); err == nil {
+				p.SetShadow(patterns)
+			}
+		default:
+			err = errors.New("unknown replicated setting")
+		}
+		if err != nil {
+			logger.Warn("replicated setting not applied", "setting", name, "value", value, "err", err)
+			return
+		}
+		logger.Info("replicated setting applied", "setting", name, "value", value)
+	}
+}
+
+// replicateSetting is resp.Config.ReplicateSetting in a cluster: the
+// leader commits the setting to the group's log; a follower refuses,
+// naming the leader.
+func replicateSetting(node *replication.Node, timeout time.Duration) func(name, value string) error {
+	return func(name, value string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := node.SetSetting(ctx, name, value)
+		if errors.Is(err, replication.ErrNotLeader) {
+			if addr, ok := node.LeaderResp(); ok {
+				return fmt.Errorf("%s is replicated to the whole group: set it on the leader, %s", name, addr)
+			}
+			return fmt.Errorf("%s is replicated to the whole group: set it on the leader (none known now)", name)
+		}
+		return err
+	}
 }
 
 // loadTLSFiles loads tls-cert-file and tls-key-file, and the CA

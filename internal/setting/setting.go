@@ -42,6 +42,10 @@ type Spec struct {
 	Default string   // the default, as written in a configuration file
 	// Live settings may be changed by CONFIG SET.
 	Live bool
+	// Repeatable settings may be given on several lines of a
+	// configuration file (or several flags): the values add up, joined by
+	// a space, instead of the last one winning.
+	Repeatable bool
 	// LiveErr is the reason CONFIG SET gives for any bad value (Redis's
 	// words); empty: the parser's own error.
 	LiveErr string

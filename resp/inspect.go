@@ -1,0 +1,173 @@
+package resp
+
+import (
+	"strconv"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// CL.INSPECT, the limit-override and limit-shadow settings, and the
+// violations log's settings.
+
+// policySettings are CONFIG GET/SET limit-override, limit-shadow,
+// violations-log and violations-log-rate.
+func (s *Server) policySettings() []Setting {
+	p := s.cfg.Policy
+	set := func(name, canonical string, apply func()) error {
+		if s.cfg.ReplicateSetting != nil {
+			return s.cfg.ReplicateSetting(name, canonical)
+		}
+		apply()
+		return nil
+	}
+	return []Setting{
+		{Name: "limit-override", Get: func() string { return limitpolicy.FormatOverrides(p.Overrides()) }, Set: func(v string) error {
+			o, err := limitpolicy.ParseOverrides(v)
+			if err != nil {
+				return err
+			}
+			return set("limit-override", limitpolicy.FormatOverrides(o), func() { p.SetOverrides(o) })
+		}},
+		{Name: "limit-shadow", Get: func() string { return limitpolicy.FormatShadow(p.Shadow()) }, Set: func(v string) error {
+			sh, err := limitpolicy.ParseShadow(v)
+			if err != nil {
+				return err
+			}
+			return set("limit-shadow", limitpolicy.FormatShadow(sh), func() { p.SetShadow(sh) })
+		}},
+		{Name: "violations-log", Get: func() string {
+			if s.cfg.Violations.Enabled() {
+				return "yes"
+			}
+			return "no"
+		}, Set: func(v string) error {
+			b, err := setting.ParseYesNo(v)
+			if err != nil {
+				return err
+			}
+			s.cfg.Violations.SetEnabled(b)
+			return nil
+		}},
+		{Name: "violations-log-rate", Get: func() string { return strconv.FormatInt(s.cfg.Violations.Rate(), 10) }, Set: func(v string) error {
+			n, err := setting.Must("violations-log-rate").ParseLive(v)
+			if err != nil {
+				return err
+			}
+			s.cfg.Violations.SetRate(n)
+			return nil
+		}},
+	}
+}
+
+// applyPolicy rewrites the requests of op (parsed, on keys) by the
+// limit-override and limit-shadow rules, before the op is submitted: the
+// logged op carries the final parameters, so every replica applies the
+// same (limitpolicy's DESIGN.md).
+func (c *Conn) applyPolicy(op *shards.Op) error {
+	for i := range op.Reqs {
+		if err := c.srv.cfg.Policy.Apply(op.Keys[i], &op.Reqs[i], c.srv.cfg.Parse); err != nil {
+			if op.Code == shards.OpLimitAll {
+				return &textError{"ERR limit " + strconv.Itoa(i+1) + ": " + err.Error()}
+			}
+			return &textError{"ERR " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// violation writes a limited decision on key to the violations log.
+func (c *Conn) violation(key []byte) {
+	if v := c.srv.cfg.Violations; v.Enabled() {
+		v.Limited(c.srv.now(), key, c.cur.Name, "")
+	}
+}
+
+func inspectCommand() *Command {
+	return &Command{
+		Name: "cl.inspect", Arity: 2, Flags: FlagReadonly | FlagFast,
+		FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
+		Summary:    "Shows a limiter key's state in plain units without changing it: algorithm, the parameters it was last used with, remaining, reset and TTL, and the limit-override and limit-shadow rules that match it.",
+		Complexity: "O(1) (O(N) for a sliding log of N entries)",
+		Args:       []Arg{{Name: "key", Type: "key", Doc: "any key, live or not"}},
+		Reply: "Null for a missing key. Otherwise a map (flat array in RESP2), in order: " +
+			"`algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log); " +
+			"`params` (`known`, or `unknown` for a key restored from a snapshot, RESTORE or a move and not used since, or past a shard's 255 distinct parameter sets); " +
+			"`burst` (max_burst, capacity or limit), `rate` (count_per_period, refill_tokens or leak_count; 0 for the windows), `period_ms` (period, refill or leak period, or window, in milliseconds), `interval` (1 for TB.TAKE … INTERVAL): the parameters of the last request applied to the key (an override's, when one matched), null when unknown; " +
+			"`limit`, `remaining`: what a peek (quantity 0) with those parameters answers now, null when unknown; " +
+			"`reset_ms`: milliseconds until the key is back to fresh (rounded up); `ttl_ms`: the same instant as PTTL reads it (the key is deleted then); " +
+			"`override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none.",
+		Notes: []string{"A read: nothing is consumed and the TTL does not change; a follower answers it as it answers GET. " +
+			"Keeping the parameters costs one byte a key (a reference into a per-shard table of the distinct parameter sets in use)."},
+		Handler: inspectHandler,
+	}
+}
+
+func inspectHandler(c *Conn, args [][]byte) error {
+	now, err := c.readNow()
+	if err != nil {
+		return err
+	}
+	st, p, known, ok := c.srv.backend.Store().Inspect(args[1], now)
+	if !ok {
+		c.WriteNull()
+		return nil
+	}
+	m := c.srv.cfg.Policy.Lookup(args[1])
+	c.WriteMap(12)
+	c.WriteBulkString("algorithm")
+	c.WriteBulkString(st.Kind.String())
+	c.WriteBulkString("params")
+	var r engine.Result
+	if known {
+		peek := p.Request(st.Kind, 0)
+		if peek.Validate() != nil {
+			known = false // parameters that cannot peek (never stored so)
+		} else {
+			_, r = engine.Apply(st, &peek, now)
+		}
+	}
+	if known {
+		c.WriteBulkString("known")
+	} else {
+		c.WriteBulkString("unknown")
+	}
+	intOrNull := func(name string, v int64) {
+		c.WriteBulkString(name)
+		if known {
+			c.WriteInt(v)
+		} else {
+			c.WriteNull()
+		}
+	}
+	interval := int64(0)
+	if p.Interval {
+		interval = 1
+	}
+	intOrNull("burst", p.Burst)
+	intOrNull("rate", p.Rate)
+	intOrNull("period_ms", engine.CeilMillis(p.Period))
+	intOrNull("interval", interval)
+	intOrNull("limit", r.Limit)
+	intOrNull("remaining", r.Remaining)
+	ms := engine.CeilMillis(st.ExpireAt - now)
+	c.WriteBulkString("reset_ms")
+	c.WriteInt(ms)
+	c.WriteBulkString("ttl_ms")
+	c.WriteInt(ms)
+	c.WriteBulkString("override")
+	if m.Override != nil {
+		c.WriteBulkString(m.Override.String())
+	} else {
+		c.WriteNull()
+	}
+	c.WriteBulkString("shadow")
+	if m.ShadowOK {
+		c.WriteBulkString(m.Shadow)
+	} else {
+		c.WriteNull()
+	}
+	return nil
+}

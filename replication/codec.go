@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
@@ -625,19 +626,26 @@ func decodeResults(b []byte, res []shards.Result) error {
 // entryCluster is the log entry type of a cluster state change.
 const entryCluster = 4
 
-// The actions of an entryCluster entry. Numbers are part of the log
-// format: never renumber one.
+// The actions of an entryCluster entry are cluster.Change's, whose
+// numbers are the byte written here (part of the log format: never
+// renumber one).
 const (
-	actAddSlots  byte = 1 // own the ranges
-	actDelSlots  byte = 2 // own none of the ranges (and stop moving them)
-	actMigrating byte = 3 // an owned slot migrates to group
-	actImporting byte = 4 // the slot is imported from group
-	actStable    byte = 5 // the slot neither migrates nor imports
-	actOwn       byte = 6 // SETSLOT NODE naming this group: own, stop importing
-	actDisown    byte = 7 // SETSLOT NODE naming another group: disown, stop migrating
-	actMeet      byte = 8 // record another group and where to reach it
-	actList      byte = 9 // several changes, in order (a MULTI/EXEC's slot changes)
+	actAddSlots  = cluster.AddSlots
+	actDelSlots  = cluster.DelSlots
+	actMigrating = cluster.Migrating
+	actImporting = cluster.Importing
+	actStable    = cluster.Stable
+	actOwn       = cluster.Own
+	actDisown    = cluster.Disown
+	actMeet      = cluster.Meet
+	actList      = cluster.List
 )
+
+// clusterChange is one entryCluster entry, decoded.
+type clusterChange = cluster.Change
+
+// peerSeeds are where another group can be reached.
+type peerSeeds = cluster.Seeds
 
 func appendString(dst []byte, s string) []byte { return appendBytes(dst, []byte(s)) }
 
@@ -649,29 +657,30 @@ func appendStrings(dst []byte, v []string) []byte {
 	return dst
 }
 
-// encode returns the body of c's entry (after the entry header).
-func (c *clusterChange) encode() []byte {
-	b := []byte{c.action}
-	switch c.action {
+// encodeClusterChange returns the body of c's entry (after the entry
+// header).
+func encodeClusterChange(c *clusterChange) []byte {
+	b := []byte{byte(c.Action)}
+	switch c.Action {
 	case actAddSlots, actDelSlots:
-		b = binary.AppendUvarint(b, uint64(len(c.ranges)))
-		for _, r := range c.ranges {
+		b = binary.AppendUvarint(b, uint64(len(c.Ranges)))
+		for _, r := range c.Ranges {
 			b = binary.AppendUvarint(b, uint64(r[0]))
 			b = binary.AppendUvarint(b, uint64(r[1]))
 		}
 	case actMigrating, actImporting:
-		b = binary.AppendUvarint(b, uint64(c.slot))
-		b = appendString(b, c.group)
+		b = binary.AppendUvarint(b, uint64(c.Slot))
+		b = appendString(b, c.Group)
 	case actStable, actOwn, actDisown:
-		b = binary.AppendUvarint(b, uint64(c.slot))
+		b = binary.AppendUvarint(b, uint64(c.Slot))
 	case actMeet:
-		b = appendString(b, c.group)
-		b = appendStrings(b, c.seeds.Raft)
-		b = appendStrings(b, c.seeds.Resp)
+		b = appendString(b, c.Group)
+		b = appendStrings(b, c.Seeds.Raft)
+		b = appendStrings(b, c.Seeds.Resp)
 	case actList:
-		b = binary.AppendUvarint(b, uint64(len(c.list)))
-		for i := range c.list {
-			b = appendBytes(b, c.list[i].encode())
+		b = binary.AppendUvarint(b, uint64(len(c.List)))
+		for i := range c.List {
+			b = appendBytes(b, encodeClusterChange(&c.List[i]))
 		}
 	}
 	return b
@@ -703,11 +712,12 @@ func (r *reader) strings(what string) []string {
 	return v
 }
 
-// decodeClusterChange decodes an entry body written by encode.
+// decodeClusterChange decodes an entry body written by
+// encodeClusterChange.
 func decodeClusterChange(b []byte) (clusterChange, error) {
 	r := reader{b: b}
-	c := clusterChange{action: r.byte1("cluster action")}
-	switch c.action {
+	c := clusterChange{Action: cluster.Action(r.byte1("cluster action"))}
+	switch c.Action {
 	case actAddSlots, actDelSlots:
 		n := r.count("slot ranges", 2)
 		for i := 0; i < n && r.err == nil; i++ {
@@ -715,19 +725,19 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 			if r.err == nil && first > last {
 				r.err = fmt.Errorf("%w: slot range %d-%d", ErrBadPayload, first, last)
 			}
-			c.ranges = append(c.ranges, [2]int{first, last})
+			c.Ranges = append(c.Ranges, [2]int{first, last})
 		}
 	case actMigrating, actImporting:
-		c.slot = r.slot("slot")
-		c.group = r.group()
+		c.Slot = r.slot("slot")
+		c.Group = r.group()
 	case actStable, actOwn, actDisown:
-		c.slot = r.slot("slot")
+		c.Slot = r.slot("slot")
 	case actMeet:
-		c.group = r.group()
-		c.seeds.Raft = r.strings("raft address")
-		c.seeds.Resp = r.strings("RESP address")
-		if r.err == nil && len(c.seeds.Raft) == 0 {
-			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.group)
+		c.Group = r.group()
+		c.Seeds.Raft = r.strings("raft address")
+		c.Seeds.Resp = r.strings("RESP address")
+		if r.err == nil && len(c.Seeds.Raft) == 0 {
+			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.Group)
 		}
 	case actList:
 		n := r.count("cluster changes", 2)
@@ -737,18 +747,18 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 				break
 			}
 			sub, err := decodeClusterChange(body)
-			if err == nil && sub.action == actList {
+			if err == nil && sub.Action == actList {
 				err = fmt.Errorf("%w: nested cluster change list", ErrBadPayload)
 			}
 			if err != nil {
 				r.err = err
 				break
 			}
-			c.list = append(c.list, sub)
+			c.List = append(c.List, sub)
 		}
 	default:
 		if r.err == nil {
-			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.action)
+			r.err = fmt.Errorf("%w: unknown cluster action %d", ErrBadPayload, c.Action)
 		}
 	}
 	if err := r.end(); err != nil {

@@ -74,7 +74,7 @@ type directory struct {
 func (n *Node) ownWire() *groupWire {
 	inf := n.Info()
 	st := n.fsm.clusterState()
-	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.ranges(), Migrating: st.migrating, Importing: st.importing, Groups: st.groups, Applied: inf.AppliedIndex}
+	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.Ranges(), Migrating: st.Migrating, Importing: st.Importing, Groups: st.Groups, Applied: inf.AppliedIndex}
 	if !inf.Removed {
 		w.LeaderID = inf.LeaderID
 	}
@@ -200,7 +200,7 @@ func (n *Node) syncPeers() {
 	st := n.fsm.clusterState()
 	n.dir.mu.Lock()
 	defer n.dir.mu.Unlock()
-	for name, seeds := range st.groups {
+	for name, seeds := range st.Groups {
 		if p, ok := n.dir.peers[name]; ok {
 			p.seeds = seeds
 		} else {
@@ -324,10 +324,10 @@ func (n *Node) learnFrom(w *groupWire) {
 	}
 	st := n.fsm.clusterState()
 	for name, seeds := range w.Groups {
-		_, known := st.groups[name]
-		if !known && name != n.cfg.Group && validGroupName(name) && len(seeds.Raft) > 0 && len(st.groups) < maxGroups {
+		_, known := st.Groups[name]
+		if !known && name != n.cfg.Group && validGroupName(name) && len(seeds.Raft) > 0 && len(st.Groups) < maxGroups {
 			n.record(name, seeds)
-			st.groups[name] = seeds
+			st.Groups[name] = seeds
 		}
 	}
 	if _, ok := w.Groups[n.cfg.Group]; ok || w.LeaderID == "" {
@@ -342,10 +342,10 @@ func (n *Node) learnFrom(w *groupWire) {
 	if leaderRaft == "" {
 		return
 	}
-	c := clusterChange{action: actMeet, group: n.cfg.Group, seeds: n.ownSeeds()}
+	c := clusterChange{Action: actMeet, Group: n.cfg.Group, Seeds: n.ownSeeds()}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
-	if _, err := n.fwd.do(ctx, leaderRaft, reqMeet, c.encode(), true); err != nil {
+	if _, err := n.fwd.do(ctx, leaderRaft, reqMeet, encodeClusterChange(&c), true); err != nil {
 		n.log.Debug("replication: telling another group about this one failed; retrying", "group", w.Group, "err", err)
 	}
 }
@@ -354,8 +354,8 @@ func (n *Node) learnFrom(w *groupWire) {
 func (n *Node) record(name string, seeds peerSeeds) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
-	c := &clusterChange{action: actMeet, group: name, seeds: seeds}
-	if err := n.submit(ctx, &pending{control: c.encode()}); err != nil {
+	c := &clusterChange{Action: actMeet, Group: name, Seeds: seeds}
+	if err := n.submit(ctx, &pending{control: encodeClusterChange(c)}); err != nil {
 		n.log.Debug("replication: recording a group failed; retrying", "group", name, "err", err)
 	}
 }
@@ -380,18 +380,18 @@ func (n *Node) serveMeet(ctx context.Context, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	if c.action != actMeet || c.group == n.cfg.Group {
+	if c.Action != actMeet || c.Group == n.cfg.Group {
 		return fmt.Errorf("%w: meet request", ErrBadPayload)
 	}
-	groups := n.fsm.clusterState().groups
-	cur, ok := groups[c.group]
+	groups := n.fsm.clusterState().Groups
+	cur, ok := groups[c.Group]
 	switch {
-	case ok && slices.Equal(cur.Raft, c.seeds.Raft):
+	case ok && slices.Equal(cur.Raft, c.Seeds.Raft):
 		return nil
 	case !ok && len(groups) >= maxGroups:
-		return fmt.Errorf("replication: meet %s: this group knows %d groups already, the most it keeps", c.group, maxGroups)
+		return fmt.Errorf("replication: meet %s: this group knows %d groups already, the most it keeps", c.Group, maxGroups)
 	}
-	if err := n.submit(ctx, &pending{control: c.encode()}); err != nil {
+	if err := n.submit(ctx, &pending{control: encodeClusterChange(&c)}); err != nil {
 		return err
 	}
 	n.kickDirectory()
@@ -416,12 +416,12 @@ func (n *Node) Meet(ctx context.Context, respAddr string) error {
 	case "":
 		return fmt.Errorf("replication: meet %s: the node names no group (an older version)", respAddr)
 	}
-	c := &clusterChange{action: actMeet, group: h.Group, seeds: peerSeeds{Raft: []string{h.RaftAddr}, Resp: []string{respAddr}}}
-	if cur, ok := n.fsm.clusterState().groups[h.Group]; ok {
-		c.seeds.Raft = appendNew(cur.Raft, h.RaftAddr)
-		c.seeds.Resp = appendNew(cur.Resp, respAddr)
+	c := &clusterChange{Action: actMeet, Group: h.Group, Seeds: peerSeeds{Raft: []string{h.RaftAddr}, Resp: []string{respAddr}}}
+	if cur, ok := n.fsm.clusterState().Groups[h.Group]; ok {
+		c.Seeds.Raft = appendNew(cur.Raft, h.RaftAddr)
+		c.Seeds.Resp = appendNew(cur.Resp, respAddr)
 	}
-	return n.onLeader(ctx, "meet", func() error { return n.serveMeet(ctx, c.encode()) }, reqMeet, c.encode(), nil)
+	return n.onLeader(ctx, "meet", func() error { return n.serveMeet(ctx, encodeClusterChange(c)) }, reqMeet, encodeClusterChange(c), nil)
 }
 
 // appendNew returns v with s appended unless v holds it.

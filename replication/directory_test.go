@@ -91,7 +91,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 		return nil
 	}, a, b)
 	// b learnt about a from a's leader: it is in b's log.
-	if _, ok := b.nodes[0].node.fsm.clusterState().groups["a"]; !ok {
+	if _, ok := b.nodes[0].node.fsm.clusterState().Groups["a"]; !ok {
 		t.Fatal("b did not record a")
 	}
 	// A slot of b is busy for a.

@@ -25,7 +25,9 @@
 // every replica computes the same decisions. Membership (each node's RESP
 // address) also goes through the log; Join, Remove and Info manage and
 // report it. So do the hash slots the group owns when several groups form
-// one Redis Cluster (slotstate.go); Routing tells which group serves each
-// slot, from this group's log and the other groups' answers (directory.go).
+// one Redis Cluster (a cluster.State kept in the log, slotstate.go; every
+// keyed op is decided by cluster.Check at apply time); Routing tells which
+// group serves each slot, from this group's log and the other groups'
+// answers (directory.go).
 // See DESIGN.md for the reasoning.
 package replication

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
@@ -40,8 +41,11 @@ type FSM struct {
 	mu      sync.Mutex
 	members map[string]string // node id → RESP address; guarded by mu
 	cluster clusterState      // slots and known groups; written under mu
-	sharded atomic.Bool       // cluster.sharded(), read without mu on the apply path
-	group   string            // this node's group (a meet of it is ignored)
+	sharded atomic.Bool       // cluster.Sharded(), read without mu on the apply path
+	// tombstones is len(cluster.Moved), stored under mu, read without it
+	// by the wire's slot check (Node.Tombstone) to skip the lock.
+	tombstones atomic.Int64
+	group      string // this node's group (a meet of it is ignored)
 	// onCluster, when set, is called (on the apply goroutine, without mu)
 	// after the cluster state changed.
 	onCluster func()
@@ -86,7 +90,7 @@ func NewFSM(store *shards.Store, deliver DeliverFunc, log *slog.Logger) *FSM {
 	if deliver == nil {
 		deliver = func([]byte, []shards.Result, error) bool { return false }
 	}
-	f := &FSM{store: store, log: log, deliver: deliver, members: map[string]string{}, cluster: newClusterState()}
+	f := &FSM{store: store, log: log, deliver: deliver, members: map[string]string{}, cluster: cluster.NewState()}
 	f.lastTime.Store(math.MinInt64)
 	return f
 }
@@ -141,7 +145,7 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		for i := range e.ops {
 			res[i].Results = rb[i : i : i+1]
 			if sharded {
-				if err := f.cluster.slotCheck(f.store, &e.ops[i], now); err != nil {
+				if err := slotCheck(&f.cluster, f.store, &e.ops[i], now); err != nil {
 					res[i] = shards.Result{Err: err, Results: res[i].Results}
 					continue
 				}
@@ -149,7 +153,8 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 			f.store.Exec(&e.ops[i], now, &res[i])
 			if notesOp(&e.ops[i]) {
 				f.mu.Lock()
-				f.cluster.noteOp(f.store, &e.ops[i], &res[i])
+				noteOp(&f.cluster, f.store, &e.ops[i], &res[i])
+				f.tombstones.Store(int64(len(f.cluster.Moved)))
 				f.mu.Unlock()
 			}
 		}

@@ -1,269 +1,57 @@
 package replication
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
 
-	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/cluster"
 )
 
-// Several replication groups form one Redis Cluster: each group (a raft
-// cluster of its own) owns a set of hash slots, recorded in its own log,
-// and learns the other groups' members, leaders and slots by asking them
-// (directory.go). Routing is the resulting table, rebuilt whenever this
-// group's slot state or another group's answer changes.
+// The Redis Cluster model is package cluster's; these names keep this
+// package's API (resp, cmd/cellserver) while its callers move to it.
 
-// Errors of keyed operations in a sharded cluster. The FSM decides them
-// per operation, at apply time, from the group's replicated slot state, so
-// every replica decides alike; the wire layer words them with the slot and
-// the address Routing gives (MOVED, ASK, TRYAGAIN, CLUSTERDOWN).
+// Routing is cluster.Routing: the cluster as this node sees it.
+type Routing = cluster.Routing
+
+// GroupView is cluster.GroupView.
+type GroupView = cluster.GroupView
+
+// GroupMember is cluster.GroupMember.
+type GroupMember = cluster.GroupMember
+
+// SlotError is cluster.SlotError.
+type SlotError = cluster.SlotError
+
+// NewRouting is cluster.NewRouting.
+func NewRouting(self int, selfID string, groups []GroupView) *Routing {
+	return cluster.NewRouting(self, selfID, groups)
+}
+
+// ClusterNodeID is cluster.NodeID.
+func ClusterNodeID(group, nodeID string) string { return cluster.NodeID(group, nodeID) }
+
+// The cluster sentinels, by their names in this package.
 var (
-	// ErrMoved: the op's slot is not served by this group (owned by
-	// another group, or importing and the op was not sent after ASKING).
-	ErrMoved = errors.New("replication: slot served by another group")
-	// ErrAsk: the op's slot is migrating out of this group and none of its
-	// keys is here: the target group serves it after ASKING.
-	ErrAsk = errors.New("replication: slot migrating, key not here")
-	// ErrTryAgain: a multi-key op of a migrating slot whose keys are partly
-	// here and partly moved; or (shards.ErrMoving) a key in flight.
-	ErrTryAgain = errors.New("replication: keys of a migrating slot are split")
-	// ErrSlotBusy is the error of AddSlots for a slot some group owns
-	// (*SlotError carries which).
-	ErrSlotBusy = errors.New("replication: slot already busy")
+	ErrMoved              = cluster.ErrMoved
+	ErrAsk                = cluster.ErrAsk
+	ErrTryAgain           = cluster.ErrTryAgain
+	ErrSlotBusy           = cluster.ErrSlotBusy
+	ErrSlotNotOwned       = cluster.ErrSlotNotOwned
+	ErrSlotOwned          = cluster.ErrSlotOwned
+	ErrSlotHasKeys        = cluster.ErrSlotHasKeys
+	ErrSlotUnassigned     = cluster.ErrSlotUnassigned
+	ErrGroupUnknown       = cluster.ErrGroupUnknown
+	ErrUnknownClusterNode = cluster.ErrUnknownNode
+)
+
+// Errors of Meet and Join.
+var (
 	// ErrOwnGroup: Meet named a node of this very group.
 	ErrOwnGroup = errors.New("replication: that node belongs to this group")
 	// ErrOtherGroup: a node of another group was asked to join this one.
 	ErrOtherGroup = errors.New("replication: that node belongs to another group")
-	// ErrGroupUnknown: a slot assignment while another known group's
-	// slots are not known (it has not answered lately).
-	ErrGroupUnknown = errors.New("replication: another group's slots are unknown")
-	// ErrUnknownClusterNode: SetSlot named a node id no known group has.
-	ErrUnknownClusterNode = errors.New("replication: unknown cluster node id")
 )
-
-// SlotError is an AddSlots / SetSlot refusal about one slot.
-type SlotError struct {
-	Slot int
-	Err  error // ErrSlotBusy, or a sentinel of the slot changes (slots.go)
-}
-
-func (e *SlotError) Error() string { return fmt.Sprintf("%v: slot %d", e.Err, e.Slot) }
-func (e *SlotError) Unwrap() error { return e.Err }
-
-// ClusterNodeID is the 40 lowercase hex digits the Redis Cluster protocol
-// uses as a node's id: the SHA-1 of "group/nodeID", the same on every node
-// of every group and across restarts.
-func ClusterNodeID(group, nodeID string) string {
-	h := sha1.Sum([]byte(group + "/" + nodeID))
-	return hex.EncodeToString(h[:])
-}
-
-// GroupMember is a voting member of a group with a replicated RESP address.
-type GroupMember struct {
-	ID        string // its NodeID
-	ClusterID string // ClusterNodeID(group, ID)
-	RespAddr  string // host:port of its RESP listener
-	RaftAddr  string // host:port of its raft transport
-	Leader    bool   // the group's leader as last known
-}
-
-// GroupView is what one group looks like from this node.
-type GroupView struct {
-	Name string
-	// Term is the group's raft term as last seen (the config epoch CLUSTER
-	// NODES reports).
-	Term uint64
-	// Members lists the voters with a RESP address: the leader (when
-	// known) first, then by ID.
-	Members []GroupMember
-	// Slots are the slot ranges the group owns, inclusive, ascending and
-	// disjoint.
-	Slots [][2]int
-	// Migrating and Importing map a slot to the other group's name.
-	Migrating, Importing map[int]string
-	// Reachable: for this node's own group, a leader is known; for another
-	// group, its last answer came within the staleness bound.
-	Reachable bool
-}
-
-// Leader returns the group's leader, if known.
-func (g *GroupView) Leader() (GroupMember, bool) {
-	if len(g.Members) > 0 && g.Members[0].Leader {
-		return g.Members[0], true
-	}
-	return GroupMember{}, false
-}
-
-// Routing is the cluster as this node sees it: every known group and which
-// serves each slot. Immutable once published; Node.Routing returns the
-// current one.
-type Routing struct {
-	// Sharded is false while this group owns no slot and knows no other
-	// group: it then serves every key, as a single shard owning 0–16383.
-	Sharded bool
-	// Self is the index of this node's group in Groups.
-	Self int
-	// SelfID is this node's NodeID.
-	SelfID string
-	// Groups lists every known group, sorted by name.
-	Groups []GroupView
-
-	owner     [hashslot.Count]int16 // index into Groups, -1: unowned
-	migrating [hashslot.Count]int16 // target group of a slot of Self, -1: none
-	importing [hashslot.Count]int16 // source group of a slot imported by Self, -1: none
-}
-
-// better reports whether group g's claim of slot beats group o's (see
-// NewRouting).
-func (r *Routing) better(g, o, slot int) bool {
-	_, migrating := r.Groups[r.Self].Migrating[slot]
-	fresh := func(x int) bool { return x == r.Self || r.Groups[x].Reachable }
-	switch {
-	case g == r.Self:
-		return !migrating || !fresh(o)
-	case o == r.Self:
-		return migrating && fresh(g)
-	}
-	return fresh(g) && !fresh(o)
-}
-
-// Owner returns the index in Groups of the group owning slot, or -1. In an
-// unsharded routing every slot is Self's.
-func (r *Routing) Owner(slot int) int {
-	if !r.Sharded {
-		return r.Self
-	}
-	return int(r.owner[slot])
-}
-
-// MigratingTo returns the index of the group slot migrates to from Self,
-// or -1.
-func (r *Routing) MigratingTo(slot int) int { return int(r.migrating[slot]) }
-
-// ImportingFrom returns the index of the group Self imports slot from, or
-// -1.
-func (r *Routing) ImportingFrom(slot int) int { return int(r.importing[slot]) }
-
-// Group returns the index of the group named name, or -1.
-func (r *Routing) Group(name string) int {
-	for i := range r.Groups {
-		if r.Groups[i].Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-// NodeGroup returns the index of the group with a member whose ClusterID
-// is clusterID, or -1.
-func (r *Routing) NodeGroup(clusterID string) int {
-	for i := range r.Groups {
-		for _, m := range r.Groups[i].Members {
-			if m.ClusterID == clusterID {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
-// Ranges returns the slot ranges group g serves in this table (each slot
-// counted for its one winner, see NewRouting), inclusive and ascending.
-// In an unsharded table Self serves 0–16383.
-func (r *Routing) Ranges(g int) [][2]int {
-	var out [][2]int
-	for s := 0; s < hashslot.Count; s++ {
-		if r.Owner(s) != g {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1][1] == s-1 {
-			out[n-1][1] = s
-		} else {
-			out = append(out, [2]int{s, s})
-		}
-	}
-	return out
-}
-
-// RedirectAddr returns the RESP address a MOVED or ASK redirection to
-// group g names: its leader's when one is known (members list the leader
-// first), else its first member's, so that a client finds the group even
-// mid-election; "" when g is out of range or has no member.
-func (r *Routing) RedirectAddr(g int) string {
-	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
-		return ""
-	}
-	return r.Groups[g].Members[0].RespAddr
-}
-
-// NewRouting builds the routing table of this node, whose group is
-// groups[self] and whose NodeID is selfID, from the groups' Slots,
-// Migrating and Importing. Sharded is set when any group owns a slot or
-// more than one group is known. Only Self's Migrating and Importing are
-// routed (another group's are for display). Where two groups claim a slot
-// (the instant of a handover, or a view not refreshed yet), this group's
-// own claim wins (its log is current) unless it is migrating the slot out
-// and a group with a fresh view claims it (the source hands over);
-// between other groups, the first by name whose view is fresh. groups must be sorted by name; they are kept, not copied.
-func NewRouting(self int, selfID string, groups []GroupView) *Routing {
-	r := &Routing{Self: self, SelfID: selfID, Groups: groups, Sharded: len(groups) > 1}
-	for i := range r.owner {
-		r.owner[i], r.migrating[i], r.importing[i] = -1, -1, -1
-	}
-	for g := range groups {
-		for _, rg := range groups[g].Slots {
-			for s := max(rg[0], 0); s <= min(rg[1], hashslot.Count-1); s++ {
-				r.Sharded = true
-				if o := r.owner[s]; o < 0 || r.better(g, int(o), s) {
-					r.owner[s] = int16(g)
-				}
-			}
-		}
-	}
-	for s, name := range groups[self].Migrating {
-		if s >= 0 && s < hashslot.Count {
-			r.migrating[s] = int16(r.Group(name))
-		}
-	}
-	for s, name := range groups[self].Importing {
-		if s >= 0 && s < hashslot.Count {
-			r.importing[s] = int16(r.Group(name))
-		}
-	}
-	return r
-}
 
 // slotErrs are the sentinels a *SlotError wraps, by their index in the
 // forwarding service's detail of a *SlotError (the slot, that index and
 // an unused text kept for older nodes; service.go): never renumber one.
 var slotErrs = [...]error{ErrSlotBusy, ErrSlotNotOwned, ErrSlotOwned, ErrSlotHasKeys, ErrSlotUnassigned}
-
-// GroupOfAddr returns the index of a known group with a member whose RESP
-// address may be addr (host:port), or -1 when none may. It errs towards a
-// match: the same port with a host that is not an IP literal on either
-// side counts, since a name may resolve to a member. The rule that a move
-// in flight may be put back only when its destination is in no group
-// (CLUSTER ABORTMOVE) relies on that.
-func (r *Routing) GroupOfAddr(addr string) int {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return -1
-	}
-	ip := net.ParseIP(host)
-	for g := range r.Groups {
-		for _, m := range r.Groups[g].Members {
-			mh, mp, err := net.SplitHostPort(m.RespAddr)
-			if err != nil || mp != port {
-				continue
-			}
-			mip := net.ParseIP(mh)
-			if mh == host || ip == nil || mip == nil || mip.Equal(ip) || mip.IsUnspecified() {
-				return g
-			}
-		}
-	}
-	return -1
-}

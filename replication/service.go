@@ -245,13 +245,13 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.action != actList {
-			return nil, fmt.Errorf("%w: cluster list request with action %d", ErrBadPayload, c.action)
+		if c.Action != actList {
+			return nil, fmt.Errorf("%w: cluster list request with action %d", ErrBadPayload, c.Action)
 		}
 		var errs []error
 		if err := n.onlyLeader(func() error {
 			var err error
-			errs, err = n.changeListOnLeader(ctx, c.list)
+			errs, err = n.changeListOnLeader(ctx, c.List)
 			return err
 		}); err != nil {
 			return nil, err

@@ -94,8 +94,8 @@ func TestChangeSlots(t *testing.T) {
 	c.waitConverged(10 * time.Second)
 	for _, tn := range c.nodes {
 		st := tn.node.fsm.clusterState()
-		if !st.owns(5) || !st.owns(6) || st.owns(7) || st.nOwned != 7 {
-			t.Fatalf("%s: owns 5 %v, 6 %v, 7 %v, %d slots; want 0-6", tn.id, st.owns(5), st.owns(6), st.owns(7), st.nOwned)
+		if !st.Owns(5) || !st.Owns(6) || st.Owns(7) || st.OwnedCount() != 7 {
+			t.Fatalf("%s: owns 5 %v, 6 %v, 7 %v, %d slots; want 0-6", tn.id, st.Owns(5), st.Owns(6), st.Owns(7), st.OwnedCount())
 		}
 	}
 }
@@ -113,7 +113,7 @@ func TestChangeSlotsRetakeWhileStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A group that never answers.
-	if err := leader.changeCluster(ctx, &clusterChange{action: actMeet, group: "silent", seeds: peerSeeds{Raft: []string{"127.0.0.1:1"}}}); err != nil {
+	if err := leader.changeCluster(ctx, &clusterChange{Action: actMeet, Group: "silent", Seeds: peerSeeds{Raft: []string{"127.0.0.1:1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, func() error {
@@ -133,7 +133,7 @@ func TestChangeSlotsRetakeWhileStale(t *testing.T) {
 	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrGroupUnknown) {
 		t.Fatalf("ChangeSlots = %v, %v; want DELSLOTS 5 and ADDSLOTS 5 applied, ADDSLOTS 6 refused", errs, err)
 	}
-	if st := leader.fsm.clusterState(); !st.owns(5) || st.owns(6) {
-		t.Fatalf("owns 5 %v, 6 %v; want 5 only", st.owns(5), st.owns(6))
+	if st := leader.fsm.clusterState(); !st.Owns(5) || st.Owns(6) {
+		t.Fatalf("owns 5 %v, 6 %v; want 5 only", st.Owns(5), st.Owns(6))
 	}
 }

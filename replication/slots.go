@@ -4,39 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// SlotAction is the subcommand of CLUSTER SETSLOT.
-type SlotAction int
+// SlotAction is cluster.SlotAction (SETSLOT's subcommand).
+type SlotAction = cluster.SlotAction
 
 // The SETSLOT actions.
 const (
-	SlotImporting SlotAction = iota + 1 // import the slot from the node's group
-	SlotMigrating                       // migrate the slot to the node's group
-	SlotNode                            // the node's group owns the slot
-	SlotStable                          // clear importing / migrating
+	SlotImporting = cluster.SlotImporting
+	SlotMigrating = cluster.SlotMigrating
+	SlotNode      = cluster.SlotNode
+	SlotStable    = cluster.SlotStable
 )
 
-// Further slot refusals (*SlotError.Err).
-var (
-	// ErrSlotNotOwned: SETSLOT MIGRATING of a slot this group does not own.
-	ErrSlotNotOwned = errors.New("replication: slot not owned by this group")
-	// ErrSlotOwned: SETSLOT IMPORTING of a slot this group owns.
-	ErrSlotOwned = errors.New("replication: slot already owned by this group")
-	// ErrSlotHasKeys: SETSLOT NODE giving away a slot whose keys are
-	// still here (or in flight).
-	ErrSlotHasKeys = errors.New("replication: slot still has keys here")
-	// ErrSlotUnassigned: DELSLOTS of a slot no group owns.
-	ErrSlotUnassigned = errors.New("replication: slot already unassigned")
+// SlotChangeKind is cluster.SlotChangeKind.
+type SlotChangeKind = cluster.SlotChangeKind
+
+// The kinds of SlotChange.
+const (
+	SlotAdd = cluster.SlotAdd
+	SlotDel = cluster.SlotDel
+	SlotSet = cluster.SlotSet
 )
 
-// errNoChange: a cluster change that changes nothing here (DELSLOTS of
-// slots another group owns) succeeds without an entry.
-var errNoChange = errors.New("replication: no change")
+// SlotChange is cluster.SlotChange: one slot change of a list applied
+// together (ChangeSlots).
+type SlotChange = cluster.SlotChange
 
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
@@ -46,14 +43,14 @@ func (n *Node) Group() string { return n.cfg.Group }
 // call with a *SlotError wrapping ErrSlotBusy; nothing is assigned then.
 // On a follower the change is made by the leader (forwarded).
 func (n *Node) AddSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{action: actAddSlots, ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
 // owns fails with a *SlotError wrapping ErrSlotUnassigned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{action: actDelSlots, ranges: toRanges(slots)})
+	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
@@ -70,57 +67,8 @@ func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, cluster
 
 // setSlotChange is the cluster change of SETSLOT slot action clusterID.
 func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*clusterChange, error) {
-	if slot < 0 || slot >= hashslot.Count {
-		return nil, fmt.Errorf("replication: slot %d out of range", slot)
-	}
-	c := &clusterChange{slot: slot}
-	group := ""
-	if action != SlotStable {
-		rt := n.Routing()
-		g := rt.NodeGroup(clusterID)
-		if g < 0 {
-			return nil, fmt.Errorf("replication: node %s: %w", clusterID, ErrUnknownClusterNode)
-		}
-		group = rt.Groups[g].Name
-	}
-	switch action {
-	case SlotImporting:
-		c.action, c.group = actImporting, group
-	case SlotMigrating:
-		c.action, c.group = actMigrating, group
-	case SlotNode:
-		c.action = actDisown
-		if group == n.cfg.Group {
-			c.action = actOwn
-		}
-	case SlotStable:
-		c.action = actStable
-	default:
-		return nil, fmt.Errorf("replication: unknown slot action %d", action)
-	}
-	return c, nil
-}
-
-// SlotChangeKind says which CLUSTER command a SlotChange is.
-type SlotChangeKind int
-
-// The kinds of SlotChange.
-const (
-	SlotAdd SlotChangeKind = iota + 1 // CLUSTER ADDSLOTS Slots
-	SlotDel                           // CLUSTER DELSLOTS Slots
-	SlotSet                           // CLUSTER SETSLOT Slot Action NodeID
-)
-
-// SlotChange is one slot change of a list applied together (ChangeSlots).
-type SlotChange struct {
-	Kind SlotChangeKind
-	// Slots are ADDSLOTS' and DELSLOTS' slots, each in [0, 16383].
-	Slots []int
-	// Slot, Action and NodeID are SETSLOT's (NodeID: a member's 40-hex
-	// cluster node id, "" for SlotStable).
-	Slot   int
-	Action SlotAction
-	NodeID string
+	sc := SlotChange{Kind: SlotSet, Slot: slot, Action: action, NodeID: clusterID}
+	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
 // ChangeSlots makes a list of slot changes (the CLUSTER ADDSLOTS, DELSLOTS
@@ -150,7 +98,7 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, 
 		return errs, nil
 	}
 	var sub []error
-	body := (&clusterChange{action: actList, list: list}).encode()
+	body := encodeClusterChange(&clusterChange{Action: actList, List: list})
 	err := n.onLeaderReply(ctx, "cluster change", func() error {
 		var err error
 		sub, err = n.changeListOnLeader(ctx, list)
@@ -172,51 +120,20 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, 
 // slotChange turns a SlotChange into the cluster change it makes, checking
 // what can be checked without the leader's state.
 func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
-	switch sc.Kind {
-	case SlotAdd, SlotDel:
-		for _, s := range sc.Slots {
-			if s < 0 || s >= hashslot.Count {
-				return nil, fmt.Errorf("replication: slot %d out of range", s)
-			}
-		}
-		act := actAddSlots
-		if sc.Kind == SlotDel {
-			act = actDelSlots
-		}
-		return &clusterChange{action: act, ranges: toRanges(sc.Slots)}, nil
-	case SlotSet:
-		return n.setSlotChange(sc.Slot, sc.Action, sc.NodeID)
-	}
-	return nil, fmt.Errorf("replication: unknown slot change kind %d", sc.Kind)
+	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
 // changeListOnLeader checks the changes of list in order against the
-// replicated state as the ones before leave it, and commits those that
-// pass as one entry. It returns each change's refusal (nil: applied).
+// replicated state as the ones before leave it (cluster.CheckList), and
+// commits those that pass as one entry. It returns each change's refusal
+// (nil: applied).
 func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
-	orig := n.fsm.clusterState()
-	st := orig.clone()
-	errs := make([]error, len(list))
-	ok := make([]clusterChange, 0, len(list))
-	for i := range list {
-		if list[i].action == actAddSlots && retaking(&orig, &st, list[i].ranges) {
-			// Taking back slots this group owned when the list began and
-			// an earlier change of it freed (redis-cli --cluster fix:
-			// DELSLOTS then ADDSLOTS) cannot make two owners; refusing it
-			// (another group's view stale) would leave them without any.
-		} else if errs[i] = n.checkChange(&st, &list[i]); errs[i] != nil {
-			if errors.Is(errs[i], errNoChange) {
-				errs[i] = nil
-			}
-			continue
-		}
-		st.apply(&list[i], n.cfg.Group)
-		ok = append(ok, list[i])
-	}
+	st := n.fsm.clusterState()
+	ok, errs := cluster.CheckList(&st, n.Routing(), n.cfg.Group, list, n.slotHasKeys)
 	if len(ok) == 0 {
 		return errs, nil
 	}
-	err := n.submit(ctx, &pending{control: (&clusterChange{action: actList, list: ok}).encode()})
+	err := n.submit(ctx, &pending{control: encodeClusterChange(&clusterChange{Action: actList, List: ok})})
 	if err != nil {
 		return nil, err
 	}
@@ -224,43 +141,15 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 	return errs, nil
 }
 
-// retaking reports whether every slot of ranges was owned in orig and is
-// not in st.
-func retaking(orig, st *clusterState, ranges [][2]int) bool {
-	for _, r := range ranges {
-		for s := r[0]; s <= r[1]; s++ {
-			if !orig.owns(s) || st.owns(s) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// toRanges turns slots into ascending inclusive ranges.
-func toRanges(slots []int) [][2]int {
-	s := slices.Clone(slots)
-	slices.Sort(s)
-	var out [][2]int
-	for _, x := range s {
-		if k := len(out); k > 0 && (out[k-1][1] == x || out[k-1][1] == x-1) {
-			out[k-1][1] = x
-		} else {
-			out = append(out, [2]int{x, x})
-		}
-	}
-	return out
-}
-
 // changeCluster checks c against the cluster as the leader knows it and
 // commits it, on the leader (forwarded from a follower).
 func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
-	for _, r := range c.ranges {
+	for _, r := range c.Ranges {
 		if r[0] < 0 || r[1] >= hashslot.Count {
 			return fmt.Errorf("replication: slot range %d-%d out of range", r[0], r[1])
 		}
 	}
-	body := c.encode()
+	body := encodeClusterChange(c)
 	return n.onLeader(ctx, "cluster change", func() error { return n.changeClusterOnLeader(ctx, c) }, reqCluster, body, nil)
 }
 
@@ -269,82 +158,22 @@ func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
 func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
 	st := n.fsm.clusterState()
 	if err := n.checkChange(&st, c); err != nil {
-		if errors.Is(err, errNoChange) {
+		if errors.Is(err, cluster.ErrNoChange) {
 			return nil
 		}
 		return err
 	}
-	err := n.submit(ctx, &pending{control: c.encode()})
+	err := n.submit(ctx, &pending{control: encodeClusterChange(c)})
 	if err == nil {
 		n.kickDirectory()
 	}
 	return err
 }
 
-// checkChange refuses a change that the state st forbids, with Redis's
-// wording in the *SlotError.
+// checkChange refuses a change that the state st forbids
+// (cluster.CheckChange, against this node's routing table).
 func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
-	rt := n.Routing()
-	switch c.action {
-	case actAddSlots:
-		if err := allFresh(rt); err != nil {
-			return err
-		}
-		for _, r := range c.ranges {
-			for s := r[0]; s <= r[1]; s++ {
-				if st.owns(s) || rt.Owner(s) >= 0 && rt.Sharded && rt.Owner(s) != rt.Self {
-					return &SlotError{Slot: s, Err: ErrSlotBusy}
-				}
-			}
-		}
-	case actOwn:
-		if _, importing := st.importing[c.slot]; !importing && !st.owns(c.slot) {
-			// Taking a slot without importing it: only a free one.
-			if err := allFresh(rt); err != nil {
-				return err
-			}
-			if o := rt.Owner(c.slot); rt.Sharded && o >= 0 && o != rt.Self {
-				return &SlotError{Slot: c.slot, Err: ErrSlotBusy}
-			}
-		}
-	case actDelSlots:
-		// A slot another group owns is left alone, and the call succeeds
-		// for it: as in Redis, DELSLOTS on a node that does not own the
-		// slot is how a tool (redis-cli --cluster fix) makes sure a node
-		// is not its owner. Another group's slots are not this one's to
-		// unassign.
-		var mine []int
-		for _, r := range c.ranges {
-			for s := r[0]; s <= r[1]; s++ {
-				switch o := rt.Owner(s); {
-				case st.owns(s):
-					mine = append(mine, s)
-				case !rt.Sharded || o < 0 || o == rt.Self:
-					return &SlotError{Slot: s, Err: ErrSlotUnassigned}
-				}
-			}
-		}
-		if len(mine) == 0 {
-			return errNoChange
-		}
-		c.ranges = toRanges(mine)
-	case actMigrating:
-		if !st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotNotOwned}
-		}
-		if c.group == n.cfg.Group {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
-		}
-	case actDisown:
-		if st.owns(c.slot) && n.slotHasKeys(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotHasKeys}
-		}
-	case actImporting:
-		if st.owns(c.slot) {
-			return &SlotError{Slot: c.slot, Err: ErrSlotOwned}
-		}
-	}
-	return nil
+	return cluster.CheckChange(st, n.Routing(), n.cfg.Group, c, n.slotHasKeys)
 }
 
 // slotHasKeys reports whether any live key of slot, or any key of it in
@@ -368,23 +197,23 @@ func (n *Node) slotHasKeys(slot int) bool {
 	return found
 }
 
-// allFresh refuses a slot assignment while another known group's view is
-// not fresh (never answered, or not for directoryStale): its slots are
-// unknown, and assigning one of them would make two owners.
-func allFresh(rt *Routing) error {
-	for g := range rt.Groups {
-		if g != rt.Self && !rt.Groups[g].Reachable {
-			return fmt.Errorf("replication: group %s has not answered lately, so its slots are unknown: %w", rt.Groups[g].Name, ErrGroupUnknown)
-		}
-	}
-	return nil
-}
-
 // MoveDest returns where the key in flight out of this group was sent (the
 // RESP address its MIGRATE named), as this node's replica knows it; empty
 // when unknown or not in flight.
 func (n *Node) MoveDest(key []byte) string {
 	n.fsm.mu.Lock()
 	defer n.fsm.mu.Unlock()
-	return n.fsm.cluster.movingTo[string(key)]
+	return n.fsm.cluster.MovingTo[string(key)]
+}
+
+// Tombstone reports whether key was moved away from this group while its
+// slot migrated and has not come back (cluster.State.Moved), as this
+// node's replica knows it. Cheap while there is none (one atomic load).
+func (n *Node) Tombstone(key []byte) bool {
+	if n.fsm.tombstones.Load() == 0 {
+		return false
+	}
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	return n.fsm.cluster.Tombstone(key)
 }

@@ -9,241 +9,85 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
 )
 
-// The group's replicated cluster state: which hash slots it owns, which it
-// is migrating out or importing, and which other groups it knows. It
-// changes only through entryCluster log entries, so every replica holds
-// the same state and the FSM's per-op slot check decides alike everywhere.
-// The entries' format is codec.go's.
-
-// peerSeeds is where another group can be reached: raft addresses for the
-// directory's requests, RESP addresses for display and MEET.
-type peerSeeds struct {
-	Raft []string `json:"raft"`
-	Resp []string `json:"resp,omitempty"`
-}
+// The group's replicated cluster state is a cluster.State, held by the
+// FSM. It changes only through entryCluster log entries (Apply) and the
+// moves of ops entries (noteOp), so every replica holds the same state and
+// decides every op alike with cluster.Check. The entries' format is
+// codec.go's.
 
 // clusterState is the replicated part. Written only by the FSM's apply
 // goroutine, under FSM.mu; read under FSM.mu (or without it on the apply
 // goroutine).
-type clusterState struct {
-	owned     [hashslot.Count / 64]uint64
-	nOwned    int
-	migrating map[int]string // slot → target group
-	importing map[int]string // slot → source group
-	groups    map[string]peerSeeds
-	// moved are the keys this group moved away (OpMoveDone) while their
-	// slot was migrating: tombstones. Such a key answers TRYAGAIN here
-	// once the slot is stable again (ASK while it still migrates), never
-	// as a fresh key, until it comes back (a RESTORE here drops its
-	// tombstone) or the slot is given to another group (SETSLOT NODE).
-	moved map[string]struct{}
-	// movingTo maps a key in flight (shards' moving set) to the RESP
-	// address its OpMoveOut named (empty: unknown), for CLUSTER ABORTMOVE.
-	movingTo map[string]string
-}
+type clusterState = cluster.State
 
-func newClusterState() clusterState {
-	return clusterState{migrating: map[int]string{}, importing: map[int]string{}, groups: map[string]peerSeeds{},
-		moved: map[string]struct{}{}, movingTo: map[string]string{}}
-}
-
-func (s *clusterState) owns(slot int) bool { return s.owned[slot/64]&(1<<(slot%64)) != 0 }
-
-func (s *clusterState) setOwned(slot int, own bool) {
-	if s.owns(slot) == own {
-		return
-	}
-	if own {
-		s.owned[slot/64] |= 1 << (slot % 64)
-		s.nOwned++
-	} else {
-		s.owned[slot/64] &^= 1 << (slot % 64)
-		s.nOwned--
-	}
-}
-
-// sharded reports whether slot checks apply: the group owns a slot or
-// knows another group. Otherwise it serves every key.
-func (s *clusterState) sharded() bool { return s.nOwned > 0 || len(s.groups) > 0 }
-
-// ranges returns the owned slots as inclusive, ascending ranges.
-func (s *clusterState) ranges() [][2]int {
-	var out [][2]int
-	for slot := 0; slot < hashslot.Count; slot++ {
-		if !s.owns(slot) {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1][1] == slot-1 {
-			out[n-1][1] = slot
-		} else {
-			out = append(out, [2]int{slot, slot})
-		}
-	}
-	return out
-}
-
-func (s *clusterState) clone() clusterState {
-	c := *s
-	c.migrating, c.importing, c.groups = maps.Clone(s.migrating), maps.Clone(s.importing), maps.Clone(s.groups)
-	// The moves are left out (nil): a copy's readers decide about slots
-	// (the directory, slot-change checks), and the sets can be large.
-	c.moved, c.movingTo = nil, nil
-	return c
-}
-
-// clusterChange is one decoded entryCluster entry.
-type clusterChange struct {
-	action byte
-	ranges [][2]int
-	slot   int
-	group  string
-	seeds  peerSeeds
-	list   []clusterChange // actList
-}
-
-// apply changes s as c says. self is this group's name (a meet of it is
-// ignored).
-func (s *clusterState) apply(c *clusterChange, self string) {
-	switch c.action {
-	case actAddSlots, actDelSlots:
-		for _, r := range c.ranges {
-			for slot := r[0]; slot <= r[1]; slot++ {
-				s.setOwned(slot, c.action == actAddSlots)
-				if c.action == actDelSlots {
-					delete(s.migrating, slot)
-					delete(s.importing, slot)
-				}
-			}
-		}
-	case actMigrating:
-		s.migrating[c.slot] = c.group
-		delete(s.importing, c.slot)
-	case actImporting:
-		s.importing[c.slot] = c.group
-		delete(s.migrating, c.slot)
-	case actStable:
-		delete(s.migrating, c.slot)
-		delete(s.importing, c.slot)
-	case actOwn:
-		s.setOwned(c.slot, true)
-		delete(s.migrating, c.slot)
-		delete(s.importing, c.slot)
-	case actDisown:
-		s.setOwned(c.slot, false)
-		delete(s.migrating, c.slot)
-		delete(s.importing, c.slot)
-		// The slot's keys are the new owner's now, wherever they are.
-		for k := range s.moved {
-			if hashslot.Of([]byte(k)) == c.slot {
-				delete(s.moved, k)
-			}
-		}
-	case actMeet:
-		if c.group != self {
-			s.groups[c.group] = peerSeeds{Raft: slices.Clone(c.seeds.Raft), Resp: slices.Clone(c.seeds.Resp)}
-		}
-	case actList:
-		for i := range c.list {
-			s.apply(&c.list[i], self)
-		}
-	}
-}
-
-// slotCheck decides whether op may run in this group, from the replicated
-// state, at apply time (so that every replica decides alike): nil when it
-// may; ErrMoved when a key's slot is not served here (not owned, or
-// imported and the op was not sent after ASKING); for a slot migrating
-// out, ErrAsk when none of the op's keys is here, ErrTryAgain when some
-// are and some are not; ErrTryAgain for a tombstone (a key moved away from
-// a slot that no longer migrates) except for a RESTORE, which brings it
-// back. A key in flight (shards' moving set) counts as here: the store
-// refuses the op with shards.ErrMoving. Ops without keys and the moves
-// themselves (the source's own bookkeeping) are not checked.
-func (s *clusterState) slotCheck(store *shards.Store, op *shards.Op, now int64) error {
+// slotCheck decides at apply time whether op may run in this group, with
+// cluster.Check in Apply mode over s and the store at now: nil when it
+// may, else the verdict's sentinel (ErrMoved, ErrAsk, ErrTryAgain). A key
+// in flight passes: the store refuses the op itself with shards.ErrMoving,
+// under the key's shard lock. Ops without keys and the moves themselves
+// (the source's own bookkeeping) are not checked.
+func slotCheck(s *clusterState, store *shards.Store, op *shards.Op, now int64) error {
 	switch op.Code {
 	case shards.OpLimit, shards.OpLimitAll, shards.OpDel, shards.OpRestore:
 	default:
 		return nil
 	}
-	here, away, gone := 0, 0, false
-	for _, key := range op.Keys {
-		slot := hashslot.Of(key)
-		if !s.owns(slot) {
-			if _, ok := s.importing[slot]; ok && op.Asking {
-				continue
-			}
-			return ErrMoved
-		}
-		_, migrating := s.migrating[slot]
-		if _, moved := s.moved[string(key)]; moved && op.Code != shards.OpRestore {
-			if migrating {
-				away++
-			} else {
-				gone = true
-			}
-			continue
-		}
-		if !migrating {
-			continue
-		}
-		if store.Exists([][]byte{key}, now) > 0 {
-			here++
-		} else if _, moving := store.Moving(key); moving {
-			here++
-		} else {
-			away++
-		}
-	}
-	switch {
-	case gone:
-		return ErrTryAgain
-	case away == 0:
-		return nil
-	case here == 0:
-		return ErrAsk
-	}
-	return ErrTryAgain
+	q := cluster.Query{Keys: op.Keys, Mode: cluster.Apply, Asking: op.Asking, Restore: op.Code == shards.OpRestore}
+	return cluster.Check(s, storeKeys{store, s, now}, &q).Err()
 }
+
+// storeKeys is cluster.Keys over a store at one instant, with the
+// tombstones of a cluster state (nil: none).
+type storeKeys struct {
+	store *shards.Store
+	state *clusterState
+	now   int64
+}
+
+func (k storeKeys) Here(key []byte) bool { return k.store.Exists([][]byte{key}, k.now) > 0 }
+
+func (k storeKeys) InFlight(key []byte) bool {
+	_, ok := k.store.Moving(key)
+	return ok
+}
+
+func (k storeKeys) Moved(key []byte) bool { return k.state != nil && k.state.Tombstone(key) }
 
 // noteOp records what an applied op changed in the moves: a key restored
 // here loses its tombstone and its destination; a key moved out records
 // its destination; a key whose move completed while its slot migrates
 // becomes a tombstone; a key put back or flushed loses its destination.
-func (s *clusterState) noteOp(store *shards.Store, op *shards.Op, res *shards.Result) {
+func noteOp(s *clusterState, store *shards.Store, op *shards.Op, res *shards.Result) {
 	switch op.Code {
 	case shards.OpRestore:
 		if res.Err == nil {
-			delete(s.moved, string(op.Keys[0]))
-			delete(s.movingTo, string(op.Keys[0]))
+			s.Restored(op.Keys[0])
 		}
 	case shards.OpMoveOut:
 		for _, k := range op.Keys {
 			if _, ok := store.Moving(k); ok {
-				s.movingTo[string(k)] = op.Dest
+				s.MovedOut(k, op.Dest)
 			}
 		}
 	case shards.OpMoveDone:
 		for _, k := range op.Keys {
-			delete(s.movingTo, string(k))
-			slot := hashslot.Of(k)
-			if _, migrating := s.migrating[slot]; migrating && s.owns(slot) {
-				s.moved[string(k)] = struct{}{}
-			}
+			s.MoveDone(k)
 		}
 	case shards.OpMoveAbort:
 		for _, k := range op.Keys {
 			if _, ok := store.Moving(k); !ok {
-				delete(s.movingTo, string(k))
+				s.MoveAborted(k)
 			}
 		}
 	case shards.OpFlush:
-		clear(s.movingTo)
+		s.Flushed()
 	}
 }
 
@@ -268,8 +112,9 @@ func (f *FSM) applyCluster(l *raft.Log) {
 	now := max(int64(binary.LittleEndian.Uint64(l.Data[2:])), f.lastTime.Load())
 	f.lastTime.Store(now)
 	f.mu.Lock()
-	f.cluster.apply(&c, f.group)
-	f.sharded.Store(f.cluster.sharded())
+	f.cluster.Apply(&c, f.group)
+	f.sharded.Store(f.cluster.Sharded())
+	f.tombstones.Store(int64(len(f.cluster.Moved)))
 	f.mu.Unlock()
 	// The routing table first, then the caller: once SETSLOT or ADDSLOTS
 	// answers, this node redirects by the new state.
@@ -283,7 +128,7 @@ func (f *FSM) applyCluster(l *raft.Log) {
 func (f *FSM) clusterState() clusterState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.cluster.clone()
+	return f.cluster.Clone()
 }
 
 // clusterMeta is the cluster state in a snapshot's metadata.
@@ -295,7 +140,7 @@ type clusterMeta struct {
 	// Moving are the keys in flight to another group: key, DUMP payload
 	// of the state kept for them, and where they were sent.
 	Moving []movingMeta `json:"moving,omitempty"`
-	// Moved are the tombstones (clusterState.moved).
+	// Moved are the tombstones (cluster.State.Moved).
 	Moved [][]byte `json:"moved,omitempty"`
 }
 
@@ -309,12 +154,12 @@ type movingMeta struct {
 // flight; nil when there is none (older snapshots look the same).
 func (f *FSM) snapshotCluster() *clusterMeta {
 	f.mu.Lock()
-	m := &clusterMeta{Slots: f.cluster.ranges(), Migrating: maps.Clone(f.cluster.migrating),
-		Importing: maps.Clone(f.cluster.importing), Groups: maps.Clone(f.cluster.groups)}
-	for k := range f.cluster.moved {
+	m := &clusterMeta{Slots: f.cluster.Ranges(), Migrating: maps.Clone(f.cluster.Migrating),
+		Importing: maps.Clone(f.cluster.Importing), Groups: maps.Clone(f.cluster.Groups)}
+	for k := range f.cluster.Moved {
 		m.Moved = append(m.Moved, []byte(k))
 	}
-	dests := maps.Clone(f.cluster.movingTo)
+	dests := maps.Clone(f.cluster.MovingTo)
 	f.mu.Unlock()
 	slices.SortFunc(m.Moved, bytes.Compare)
 	f.store.MovingKeys(func(key []byte, st engine.State) bool {
@@ -330,34 +175,35 @@ func (f *FSM) snapshotCluster() *clusterMeta {
 // restoreCluster installs the cluster state of a snapshot (m nil: none),
 // after the keyspace was loaded.
 func (f *FSM) restoreCluster(m *clusterMeta) error {
-	cs := newClusterState()
+	cs := cluster.NewState()
 	if m != nil {
 		for _, r := range m.Slots {
 			if r[0] < 0 || r[1] >= hashslot.Count || r[0] > r[1] {
 				return fmt.Errorf("replication: restore snapshot: slot range %d-%d", r[0], r[1])
 			}
 			for s := r[0]; s <= r[1]; s++ {
-				cs.setOwned(s, true)
+				cs.SetOwned(s, true)
 			}
 		}
-		maps.Copy(cs.migrating, m.Migrating)
-		maps.Copy(cs.importing, m.Importing)
-		maps.Copy(cs.groups, m.Groups)
+		maps.Copy(cs.Migrating, m.Migrating)
+		maps.Copy(cs.Importing, m.Importing)
+		maps.Copy(cs.Groups, m.Groups)
 		for _, mv := range m.Moving {
 			st, err := snapshot.DecodeDump(mv.State)
 			if err != nil {
 				return fmt.Errorf("replication: restore snapshot: key in flight: %w", err)
 			}
 			f.store.SetMoving(mv.Key, st)
-			cs.movingTo[string(mv.Key)] = mv.Dest
+			cs.MovingTo[string(mv.Key)] = mv.Dest
 		}
 		for _, k := range m.Moved {
-			cs.moved[string(k)] = struct{}{}
+			cs.Moved[string(k)] = struct{}{}
 		}
 	}
 	f.mu.Lock()
 	f.cluster = cs
-	f.sharded.Store(cs.sharded())
+	f.sharded.Store(cs.Sharded())
+	f.tombstones.Store(int64(len(cs.Moved)))
 	f.mu.Unlock()
 	if f.onCluster != nil {
 		f.onCluster()

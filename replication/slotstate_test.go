@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
@@ -18,43 +19,43 @@ import (
 
 func TestClusterChangeRoundTrip(t *testing.T) {
 	changes := []clusterChange{
-		{action: actAddSlots, ranges: [][2]int{{0, 10}, {16383, 16383}}},
-		{action: actDelSlots, ranges: [][2]int{{5, 5}}},
-		{action: actMigrating, slot: 7, group: "b"},
-		{action: actImporting, slot: 16000, group: "a"},
-		{action: actStable, slot: 7},
-		{action: actOwn, slot: 1},
-		{action: actDisown, slot: 2},
-		{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1", "h:2"}, Resp: []string{"h:3"}}},
-		{action: actList, list: []clusterChange{
-			{action: actDelSlots, ranges: [][2]int{{300, 300}}},
-			{action: actAddSlots, ranges: [][2]int{{300, 300}}},
-			{action: actStable, slot: 300},
+		{Action: actAddSlots, Ranges: [][2]int{{0, 10}, {16383, 16383}}},
+		{Action: actDelSlots, Ranges: [][2]int{{5, 5}}},
+		{Action: actMigrating, Slot: 7, Group: "b"},
+		{Action: actImporting, Slot: 16000, Group: "a"},
+		{Action: actStable, Slot: 7},
+		{Action: actOwn, Slot: 1},
+		{Action: actDisown, Slot: 2},
+		{Action: actMeet, Group: "b", Seeds: peerSeeds{Raft: []string{"h:1", "h:2"}, Resp: []string{"h:3"}}},
+		{Action: actList, List: []clusterChange{
+			{Action: actDelSlots, Ranges: [][2]int{{300, 300}}},
+			{Action: actAddSlots, Ranges: [][2]int{{300, 300}}},
+			{Action: actStable, Slot: 300},
 		}},
 	}
 	for _, c := range changes {
-		got, err := decodeClusterChange(c.encode())
+		got, err := decodeClusterChange(encodeClusterChange(&c))
 		if err != nil {
-			t.Fatalf("action %d: %v", c.action, err)
+			t.Fatalf("action %d: %v", c.Action, err)
 		}
 		if !reflect.DeepEqual(got, c) {
-			t.Errorf("action %d: got %+v, want %+v", c.action, got, c)
+			t.Errorf("action %d: got %+v, want %+v", c.Action, got, c)
 		}
 	}
 	bad := map[string][]byte{
 		"empty":          nil,
 		"unknown action": {99},
-		"slot too large": (&clusterChange{action: actStable, slot: 1}).encode()[:1],
-		"range reversed": {actAddSlots, 1, 9, 3},
-		"trailing":       append((&clusterChange{action: actStable, slot: 1}).encode(), 0),
-		"out of range":   {actStable, 0x80, 0x80, 0x01},
-		"meet, no raft":  (&clusterChange{action: actMeet, group: "b"}).encode(),
-		"bad group name": (&clusterChange{action: actMigrating, slot: 1, group: "b c"}).encode(),
-		"empty group":    (&clusterChange{action: actImporting, slot: 1}).encode(),
-		"nested list": (&clusterChange{action: actList, list: []clusterChange{
-			{action: actList, list: []clusterChange{{action: actStable, slot: 1}}}}}).encode(),
-		"bad change in list": (&clusterChange{action: actList, list: []clusterChange{{action: 99}}}).encode(),
-		"list too long":      {actList, 5, 2, actStable, 1},
+		"slot too large": encodeClusterChange(&clusterChange{Action: actStable, Slot: 1})[:1],
+		"range reversed": {byte(actAddSlots), 1, 9, 3},
+		"trailing":       append(encodeClusterChange(&clusterChange{Action: actStable, Slot: 1}), 0),
+		"out of range":   {byte(actStable), 0x80, 0x80, 0x01},
+		"meet, no raft":  encodeClusterChange(&clusterChange{Action: actMeet, Group: "b"}),
+		"bad group name": encodeClusterChange(&clusterChange{Action: actMigrating, Slot: 1, Group: "b c"}),
+		"empty group":    encodeClusterChange(&clusterChange{Action: actImporting, Slot: 1}),
+		"nested list": encodeClusterChange(&clusterChange{Action: actList, List: []clusterChange{
+			{Action: actList, List: []clusterChange{{Action: actStable, Slot: 1}}}}}),
+		"bad change in list": encodeClusterChange(&clusterChange{Action: actList, List: []clusterChange{{Action: 99}}}),
+		"list too long":      {byte(actList), 5, 2, byte(actStable), 1},
 	}
 	for name, b := range bad {
 		if _, err := decodeClusterChange(b); !errors.Is(err, ErrBadPayload) {
@@ -64,38 +65,38 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 }
 
 func TestClusterStateApply(t *testing.T) {
-	s := newClusterState()
-	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 99}, {200, 200}}}, "a")
-	s.apply(&clusterChange{action: actMigrating, slot: 5, group: "b"}, "a")
-	s.apply(&clusterChange{action: actImporting, slot: 300, group: "b"}, "a")
-	s.apply(&clusterChange{action: actMeet, group: "a", seeds: peerSeeds{Raft: []string{"x:1"}}}, "a") // itself: ignored
-	s.apply(&clusterChange{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"x:2"}}}, "a")
-	if got := s.ranges(); !reflect.DeepEqual(got, [][2]int{{0, 99}, {200, 200}}) || s.nOwned != 101 {
-		t.Fatalf("ranges %v owned %d", got, s.nOwned)
+	s := cluster.NewState()
+	s.Apply(&clusterChange{Action: actAddSlots, Ranges: [][2]int{{0, 99}, {200, 200}}}, "a")
+	s.Apply(&clusterChange{Action: actMigrating, Slot: 5, Group: "b"}, "a")
+	s.Apply(&clusterChange{Action: actImporting, Slot: 300, Group: "b"}, "a")
+	s.Apply(&clusterChange{Action: actMeet, Group: "a", Seeds: peerSeeds{Raft: []string{"x:1"}}}, "a") // itself: ignored
+	s.Apply(&clusterChange{Action: actMeet, Group: "b", Seeds: peerSeeds{Raft: []string{"x:2"}}}, "a")
+	if got := s.Ranges(); !reflect.DeepEqual(got, [][2]int{{0, 99}, {200, 200}}) || s.OwnedCount() != 101 {
+		t.Fatalf("ranges %v owned %d", got, s.OwnedCount())
 	}
-	if s.migrating[5] != "b" || s.importing[300] != "b" || len(s.groups) != 1 {
+	if s.Migrating[5] != "b" || s.Importing[300] != "b" || len(s.Groups) != 1 {
 		t.Fatalf("state %+v", s)
 	}
-	s.apply(&clusterChange{action: actDisown, slot: 5}, "a")
-	s.apply(&clusterChange{action: actOwn, slot: 300}, "a")
-	if s.owns(5) || !s.owns(300) || len(s.migrating) != 0 || len(s.importing) != 0 || s.nOwned != 101 {
-		t.Fatalf("after SETSLOT NODE: %+v owned %d", s, s.nOwned)
+	s.Apply(&clusterChange{Action: actDisown, Slot: 5}, "a")
+	s.Apply(&clusterChange{Action: actOwn, Slot: 300}, "a")
+	if s.Owns(5) || !s.Owns(300) || len(s.Migrating) != 0 || len(s.Importing) != 0 || s.OwnedCount() != 101 {
+		t.Fatalf("after SETSLOT NODE: %+v owned %d", s, s.OwnedCount())
 	}
-	s.apply(&clusterChange{action: actDelSlots, ranges: [][2]int{{0, 99}}}, "a")
-	if s.nOwned != 2 || !s.sharded() || len(s.groups) != 1 {
-		t.Fatalf("after DELSLOTS: owned %d groups %v", s.nOwned, s.groups)
+	s.Apply(&clusterChange{Action: actDelSlots, Ranges: [][2]int{{0, 99}}}, "a")
+	if s.OwnedCount() != 2 || !s.Sharded() || len(s.Groups) != 1 {
+		t.Fatalf("after DELSLOTS: owned %d groups %v", s.OwnedCount(), s.Groups)
 	}
 	// A list applies its changes in order: the slot given away, taken
 	// back, then importing cleared.
-	s.apply(&clusterChange{action: actImporting, slot: 200, group: "b"}, "a")
-	s.apply(&clusterChange{action: actList, list: []clusterChange{
-		{action: actDelSlots, ranges: [][2]int{{200, 200}}},
-		{action: actImporting, slot: 200, group: "b"},
-		{action: actAddSlots, ranges: [][2]int{{200, 200}}},
-		{action: actStable, slot: 200},
+	s.Apply(&clusterChange{Action: actImporting, Slot: 200, Group: "b"}, "a")
+	s.Apply(&clusterChange{Action: actList, List: []clusterChange{
+		{Action: actDelSlots, Ranges: [][2]int{{200, 200}}},
+		{Action: actImporting, Slot: 200, Group: "b"},
+		{Action: actAddSlots, Ranges: [][2]int{{200, 200}}},
+		{Action: actStable, Slot: 200},
 	}}, "a")
-	if !s.owns(200) || len(s.importing) != 0 || s.nOwned != 2 {
-		t.Fatalf("after a list: owns 200 %v, importing %v, owned %d", s.owns(200), s.importing, s.nOwned)
+	if !s.Owns(200) || len(s.Importing) != 0 || s.OwnedCount() != 2 {
+		t.Fatalf("after a list: owns 200 %v, importing %v, owned %d", s.Owns(200), s.Importing, s.OwnedCount())
 	}
 }
 
@@ -130,10 +131,10 @@ func TestSlotCheck(t *testing.T) {
 		}
 		return op
 	}
-	s := newClusterState()
-	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 100}}}, "a")
-	s.apply(&clusterChange{action: actMigrating, slot: 50, group: "b"}, "a")
-	s.apply(&clusterChange{action: actImporting, slot: 200, group: "b"}, "a")
+	s := cluster.NewState()
+	s.Apply(&clusterChange{Action: actAddSlots, Ranges: [][2]int{{0, 100}}}, "a")
+	s.Apply(&clusterChange{Action: actMigrating, Slot: 50, Group: "b"}, "a")
+	s.Apply(&clusterChange{Action: actImporting, Slot: 200, Group: "b"}, "a")
 	owned, foreign, imported := keyOfSlot(t, 10, "o"), keyOfSlot(t, 300, "f"), keyOfSlot(t, 200, "i")
 	here, away, moving := keyOfSlot(t, 50, "h"), keyOfSlot(t, 50, "w"), keyOfSlot(t, 50, "m")
 	var res shards.Result
@@ -167,7 +168,7 @@ func TestSlotCheck(t *testing.T) {
 		{"a move is not checked", shards.Op{Code: shards.OpMoveDone, Keys: [][]byte{foreign}}, nil},
 	}
 	for _, tc := range cases {
-		if err := s.slotCheck(store, &tc.op, now); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+		if err := slotCheck(&s, store, &tc.op, now); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -209,20 +210,20 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	f.group = "a"
 	base := int64(1_700_000_000) * int64(time.Second)
 	entry := func(i uint64, c clusterChange) *raft.Log {
-		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: append(appendEntryHeader(nil, entryCluster, base), c.encode()...)}
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: append(appendEntryHeader(nil, entryCluster, base), encodeClusterChange(&c)...)}
 	}
-	f.Apply(entry(1, clusterChange{action: actAddSlots, ranges: [][2]int{{0, 8191}}}))
+	f.Apply(entry(1, clusterChange{Action: actAddSlots, Ranges: [][2]int{{0, 8191}}}))
 	key := keyOfSlot(t, 3, "k")
 	limit := shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{{Kind: engine.KindGCRA, Burst: 5, Rate: 1, Period: int64(time.Second), Quantity: 1}}}
 	f.Apply(&raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{limit})})
-	f.Apply(entry(3, clusterChange{action: actMigrating, slot: 3, group: "b"}))
-	f.Apply(entry(4, clusterChange{action: actMeet, group: "b", seeds: peerSeeds{Raft: []string{"h:1"}, Resp: []string{"h:2"}}}))
+	f.Apply(entry(3, clusterChange{Action: actMigrating, Slot: 3, Group: "b"}))
+	f.Apply(entry(4, clusterChange{Action: actMeet, Group: "b", Seeds: peerSeeds{Raft: []string{"h:1"}, Resp: []string{"h:2"}}}))
 	out := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}, Dest: "h:9"}
 	f.Apply(&raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{out})})
 	gone := keyOfSlot(t, 3, "g")
 	f.Apply(&raft.Log{Index: 6, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{{Code: shards.OpMoveDone, Keys: [][]byte{gone}}})})
 	want := f.clusterState()
-	wantTo, wantMoved := maps.Clone(f.cluster.movingTo), maps.Clone(f.cluster.moved)
+	wantTo, wantMoved := maps.Clone(f.cluster.MovingTo), maps.Clone(f.cluster.Moved)
 	if wantTo[string(key)] != "h:9" || len(wantMoved) != 1 {
 		t.Fatalf("before the snapshot: movingTo %v, moved %v", wantTo, wantMoved)
 	}
@@ -239,8 +240,8 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	if !reflect.DeepEqual(got, want) || !g.sharded.Load() {
 		t.Fatalf("restored %+v, want %+v", got, want)
 	}
-	if !reflect.DeepEqual(g.cluster.movingTo, wantTo) || !reflect.DeepEqual(g.cluster.moved, wantMoved) {
-		t.Fatalf("restored moves: movingTo %v, moved %v; want %v, %v", g.cluster.movingTo, g.cluster.moved, wantTo, wantMoved)
+	if !reflect.DeepEqual(g.cluster.MovingTo, wantTo) || !reflect.DeepEqual(g.cluster.Moved, wantMoved) {
+		t.Fatalf("restored moves: movingTo %v, moved %v; want %v, %v", g.cluster.MovingTo, g.cluster.Moved, wantTo, wantMoved)
 	}
 	if st, ok := g.store.Moving(key); !ok || !reflect.DeepEqual(st, wantState) {
 		t.Fatalf("key in flight restored as %+v (%v), want %+v", st, ok, wantState)
@@ -260,31 +261,31 @@ func TestTombstones(t *testing.T) {
 	req := engine.Request{Kind: engine.KindGCRA, Burst: 0, Rate: 1, Period: int64(time.Hour), Quantity: 1}
 	key := keyOfSlot(t, 50, "t")
 	limit := shards.Op{Code: shards.OpLimit, Keys: [][]byte{key}, Reqs: []engine.Request{req}}
-	s := newClusterState()
+	s := cluster.NewState()
 	exec := func(op shards.Op) shards.Result {
 		var res shards.Result
-		if err := s.slotCheck(store, &op, now); err != nil {
+		if err := slotCheck(&s, store, &op, now); err != nil {
 			return shards.Result{Err: err}
 		}
 		store.Exec(&op, now, &res)
-		s.noteOp(store, &op, &res)
+		noteOp(&s, store, &op, &res)
 		return res
 	}
-	s.apply(&clusterChange{action: actAddSlots, ranges: [][2]int{{0, 100}}}, "a")
+	s.Apply(&clusterChange{Action: actAddSlots, Ranges: [][2]int{{0, 100}}}, "a")
 	if res := exec(limit); res.Err != nil || res.Results[0].Limited {
 		t.Fatalf("first take: %+v", res)
 	}
 	st, _ := store.Lookup(key, now)
 	moveAway := func() {
 		t.Helper()
-		s.apply(&clusterChange{action: actMigrating, slot: 50, group: "b"}, "a")
+		s.Apply(&clusterChange{Action: actMigrating, Slot: 50, Group: "b"}, "a")
 		exec(shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{key}, Dest: "h:9"})
-		if s.movingTo[string(key)] != "h:9" {
-			t.Fatalf("destination of the key in flight = %q, want h:9", s.movingTo[string(key)])
+		if s.MovingTo[string(key)] != "h:9" {
+			t.Fatalf("destination of the key in flight = %q, want h:9", s.MovingTo[string(key)])
 		}
 		exec(shards.Op{Code: shards.OpMoveDone, Keys: [][]byte{key}})
-		if _, ok := s.moved[string(key)]; !ok || len(s.movingTo) != 0 {
-			t.Fatalf("after the move: moved %v, movingTo %v", s.moved, s.movingTo)
+		if _, ok := s.Moved[string(key)]; !ok || len(s.MovingTo) != 0 {
+			t.Fatalf("after the move: moved %v, movingTo %v", s.Moved, s.MovingTo)
 		}
 	}
 	moveAway()
@@ -294,14 +295,14 @@ func TestTombstones(t *testing.T) {
 		want   error
 	}{
 		{"slot still migrating", nil, ErrAsk},
-		{"SETSLOT STABLE", &clusterChange{action: actStable, slot: 50}, ErrTryAgain},
-		{"DELSLOTS", &clusterChange{action: actDelSlots, ranges: [][2]int{{50, 50}}}, ErrMoved},
-		{"ADDSLOTS", &clusterChange{action: actAddSlots, ranges: [][2]int{{50, 50}}}, ErrTryAgain},
-		{"SETSLOT NODE itself", &clusterChange{action: actOwn, slot: 50}, ErrTryAgain},
+		{"SETSLOT STABLE", &clusterChange{Action: actStable, Slot: 50}, ErrTryAgain},
+		{"DELSLOTS", &clusterChange{Action: actDelSlots, Ranges: [][2]int{{50, 50}}}, ErrMoved},
+		{"ADDSLOTS", &clusterChange{Action: actAddSlots, Ranges: [][2]int{{50, 50}}}, ErrTryAgain},
+		{"SETSLOT NODE itself", &clusterChange{Action: actOwn, Slot: 50}, ErrTryAgain},
 	}
 	for _, st := range steps {
 		if st.change != nil {
-			s.apply(st.change, "a")
+			s.Apply(st.change, "a")
 		}
 		if res := exec(limit); !errors.Is(res.Err, st.want) {
 			t.Errorf("%s: CL.THROTTLE of the moved key = %+v, want %v", st.name, res, st.want)
@@ -316,9 +317,9 @@ func TestTombstones(t *testing.T) {
 	}
 	// Moved again, then the slot is given away: no tombstone is left.
 	moveAway()
-	s.apply(&clusterChange{action: actDisown, slot: 50}, "a")
-	if len(s.moved) != 0 {
-		t.Errorf("tombstones after SETSLOT NODE other: %v", s.moved)
+	s.Apply(&clusterChange{Action: actDisown, Slot: 50}, "a")
+	if len(s.Moved) != 0 {
+		t.Errorf("tombstones after SETSLOT NODE other: %v", s.Moved)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -140,7 +140,7 @@ type Cluster interface {
 	// Routing returns the current routing table: every known group, its
 	// members and slots, and which group serves each slot. It is immutable;
 	// nil only before the node has one (then no slot is served).
-	Routing() *replication.Routing
+	Routing() *cluster.Routing
 	// AddSlots assigns free slots to this node's group (CLUSTER ADDSLOTS).
 	AddSlots(ctx context.Context, slots []int) error
 	// DelSlots makes slots of this node's group unowned (CLUSTER DELSLOTS).
@@ -153,16 +153,20 @@ type Cluster interface {
 	Meet(ctx context.Context, respAddr string) error
 	// SetSlot runs CLUSTER SETSLOT slot action [clusterID]; clusterID is
 	// a member's 40-hex cluster node id ("" for SlotStable).
-	SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error
+	SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error
 	// MoveDest returns the RESP address a key in flight out of this group
 	// was sent to, empty when unknown.
 	MoveDest(key []byte) string
+	// Tombstone reports whether key was moved away from this group while
+	// its slot migrated and has not come back (cluster.State.Moved), as
+	// this node's replica knows it.
+	Tombstone(key []byte) bool
 	// ChangeSlots makes the slot changes of one transaction (its queued
 	// ADDSLOTS, DELSLOTS and SETSLOT) as one change of the group's log:
 	// each is checked against the state as the ones before it leave it;
 	// errs[i] is changes[i]'s refusal (then not applied). A non-nil err is
 	// about the whole call, and errs is then nil.
-	ChangeSlots(ctx context.Context, changes []replication.SlotChange) (errs []error, err error)
+	ChangeSlots(ctx context.Context, changes []cluster.SlotChange) (errs []error, err error)
 }
 
 // RoleInfo is the ROLE reply. A leader answers like a Redis master

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
 )
 
@@ -53,7 +54,7 @@ func (v clusterView) Role() RoleInfo {
 }
 
 // Routing returns the node's routing table.
-func (v clusterView) Routing() *replication.Routing { return v.n.Routing() }
+func (v clusterView) Routing() *cluster.Routing { return v.n.Routing() }
 
 // AddSlots assigns slots to the node's group.
 func (v clusterView) AddSlots(ctx context.Context, slots []int) error {
@@ -72,15 +73,18 @@ func (v clusterView) Failover(ctx context.Context) error { return v.n.Failover(c
 func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Meet(ctx, respAddr) }
 
 // SetSlot changes a slot's migration state or owner.
-func (v clusterView) SetSlot(ctx context.Context, slot int, action replication.SlotAction, clusterID string) error {
+func (v clusterView) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
 // MoveDest returns where a key in flight was sent.
 func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
 
+// Tombstone reports whether key was moved away and has not come back.
+func (v clusterView) Tombstone(key []byte) bool { return v.n.Tombstone(key) }
+
 // ChangeSlots makes a transaction's slot changes as one log entry.
-func (v clusterView) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+func (v clusterView) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
 	return v.n.ChangeSlots(ctx, changes)
 }
 

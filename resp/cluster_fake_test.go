@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
 )
 
@@ -17,18 +18,20 @@ type fakeCluster struct {
 	mu     sync.Mutex
 	self   int
 	selfID string
-	groups []replication.GroupView
+	groups []cluster.GroupView
 	owner  map[int]int // slot → group index
-	r      *replication.Routing
+	r      *cluster.Routing
 	met    []string // addresses CLUSTER MEET named
+	// tombstones are the keys Tombstone reports.
+	tombstones map[string]bool
 	// lists records each ChangeSlots call's changes.
-	lists [][]replication.SlotChange
+	lists [][]cluster.SlotChange
 }
 
 // newFakeCluster returns a fake whose groups are groups (sorted by name),
 // this node being selfID of groups[self]; each group's Slots are taken as
 // its owned slots.
-func newFakeCluster(self int, selfID string, groups []replication.GroupView) *fakeCluster {
+func newFakeCluster(self int, selfID string, groups []cluster.GroupView) *fakeCluster {
 	f := &fakeCluster{self: self, selfID: selfID, groups: groups, owner: map[int]int{}}
 	for g := range groups {
 		for _, rg := range groups[g].Slots {
@@ -60,13 +63,13 @@ func (f *fakeCluster) rebuild() {
 			gs[g].Slots = append(gs[g].Slots, [2]int{s, s})
 		}
 	}
-	f.r = replication.NewRouting(f.self, f.selfID, gs)
+	f.r = cluster.NewRouting(f.self, f.selfID, gs)
 }
 
 func (f *fakeCluster) Role() RoleInfo          { return RoleInfo{Leader: true} }
 func (f *fakeCluster) InfoFields() [][2]string { return [][2]string{{"role", "master"}} }
 
-func (f *fakeCluster) Routing() *replication.Routing {
+func (f *fakeCluster) Routing() *cluster.Routing {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.r
@@ -77,7 +80,7 @@ func (f *fakeCluster) AddSlots(_ context.Context, slots []int) error {
 	defer f.mu.Unlock()
 	for _, s := range slots {
 		if _, ok := f.owner[s]; ok {
-			return &replication.SlotError{Slot: s, Err: replication.ErrSlotBusy}
+			return &cluster.SlotError{Slot: s, Err: cluster.ErrSlotBusy}
 		}
 	}
 	for _, s := range slots {
@@ -92,7 +95,7 @@ func (f *fakeCluster) DelSlots(_ context.Context, slots []int) error {
 	defer f.mu.Unlock()
 	for _, s := range slots {
 		if g, ok := f.owner[s]; !ok || g != f.self {
-			return &replication.SlotError{Slot: s, Err: replication.ErrSlotUnassigned}
+			return &cluster.SlotError{Slot: s, Err: cluster.ErrSlotUnassigned}
 		}
 	}
 	for _, s := range slots {
@@ -111,17 +114,23 @@ func (f *fakeCluster) Meet(_ context.Context, addr string) error {
 
 func (f *fakeCluster) MoveDest([]byte) string { return "" }
 
+func (f *fakeCluster) Tombstone(key []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tombstones[string(key)]
+}
+
 // Failover answers as a replication group's leader does: the fake is
 // always its group's leader.
 func (f *fakeCluster) Failover(context.Context) error { return replication.ErrAlreadyLeader }
 
-func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.SlotAction, id string) error {
+func (f *fakeCluster) SetSlot(_ context.Context, slot int, action cluster.SlotAction, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	g := -1
-	if action != replication.SlotStable {
+	if action != cluster.SlotStable {
 		if g = f.r.NodeGroup(id); g < 0 {
-			return replication.ErrUnknownClusterNode
+			return cluster.ErrUnknownNode
 		}
 	}
 	self := &f.groups[f.self]
@@ -132,18 +141,18 @@ func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.Sl
 		(*m)[slot] = f.groups[g].Name
 	}
 	switch action {
-	case replication.SlotImporting:
+	case cluster.SlotImporting:
 		set(&self.Importing)
-	case replication.SlotMigrating:
+	case cluster.SlotMigrating:
 		if f.owner[slot] != f.self {
-			return &replication.SlotError{Slot: slot, Err: replication.ErrSlotNotOwned}
+			return &cluster.SlotError{Slot: slot, Err: cluster.ErrSlotNotOwned}
 		}
 		set(&self.Migrating)
-	case replication.SlotNode:
+	case cluster.SlotNode:
 		f.owner[slot] = g
 		delete(self.Importing, slot)
 		delete(self.Migrating, slot)
-	case replication.SlotStable:
+	case cluster.SlotStable:
 		delete(self.Importing, slot)
 		delete(self.Migrating, slot)
 	}
@@ -154,18 +163,18 @@ func (f *fakeCluster) SetSlot(_ context.Context, slot int, action replication.Sl
 // ChangeSlots applies the changes in order as the single-change methods
 // do (the group's one-entry version is tested in replication and test/),
 // recording the call.
-func (f *fakeCluster) ChangeSlots(ctx context.Context, changes []replication.SlotChange) ([]error, error) {
+func (f *fakeCluster) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
 	f.mu.Lock()
 	f.lists = append(f.lists, slices.Clone(changes))
 	f.mu.Unlock()
 	errs := make([]error, len(changes))
 	for i, c := range changes {
 		switch c.Kind {
-		case replication.SlotAdd:
+		case cluster.SlotAdd:
 			errs[i] = f.AddSlots(ctx, c.Slots)
-		case replication.SlotDel:
+		case cluster.SlotDel:
 			errs[i] = f.DelSlots(ctx, c.Slots)
-		case replication.SlotSet:
+		case cluster.SlotSet:
 			errs[i] = f.SetSlot(ctx, c.Slot, c.Action, c.NodeID)
 		}
 	}
@@ -174,9 +183,9 @@ func (f *fakeCluster) ChangeSlots(ctx context.Context, changes []replication.Slo
 
 // member returns a GroupMember of group on loopback port port (raft port
 // port+10000).
-func member(group, id string, port int, leader bool) replication.GroupMember {
-	return replication.GroupMember{
-		ID: id, ClusterID: replication.ClusterNodeID(group, id), Leader: leader,
+func member(group, id string, port int, leader bool) cluster.GroupMember {
+	return cluster.GroupMember{
+		ID: id, ClusterID: cluster.NodeID(group, id), Leader: leader,
 		RespAddr: "127.0.0.1:" + strconv.Itoa(port), RaftAddr: "127.0.0.1:" + strconv.Itoa(port+10000),
 	}
 }

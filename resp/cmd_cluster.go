@@ -3,16 +3,15 @@ package resp
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/respclient"
-	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -21,7 +20,7 @@ import (
 // voters the replicas. A group that owns no slot and knows no other group
 // (an unsharded routing) answers as one shard owning slots 0–16383, so that
 // cluster-aware clients find the leader by themselves. Every view is
-// computed from one replication.Routing, an immutable table. A standalone
+// computed from one cluster.Routing, an immutable table (its views as data: Shards, SlotRanges, Summary). A standalone
 // server answers every CLUSTER subcommand, READONLY, READWRITE and ASKING
 // as a Redis server without cluster support does.
 
@@ -33,21 +32,21 @@ var errFailoverOption = &textError{"ERR FORCE and TAKEOVER are not needed: a gro
 // clusterRouting returns the node's routing table, or errClusterDisabled
 // on a standalone server. Before the node has a table, an unsharded one of
 // a single group without members stands in (no slot is served).
-func clusterRouting(c *Conn) (Cluster, *replication.Routing, error) {
+func clusterRouting(c *Conn) (Cluster, *cluster.Routing, error) {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil, nil, errClusterDisabled
 	}
 	r := cl.Routing()
 	if r == nil {
-		r = replication.NewRouting(0, "", []replication.GroupView{{}})
+		r = cluster.NewRouting(0, "", []cluster.GroupView{{}})
 	}
 	return cl, r, nil
 }
 
 // clusterHandler wraps a CLUSTER subcommand's handler: on a standalone
 // server it answers errClusterDisabled instead.
-func clusterHandler(h func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error) func(c *Conn, args [][]byte) error {
+func clusterHandler(h func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error) func(c *Conn, args [][]byte) error {
 	return func(c *Conn, args [][]byte) error {
 		cl, r, err := clusterRouting(c)
 		if err != nil {
@@ -55,46 +54,6 @@ func clusterHandler(h func(c *Conn, cl Cluster, r *replication.Routing, args [][
 		}
 		return h(c, cl, r, args)
 	}
-}
-
-// groupRanges returns the slot ranges group g serves as the CLUSTER views
-// report them: none while it has no known leader; all 16384 for this
-// node's group when the routing is unsharded.
-func groupRanges(r *replication.Routing, g int) [][2]int {
-	if _, ok := r.Groups[g].Leader(); !ok {
-		return nil
-	}
-	return r.Ranges(g)
-}
-
-// hostPorts splits a member's RESP and raft addresses into the host, port
-// and bus port CLUSTER reports (0 for a port that does not parse).
-func hostPorts(m *replication.GroupMember) (host string, port, bus int) {
-	host, port = splitHostPort(m.RespAddr)
-	_, bus = splitHostPort(m.RaftAddr)
-	return host, port, bus
-}
-
-// groupHealthy reports whether group g serves its slots: a leader is
-// known and (for another group) its last answer is recent.
-func groupHealthy(r *replication.Routing, g int) bool {
-	_, ok := r.Groups[g].Leader()
-	return ok && r.Groups[g].Reachable
-}
-
-// groupNodeID returns the cluster node id that stands for group g: its
-// leader's when known, else its first member's ("" when it has none). The
-// migration marks of CLUSTER NODES name it.
-func groupNodeID(r *replication.Routing, g int) string {
-	if g < 0 || g >= len(r.Groups) || len(r.Groups[g].Members) == 0 {
-		return ""
-	}
-	return r.Groups[g].Members[0].ClusterID
-}
-
-// myID returns this node's cluster node id.
-func myID(r *replication.Routing) string {
-	return replication.ClusterNodeID(r.Groups[r.Self].Name, r.SelfID)
 }
 
 // parseSlot parses a slot number; anything but an integer in [0, 16384)
@@ -216,11 +175,11 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-// appendSlotMarks appends group g's slot ranges, then its migrating
+// appendSlotMarks appends a shard's slot ranges, then its migrating
 // ("[slot->-<target-id>]") and importing ("[slot-<-<source-id>]") slots, as
 // Redis prints them in CLUSTER NODES.
-func appendSlotMarks(b []byte, r *replication.Routing, g int) []byte {
-	for _, rg := range groupRanges(r, g) {
+func appendSlotMarks(b []byte, sh *cluster.Shard) []byte {
+	for _, rg := range sh.Slots {
 		b = append(b, ' ')
 		b = strconv.AppendInt(b, int64(rg[0]), 10)
 		if rg[1] != rg[0] {
@@ -228,47 +187,43 @@ func appendSlotMarks(b []byte, r *replication.Routing, g int) []byte {
 			b = strconv.AppendInt(b, int64(rg[1]), 10)
 		}
 	}
-	gv := &r.Groups[g]
-	mark := func(m map[int]string, arrow string) {
-		for _, s := range slices.Sorted(maps.Keys(m)) {
+	mark := func(ms []cluster.SlotMark, arrow string) {
+		for _, m := range ms {
 			b = append(b, " ["...)
-			b = strconv.AppendInt(b, int64(s), 10)
+			b = strconv.AppendInt(b, int64(m.Slot), 10)
 			b = append(b, arrow...)
-			b = append(b, groupNodeID(r, r.Group(m[s]))...)
+			b = append(b, m.NodeID...)
 			b = append(b, ']')
 		}
 	}
-	mark(gv.Migrating, "->-")
-	mark(gv.Importing, "-<-")
+	mark(sh.Migrating, "->-")
+	mark(sh.Importing, "-<-")
 	return b
 }
 
-// appendNodeLine appends the CLUSTER NODES line of member i of group g.
-func appendNodeLine(b []byte, r *replication.Routing, g, i int) []byte {
-	gv := &r.Groups[g]
-	m := &gv.Members[i]
-	host, port, bus := hostPorts(m)
-	b = append(b, m.ClusterID...)
+// appendNodeLine appends the CLUSTER NODES line of node i of shard sh.
+func appendNodeLine(b []byte, sh *cluster.Shard, i int) []byte {
+	n := &sh.Nodes[i]
+	b = append(b, n.ID...)
 	b = append(b, ' ')
-	b = append(b, host...)
+	b = append(b, n.Host...)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(port), 10)
+	b = strconv.AppendInt(b, int64(n.Port), 10)
 	b = append(b, '@')
-	b = strconv.AppendInt(b, int64(bus), 10)
+	b = strconv.AppendInt(b, int64(n.Bus), 10)
 	b = append(b, ' ')
-	if g == r.Self && m.ID == r.SelfID {
+	if n.Myself {
 		b = append(b, "myself,"...)
 	}
-	leader, hasLeader := gv.Leader()
 	master := "-"
-	if i == 0 || !hasLeader {
+	if n.Master {
 		b = append(b, "master"...)
 	} else {
 		b = append(b, "slave"...)
-		master = leader.ClusterID
+		master = n.MasterID
 	}
 	link := " connected"
-	if g != r.Self && !gv.Reachable {
+	if !sh.Linked {
 		// redis-cli --cluster skips failed nodes instead of connecting.
 		b = append(b, ",fail"...)
 		link = " disconnected"
@@ -276,91 +231,70 @@ func appendNodeLine(b []byte, r *replication.Routing, g, i int) []byte {
 	b = append(b, ' ')
 	b = append(b, master...)
 	b = append(b, " 0 0 "...)
-	b = strconv.AppendUint(b, gv.Term, 10)
+	b = strconv.AppendUint(b, sh.Epoch, 10)
 	b = append(b, link...)
-	if i == 0 && hasLeader {
-		b = appendSlotMarks(b, r, g)
+	if i == 0 && sh.Leader {
+		b = appendSlotMarks(b, sh)
 	}
 	return append(b, '\n')
 }
 
-// writeSlotsNode writes one node of a CLUSTER SLOTS range: ip, port, id and
-// an empty networking-metadata map, as Redis 7 does.
-func writeSlotsNode(c *Conn, m *replication.GroupMember) {
-	host, port, _ := hostPorts(m)
-	c.WriteArray(4)
-	c.WriteBulkString(host)
-	c.WriteInt(int64(port))
-	c.WriteBulkString(m.ClusterID)
-	c.WriteMap(0)
-}
-
-// slotRange is one range of CLUSTER SLOTS: slots lo..hi of group g.
-type slotRange struct{ lo, hi, g int }
-
-// servedRanges lists every served slot range, by first slot.
-func servedRanges(r *replication.Routing) []slotRange {
-	var out []slotRange
-	for g := range r.Groups {
-		for _, rg := range groupRanges(r, g) {
-			out = append(out, slotRange{rg[0], rg[1], g})
-		}
-	}
-	slices.SortFunc(out, func(a, b slotRange) int { return a.lo - b.lo })
-	return out
-}
-
-// writeClusterSlots answers CLUSTER SLOTS.
-func writeClusterSlots(c *Conn, r *replication.Routing) {
-	rs := servedRanges(r)
+// writeClusterSlots answers CLUSTER SLOTS: each served range with its
+// group's nodes, each an array of ip, port, id and an empty
+// networking-metadata map, as Redis 7 does.
+func writeClusterSlots(c *Conn, r *cluster.Routing) {
+	rs := r.SlotRanges()
+	shards := r.Shards()
 	c.WriteArray(len(rs))
 	for _, rg := range rs {
-		ms := r.Groups[rg.g].Members
-		c.WriteArray(2 + len(ms))
-		c.WriteInt(int64(rg.lo))
-		c.WriteInt(int64(rg.hi))
-		for i := range ms {
-			writeSlotsNode(c, &ms[i])
+		ns := shards[rg.Group].Nodes
+		c.WriteArray(2 + len(ns))
+		c.WriteInt(int64(rg.First))
+		c.WriteInt(int64(rg.Last))
+		for i := range ns {
+			c.WriteArray(4)
+			c.WriteBulkString(ns[i].Host)
+			c.WriteInt(int64(ns[i].Port))
+			c.WriteBulkString(ns[i].ID)
+			c.WriteMap(0)
 		}
 	}
 }
 
 // writeClusterShards answers CLUSTER SHARDS: one entry per group.
-func writeClusterShards(c *Conn, r *replication.Routing) {
-	c.WriteArray(len(r.Groups))
-	for g := range r.Groups {
-		gv := &r.Groups[g]
-		rs := groupRanges(r, g)
+func writeClusterShards(c *Conn, r *cluster.Routing) {
+	shards := r.Shards()
+	c.WriteArray(len(shards))
+	for g := range shards {
+		sh := &shards[g]
 		c.WriteMap(2)
 		c.WriteBulkString("slots")
-		c.WriteArray(2 * len(rs))
-		for _, rg := range rs {
+		c.WriteArray(2 * len(sh.Slots))
+		for _, rg := range sh.Slots {
 			c.WriteInt(int64(rg[0]))
 			c.WriteInt(int64(rg[1]))
 		}
 		c.WriteBulkString("nodes")
-		c.WriteArray(len(gv.Members))
-		_, hasLeader := gv.Leader()
+		c.WriteArray(len(sh.Nodes))
 		health := "online"
-		if !groupHealthy(r, g) {
+		if !sh.Healthy {
 			health = "failed"
 		}
-		for i := range gv.Members {
-			m := &gv.Members[i]
-			host, port, _ := hostPorts(m)
+		for i := range sh.Nodes {
+			n := &sh.Nodes[i]
 			role := "replica"
-			if i == 0 || !hasLeader {
+			if n.Master {
 				role = "master"
 			}
 			c.WriteMap(7)
 			c.WriteBulkString("id")
-			c.WriteBulkString(m.ClusterID)
+			c.WriteBulkString(n.ID)
 			c.WriteBulkString("port")
-			c.WriteInt(int64(port))
+			c.WriteInt(int64(n.Port))
 			c.WriteBulkString("ip")
-			c.WriteBulkString(host)
+			c.WriteBulkString(n.Host)
 			c.WriteBulkString("endpoint")
-			c.WriteBulkString(host)
+			c.WriteBulkString(n.Host)
 			c.WriteBulkString("role")
 			c.WriteBulkString(role)
 			c.WriteBulkString("replication-offset")
@@ -372,63 +306,42 @@ func writeClusterShards(c *Conn, r *replication.Routing) {
 }
 
 // clusterInfo returns the CLUSTER INFO text.
-func clusterInfo(r *replication.Routing) []byte {
-	var assigned, ok int64
-	owning := make([]bool, len(r.Groups))
-	for s := range clusterSlots {
-		g := r.Owner(s)
-		if g < 0 || g >= len(r.Groups) {
-			continue
-		}
-		assigned++
-		owning[g] = true
-		if groupHealthy(r, g) {
-			ok++
-		}
-	}
-	var size, known int64
-	var epoch uint64
-	for g := range r.Groups {
-		if owning[g] {
-			size++
-		}
-		known += int64(len(r.Groups[g].Members))
-		epoch = max(epoch, r.Groups[g].Term)
-	}
+func clusterInfo(r *cluster.Routing) []byte {
+	s := r.Summary()
 	state := "fail"
-	if ok == clusterSlots {
+	if s.OK == clusterSlots {
 		state = "ok"
 	}
 	b := field(nil, "cluster_state", state)
-	b = fieldInt(b, "cluster_slots_assigned", assigned)
-	b = fieldInt(b, "cluster_slots_ok", ok)
+	b = fieldInt(b, "cluster_slots_assigned", int64(s.Assigned))
+	b = fieldInt(b, "cluster_slots_ok", int64(s.OK))
 	b = fieldInt(b, "cluster_slots_pfail", 0)
-	b = fieldInt(b, "cluster_slots_fail", assigned-ok)
-	b = fieldInt(b, "cluster_known_nodes", known)
-	b = fieldInt(b, "cluster_size", size)
-	b = field(b, "cluster_current_epoch", strconv.FormatUint(epoch, 10))
-	b = field(b, "cluster_my_epoch", strconv.FormatUint(r.Groups[r.Self].Term, 10))
+	b = fieldInt(b, "cluster_slots_fail", int64(s.Assigned-s.OK))
+	b = fieldInt(b, "cluster_known_nodes", int64(s.KnownNodes))
+	b = fieldInt(b, "cluster_size", int64(s.Size))
+	b = field(b, "cluster_current_epoch", strconv.FormatUint(s.CurrentEpoch, 10))
+	b = field(b, "cluster_my_epoch", strconv.FormatUint(s.MyEpoch, 10))
 	b = fieldInt(b, "cluster_stats_messages_sent", 0)
 	b = fieldInt(b, "cluster_stats_messages_received", 0)
 	return fieldInt(b, "total_cluster_links_buffer_limit_exceeded", 0)
 }
 
 // setSlotAction parses SETSLOT's action and node id (args after the slot).
-func setSlotAction(args [][]byte) (replication.SlotAction, string, error) {
+func setSlotAction(args [][]byte) (cluster.SlotAction, string, error) {
 	bad := &textError{"ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"}
-	var a replication.SlotAction
+	var a cluster.SlotAction
 	switch strings.ToLower(string(args[0])) {
 	case "importing":
-		a = replication.SlotImporting
+		a = cluster.SlotImporting
 	case "migrating":
-		a = replication.SlotMigrating
+		a = cluster.SlotMigrating
 	case "node":
-		a = replication.SlotNode
+		a = cluster.SlotNode
 	case "stable":
 		if len(args) != 1 {
 			return 0, "", bad
 		}
-		return replication.SlotStable, "", nil
+		return cluster.SlotStable, "", nil
 	default:
 		return 0, "", bad
 	}
@@ -454,22 +367,22 @@ func meetAddr(args [][]byte) (string, error) {
 }
 
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
-func parseSetSlot(args [][]byte) (replication.SlotChange, error) {
+func parseSetSlot(args [][]byte) (cluster.SlotChange, error) {
 	slot, err := parseSlotArg(args[2])
 	if err != nil {
-		return replication.SlotChange{}, err
+		return cluster.SlotChange{}, err
 	}
 	action, id, err := setSlotAction(args[3:])
 	if err != nil {
-		return replication.SlotChange{}, err
+		return cluster.SlotChange{}, err
 	}
-	return replication.SlotChange{Kind: replication.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
+	return cluster.SlotChange{Kind: cluster.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
 }
 
 // unknownNode returns err, made an unknownNodeError naming id when it is
-// replication.ErrUnknownClusterNode (Redis's reply names the id).
+// cluster.ErrUnknownNode (Redis's reply names the id).
 func unknownNode(err error, id string) error {
-	if errors.Is(err, replication.ErrUnknownClusterNode) {
+	if errors.Is(err, cluster.ErrUnknownNode) {
 		return &unknownNodeError{id}
 	}
 	return err
@@ -508,7 +421,7 @@ func clusterCommand() *Command {
 				Name: "slots", Arity: 2, Flags: FlagFast, Summary: "Returns the slot ranges and the nodes serving them.", Complexity: "O(N) where N is the number of slot ranges",
 				Reply: "Array with one entry per contiguous slot range of each group with a known leader, `[start, end, leader, replicas...]`, by start slot; each node an array of IP (bulk string), port (integer), node id (bulk string) " +
 					"and an empty map of networking metadata, as Redis 7 answers. Ranges of a group without a known leader are left out.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					writeClusterSlots(c, r)
 					return nil
 				}),
@@ -518,7 +431,7 @@ func clusterCommand() *Command {
 				Reply: "Array of one map (a flat array in RESP2) per group with `slots` (array of integers: start and end of each range; empty while the group has no known leader) and `nodes`: " +
 					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (0) and `health` " +
 					"(`online`, or `failed` while the group has no known leader or has not answered recently), as Redis 7 answers.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					writeClusterShards(c, r)
 					return nil
 				}),
@@ -528,11 +441,12 @@ func clusterCommand() *Command {
 				Reply: "Bulk string, one line per member of every group in Redis 7's format: `<id> <ip:port@cport> <flags> <master-id|-> 0 0 <config-epoch> <link-state> [slots...]`, " +
 					"where cport is the node's raft port, flags are `master` or `slave` (prefixed `myself,` on this node; `,fail` with link state `disconnected` for another group that has not answered recently), " +
 					"the config epoch is the group's raft term, and the leader's line lists the group's slot ranges, then `[slot->-<target-id>]` for each slot migrating out and `[slot-<-<source-id>]` for each slot importing, as Redis prints them.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					var b []byte
-					for g := range r.Groups {
-						for i := range r.Groups[g].Members {
-							b = appendNodeLine(b, r, g, i)
+					shards := r.Shards()
+					for g := range shards {
+						for i := range shards[g].Nodes {
+							b = appendNodeLine(b, &shards[g], i)
 						}
 					}
 					c.WriteBulk(b)
@@ -544,7 +458,7 @@ func clusterCommand() *Command {
 				Args:   []Arg{{Name: "node-id", Type: "string"}},
 				Reply:  "Array of bulk strings: the `CLUSTER NODES` lines of the followers of the group whose leader is node-id.",
 				Errors: []string{"`ERR Unknown node <node-id>` for an id no known group has.", "`ERR The specified node is not a master` for a node that is not its group's leader."},
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) error {
 					return writeReplicas(c, r, string(args[2]))
 				}),
 			}),
@@ -553,7 +467,7 @@ func clusterCommand() *Command {
 				Args:   []Arg{{Name: "node-id", Type: "string"}},
 				Reply:  "As `CLUSTER REPLICAS`.",
 				Errors: []string{"`ERR Unknown node <node-id>` for an id no known group has.", "`ERR The specified node is not a master` for a node that is not its group's leader."},
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) error {
 					return writeReplicas(c, r, string(args[2]))
 				}),
 			}),
@@ -563,7 +477,7 @@ func clusterCommand() *Command {
 					"`cluster_slots_assigned` (slots some group owns), `cluster_slots_ok` (of those, owned by such a healthy group), `cluster_slots_pfail` (0), `cluster_slots_fail` (assigned but not ok), " +
 					"`cluster_known_nodes` (members of every known group), `cluster_size` (groups owning at least one slot), " +
 					"`cluster_current_epoch` (the highest raft term of the known groups) and `cluster_my_epoch` (this group's raft term), and zero message counters.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					c.WriteBulk(clusterInfo(r))
 					return nil
 				}),
@@ -572,7 +486,7 @@ func clusterCommand() *Command {
 				Name: "bumpepoch", Arity: 2, Flags: FlagAdmin, Summary: "Answers this group's config epoch, which is never bumped by hand.", Complexity: "O(1)",
 				Reply: "Simple string `STILL <epoch>`: the config epoch is the group's raft term, which raft itself raises at every election, so there is nothing to bump " +
 					"(Redis answers `BUMPED <epoch>` when it raised its epoch). `redis-cli --cluster fix` sends it inside the transaction that gives a slot an owner.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
 					return nil
 				}),
@@ -580,8 +494,8 @@ func clusterCommand() *Command {
 			sub(&Command{
 				Name: "myid", Arity: 2, Flags: FlagFast, Summary: "Returns this node's cluster node id.", Complexity: "O(1)",
 				Reply: "Bulk string: 40 lowercase hex digits, the SHA-1 of `<group>/<node-id>`.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, r *replication.Routing, _ [][]byte) error {
-					c.WriteBulkString(myID(r))
+				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
+					c.WriteBulkString(r.MyID())
 					return nil
 				}),
 			}),
@@ -589,7 +503,7 @@ func clusterCommand() *Command {
 				Name: "keyslot", Arity: 3, Flags: FlagFast, Summary: "Returns the hash slot of a key.", Complexity: "O(N) where N is the number of bytes in the key",
 				Args:  []Arg{{Name: "key", Type: "string"}},
 				Reply: "Integer in [0, 16383]: CRC16-XMODEM of the key, or of its hash tag (the bytes between the first `{` and the first `}` after it, when there is at least one), modulo 16384, as Redis computes it.",
-				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
 					c.WriteInt(int64(keySlot(args[2])))
 					return nil
 				}),
@@ -600,7 +514,7 @@ func clusterCommand() *Command {
 				Args:       []Arg{{Name: "slot", Type: "integer"}},
 				Reply:      "Integer: the number of keys of the slot live at the read instant, keys being moved out by `MIGRATE` included (keys created or deleted during the scan may or may not be counted).",
 				Errors:     []string{"`ERR Invalid slot` for a slot outside [0, 16383]."},
-				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
 					slot, err := parseSlot(args[2], "ERR Invalid slot")
 					if err != nil {
 						return err
@@ -619,7 +533,7 @@ func clusterCommand() *Command {
 				Args:       []Arg{{Name: "slot", Type: "integer"}, {Name: "count", Type: "integer"}},
 				Reply:      "Array of bulk strings: at most count keys of the slot, keys being moved out by `MIGRATE` included, in no particular order.",
 				Errors:     []string{"`ERR Invalid slot or number of keys` for a slot outside [0, 16383] or a negative count."},
-				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
 					const msg = "ERR Invalid slot or number of keys"
 					slot, err := parseSlot(args[2], msg)
 					if err != nil {
@@ -662,7 +576,7 @@ func clusterCommand() *Command {
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
 						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
-				Handler: clusterHandler(func(c *Conn, cl Cluster, r *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
 					slot, err := parseSlotArg(args[2])
 					if err != nil {
 						return err
@@ -692,7 +606,7 @@ func clusterCommand() *Command {
 					"`ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself` for either option (Redis uses them to fail over without the master; a Raft group does that on its own).",
 					"`ERR this node is not a voter yet …` on a node that joined and is not yet promoted.",
 					"`CLUSTERDOWN …` when no leader answers, or the hand-over did not complete within twice the no-leader timeout (the group then keeps or elects a leader as usual)."},
-				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
 					if len(args) == 3 {
 						if o := strings.ToLower(string(args[2])); o != "force" && o != "takeover" {
 							return engine.ErrSyntax
@@ -714,7 +628,7 @@ func clusterCommand() *Command {
 				Errors: []string{"`ERR Invalid base port specified: <port>` or `ERR Invalid bus port specified: <port>` for a port that is not an integer in [0, 65535].",
 					"`ERR that node belongs to this group` when the address is a node of this very group.",
 					"`CLUSTERDOWN …` when this group has no leader within the no-leader timeout, and an error naming the cause when the other node cannot be reached."},
-				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
 					addr, err := meetAddr(args[2:])
 					if err != nil {
 						return err
@@ -741,7 +655,7 @@ func clusterCommand() *Command {
 					"`ERR …` in Redis's wording when the change does not apply (for example `MIGRATING` of a slot this group does not own: `ERR I'm not the owner of hash slot <slot>`).",
 					"`ERR Can't assign hashslot <slot> to a different node while I still hold keys for this hash slot.` for `NODE` naming another group while keys of the slot (or keys in flight) are still here (found by a scan of the keyspace); nothing changes."},
 				slotChange: parseSetSlot,
-				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, args [][]byte) error {
+				Handler: clusterHandler(func(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
 					sc, err := parseSetSlot(args)
 					if err != nil {
 						return err
@@ -779,24 +693,24 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 	if ranged {
 		arity = -4
 	}
-	kind := replication.SlotDel
+	kind := cluster.SlotDel
 	notes := []string{"A slot another group owns is left alone and counts as done (`OK`): as in Redis, where `DELSLOTS` on a node that does not serve the slot succeeds, " +
 		"which `redis-cli --cluster fix` relies on; another group's slots are not this group's to unassign."}
 	if strings.HasPrefix(name, "add") {
-		kind = replication.SlotAdd
+		kind = cluster.SlotAdd
 		notes = nil
 	}
 	return &Command{
-		slotChange: func(a [][]byte) (replication.SlotChange, error) {
+		slotChange: func(a [][]byte) (cluster.SlotChange, error) {
 			slots, err := parse(a[2:])
-			return replication.SlotChange{Kind: kind, Slots: slots}, err
+			return cluster.SlotChange{Kind: kind, Slots: slots}, err
 		},
 		Name: name, Arity: arity, Flags: FlagAdmin, Summary: summary, Complexity: "O(N) where N is the number of slots",
 		Args:   args,
 		Reply:  "Simple string `OK` once the change is committed in this group's log; the other groups see it at their next look at this one (within 2 s).",
 		Errors: errs,
 		Notes:  notes,
-		Handler: clusterHandler(func(c *Conn, cl Cluster, _ *replication.Routing, a [][]byte) error {
+		Handler: clusterHandler(func(c *Conn, cl Cluster, _ *cluster.Routing, a [][]byte) error {
 			slots, err := parse(a[2:])
 			if err != nil {
 				return err
@@ -812,18 +726,18 @@ func slotsCommand(name, summary string, ranged bool, errs []string, apply func(c
 
 // writeReplicas answers CLUSTER REPLICAS id: the followers of id's group,
 // when id is its leader.
-func writeReplicas(c *Conn, r *replication.Routing, id string) error {
+func writeReplicas(c *Conn, r *cluster.Routing, id string) error {
 	g := r.NodeGroup(id)
 	if g < 0 {
 		return &textError{"ERR Unknown node " + id}
 	}
-	gv := &r.Groups[g]
-	if l, ok := gv.Leader(); !ok || l.ClusterID != id {
+	sh := r.Shards()[g]
+	if !sh.Leader || sh.Nodes[0].ID != id {
 		return &textError{"ERR The specified node is not a master"}
 	}
-	c.WriteArray(len(gv.Members) - 1)
-	for i := 1; i < len(gv.Members); i++ {
-		line := appendNodeLine(nil, r, g, i)
+	c.WriteArray(len(sh.Nodes) - 1)
+	for i := 1; i < len(sh.Nodes); i++ {
+		line := appendNodeLine(nil, &sh, i)
 		c.WriteBulk(line[:len(line)-1])
 	}
 	return nil
@@ -864,7 +778,7 @@ func clusterConnCommands() []*Command {
 // group go back into its keyspace (shards.OpMoveAbort), when each was sent
 // to no member of a known group, or when force. It holds the server's
 // MIGRATE lock, so that it never races a MIGRATE of this node.
-func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force bool) error {
+func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
 	c.srv.migrateMu.Lock()
 	defer c.srv.migrateMu.Unlock()
 	if _, err := c.readNow(); err != nil {
@@ -929,7 +843,7 @@ func (c *Conn) abortMove(cl Cluster, r *replication.Routing, slot int, force boo
 // flight included) and shows no group importing it (CLUSTER NODES). A
 // RESTORE of the slot's key arriving there late is then refused by its
 // log (not importing). Any doubt (a member that does not answer) is false.
-func (c *Conn) groupLacksSlot(r *replication.Routing, g, slot int) bool {
+func (c *Conn) groupLacksSlot(r *cluster.Routing, g, slot int) bool {
 	gv := &r.Groups[g]
 	if r.Owner(slot) == g || len(gv.Members) == 0 {
 		return false

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/cellserver/cellserver/replication"
 )
 
 // A standalone server has no cluster support, as Redis without
@@ -40,12 +39,12 @@ func TestClusterStandalone(t *testing.T) {
 
 func TestClusterOneShard(t *testing.T) {
 	// One group, no slot, no other group: an unsharded routing.
-	fc := newFakeCluster(0, "n2", []replication.GroupView{{Name: "g", Term: 7, Reachable: true, Members: []replication.GroupMember{
+	fc := newFakeCluster(0, "n2", []cluster.GroupView{{Name: "g", Term: 7, Reachable: true, Members: []cluster.GroupMember{
 		member("g", "n1", 7001, true), member("g", "n2", 7002, false), member("g", "n3", 7003, false),
 	}}})
 	ts := startServer(t, func(c *Config) { c.Cluster = fc })
 	ctx := context.Background()
-	id := func(s string) string { return replication.ClusterNodeID("g", s) }
+	id := func(s string) string { return cluster.NodeID("g", s) }
 	for _, proto := range []int{2, 3} {
 		c := ts.client(t, proto, "")
 		slots, err := c.ClusterSlots(ctx).Result()
@@ -150,21 +149,21 @@ func TestClusterOneShard(t *testing.T) {
 // migrating slot 100 to b; b owns 8192-16383 (and shows slot 100
 // importing); c has no leader and has not answered.
 func twoGroups() *fakeCluster {
-	return newFakeCluster(0, "a2", []replication.GroupView{
+	return newFakeCluster(0, "a2", []cluster.GroupView{
 		{Name: "a", Term: 3, Reachable: true, Slots: [][2]int{{0, 8191}}, Migrating: map[int]string{100: "b"},
-			Members: []replication.GroupMember{member("a", "a1", 7001, true), member("a", "a2", 7002, false)}},
+			Members: []cluster.GroupMember{member("a", "a1", 7001, true), member("a", "a2", 7002, false)}},
 		{Name: "b", Term: 5, Reachable: true, Slots: [][2]int{{8192, 16383}}, Importing: map[int]string{100: "a"},
-			Members: []replication.GroupMember{member("b", "b1", 7011, true), member("b", "b2", 7012, false)}},
-		{Name: "c", Term: 1, Members: []replication.GroupMember{member("c", "c1", 7021, false)}},
+			Members: []cluster.GroupMember{member("b", "b1", 7011, true), member("b", "b2", 7012, false)}},
+		{Name: "c", Term: 1, Members: []cluster.GroupMember{member("c", "c1", 7021, false)}},
 	})
 }
 
 func TestClusterGroupsViews(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.Cluster = twoGroups() })
 	ctx := context.Background()
-	a1, a2 := replication.ClusterNodeID("a", "a1"), replication.ClusterNodeID("a", "a2")
-	b1, b2 := replication.ClusterNodeID("b", "b1"), replication.ClusterNodeID("b", "b2")
-	c1 := replication.ClusterNodeID("c", "c1")
+	a1, a2 := cluster.NodeID("a", "a1"), cluster.NodeID("a", "a2")
+	b1, b2 := cluster.NodeID("b", "b1"), cluster.NodeID("b", "b2")
+	c1 := cluster.NodeID("c", "c1")
 	wantNodes := a1 + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-8191 [100->-" + b1 + "]\n" +
 		a2 + " 127.0.0.1:7002@17002 myself,slave " + a1 + " 0 0 3 connected\n" +
 		b1 + " 127.0.0.1:7011@17011 master - 0 0 5 connected 8192-16383 [100-<-" + a1 + "]\n" +
@@ -238,7 +237,7 @@ func TestClusterSlotCommands(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.Cluster = fc })
 	ctx := context.Background()
 	c := ts.client(t, 2, "")
-	b1 := replication.ClusterNodeID("b", "b1")
+	b1 := cluster.NodeID("b", "b1")
 	for _, tc := range []struct {
 		args []any
 		want string // "OK" or the error
@@ -258,7 +257,7 @@ func TestClusterSlotCommands(t *testing.T) {
 		{[]any{"CLUSTER", "ADDSLOTS", 99}, "OK"},
 		{[]any{"CLUSTER", "INFO"}, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"},
 		{[]any{"CLUSTER", "DELSLOTS", 7, 8}, "OK"},
-		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "]\n"},
+		{[]any{"CLUSTER", "NODES"}, cluster.NodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "]\n"},
 		{[]any{"CLUSTER", "MEET", "127.0.0.1", 7100}, "OK"},
 		{[]any{"CLUSTER", "MEET", "127.0.0.1", 7100, 17100}, "OK"},
 		{[]any{"CLUSTER", "MEET", "127.0.0.1", "x"}, "ERR Invalid base port specified: x"},
@@ -271,10 +270,10 @@ func TestClusterSlotCommands(t *testing.T) {
 		{[]any{"CLUSTER", "SETSLOT", 200, "STABLE", b1}, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
 		{[]any{"CLUSTER", "SETSLOT", 200, "NODE"}, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
 		{[]any{"CLUSTER", "SETSLOT", 16384, "STABLE"}, "ERR Invalid or out of range slot"},
-		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "] [200->-" + b1 + "]\n"},
+		{[]any{"CLUSTER", "NODES"}, cluster.NodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-8191 [100->-" + b1 + "] [200->-" + b1 + "]\n"},
 		{[]any{"CLUSTER", "SETSLOT", 200, "STABLE"}, "OK"},
 		{[]any{"CLUSTER", "SETSLOT", 200, "NODE", b1}, "OK"},
-		{[]any{"CLUSTER", "NODES"}, replication.ClusterNodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-199 201-8191 [100->-" + b1 + "]\n"},
+		{[]any{"CLUSTER", "NODES"}, cluster.NodeID("a", "a1") + " 127.0.0.1:7001@17001 master - 0 0 3 connected 0-6 9-199 201-8191 [100->-" + b1 + "]\n"},
 	} {
 		v, err := c.Do(ctx, tc.args...).Result()
 		got := fmt.Sprint(v)

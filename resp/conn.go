@@ -48,6 +48,7 @@ type Conn struct {
 	slots []slot
 	tmp   []byte
 	keys  [][]byte // a command's keys, for the cluster routing check
+	wkeys wireKeys // the keyspace as the cluster routing check reads it
 
 	// asking is set by ASKING and cleared by the next command (route.go);
 	// cmdAsking is whether the command running now follows ASKING.

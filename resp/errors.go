@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
@@ -54,9 +55,6 @@ var (
 
 // Errors of cluster routing (route.go), worded in appendErrorText.
 var (
-	// errCrossSlot is returned for a command whose keys hash to several
-	// slots not all served by this node's group.
-	errCrossSlot = errors.New("keys in request don't hash to the same slot")
 	// errSlotNotServed is returned for a command on a slot no group owns,
 	// or whose owner has no known member.
 	errSlotNotServed = errors.New("hash slot not served")
@@ -113,10 +111,10 @@ var sentinelReplies = []struct {
 	err  error
 	text string
 }{
-	{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
+	{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
 	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
 	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
-	{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+	{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 	{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
 	{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
@@ -133,7 +131,7 @@ var sentinelReplies = []struct {
 	{replication.ErrBadPayload, "ERR invalid replication payload"},
 	{replication.ErrUnknownNode, "ERR no such cluster member"},
 	{replication.ErrIDInUse, "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"},
-	{replication.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
+	{cluster.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 	{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
 	{engine.ErrSyntax, "ERR syntax error"},
 	{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
@@ -170,17 +168,17 @@ var sentinelReplies = []struct {
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 }
 
-// slotRefusals word a *replication.SlotError by the sentinel it wraps, in
+// slotRefusals word a *cluster.SlotError by the sentinel it wraps, in
 // Redis's words: the slot's number goes between before and after.
 var slotRefusals = []struct {
 	err           error
 	before, after string
 }{
-	{replication.ErrSlotBusy, "ERR Slot ", " is already busy"},
-	{replication.ErrSlotUnassigned, "ERR Slot ", " is already unassigned"},
-	{replication.ErrSlotNotOwned, "ERR I'm not the owner of hash slot ", ""},
-	{replication.ErrSlotOwned, "ERR I'm already the owner of hash slot ", ""},
-	{replication.ErrSlotHasKeys, "ERR Can't assign hashslot ", " to a different node while I still hold keys for this hash slot."},
+	{cluster.ErrSlotBusy, "ERR Slot ", " is already busy"},
+	{cluster.ErrSlotUnassigned, "ERR Slot ", " is already unassigned"},
+	{cluster.ErrSlotNotOwned, "ERR I'm not the owner of hash slot ", ""},
+	{cluster.ErrSlotOwned, "ERR I'm already the owner of hash slot ", ""},
+	{cluster.ErrSlotHasKeys, "ERR Can't assign hashslot ", " to a different node while I still hold keys for this hash slot."},
 }
 
 // appendErrorText appends the reply text of err (without the leading '-').
@@ -208,7 +206,7 @@ func appendErrorText(b []byte, err error) []byte {
 		gone   *replication.RemovedError
 		redir  *redirectError
 		node   *unknownNodeError
-		slotE  *replication.SlotError
+		slotE  *cluster.SlotError
 	)
 	switch {
 	case errors.As(err, &remote):

@@ -3,7 +3,7 @@ package resp
 import (
 	"errors"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -13,12 +13,14 @@ import (
 // has a Cluster and its Routing is sharded; standalone servers and
 // unsharded groups pay one nil check per command.
 //
-// The wire layer decides from Routing what it can know before the command
-// runs: the owner of each slot, CROSSSLOT, and ASKING for an importing
-// slot. Writes of a slot migrating out are decided by the group's state
-// machine at apply time (a key still here runs; none here: ErrAsk; some
-// here: ErrTryAgain), so every replica decides alike; the results come back
-// in shards.Result.Err and are worded by redirect.
+// The rule is cluster.Check, the same the group's state machine applies:
+// the wire runs it before the command, in Read mode for a handler that
+// reads the keyspace (everything decided here, from this node's keyspace
+// and Routing) and in Route mode for a write (only what the log cannot
+// know: other groups' slots, CROSSSLOT, ASKING). The state machine decides
+// a write's keys at apply time (Apply mode), so every replica decides
+// alike; its verdicts come back in shards.Result.Err and are worded by
+// redirect.
 
 // commandKeys appends to dst the keys of a call of cmd: by its
 // MovableKeys when it has one, otherwise by its key positions (FirstKey,
@@ -42,54 +44,83 @@ func commandKeys(dst [][]byte, cmd *Command, args [][]byte) [][]byte {
 }
 
 // route checks that this node's group serves the keys of a call of cmd
-// under routing r (sharded). asking is whether the connection sent ASKING
-// just before. It returns whether the command runs as an ASKING one (its
-// slot is being imported here), or the redirection or refusal to answer.
-// read is true for commands that read the keyspace in their handler: on a
-// slot migrating out, a key not here is answered with ASK (TRYAGAIN when
-// some keys are here and some not, or a key is in flight).
-func (c *Conn) route(r *replication.Routing, cmd *Command, args [][]byte, asking, read bool) (bool, error) {
+// under routing r (sharded), with the cluster's one slot rule
+// (cluster.Check) in mode: Read for commands that read the keyspace in
+// their handler (decided here, keys included), Route for the others (the
+// group's log decides the keys of its own slots). asking is whether the
+// connection sent ASKING just before. It returns whether the command runs
+// as an ASKING one (its slot is being imported here), or the redirection
+// or refusal to answer.
+func (c *Conn) route(r *cluster.Routing, cmd *Command, args [][]byte, asking bool, mode cluster.Mode) (bool, error) {
 	c.keys = commandKeys(c.keys[:0], cmd, args)
 	defer clear(c.keys)
 	if len(c.keys) == 0 {
 		return false, nil
 	}
-	slot, cross, mine := -1, false, true
-	for _, k := range c.keys {
-		s := keySlot(k)
-		if slot < 0 {
-			slot = s
-		} else if s != slot {
-			cross = true
-		}
-		if r.Owner(s) != r.Self {
-			mine = false
-		}
+	q := cluster.Query{Keys: c.keys, Mode: mode, Asking: asking, Open: cmd.OpenSlot}
+	return c.check(r, &q)
+}
+
+// check runs cluster.Check on q under r, reading this node's keyspace at
+// the read instant (fetched only when a key's presence matters), and
+// words the verdict: whether the command runs as an ASKING one, or the
+// error to answer.
+func (c *Conn) check(r *cluster.Routing, q *cluster.Query) (bool, error) {
+	c.wkeys = wireKeys{c: c}
+	v := cluster.Check(r, &c.wkeys, q)
+	if err := c.wkeys.err; err != nil {
+		return false, err
 	}
-	switch {
-	case cmd.OpenSlot && !cross && (r.ImportingFrom(slot) >= 0 || r.MigratingTo(slot) >= 0):
-		return false, nil
-	case mine && read:
-		return false, c.readMigrating(r, c.keys, cross)
-	case mine:
-		return false, nil
-	case cross:
-		return false, errCrossSlot
-	case asking && (r.ImportingFrom(slot) >= 0 || cmd.Prepare != nil):
-		// A write op after ASKING goes on to the group's log even when this
-		// node does not know the slot is imported (a follower that has
-		// not applied IMPORTING yet): the state machine decides, from the
-		// group's state, at apply time (ErrMoved when it is not).
-		return true, nil
+	return v.Kind == cluster.ServeAsking, verdictErr(r, v)
+}
+
+// wireKeys is cluster.Keys over this node's keyspace at the connection's
+// read instant and the group's tombstones.
+type wireKeys struct {
+	c   *Conn
+	err error // of the read instant: the verdict is void
+}
+
+func (k *wireKeys) Here(key []byte) bool {
+	now, err := k.c.readNow()
+	if err != nil {
+		k.err = err
+		return true
 	}
-	return false, moved(r, slot)
+	return k.c.srv.backend.Store().Exists([][]byte{key}, now) > 0
+}
+
+func (k *wireKeys) InFlight(key []byte) bool {
+	_, ok := k.c.srv.backend.Store().Moving(key)
+	return ok
+}
+
+func (k *wireKeys) Moved(key []byte) bool { return k.c.srv.cfg.Cluster.Tombstone(key) }
+
+// verdictErr words a verdict of cluster.Check: MOVED and ASK name the
+// address Routing gives for the slot's group (TRYAGAIN for an ASK whose
+// target has no known member); nil when served.
+func verdictErr(r *cluster.Routing, v cluster.Verdict) error {
+	switch v.Kind {
+	case cluster.InFlight:
+		return shards.ErrMoving
+	case cluster.Moved, cluster.Unassigned:
+		return moved(r, v.Slot)
+	case cluster.Ask:
+		addr := r.RedirectAddr(r.MigratingTo(v.Slot))
+		if addr == "" {
+			return cluster.ErrTryAgain
+		}
+		return &redirectError{ask: true, slot: v.Slot, addr: addr}
+	}
+	return v.Err()
 }
 
 // moved returns the MOVED redirection of slot to its owner's leader (its
 // first member while no leader is known); errSlotNotServed when no group
 // owns it, or errSlotNotKnown while a known group has not answered yet
 // and may own it.
-func moved(r *replication.Routing, slot int) error {
+func moved(r *cluster.Routing, slot int) error {
 	addr := r.RedirectAddr(r.Owner(slot))
 	if addr != "" {
 		return &redirectError{slot: slot, addr: addr}
@@ -102,45 +133,6 @@ func moved(r *replication.Routing, slot int) error {
 	return errSlotNotServed
 }
 
-// readMigrating decides a read of keys, all of slots this group owns, when
-// some of them migrate out: keys all absent here go to the target (ASK,
-// for a single slot), keys split between here and there, or in flight,
-// must wait (TRYAGAIN).
-func (c *Conn) readMigrating(r *replication.Routing, keys [][]byte, cross bool) error {
-	slot := -1
-	for _, k := range keys {
-		if s := keySlot(k); r.MigratingTo(s) >= 0 {
-			slot = s
-			break
-		}
-	}
-	if slot < 0 {
-		return nil
-	}
-	now, err := c.readNow()
-	if err != nil {
-		return err
-	}
-	store := c.srv.backend.Store()
-	present := store.Exists(keys, now)
-	for _, k := range keys {
-		if _, ok := store.Moving(k); ok {
-			return shards.ErrMoving
-		}
-	}
-	switch {
-	case present == int64(len(keys)):
-		return nil
-	case present > 0 || cross:
-		return replication.ErrTryAgain
-	}
-	addr := r.RedirectAddr(r.MigratingTo(slot))
-	if addr == "" {
-		return replication.ErrTryAgain
-	}
-	return &redirectError{ask: true, slot: slot, addr: addr}
-}
-
 // redirect words an op's failure from the state machine: ErrMoved and
 // ErrAsk become MOVED and ASK redirections naming the slot of the first
 // key concerned and the group Routing says serves it; other errors are
@@ -150,8 +142,8 @@ func (c *Conn) redirect(err error, keys [][]byte) error {
 	if cl == nil || len(keys) == 0 {
 		return err
 	}
-	ask := errors.Is(err, replication.ErrAsk)
-	if !ask && !errors.Is(err, replication.ErrMoved) {
+	ask := errors.Is(err, cluster.ErrAsk)
+	if !ask && !errors.Is(err, cluster.ErrMoved) {
 		return err
 	}
 	r := cl.Routing()
@@ -166,19 +158,15 @@ func (c *Conn) redirect(err error, keys [][]byte) error {
 			break
 		}
 	}
-	if !ask {
-		if r.Owner(slot) == r.Self {
-			// The group gave the slot away and this routing table does
-			// not show it yet: the client retries shortly.
-			return replication.ErrTryAgain
-		}
-		return moved(r, slot)
+	if ask {
+		return verdictErr(r, cluster.Verdict{Kind: cluster.Ask, Slot: slot})
 	}
-	addr := r.RedirectAddr(r.MigratingTo(slot))
-	if addr == "" {
-		return replication.ErrTryAgain
+	if r.Owner(slot) == r.Self {
+		// The group gave the slot away and this routing table does not
+		// show it yet: the client retries shortly.
+		return cluster.ErrTryAgain
 	}
-	return &redirectError{ask: true, slot: slot, addr: addr}
+	return verdictErr(r, cluster.Verdict{Kind: cluster.Moved, Slot: slot})
 }
 
 // routeCommand runs the routing check of a command about to run; op is
@@ -199,8 +187,11 @@ func (c *Conn) routeCluster(cmd *Command, args [][]byte, asking bool, op *shards
 	if r == nil || !r.Sharded {
 		return nil
 	}
-	read := op == nil && cmd.Flags&FlagReadonly != 0
-	ok, err := c.route(r, cmd, args, asking, read)
+	mode := cluster.Route
+	if op == nil && cmd.Flags&FlagReadonly != 0 {
+		mode = cluster.Read
+	}
+	ok, err := c.route(r, cmd, args, asking, mode)
 	if op != nil {
 		op.Asking = ok
 	}

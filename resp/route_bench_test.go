@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -13,12 +13,12 @@ import (
 // unsharded group, and in a sharded cluster where this group owns the key
 // — and does it allocate?
 func BenchmarkRoute(b *testing.B) {
-	sharded := newFakeCluster(0, "a1", []replication.GroupView{
-		{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
-		{Name: "b", Reachable: true, Members: []replication.GroupMember{member("b", "b1", 7011, true)}},
+	sharded := newFakeCluster(0, "a1", []cluster.GroupView{
+		{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Members: []cluster.GroupMember{member("a", "a1", 7001, true)}},
+		{Name: "b", Reachable: true, Members: []cluster.GroupMember{member("b", "b1", 7011, true)}},
 	})
-	unsharded := newFakeCluster(0, "a1", []replication.GroupView{
-		{Name: "a", Reachable: true, Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
+	unsharded := newFakeCluster(0, "a1", []cluster.GroupView{
+		{Name: "a", Reachable: true, Members: []cluster.GroupMember{member("a", "a1", 7001, true)}},
 	})
 	for _, bc := range []struct {
 		name string

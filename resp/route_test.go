@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -100,10 +101,12 @@ func TestClusterRouting(t *testing.T) {
 	imp := keyOfSlot(t, 9000)
 	mig := keyOfSlot(t, 100)
 	errs := map[string]error{
-		"{" + mig + "}ask": replication.ErrAsk, "{" + mine + "}lag": replication.ErrMoved, "{" + imp + "}gone": replication.ErrMoved,
-		"{" + mine + "}split": replication.ErrTryAgain, "{" + mine + "}moving": shards.ErrMoving,
-		"{" + mine + "}busy": shards.ErrBusyKey, "{" + theirs + "}notimp": replication.ErrMoved,
+		"{" + mig + "}ask": cluster.ErrAsk, "{" + mine + "}lag": cluster.ErrMoved, "{" + imp + "}gone": cluster.ErrMoved,
+		"{" + mine + "}split": cluster.ErrTryAgain, "{" + mine + "}moving": shards.ErrMoving,
+		"{" + mine + "}busy": shards.ErrBusyKey, "{" + theirs + "}notimp": cluster.ErrMoved,
 	}
+	tomb := "{" + mine + "}tomb" // moved away; its slot is stable again
+	fc.tombstones = map[string]bool{tomb: true}
 	ts, be := startRouted(t, fc, errs)
 	throttle := func(k string) string { return cmd("CL.THROTTLE", k, "5", "10", "60") }
 	for _, tc := range []struct {
@@ -140,6 +143,8 @@ func TestClusterRouting(t *testing.T) {
 		{"fsm moving", throttle("{" + mine + "}moving"), []string{"-TRYAGAIN Key is being migrated, retry"}},
 		{"fsm busy", throttle("{" + mine + "}busy"), []string{"-BUSYKEY Target key name already exists."}},
 		{"keyless", cmd("DBSIZE"), []string{":"}},
+		// A key moved away is never read here as a fresh key.
+		{"read tombstone", cmd("EXISTS", tomb), []string{"-TRYAGAIN Multiple keys request during rehashing of slot"}},
 	} {
 		rc := ts.raw(t)
 		rc.send(t, tc.in)
@@ -160,7 +165,7 @@ func TestClusterRouting(t *testing.T) {
 // An unsharded group and a standalone server route nothing: every key is
 // served, ASKING or not.
 func TestRoutingUnsharded(t *testing.T) {
-	fc := newFakeCluster(0, "n1", []replication.GroupView{{Name: "g", Reachable: true, Members: []replication.GroupMember{member("g", "n1", 7001, true)}}})
+	fc := newFakeCluster(0, "n1", []cluster.GroupView{{Name: "g", Reachable: true, Members: []cluster.GroupMember{member("g", "n1", 7001, true)}}})
 	if fc.Routing().Sharded {
 		t.Fatal("one group without slots: Sharded = true, want false")
 	}
@@ -221,18 +226,18 @@ func TestClusterErrorTexts(t *testing.T) {
 	}{
 		{&redirectError{slot: 12182, addr: "10.0.0.1:7000"}, "MOVED 12182 10.0.0.1:7000"},
 		{&redirectError{ask: true, slot: 1, addr: "[::1]:7000"}, "ASK 1 [::1]:7000"},
-		{errCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
+		{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
 		{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
-		{replication.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+		{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 		{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 		{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
-		{&replication.SlotError{Slot: 3, Err: replication.ErrSlotBusy}, "ERR Slot 3 is already busy"},
-		{fmt.Errorf("forward: %w", &replication.SlotError{Slot: 7, Err: replication.ErrSlotUnassigned}), "ERR Slot 7 is already unassigned"},
-		{&replication.SlotError{Slot: 9, Err: replication.ErrSlotNotOwned}, "ERR I'm not the owner of hash slot 9"},
-		{&replication.SlotError{Slot: 9, Err: replication.ErrSlotOwned}, "ERR I'm already the owner of hash slot 9"},
-		{&replication.SlotError{Slot: 12, Err: replication.ErrSlotHasKeys}, "ERR Can't assign hashslot 12 to a different node while I still hold keys for this hash slot."},
+		{&cluster.SlotError{Slot: 3, Err: cluster.ErrSlotBusy}, "ERR Slot 3 is already busy"},
+		{fmt.Errorf("forward: %w", &cluster.SlotError{Slot: 7, Err: cluster.ErrSlotUnassigned}), "ERR Slot 7 is already unassigned"},
+		{&cluster.SlotError{Slot: 9, Err: cluster.ErrSlotNotOwned}, "ERR I'm not the owner of hash slot 9"},
+		{&cluster.SlotError{Slot: 9, Err: cluster.ErrSlotOwned}, "ERR I'm already the owner of hash slot 9"},
+		{&cluster.SlotError{Slot: 12, Err: cluster.ErrSlotHasKeys}, "ERR Can't assign hashslot 12 to a different node while I still hold keys for this hash slot."},
 		{&unknownNodeError{"abc"}, "ERR I don't know about node abc"},
-		{replication.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
+		{cluster.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 		{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
 		{replication.ErrOtherGroup, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"},
 	} {
@@ -257,7 +262,7 @@ func TestRoutingGroupNotHeardFrom(t *testing.T) {
 		t.Errorf("every group heard from: %q, want %q", got, want)
 	}
 
-	fc.groups = append(fc.groups, replication.GroupView{Name: "d"}) // met, no answer yet
+	fc.groups = append(fc.groups, cluster.GroupView{Name: "d"}) // met, no answer yet
 	fc.rebuild()
 	rc.send(t, unowned)
 	if got, want := rc.firstLine(t), "-CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"; got != want {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -143,7 +143,7 @@ type Command struct {
 	// slotChange, set on the CLUSTER subcommands that change slots,
 	// parses a call into the change it makes, so that a transaction's
 	// slot changes are one Cluster.ChangeSlots call (tx.go).
-	slotChange func(args [][]byte) (replication.SlotChange, error)
+	slotChange func(args [][]byte) (cluster.SlotChange, error)
 
 	fullName string // "client|setname": the name errors and stats use
 	index    int    // position in the per-connection statistics

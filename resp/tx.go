@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 )
 
 // Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. See DESIGN.md
@@ -157,8 +157,8 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 
 // queueRoute is the cluster check of a command being queued, on its own
 // keys (as Redis Cluster checks each queued command): CROSSSLOT, or MOVED
-// for a slot this group does not serve. Migrating slots are decided when
-// the command runs.
+// for a slot this group does not serve (cluster.Check in Queue mode).
+// Migrating slots are decided at EXEC.
 func (c *Conn) queueRoute(cmd *Command, args [][]byte, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
@@ -170,31 +170,16 @@ func (c *Conn) queueRoute(cmd *Command, args [][]byte, asking bool) error {
 	}
 	c.keys = commandKeys(c.keys[:0], cmd, args)
 	defer clear(c.keys)
-	return slotServed(r, c.keys, asking)
-}
-
-// slotServed checks that keys share a slot that this node's group serves
-// under routing r (or imports, when asking): CROSSSLOT or MOVED otherwise.
-func slotServed(r *replication.Routing, keys [][]byte, asking bool) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	slot := keySlot(keys[0])
-	for _, k := range keys[1:] {
-		if keySlot(k) != slot {
-			return errCrossSlot
-		}
-	}
-	if r.Owner(slot) == r.Self || asking && r.ImportingFrom(slot) >= 0 {
-		return nil
-	}
-	return moved(r, slot)
+	_, err := c.check(r, &cluster.Query{Keys: c.keys, Mode: cluster.Queue, Asking: asking, OneSlot: true})
+	return err
 }
 
 // execRoute is the cluster check of a whole transaction at EXEC: every key
 // of every queued command in one slot that this group serves (Redis
 // Cluster answers EXEC itself with CROSSSLOT, MOVED, ASK or TRYAGAIN, and
-// discards the transaction).
+// discards the transaction), decided by cluster.Check in Read mode. A
+// MIGRATE between this check and the write is still caught, per op, by
+// the group's state machine.
 func (c *Conn) execRoute(q []queued, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
@@ -210,17 +195,8 @@ func (c *Conn) execRoute(q []queued, asking bool) error {
 		c.keys = commandKeys(c.keys, q[i].cmd, q[i].args)
 		asking = asking || q[i].asking
 	}
-	if err := slotServed(r, c.keys, asking); err != nil || len(c.keys) == 0 {
-		return err
-	}
-	if r.Owner(keySlot(c.keys[0])) != r.Self {
-		return nil // imported, after ASKING
-	}
-	// A slot migrating out: all keys here run, all gone is ASK, some of
-	// each (or in flight) TRYAGAIN, as Redis Cluster answers EXEC. A
-	// MIGRATE between this check and the write is still caught, per op,
-	// by the group's state machine.
-	return c.readMigrating(r, c.keys, false)
+	_, err := c.check(r, &cluster.Query{Keys: c.keys, Mode: cluster.Read, Asking: asking, OneSlot: true})
+	return err
 }
 
 // execTx runs the queued commands of the transaction and answers their
@@ -312,7 +288,7 @@ func (c *Conn) execTx(asking bool) error {
 // call, and returns each one's answer by its position in q (nil: done).
 func (c *Conn) execSlots(q []queued) map[int]error {
 	out := map[int]error{}
-	var changes []replication.SlotChange
+	var changes []cluster.SlotChange
 	var pos []int
 	for i := range q {
 		if q[i].cmd.slotChange == nil {
@@ -336,7 +312,7 @@ func (c *Conn) execSlots(q []queued) map[int]error {
 			out[i] = err
 		case errs[k] != nil:
 			e := errs[k]
-			if changes[k].Kind == replication.SlotSet {
+			if changes[k].Kind == cluster.SlotSet {
 				e = unknownNode(e, changes[k].NodeID)
 			}
 			out[i] = e

@@ -1,0 +1,13 @@
+// Package cluster is the Redis Cluster model of cellserver, without raft
+// and without sockets: what a group's replicated slot state is (State and
+// the Changes that make it), which group serves each slot as a node sees
+// the cluster (Routing), the one slot rule that decides whether a command's
+// keys are served here or elsewhere (Check), which slot changes are
+// allowed (CheckChange), and the CLUSTER views as data.
+//
+// The replication package keeps State in each group's log and decides every
+// keyed op at apply time with Check; the wire layer (resp) decides, with
+// the same Check over its Routing and keyspace, what it can before a
+// command runs, and words the verdicts (MOVED, ASK, TRYAGAIN, CROSSSLOT).
+// Nothing here is worded for the wire. See DESIGN.md.
+package cluster

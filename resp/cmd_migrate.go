@@ -150,6 +150,11 @@ type movedKey struct {
 	// err is why a key not restored was not: the target's refusal, or the
 	// failure that left its outcome unknown.
 	err error
+	// retry: the target answered that it could not tell (leadership
+	// changed, no leader), or could not be reached (nothing was sent).
+	// Unlike a reply that never came, neither leaves a RESTORE that may
+	// still land later, so the key may be sent again at once.
+	retry bool
 }
 
 // restoreOn dials the target at addr (internal/respclient: every reply
@@ -167,6 +172,7 @@ func (c *Conn) restoreOn(addr string, m *migrateArgs, timeout time.Duration, key
 		for i := range keys {
 			if !keys[i].restored && keys[i].err == nil {
 				keys[i].err = err
+				keys[i].retry = err == errMigrateConnect
 			}
 		}
 	}
@@ -251,6 +257,7 @@ func (c *Conn) exchange(addr string, m *migrateArgs, timeout time.Duration, keys
 			// outcome a group without a leader cannot tell: those keys
 			// stay in flight, like a lost reply.
 			keys[i].unknown = strings.HasPrefix(v.Str, "TRYAGAIN") || strings.HasPrefix(v.Str, "CLUSTERDOWN")
+			keys[i].retry = keys[i].unknown
 			keys[i].err = targetError(v.Str)
 			if first == nil {
 				first = targetError(v.Str)
@@ -264,29 +271,32 @@ func (c *Conn) exchange(addr string, m *migrateArgs, timeout time.Duration, keys
 	return first
 }
 
-// resend sends the keys of unknown outcome, or not sent because the target
-// could not be reached, that went to a member of the group their slot
-// moves to (home) again, without REPLACE, for up to one more timeout: to
-// the same member first, and after an I/O failure (a member stopped, gone
-// or cut off) to the group's next member. A member
-// that is no longer the leader forwards the RESTORE, with its ASKING, to
-// the one that is, so a leader change in the target group during MIGRATE
-// costs a retry, not an abandoned move. A resent key that had landed
-// answers BUSYKEY (done), one that had not is restored now; one still of
-// unknown outcome when the time is up stays in flight.
+// resend sends the keys that went to a member of the group their slot
+// moves to (home) and may be sent again at once (retry: the member answered
+// that leadership changed or that the group has no leader, or could not
+// be reached) again, without REPLACE, for up to one more timeout: to the
+// same member after an answer (no longer the leader, it forwards the
+// RESTORE, with its ASKING, to the one that is), to the group's next
+// member after a failure to connect. So a leader change in the target
+// group during MIGRATE costs a retry, not an abandoned move. A resent key
+// that had landed answers BUSYKEY (done), one that had not is restored
+// now. A key whose reply did not come in time is not sent again here (its
+// RESTORE may still be waiting at a stopped member, and every copy sent
+// is one more that may land later): it stays in flight, and the next
+// MIGRATE naming it completes the move.
 func (c *Conn) resend(m *migrateArgs, keys []movedKey, last error) {
 	var addrs []string
 	deadline := time.Now().Add(m.timeout)
 	pause := 50 * time.Millisecond
 	at := 0
-	if migrateIOFailed(last) {
-		at = 1 // the first attempt went to m.addr
+	if last == errMigrateConnect {
+		at = 1 // the first attempt could not reach m.addr
 	}
 	var idx []int
 	for {
 		idx = idx[:0]
 		for i := range keys {
-			if keys[i].home && (keys[i].unknown || keys[i].err == errMigrateConnect) {
+			if keys[i].home && keys[i].retry && !keys[i].restored {
 				idx = append(idx, i)
 			}
 		}
@@ -310,22 +320,20 @@ func (c *Conn) resend(m *migrateArgs, keys []movedKey, last error) {
 		again := make([]movedKey, len(idx))
 		for j, i := range idx {
 			again[j] = keys[i]
-			again[j].replace, again[j].unknown, again[j].err = false, false, nil
+			again[j].replace, again[j].err, again[j].retry = false, nil, false
 		}
 		err := c.restoreOn(addrs[at], m, min(m.timeout, left), again)
 		for j, i := range idx {
+			// A key whose earlier RESTORE may have landed is never put
+			// back, whatever this attempt says (the slot may have been
+			// closed meanwhile).
+			again[j].unknown = again[j].unknown || (keys[i].unknown && !again[j].restored)
 			keys[i] = again[j]
 		}
-		if migrateIOFailed(err) {
+		if err == errMigrateConnect {
 			at = (at + 1) % len(addrs)
 		}
 	}
-}
-
-// migrateIOFailed reports whether err is a failure to reach the target or
-// to exchange with it (rather than its answer).
-func migrateIOFailed(err error) bool {
-	return err == errMigrateConnect || err == errMigrateWrite || err == errMigrateRead
 }
 
 // pauseFor waits d; false when the server is shutting down.

@@ -434,12 +434,25 @@ func scriptedTarget(t *testing.T, replies []string) (int, func() []string) {
 	}
 }
 
-// MIGRATE to a member of the group importing the slot: a RESTORE whose
-// outcome is unknown (the member answered that leadership changed, or
-// nothing within the timeout) is sent again, without REPLACE, to the same
-// member or, after an I/O failure, to the group's next one, within one
-// more timeout; BUSYKEY then means the first one landed. A refusal is not
-// retried. MIGRATE's reply says where the key is.
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return p
+}
+
+// MIGRATE to a member of the group importing the slot: a RESTORE the member
+// answered with "could not tell" (leadership changed, no leader) is sent
+// again, without REPLACE, to the same member, and keys that could not be
+// sent (the member refuses connections) go to the group's next member,
+// within one more timeout; BUSYKEY then means the first one landed. A
+// refusal is not retried, nor is a RESTORE whose reply never came (it may
+// still land). MIGRATE's reply says where the key is.
 func TestMigrateResendsWithinImportingGroup(t *testing.T) {
 	const (
 		ok       = "+OK\r\n+OK\r\n" // ASKING, RESTORE
@@ -450,14 +463,15 @@ func TestMigrateResendsWithinImportingGroup(t *testing.T) {
 	)
 	tests := []struct {
 		name            string
-		first, second   []string // the replies of b's two members, per connection
+		first, second   []string // the replies of b's two members, per connection (nil: refuses connections)
 		wantErr         string   // prefix of MIGRATE's error ("": OK)
 		inFlight, here  bool
 		firstN, secondN int // connections each member got (-1: at least 2)
 	}{
 		{"leadership lost then ok", []string{tryagain, ok}, []string{ok}, "", false, false, 2, 0},
 		{"leadership lost then busykey", []string{tryagain, busy}, []string{ok}, "", false, false, 2, 0},
-		{"silent then the next member", []string{silent}, []string{ok}, "", false, false, 1, 1},
+		{"unreachable then the next member", nil, []string{ok}, "", false, false, 0, 1},
+		{"silent", []string{silent}, []string{ok}, "IOERR error or timeout reading to target instance; 1 key(s) are in flight", true, false, 1, 0},
 		{"refused", []string{refuse}, []string{ok}, "ERR Target instance replied with error: ERR no such thing", false, true, 1, 0},
 		{"leadership lost throughout", []string{tryagain}, []string{ok}, "ERR Target instance replied with error: TRYAGAIN Leadership changed", true, false, -1, 0},
 	}
@@ -465,7 +479,10 @@ func TestMigrateResendsWithinImportingGroup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "{resend}k"
 			slot := keySlot([]byte(key))
-			p1, got1 := scriptedTarget(t, tt.first)
+			p1, got1 := closedPort(t), func() []string { return nil }
+			if tt.first != nil {
+				p1, got1 = scriptedTarget(t, tt.first)
+			}
 			p2, got2 := scriptedTarget(t, tt.second)
 			groups := []replication.GroupView{
 				{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},

@@ -17,6 +17,21 @@ import (
 	"github.com/cellserver/cellserver/internal/poll"
 )
 
+// A move reaches the importing group through any of its members, on one
+// cluster of two groups × three nodes: MIGRATE to each member, MIGRATE to
+// a leader stopped (SIGSTOP) before and past MIGRATE's timeout, and
+// redis-cli --cluster reshard while the target's leader is stopped. Every
+// subtest moves slots of its own from a to b; no key is ever served fresh.
+func TestGroupsMoveToAnyMember(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not installed (scripts/test.sh installs it)")
+	}
+	groups := startGroups(t, 2)
+	t.Run("MigrateToEveryMember", func(t *testing.T) { testMigrateToEveryMember(t, groups, 306) })
+	t.Run("MigrateToStoppedLeader", func(t *testing.T) { testMigrateToStoppedLeader(t, groups, 307) })
+	t.Run("ReshardTargetLeaderStopped", func(t *testing.T) { testReshardTargetLeaderStopped(t, groups) })
+}
+
 // MIGRATE as redis-cli --cluster sends it (MIGRATE host port "" 0 timeout
 // REPLACE KEYS k1 k2 …), to each member of the importing group in turn,
 // followers first: every one of them takes the keys (a follower forwards

@@ -28,9 +28,6 @@ func TestGroupsInterruptedReshards(t *testing.T) {
 		t.Skip("redis-cli not installed (scripts/test.sh installs it)")
 	}
 	groups := startGroups(t, 2)
-	t.Run("ReshardTargetLeaderStopped", func(t *testing.T) { testReshardTargetLeaderStopped(t, groups) })
-	t.Run("MigrateToEveryMember", func(t *testing.T) { testMigrateToEveryMember(t, groups, 306) })
-	t.Run("MigrateToStoppedLeader", func(t *testing.T) { testMigrateToStoppedLeader(t, groups, 307) })
 	t.Run("FixAfterTwoMigrates", func(t *testing.T) { testFixOpenSlot(t, groups, 300, false) })
 	t.Run("FixAfterSourceLeaderKill", func(t *testing.T) { testFixOpenSlot(t, groups, 301, true) })
 	t.Run("FixWhenTargetHasMost", func(t *testing.T) { testFixTargetHasMost(t, groups, 304) })

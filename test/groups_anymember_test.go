@@ -73,17 +73,23 @@ func testMigrateToEveryMember(t *testing.T, groups []*group, slot int) {
 }
 
 // redis-cli --cluster reshard moves slots 0 to moved-1 (two exhausted keys
-// in each) from a to b; while it runs, b's leader is stopped (SIGSTOP) for
-// 5 s, so b elects another leader and the stopped one, resumed, answers as
-// a follower. The reshard completes (redis-cli exits 0), check is clean,
-// every key is in b only and still exhausted.
+// in each, forty in slot stopSlot) from a to b. Right after redis-cli
+// reports the first batch of stopSlot's keys moved (a dot; it migrates ten
+// keys per MIGRATE), b's leader is stopped (SIGSTOP) for 5 s, so the next
+// MIGRATE's RESTOREs wait in its socket while b elects another leader, and
+// the stopped one, resumed, is deposed. The reshard completes (redis-cli
+// exits 0), check is clean, every key is in b only and still exhausted.
 func testReshardTargetLeaderStopped(t *testing.T, groups []*group) {
-	const moved = 48
+	const moved, stopSlot = 48, 5
 	a, b := groups[0], groups[1]
 	cc := newClusterClient(t, groups, &redis.ClusterOptions{MaxRedirects: 8})
 	var keys []string
 	for slot := range moved {
-		keys = append(keys, slotKeys(slot, 2)...)
+		n := 2
+		if slot == stopSlot {
+			n = 40
+		}
+		keys = append(keys, slotKeys(slot, n)...)
 	}
 	exhaustSlotKeys(t, cc, keys)
 	al, bl := a.leader(t), b.leader(t)
@@ -103,43 +109,40 @@ func testReshardTargetLeaderStopped(t *testing.T, groups []*group) {
 		pw.Close()
 		waited <- err
 	}()
-	// Stop b's leader once redis-cli has moved a few slots (a slot's line
-	// ends once it moved), and resume it 5 s later.
 	var out strings.Builder
-	stoppedAt := time.Time{}
-	sc := bufio.NewScanner(pr)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		out.WriteString(line)
-		out.WriteByte('\n')
-		if stoppedAt.IsZero() && strings.Contains(line, "Moving slot 4 ") {
+	var resumed chan struct{}
+	mark := fmt.Sprintf("Moving slot %d from ", stopSlot)
+	r := bufio.NewReader(pr)
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			break
+		}
+		out.WriteByte(c)
+		if resumed == nil && c == '.' && strings.Contains(out.String()[max(0, out.Len()-200):], mark) {
 			if err := bl.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			stoppedAt = time.Now()
-			time.AfterFunc(5*time.Second, func() { bl.cmd.Process.Signal(syscall.SIGCONT) })
+			resumed = make(chan struct{})
+			time.AfterFunc(5*time.Second, func() {
+				bl.cmd.Process.Signal(syscall.SIGCONT)
+				close(resumed)
+			})
 		}
 	}
 	err := <-waited
-	if !stoppedAt.IsZero() {
-		// The timer may not have fired if redis-cli ended early.
-		for time.Since(stoppedAt) < 5*time.Second {
-			time.Sleep(100 * time.Millisecond)
-		}
-		bl.cmd.Process.Signal(syscall.SIGCONT)
+	if resumed == nil {
+		t.Fatalf("redis-cli never reported a key of slot %d moved: %v\n%s", stopSlot, err, tail(out.String(), 3000))
 	}
-	if stoppedAt.IsZero() {
-		t.Fatalf("redis-cli never reported moving slot 4: %v\n%s", err, tail(out.String(), 3000))
-	}
+	<-resumed
 	if err != nil {
 		t.Fatalf("redis-cli --cluster reshard with b's leader stopped 5 s = %v\n%s\nraft states: %s\nCLUSTER NODES of every node:\n%s",
 			err, tail(out.String(), 3000), raftStates(groups), clusterNodesOfAll(groups))
 	}
-	t.Logf("redis-cli --cluster reshard: %s", tail(out.String(), 600))
 	if nl := b.leader(t); nl == bl {
 		t.Logf("b's leader %s kept its leadership through the stop", bl.id)
 	}
+	t.Logf("redis-cli --cluster reshard: %s", tail(out.String(), 600))
 	checkClean(t, groups, a.leader(t))
 	checkOneGroup(t, groups, keys)
 	for _, k := range keys {

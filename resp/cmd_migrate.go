@@ -457,11 +457,12 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	var keys []movedKey
 	for i, k := range m.keys {
 		if st, ok := store.Moving(k); ok {
-			// A key moving to its slot's importing group goes without
-			// REPLACE: that group holds it only if it came from here,
-			// and its copy is then the one clients used since.
+			// A key moving to its slot's importing group, or sent again,
+			// goes without REPLACE: the target holds it only if a RESTORE
+			// from here landed, and its copy is then the one clients used
+			// since.
 			home := c.movesHome(m.addr, k)
-			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace && !home, again: again[i], home: home})
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace && !home && !again[i], again: again[i], home: home})
 		}
 	}
 	if len(keys) == 0 {
@@ -702,7 +703,7 @@ func migrateCommands() []*Command {
 					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
 					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
 				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
-					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) leaves the key in flight, and the error says so as above.",
+					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is first sent again (see the notes); a key still so answered leaves it in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
 				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
@@ -714,7 +715,12 @@ func migrateCommands() []*Command {
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +
-					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores)."},
+					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores).",
+				"To a member of the group the slot moves to (it imports the slot from this group, or this group migrates it there), each `RESTORE` goes without `REPLACE`, whatever `MIGRATE` says: " +
+					"that group holds a key of the slot only if it came from here, so its copy is the one clients used since, and `BUSYKEY` means the key landed. " +
+					"A `RESTORE` that member answers with `TRYAGAIN` or `CLUSTERDOWN` (its group changed leader, or has none yet) is sent again, to the same member (a deposed leader forwards it to the new one), " +
+					"and keys that could not be sent because the member refused the connection go to the group's next member, for up to one more timeout. So a leader change in the target group costs `MIGRATE` a retry, not an abandoned move. " +
+					"A `RESTORE` whose reply did not come within the timeout (a stopped member) is not sent again by the same `MIGRATE`: it may still land, so its key stays in flight until the next `MIGRATE` naming it."},
 			Handler: func(c *Conn, args [][]byte) error {
 				m, err := parseMigrate(args)
 				if err != nil {

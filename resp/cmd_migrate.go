@@ -703,7 +703,7 @@ func migrateCommands() []*Command {
 					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
 					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
 				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
-					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is first sent again (see the notes); a key still so answered leaves it in flight, and the error says so as above.",
+					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is sent again first (see the notes); a key still so answered stays in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
 				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},

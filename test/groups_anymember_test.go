@@ -77,10 +77,10 @@ func testMigrateToEveryMember(t *testing.T, groups []*group, slot int) {
 // in each, forty in each of stopSlots) from a to b. Right after redis-cli
 // reports the first batch of a stop slot's keys moved (a dot; it migrates
 // ten keys per MIGRATE), b's leader of the moment is stopped (SIGSTOP) for
-// 5 s, so the next MIGRATE's RESTOREs wait in its socket (the first time:
-// redis-cli's target is that leader) or in the forwarding of the member
-// redis-cli names (the second time), while b elects another leader; the
-// stopped one, resumed, is deposed. The reshard completes (redis-cli exits
+// 5 s, so the next MIGRATE's RESTOREs wait in its socket (when it is the
+// member redis-cli names, as it is the first time) or in the forwarding of
+// the member redis-cli names, while b elects another leader; the stopped
+// one, resumed, is deposed. The reshard completes (redis-cli exits
 // 0), check is clean, every key is in b only and still exhausted.
 func testReshardTargetLeaderStopped(t *testing.T, groups []*group) {
 	const moved = 48
@@ -274,7 +274,9 @@ func testMigrateToStoppedLeader(t *testing.T, groups []*group, slot int) {
 	// The target leader stopped past MIGRATE's timeout.
 	bl = b.leader(t)
 	restores := func(nd *clusterNode) int64 {
-		info, err := quickClient(nd.Addr).Info(ctx, "commandstats").Result()
+		c := quickClient(nd.Addr)
+		defer c.Close()
+		info, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
 			t.Fatalf("%s: INFO commandstats: %v", nd.id, err)
 		}

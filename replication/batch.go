@@ -300,11 +300,47 @@ func (n *Node) complete() {
 			} else {
 				err = translate("apply", err)
 			}
-			n.failAll(fl.batch, err)
+			if errors.Is(err, ErrNotLeader) {
+				// Never appended (this node was deposed before raft took
+				// the entry): the writes of this node's own clients go to
+				// the new leader instead, as a follower's do.
+				n.retryDeposed(fl.batch, err)
+			} else {
+				n.failAll(fl.batch, err)
+			}
 		}
 		n.done.advance(fl.seq)
 		<-n.slots
 	}
+}
+
+// retryDeposed handles a batch raft refused with err (ErrNotLeader: the
+// entry was never appended, so nothing of it applied): the callers of
+// forwarded requests and of membership or cluster changes get err (their
+// senders retry), the other writes are queued again once a leader change
+// is seen (or after a short poll), to be forwarded to the new leader,
+// until their deadline.
+func (n *Node) retryDeposed(batch []*pending, err error) {
+	var again []*pending
+	for _, p := range batch {
+		if p.leaderOnly || p.alone() {
+			p.deliver(err, nil)
+		} else {
+			again = append(again, p)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if !n.waitLeaderChange(again[0].deadline) {
+			n.failAll(again, err)
+			return
+		}
+		n.requeue(again)
+	}()
 }
 
 // forwardAsync forwards a batch to the leader on its own goroutine, which

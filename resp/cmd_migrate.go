@@ -139,28 +139,58 @@ type movedKey struct {
 	payload []byte
 	replace bool // RESTORE ... REPLACE
 	again   bool // in flight before this MIGRATE took it: never put back
+	// home: the target is a member of the group this key's slot moves to
+	// from this group, which can hold the key only if a RESTORE from here
+	// landed: its BUSYKEY means the move is done, and a key of unknown
+	// outcome may be sent there again.
+	home bool
 	// restored: the target answered OK. unknown: its RESTORE was (maybe
 	// partly) sent and no reply came, so the target may or may not have it.
 	restored, unknown bool
+	// err is why a key not restored was not: the target's refusal, or the
+	// failure that left its outcome unknown.
+	err error
+	// retry: the target answered that it could not tell (leadership
+	// changed, no leader), or could not be reached (nothing was sent).
+	// Unlike a reply that never came, neither leaves a RESTORE that may
+	// still land later, so the key may be sent again at once.
+	retry bool
 }
 
-// restoreOn dials the target (internal/respclient: every reply bounded in
-// size and due within the call's timeout), authenticates, selects the
-// database and restores every key (ASKING before each RESTORE in a
-// cluster, so that a group importing the slot takes it; an error answering
-// ASKING is ignored, as a standalone server gives one and still restores),
-// marking those it took and those whose outcome is unknown (an I/O
-// failure or a reply that is not RESP once the RESTOREs were sent). It
-// returns the first failure.
-func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
-	cfg := respclient.Config{Timeout: m.timeout, MaxArray: 64}
+// restoreOn dials the target at addr (internal/respclient: every reply
+// bounded in size and due within the call's timeout), authenticates,
+// selects the database and restores every key (ASKING before each RESTORE
+// in a cluster, so that a group importing the slot takes it; an error
+// answering ASKING is ignored, as a standalone server gives one and still
+// restores), marking those it took, those it refused and those whose
+// outcome is unknown (an I/O failure or a reply that is not RESP once the
+// RESTOREs were sent), each with its failure. It returns the first
+// failure.
+func (c *Conn) restoreOn(addr string, m *migrateArgs, timeout time.Duration, keys []movedKey) error {
+	err := c.exchange(addr, m, timeout, keys)
+	if err != nil {
+		for i := range keys {
+			if !keys[i].restored && keys[i].err == nil {
+				keys[i].err = err
+				keys[i].retry = err == errMigrateConnect
+			}
+		}
+	}
+	return err
+}
+
+// exchange is restoreOn's exchange with the target: it marks the keys
+// restored, unknown or refused (with their own refusal) and returns the
+// first failure.
+func (c *Conn) exchange(addr string, m *migrateArgs, timeout time.Duration, keys []movedKey) error {
+	cfg := respclient.Config{Timeout: timeout, MaxArray: 64}
 	switch len(m.auth) {
 	case 1:
 		cfg.Password = string(m.auth[0])
 	case 2:
 		cfg.Username, cfg.Password = string(m.auth[0]), string(m.auth[1])
 	}
-	cl, err := respclient.Dial(c.srv.ctx, m.addr, cfg)
+	cl, err := respclient.Dial(c.srv.ctx, addr, cfg)
 	if err != nil {
 		var re *respclient.ReplyError
 		if errors.As(err, &re) {
@@ -211,13 +241,14 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 			keys[i].unknown = false
 			keys[i].restored = true
 		case respclient.Error:
-			if strings.HasPrefix(v.Str, "BUSYKEY") && (keys[i].again || c.importsFromHere(m.addr, keys[i].key)) {
+			if strings.HasPrefix(v.Str, "BUSYKEY") && (keys[i].again || keys[i].home) {
 				// Sent again, or to a group importing the slot from
 				// this one: the target has the key, so a RESTORE of it
-				// from here landed (an earlier MIGRATE's, or another
-				// node's at the same time; while a key is in flight here
-				// nobody is sent there to create it). Done; never
-				// REPLACE it: clients may have used it there since.
+				// from here landed (an earlier MIGRATE's, an earlier
+				// attempt of this one, or another node's at the same
+				// time; while a key is in flight here nobody is sent
+				// there to create it). Done; never REPLACE it: clients
+				// may have used it there since.
 				keys[i].unknown, keys[i].restored = false, true
 				continue
 			}
@@ -226,6 +257,8 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 			// outcome a group without a leader cannot tell: those keys
 			// stay in flight, like a lost reply.
 			keys[i].unknown = strings.HasPrefix(v.Str, "TRYAGAIN") || strings.HasPrefix(v.Str, "CLUSTERDOWN")
+			keys[i].retry = keys[i].unknown
+			keys[i].err = targetError(v.Str)
 			if first == nil {
 				first = targetError(v.Str)
 			}
@@ -238,9 +271,124 @@ func (c *Conn) restoreOn(m *migrateArgs, keys []movedKey) error {
 	return first
 }
 
-// importsFromHere reports whether addr is a member of a known group that
-// imports key's slot from this node's group (as the routing table shows).
-func (c *Conn) importsFromHere(addr string, key []byte) bool {
+// resend sends the keys that went to a member of the group their slot
+// moves to (home) and may be sent again at once (retry: the member answered
+// that leadership changed or that the group has no leader, or could not
+// be reached) again, without REPLACE, for up to one more timeout: to the
+// same member after an answer (no longer the leader, it forwards the
+// RESTORE, with its ASKING, to the one that is), to the group's next
+// member after a failure to connect. So a leader change in the target
+// group during MIGRATE costs a retry, not an abandoned move. A resent key
+// that had landed answers BUSYKEY (done), one that had not is restored
+// now. A key whose reply did not come in time is not sent again here (its
+// RESTORE may still be waiting at a stopped member, and every copy sent
+// is one more that may land later): it stays in flight, and the next
+// MIGRATE naming it completes the move.
+func (c *Conn) resend(m *migrateArgs, keys []movedKey, last error) {
+	var addrs []string
+	deadline := time.Now().Add(m.timeout)
+	pause := 50 * time.Millisecond
+	at := 0
+	if last == errMigrateConnect {
+		at = 1 // the first attempt could not reach m.addr
+	}
+	var idx []int
+	for {
+		idx = idx[:0]
+		for i := range keys {
+			if keys[i].home && keys[i].retry && !keys[i].restored {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return
+		}
+		if addrs == nil {
+			if addrs = c.groupAddrs(m.addr); len(addrs) == 0 {
+				return
+			}
+			at %= len(addrs)
+		}
+		left := time.Until(deadline)
+		if left <= 0 || !c.pauseFor(min(pause, left)) {
+			return
+		}
+		pause = min(2*pause, time.Second)
+		if left = time.Until(deadline); left <= 0 {
+			return
+		}
+		again := make([]movedKey, len(idx))
+		for j, i := range idx {
+			again[j] = keys[i]
+			again[j].replace, again[j].err, again[j].retry = false, nil, false
+		}
+		err := c.restoreOn(addrs[at], m, min(m.timeout, left), again)
+		for j, i := range idx {
+			// A key whose earlier RESTORE may have landed is never put
+			// back, whatever this attempt says (the slot may have been
+			// closed meanwhile).
+			again[j].unknown = again[j].unknown || (keys[i].unknown && !again[j].restored)
+			keys[i] = again[j]
+		}
+		if err == errMigrateConnect {
+			at = (at + 1) % len(addrs)
+		}
+	}
+}
+
+// pauseFor waits d; false when the server is shutting down.
+func (c *Conn) pauseFor(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.srv.ctx.Done():
+		return false
+	}
+}
+
+// groupAddrs returns addr and then the RESP addresses of the other members
+// of the known group addr belongs to (its leader first, as the routing
+// table orders them); nil when addr is in no known group other than this
+// node's. A member advertising an unspecified host is reached on addr's
+// host.
+func (c *Conn) groupAddrs(addr string) []string {
+	cl := c.srv.cfg.Cluster
+	if cl == nil {
+		return nil
+	}
+	r := cl.Routing()
+	if r == nil {
+		return nil
+	}
+	g := r.GroupOfAddr(addr)
+	if g < 0 || g == r.Self {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	addrs := []string{addr}
+	for _, mb := range r.Groups[g].Members {
+		h, p, err := net.SplitHostPort(mb.RespAddr)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			h = host
+		}
+		if a := net.JoinHostPort(h, p); a != addr {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// movesHome reports whether addr is a member of a known group that key's
+// slot moves to from this node's group: that group imports it from here
+// (as the routing table last showed it), or this group migrates it there
+// (its own state). Such a group can hold a key of that slot only if it was
+// restored from here.
+func (c *Conn) movesHome(addr string, key []byte) bool {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return false
@@ -250,7 +398,11 @@ func (c *Conn) importsFromHere(addr string, key []byte) bool {
 		return false
 	}
 	g := r.GroupOfAddr(addr)
-	return g >= 0 && g != r.Self && r.Groups[g].Importing[keySlot(key)] == r.Groups[r.Self].Name
+	if g < 0 || g == r.Self {
+		return false
+	}
+	s := keySlot(key)
+	return r.Groups[g].Importing[s] == r.Groups[r.Self].Name || r.MigratingTo(s) == g
 }
 
 // migrateIOError words a failure of the exchange with the target: a write
@@ -305,17 +457,28 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	var keys []movedKey
 	for i, k := range m.keys {
 		if st, ok := store.Moving(k); ok {
-			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace, again: again[i]})
+			// A key moving to its slot's importing group, or sent again,
+			// goes without REPLACE: the target holds it only if a RESTORE
+			// from here landed, and its copy is then the one clients used
+			// since.
+			home := c.movesHome(m.addr, k)
+			keys = append(keys, movedKey{key: k, payload: snapshot.EncodeDump(&st), replace: m.replace && !home && !again[i], again: again[i], home: home})
 		}
 	}
 	if len(keys) == 0 {
 		c.WriteSimple("NOKEY")
 		return nil
 	}
-	failed := c.restoreOn(m, keys)
+	if err := c.restoreOn(m.addr, m, m.timeout, keys); err != nil && c.srv.cfg.Cluster != nil {
+		c.resend(m, keys, err)
+	}
 	var done, back [][]byte
+	var failed error // of the first key not restored
 	inFlight := 0
 	for _, k := range keys {
+		if !k.restored && failed == nil {
+			failed = k.err
+		}
 		switch {
 		case k.restored:
 			done = append(done, k.key)
@@ -390,7 +553,7 @@ func (c *Conn) migrateCopy(m *migrateArgs) error {
 		c.WriteSimple("NOKEY")
 		return nil
 	}
-	if err := c.restoreOn(m, keys); err != nil {
+	if err := c.restoreOn(m.addr, m, m.timeout, keys); err != nil {
 		return err
 	}
 	c.WriteOK()
@@ -540,7 +703,7 @@ func migrateCommands() []*Command {
 					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
 					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
 				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
-					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) leaves the key in flight, and the error says so as above.",
+					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is sent again first (see the notes); a key still so answered stays in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
 				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
@@ -552,7 +715,12 @@ func migrateCommands() []*Command {
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +
-					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores)."},
+					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores).",
+				"To a member of the group the slot moves to (it imports the slot from this group, or this group migrates it there), each `RESTORE` goes without `REPLACE`, whatever `MIGRATE` says: " +
+					"that group holds a key of the slot only if it came from here, so its copy is the one clients used since, and `BUSYKEY` means the key landed. " +
+					"A `RESTORE` that member answers with `TRYAGAIN` or `CLUSTERDOWN` (its group changed leader, or has none yet) is sent again, to the same member (a deposed leader forwards it to the new one), " +
+					"and keys that could not be sent because the member refused the connection go to the group's next member, for up to one more timeout. So a leader change in the target group costs `MIGRATE` a retry, not an abandoned move. " +
+					"A `RESTORE` whose reply did not come within the timeout (a stopped member) is not sent again by the same `MIGRATE`: it may still land, so its key stays in flight until the next `MIGRATE` naming it."},
 			Handler: func(c *Conn, args [][]byte) error {
 				m, err := parseMigrate(args)
 				if err != nil {

@@ -2,9 +2,11 @@ package resp
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -386,6 +388,143 @@ func TestMigrateTargetReplies(t *testing.T) {
 				}
 			} else if here := exhausted(t, cs, "k"); here != tt.here {
 				t.Errorf("key here and exhausted = %v, want %v", here, tt.here)
+			}
+		})
+	}
+}
+
+// scriptedTarget listens on loopback and answers its n-th connection with
+// replies[min(n, len-1)] once the request arrives ("" reads until the
+// connection closes, answering nothing). It returns its port, and the
+// requests it got, one per connection.
+func scriptedTarget(t *testing.T, replies []string) (int, func() []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var got []string
+	go func() {
+		for n := 0; ; n++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			reply := replies[min(n, len(replies)-1)]
+			go func() {
+				defer nc.Close()
+				buf := make([]byte, 4096)
+				m, _ := nc.Read(buf)
+				mu.Lock()
+				got = append(got, string(buf[:m]))
+				mu.Unlock()
+				if reply != "" {
+					_, _ = nc.Write([]byte(reply))
+				}
+				_, _ = io.Copy(io.Discard, nc) // until MIGRATE closes
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return p
+}
+
+// MIGRATE to a member of the group importing the slot: a RESTORE the member
+// answered with "could not tell" (leadership changed, no leader) is sent
+// again, without REPLACE, to the same member, and keys that could not be
+// sent (the member refuses connections) go to the group's next member,
+// within one more timeout; BUSYKEY then means the first one landed. A
+// refusal is not retried, nor is a RESTORE whose reply never came (it may
+// still land). MIGRATE's reply says where the key is.
+func TestMigrateResendsWithinImportingGroup(t *testing.T) {
+	const (
+		ok       = "+OK\r\n+OK\r\n" // ASKING, RESTORE
+		tryagain = "+OK\r\n-TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied\r\n"
+		busy     = "+OK\r\n-BUSYKEY Target key name already exists.\r\n"
+		refuse   = "+OK\r\n-ERR no such thing\r\n"
+		silent   = ""
+	)
+	tests := []struct {
+		name            string
+		first, second   []string // the replies of b's two members, per connection (nil: refuses connections)
+		wantErr         string   // prefix of MIGRATE's error ("": OK)
+		inFlight, here  bool
+		firstN, secondN int // connections each member got (-1: at least 2)
+	}{
+		{"leadership lost then ok", []string{tryagain, ok}, []string{ok}, "", false, false, 2, 0},
+		{"leadership lost then busykey", []string{tryagain, busy}, []string{ok}, "", false, false, 2, 0},
+		{"unreachable then the next member", nil, []string{ok}, "", false, false, 0, 1},
+		{"silent", []string{silent}, []string{ok}, "IOERR error or timeout reading to target instance; 1 key(s) are in flight", true, false, 1, 0},
+		{"refused", []string{refuse}, []string{ok}, "ERR Target instance replied with error: ERR no such thing", false, true, 1, 0},
+		{"leadership lost throughout", []string{tryagain}, []string{ok}, "ERR Target instance replied with error: TRYAGAIN Leadership changed", true, false, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "{resend}k"
+			slot := keySlot([]byte(key))
+			p1, got1 := closedPort(t), func() []string { return nil }
+			if tt.first != nil {
+				p1, got1 = scriptedTarget(t, tt.first)
+			}
+			p2, got2 := scriptedTarget(t, tt.second)
+			groups := []replication.GroupView{
+				{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},
+					Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
+				{Name: "b", Reachable: true, Importing: map[int]string{slot: "a"},
+					Members: []replication.GroupMember{member("b", "b1", p1, true), member("b", "b2", p2, false)}},
+			}
+			src, _ := startRouted(t, newFakeCluster(0, "a1", groups), nil)
+			cs := src.client(t, 2, "")
+			exhaust(t, cs, key)
+			err := cs.Do(context.Background(), "MIGRATE", "127.0.0.1", p1, "", 0, 1000, "REPLACE", "KEYS", key).Err()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("MIGRATE = %v, want OK", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+				t.Errorf("MIGRATE = %v, want %q…", err, tt.wantErr)
+			}
+			if tt.inFlight && (err == nil || !strings.Contains(err.Error(), "1 key(s) are in flight")) {
+				t.Errorf("MIGRATE = %v, want it to say the key is in flight", err)
+			}
+			if _, moving := src.store.Moving([]byte(key)); moving != tt.inFlight {
+				t.Errorf("key in flight = %v, want %v", moving, tt.inFlight)
+			}
+			if !tt.inFlight {
+				if here := exhausted(t, cs, key); here != tt.here {
+					t.Errorf("key here and exhausted = %v, want %v", here, tt.here)
+				}
+			}
+			r1, r2 := got1(), got2()
+			if n := len(r1); (tt.firstN >= 0 && n != tt.firstN) || (tt.firstN < 0 && n < 2) {
+				t.Errorf("b1 got %d connections, want %d (-1: at least 2)", n, tt.firstN)
+			}
+			if len(r2) != tt.secondN {
+				t.Errorf("b2 got %d connections, want %d", len(r2), tt.secondN)
+			}
+			for _, req := range append(r1, r2...) {
+				if !strings.Contains(req, "ASKING") || !strings.Contains(req, "RESTORE") {
+					t.Errorf("request %q: want ASKING and RESTORE", req)
+				}
+				if strings.Contains(strings.ToUpper(req), "REPLACE") {
+					t.Errorf("request %q: RESTORE with REPLACE to the importing group (its copy can only have come from here)", req)
+				}
 			}
 		})
 	}

@@ -285,7 +285,7 @@ func (n *Node) submitLocal(batch []*pending) {
 func (n *Node) complete() {
 	defer n.wg.Done()
 	for fl := range n.inflight {
-		err := fl.f.Error()
+		err := n.futureError(fl.f)
 		n.commitNanos.Add(uint64(time.Since(fl.at)))
 		n.ownMu.Lock()
 		_, unanswered := n.own[fl.seq]

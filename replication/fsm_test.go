@@ -351,3 +351,41 @@ func TestFSMIndexSetBeforeDeliver(t *testing.T) {
 		}
 	}
 }
+
+// neverFuture is a raft future raft never answers, as one left in a
+// buffered channel when raft shuts down.
+type neverFuture struct{ block chan struct{} }
+
+func (f neverFuture) Error() error { <-f.block; return nil }
+
+type doneFuture struct{ err error }
+
+func (f doneFuture) Error() error { return f.err }
+
+// futureError returns a future's answer, and ErrShutdown instead of
+// waiting forever for one raft will never answer once it has stopped.
+func TestFutureErrorAfterShutdown(t *testing.T) {
+	n := &Node{raftStopped: make(chan struct{})}
+	want := errors.New("answered")
+	if err := n.futureError(doneFuture{want}); err != want {
+		t.Fatalf("answered future: %v, want %v", err, want)
+	}
+	f := neverFuture{block: make(chan struct{})}
+	defer close(f.block)
+	got := make(chan error, 1)
+	go func() { got <- n.futureError(f) }()
+	select {
+	case err := <-got:
+		t.Fatalf("returned %v before raft stopped", err)
+	case <-time.After(50 * time.Millisecond): // still waiting, as it must
+	}
+	close(n.raftStopped)
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrShutdown) {
+			t.Fatalf("after raft stopped: %v, want ErrShutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting 10 s after raft stopped")
+	}
+}

@@ -509,7 +509,7 @@ func (n *Node) transferLeadership(id string) error {
 		return fmt.Errorf("replication: failover to %q: %w", id, ErrNotVoter)
 	}
 	n.log.Info("replication: handing leadership over", "to", id)
-	if err := n.raft.LeadershipTransferToServer(servers[i].ID, servers[i].Address).Error(); err != nil {
+	if err := n.futureError(n.raft.LeadershipTransferToServer(servers[i].ID, servers[i].Address)); err != nil {
 		return translate("failover", err)
 	}
 	return nil

@@ -58,9 +58,12 @@ type Node struct {
 	slots    chan struct{} // one per entry or forwarded batch in flight
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closed   sync.Once
-	closeErr error
+	// raftStopped is closed once raft has shut down (Close): futures it
+	// has not answered by then never will be (futureError).
+	raftStopped chan struct{}
+	wg          sync.WaitGroup
+	closed      sync.Once
+	closeErr    error
 
 	leadMu        sync.Mutex
 	leadChange    chan struct{} // closed and replaced on every leader change; guarded by leadMu
@@ -140,6 +143,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		n.clock = func() int64 { return time.Now().UnixNano() }
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.raftStopped = make(chan struct{})
 	if err := n.open(); err != nil {
 		n.cancel()
 		n.shutdownStores()
@@ -285,11 +289,39 @@ func (n *Node) Close() error {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			n.closeErr = fmt.Errorf("replication: shut down raft: %w", err)
 		}
+		close(n.raftStopped)
 		n.fwd.close()
 		n.wg.Wait()
 		n.shutdownStores()
 	})
 	return n.closeErr
+}
+
+// futureError waits for the raft future f and returns its error, or
+// ErrShutdown once raft has shut down without answering it: raft never
+// answers a future still queued in one of its buffered channels when it
+// stops (the apply channel, BatchApplyCh in raftConfig, and the
+// leadership-transfer channel), and waiting on one would keep Close
+// waiting for this node's goroutines forever. The goroutine left waiting
+// on such a future holds only the future.
+func (n *Node) futureError(f raft.Future) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-n.raftStopped:
+		// raft answered every future it will ever answer before Shutdown
+		// returned; the goroutine above may still be passing one on.
+		t := time.NewTimer(100 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case err := <-ch:
+			return err
+		case <-t.C:
+			return ErrShutdown
+		}
+	}
 }
 
 func (n *Node) shutdownStores() {
@@ -555,7 +587,9 @@ func (v *verifier) verify(ctx context.Context, deadline time.Time) error {
 }
 
 // loop runs rounds while callers wait and exits when none do. VerifyLeader
-// always returns (raft answers or fails it on step-down and shutdown).
+// returns on step-down, but not for a round still queued when raft shuts
+// down: then this goroutine stays blocked (callers give up at their
+// deadline; nothing waits for it).
 func (v *verifier) loop() {
 	for {
 		v.mu.Lock()
@@ -648,7 +682,7 @@ func (n *Node) watchLeadership() {
 func (n *Node) becomeReady(gen uint64) {
 	defer n.wg.Done()
 	for n.leadGen.Load() == gen && n.ctx.Err() == nil {
-		err := n.raft.Barrier(n.cfg.NoLeaderTimeout).Error()
+		err := n.futureError(n.raft.Barrier(n.cfg.NoLeaderTimeout))
 		if n.leadGen.Load() != gen {
 			return
 		}
@@ -669,7 +703,7 @@ func (n *Node) becomeReady(gen uint64) {
 			}
 			return
 		}
-		if errors.Is(err, raft.ErrRaftShutdown) || n.raft.State() != raft.Leader {
+		if errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, ErrShutdown) || n.raft.State() != raft.Leader {
 			return
 		}
 	}

@@ -27,7 +27,7 @@ import (
 //	entrySetting:      string name, string value
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
-// Asking, bit 5: Dest), uvarint key count, keys (uvarint length + bytes),
+// Asking, bit 5: Dest, bit 4: Exclusive), uvarint key count, keys (uvarint length + bytes),
 // uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow),
 // varint burst, rate, period, quantity); with bit 5 the destination
 // (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
@@ -104,8 +104,12 @@ const (
 	reqShadow   = 1 << 1
 )
 
+// opExclusive is the op code byte's flag for shards.Op.Exclusive, added
+// as opNoGrow was.
+const opExclusive = 0x10
+
 // opFlags are the op code byte's flag bits.
-const opFlags = opNoGrow | opAsking | opDest
+const opFlags = opNoGrow | opAsking | opDest | opExclusive
 
 // restoreReplace is an OpRestore flags byte's bit for shards.Op.Replace;
 // the other bits must be 0.
@@ -158,6 +162,9 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 	}
 	if op.Dest != "" {
 		code |= opDest
+	}
+	if op.Exclusive {
+		code |= opExclusive
 	}
 	dst = append(dst, code)
 	dst = binary.AppendUvarint(dst, uint64(len(op.Keys)))
@@ -361,7 +368,7 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 	for i := range ops {
 		op := &ops[i]
 		code := r.byte1("op code")
-		*op = shards.Op{Code: shards.OpCode(code &^ opFlags), NoGrow: code&opNoGrow != 0, Asking: code&opAsking != 0}
+		*op = shards.Op{Code: shards.OpCode(code &^ opFlags), NoGrow: code&opNoGrow != 0, Asking: code&opAsking != 0, Exclusive: code&opExclusive != 0}
 		nk := r.count("key count", 1)
 		if nk > 0 {
 			k0 := len(keys)

@@ -2,11 +2,14 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
@@ -48,6 +51,7 @@ func TestCodecMoveOps(t *testing.T) {
 			}
 			ops = append(ops,
 				shards.Op{Code: shards.OpMoveOut, Keys: movesKeys("{u}a"), Dest: "127.0.0.1:7004", NoGrow: noGrow, Asking: asking},
+				shards.Op{Code: shards.OpMoveOut, Keys: movesKeys("{u}a", "{u}b"), Dest: "127.0.0.1:7004", Exclusive: true, NoGrow: noGrow, Asking: asking},
 				shards.Op{Code: shards.OpLimit, Keys: movesKeys("k"), Reqs: req, NoGrow: noGrow, Asking: asking},
 				shards.Op{Code: shards.OpDel, Keys: movesKeys("k", "j"), NoGrow: noGrow, Asking: asking})
 		}
@@ -70,6 +74,10 @@ func TestCodecMoveOps(t *testing.T) {
 	b := encodeForward([]shards.Op{{Code: shards.OpMoveOut, Keys: movesKeys("k"), Asking: true}})
 	if got := b[2]; got != byte(shards.OpMoveOut)|opAsking {
 		t.Errorf("op code byte of an asking move = %#x, want %#x", got, byte(shards.OpMoveOut)|opAsking)
+	}
+	b = encodeForward([]shards.Op{{Code: shards.OpMoveOut, Keys: movesKeys("k"), Exclusive: true}})
+	if got := b[2]; got != byte(shards.OpMoveOut)|opExclusive {
+		t.Errorf("op code byte of an exclusive move = %#x, want %#x", got, byte(shards.OpMoveOut)|opExclusive)
 	}
 }
 
@@ -176,5 +184,51 @@ func TestCodecResultErrs(t *testing.T) {
 	if errCode(shards.ErrWrongType) != 1 || errCode(shards.ErrWouldGrow) != 12 || errCode(shards.ErrBusyKey) != 13 || errCode(ErrTryAgain) != 17 {
 		t.Errorf("error codes renumbered: WRONGTYPE %d, WouldGrow %d, BusyKey %d, TryAgain %d",
 			errCode(shards.ErrWrongType), errCode(shards.ErrWouldGrow), errCode(shards.ErrBusyKey), errCode(ErrTryAgain))
+	}
+}
+
+// Two moves of one key started at once from different nodes of a group
+// (two MIGRATEs): their Exclusive OpMoveOuts go through the one log, so
+// exactly one takes the key and the other is refused with ErrMoving,
+// whichever nodes they start from. Only the one that took the key may put
+// it back.
+func TestExclusiveMoveOutAcrossNodes(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.WaitForLeader(10 * time.Second)
+	for round := 0; round < 5; round++ {
+		key := fmt.Sprintf("{m}%d", round)
+		if _, err := write(t, c.nodes[l].node, throttle(key, 9, 1, 3600, 1)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for i := range c.nodes {
+			wg.Go(func() {
+				res := make([]shards.Result, 1)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				op := shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{[]byte(key)}, Dest: "127.0.0.1:1", Exclusive: true}
+				if err := c.nodes[i].node.Write(ctx, []shards.Op{op}, res); err != nil {
+					errs[i] = err
+					return
+				}
+				errs[i] = res[0].Err
+			})
+		}
+		wg.Wait()
+		took, refused := 0, 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				took++
+			case errors.Is(err, shards.ErrMoving):
+				refused++
+			default:
+				t.Fatalf("round %d: move via %s: %v", round, c.nodes[i].id, err)
+			}
+		}
+		if took != 1 || refused != 2 {
+			t.Fatalf("round %d: %d moves took %s, %d were refused; want 1 and 2", round, took, key, refused)
+		}
 	}
 }

@@ -71,6 +71,9 @@ func noteOp(s *clusterState, store *shards.Store, op *shards.Op, res *shards.Res
 			s.Restored(op.Keys[0])
 		}
 	case shards.OpMoveOut:
+		if res.Err != nil {
+			return // refused (Exclusive): the keys belong to another move
+		}
 		for _, k := range op.Keys {
 			if _, ok := store.Moving(k); ok {
 				s.MovedOut(k, op.Dest)

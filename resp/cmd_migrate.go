@@ -432,23 +432,14 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	}
 	// One MIGRATE at a time per server, and the keys already in flight
 	// read after a read barrier: a key an earlier MIGRATE left in flight
-	// is never put back by this one (its RESTORE may have landed).
+	// is never put back by this one (its RESTORE may have landed). Across
+	// the group's nodes, takeKeys' Exclusive take decides which MIGRATE
+	// owns a key.
 	c.srv.migrateMu.Lock()
 	defer c.srv.migrateMu.Unlock()
-	if _, err := c.readNow(); err != nil {
-		return err
-	}
 	store := c.srv.backend.Store()
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
-	for i, k := range m.keys {
-		_, again[i] = store.Moving(k)
-		if again[i] {
-			if err := c.checkResend(k, m.addr); err != nil {
-				return err
-			}
-		}
-	}
-	if err := c.writeOne(shards.Op{Code: shards.OpMoveOut, Keys: m.keys, Dest: m.addr}); err != nil {
+	if err := c.takeKeys(m, store, again); err != nil {
 		return err
 	}
 	if _, err := c.readNow(); err != nil {
@@ -558,6 +549,45 @@ func (c *Conn) migrateCopy(m *migrateArgs) error {
 	}
 	c.WriteOK()
 	return nil
+}
+
+// takeKeys takes m's keys out of the keyspace into the moving set and
+// sets again[i] for each key that an earlier MIGRATE had taken (sent
+// again, never put back by this one). The keys this MIGRATE takes go in an
+// Exclusive OpMoveOut: when a MIGRATE from another node of the group takes
+// one of them between this node's read and its write, the op is refused
+// and the keys are read again, so that of two MIGRATEs of one key only the
+// one that took it may put it back. The keys moving already go in an
+// ordinary OpMoveOut, which records their new destination.
+func (c *Conn) takeKeys(m *migrateArgs, store *shards.Store, again []bool) error {
+	for attempt := 1; ; attempt++ {
+		if _, err := c.readNow(); err != nil {
+			return err
+		}
+		var fresh, resend [][]byte
+		for i, k := range m.keys {
+			_, again[i] = store.Moving(k)
+			if again[i] {
+				if err := c.checkResend(k, m.addr); err != nil {
+					return err
+				}
+				resend = append(resend, k)
+			} else {
+				fresh = append(fresh, k)
+			}
+		}
+		var ops []shards.Op
+		if len(resend) > 0 {
+			ops = append(ops, shards.Op{Code: shards.OpMoveOut, Keys: resend, Dest: m.addr})
+		}
+		if len(fresh) > 0 {
+			ops = append(ops, shards.Op{Code: shards.OpMoveOut, Keys: fresh, Dest: m.addr, Exclusive: true})
+		}
+		err := c.writeOps(ops)
+		if err == nil || !errors.Is(err, shards.ErrMoving) || attempt == 3 {
+			return err
+		}
+	}
 }
 
 // writeOne submits one op and returns its error.

@@ -118,8 +118,20 @@ func copyLog(st engine.State) engine.State {
 
 // moveOut runs OpMoveOut: every live key of keys leaves the keyspace for
 // the moving set. It returns how many of keys are moving afterwards
-// (counting a key named twice twice).
-func (s *Store) moveOut(keys [][]byte, now int64) (int64, error) {
+// (counting a key named twice twice). exclusive refuses the op with
+// ErrMoving, changing nothing, when a key is moving already.
+func (s *Store) moveOut(keys [][]byte, now int64, exclusive bool) (int64, error) {
+	if exclusive && s.moving.active() {
+		for _, key := range keys {
+			sh, _ := s.route(key)
+			sh.mu.Lock()
+			busy := s.moving.has(key)
+			sh.mu.Unlock()
+			if busy {
+				return 0, ErrMoving
+			}
+		}
+	}
 	var n int64
 	for _, key := range keys {
 		if len(key) > MaxKeyLen {

@@ -156,6 +156,39 @@ func TestMoveOut(t *testing.T) {
 	}
 }
 
+// An Exclusive OpMoveOut takes its keys only when none of them is moving
+// already; otherwise it is refused with ErrMoving and changes nothing (the
+// live keys it names stay in the keyspace).
+func TestMoveOutExclusive(t *testing.T) {
+	s := newStore(t, 4)
+	a, b, c := gcraState(t0+10e9), gcraState(t0+20e9), gcraState(t0+30e9)
+	s.Put([]byte("a"), a)
+	s.Put([]byte("b"), b)
+	s.Put([]byte("c"), c)
+	exclusive := func(keys ...string) *Op {
+		op := keysOp(OpMoveOut, keys...)
+		op.Exclusive = true
+		return op
+	}
+	if res := run(s, exclusive("a", "missing"), t0); res.Err != nil || res.N != 1 {
+		t.Fatalf("exclusive MoveOut(a, missing) = N %d, %v; want 1, nil", res.N, res.Err)
+	}
+	for _, keys := range [][]string{{"a"}, {"b", "a"}, {"a", "c"}} {
+		if res := run(s, exclusive(keys...), t0); !errors.Is(res.Err, ErrMoving) || res.N != 0 {
+			t.Errorf("exclusive MoveOut(%q) with a moving = N %d, %v; want 0, ErrMoving", keys, res.N, res.Err)
+		}
+	}
+	wantState(t, s, "b", t0, b)
+	wantState(t, s, "c", t0, c)
+	if _, ok := s.Moving([]byte("b")); ok {
+		t.Error("a refused exclusive MoveOut took b")
+	}
+	// Without Exclusive, a moving key stays moving and the others are taken.
+	if res := run(s, keysOp(OpMoveOut, "a", "b"), t0); res.Err != nil || res.N != 2 {
+		t.Errorf("MoveOut(a, b) = N %d, %v; want 2, nil", res.N, res.Err)
+	}
+}
+
 // Moving returns a copy: changing it changes nothing in the set.
 func TestMovingReturnsCopy(t *testing.T) {
 	s := newStore(t, 4)

@@ -31,8 +31,8 @@ const (
 	// OpMoveOut takes every live key of Keys out of the keyspace into the
 	// moving set (the source side of a key move), where the key is absent
 	// for reads and refuses writes with ErrMoving. A key already moving
-	// stays so; a key neither live nor moving is ignored. Result.N is the
-	// number of Keys in the moving set afterwards.
+	// stays so (unless Op.Exclusive); a key neither live nor moving is
+	// ignored. Result.N is the number of Keys in the moving set afterwards.
 	OpMoveOut
 	// OpMoveDone drops Keys from the moving set: the move completed in
 	// another group. Result.N is how many were dropped.
@@ -77,6 +77,14 @@ type Op struct {
 	// empty. The Store ignores it; the cluster's state records it, to
 	// decide whether a key left in flight may be put back.
 	Dest string
+	// Exclusive makes OpMoveOut refuse with ErrMoving, changing nothing,
+	// when a key of Keys is already moving: the move that takes a key is
+	// the only one that may later put it back (OpMoveAbort), so two moves
+	// of one key started from different nodes of a group cannot both
+	// believe they own it. Ops through one replicated log apply in order;
+	// on a standalone store the check and the take are not one step
+	// against a concurrent OpMoveOut (its MIGRATEs run one at a time).
+	Exclusive bool
 }
 
 // Result is the outcome of one Op.

@@ -160,7 +160,7 @@ func (s *Store) Exec(op *Op, now int64, res *Result) {
 		}
 		res.N, res.Err = s.restore(op, now)
 	case OpMoveOut:
-		res.N, res.Err = s.moveOut(op.Keys, now)
+		res.N, res.Err = s.moveOut(op.Keys, now, op.Exclusive)
 	case OpMoveDone:
 		res.N = s.moving.drop(op.Keys)
 	case OpMoveAbort:

@@ -21,7 +21,8 @@ import (
 //
 //	REGION.APPLY origin target stream slot seq key kind burst rate period quantity interval [key ...]
 //
-// stream names the sending process (random, fixed for its life), slot is
+// stream names the sending process (random; a new one when the sequence
+// records' window turns, see Gate.streamAt), slot is
 // the hash slot every key of the batch hashes to, seq the batch's number in
 // the stream's lane for that slot (1, 2, ...). The fields per key are
 // REGION.EXEC's. The reply is +OK when applied, +DUP when the batch had
@@ -95,6 +96,7 @@ type mergeKey struct {
 
 // batch is one lane's batch in flight: sent, not yet acknowledged.
 type batch struct {
+	stream  string // the stream seq counts in
 	seq     int64
 	entries []entry
 	bytes   int64
@@ -112,10 +114,11 @@ type lane struct {
 
 // outbox is the consumption waiting for one peer.
 type outbox struct {
-	mu    sync.Mutex
-	lanes map[int]*lane
-	bytes int64 // queued and in flight, against limit
-	limit int64
+	mu     sync.Mutex
+	lanes  map[int]*lane
+	stream string // the stream the lanes' seq count in
+	bytes  int64  // queued and in flight, against limit
+	limit  int64
 
 	queued                        atomic.Int64 // consumptions queued or in flight
 	dropped                       atomic.Int64 // consumptions dropped (backlog full, or refused by the peer)
@@ -156,10 +159,17 @@ func (o *outbox) add(key []byte, req engine.Request, now int64) {
 }
 
 // toSend returns the batch in flight of every lane with one, cutting a new
-// batch from the queue of each lane without one.
-func (o *outbox) toSend() (slots []int, batches []*batch) {
+// batch from the queue of each lane without one, in stream (a new stream
+// numbers its batches from 1 again; a batch in flight keeps its own).
+func (o *outbox) toSend(stream string) (slots []int, batches []*batch) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if stream != o.stream {
+		o.stream = stream
+		for _, ln := range o.lanes {
+			ln.seq = 0
+		}
+	}
 	for slot, ln := range o.lanes {
 		if ln.inflight == nil && len(ln.entries) > 0 {
 			n := min(len(ln.entries), maxBatchOps)
@@ -169,7 +179,7 @@ func (o *outbox) toSend() (slots []int, batches []*batch) {
 				b.since = min(b.since, e.at)
 			}
 			ln.seq++
-			b.seq = ln.seq
+			b.stream, b.seq = stream, ln.seq
 			ln.entries = append([]entry(nil), ln.entries[n:]...)
 			clear(ln.index)
 			for i, e := range ln.entries {
@@ -394,13 +404,13 @@ func (g *Gate) Sync() {
 }
 
 func (g *Gate) syncPeer(l *link, o *outbox) {
-	slots, batches := o.toSend()
+	slots, batches := o.toSend(g.streamAt(g.cfg.Now()))
 	if len(batches) == 0 {
 		return
 	}
 	calls := make([][][]byte, len(batches))
 	for i, b := range batches {
-		calls[i] = encodeApply(g.cfg.Name, l.name, g.stream, slots[i], b)
+		calls[i] = encodeApply(g.cfg.Name, l.name, b.stream, slots[i], b)
 	}
 	replies, err := l.callMany(calls)
 	if err != nil {

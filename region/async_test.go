@@ -235,3 +235,50 @@ func TestAsyncCloseShipsTheRest(t *testing.T) {
 		t.Errorf("b counts %d after a stopped, want the 6 it shipped on the way out", got)
 	}
 }
+
+// TestAsyncStreamAcrossSequenceWindow: the sequence records count in a
+// fixed window of engine.MaxPeriod aligned to the epoch, which turns (the
+// next time on 2030-02-16). A batch cut after the turn belongs to a new
+// stream numbered from 1, so a batch whose acknowledgement was lost is
+// still recognised when sent again; a stream that went on across the turn
+// would find its record's count back at 0 and apply the resent batch twice.
+func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
+	turn := (t0/engine.MaxPeriod + 1) * engine.MaxPeriod
+	clock := &fakeClock{}
+	clock.ns.Store(turn - 1e9)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	for range 5 {
+		rs["a"].limit(t, "c:1", counter(1))
+	}
+	rs["a"].gate.Sync()
+	if got := used(t, rs["b"], "c:1"); got != 5 {
+		t.Fatalf("b counts %d before the turn, want 5", got)
+	}
+	before := rs["a"].gate.StreamID()
+
+	clock.ns.Store(turn + 1e9)
+	rs["a"].limit(t, "c:other", counter(1))
+	rs["a"].gate.Sync() // the first batch after the turn starts the new stream
+	after := rs["a"].gate.StreamID()
+	if after == before {
+		t.Fatalf("stream %s went on across the sequence records' window", before)
+	}
+	for range 5 {
+		rs["a"].limit(t, "c:1", counter(1))
+	}
+	// b applies a's next batch of c:1, but a never hears back.
+	call := region.ApplyCall{Origin: "a", Target: "b", Stream: after, Slot: hashslot.Of([]byte("c:1")), Seq: 1,
+		Keys: [][]byte{[]byte("c:1")}, Reqs: []engine.Request{counter(5)}}
+	if dup, err := rs["b"].gate.Apply(context.Background(), &call); err != nil || dup {
+		t.Fatalf("first delivery after the turn: dup %v, %v", dup, err)
+	}
+	rs["a"].gate.Sync() // the same batch sent again
+	// c:1's own counter started a new window at the turn too.
+	if got := used(t, rs["b"], "c:1"); got != 5 {
+		t.Errorf("b counts %d after the resent batch, want 5 (applied once)", got)
+	}
+	if st := rs["b"].gate.Status().Peers[0]; st.Duplicates != 1 {
+		t.Errorf("b: %+v, want the resent batch recognised as a duplicate", st)
+	}
+}

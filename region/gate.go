@@ -170,7 +170,9 @@ type Gate struct {
 	cancel   context.CancelFunc
 	stopSync context.CancelFunc // ends the background sender
 
-	stream   string             // this process's async stream id
+	streamMu sync.Mutex
+	stream   string             // this process's async stream id, guarded by streamMu
+	era      int64              // the sequence records' window stream was started in (-1: none yet)
 	outboxes map[string]*outbox // async consumption queued per peer
 	inboxes  sync.Map           // origin name → *inboxStats
 	syncDone chan struct{}      // closed when the background sender stops
@@ -196,7 +198,7 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 		cfg.BacklogBytes = DefaultBacklogBytes
 	}
 	g := &Gate{cfg: cfg, inner: inner, links: make(map[string]*link),
-		stream: newStreamID(), outboxes: make(map[string]*outbox), syncDone: make(chan struct{})}
+		stream: newStreamID(), era: -1, outboxes: make(map[string]*outbox), syncDone: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	weight := func(n string) int64 {
 		if w, ok := cfg.Weights[n]; ok {
@@ -242,8 +244,30 @@ func (g *Gate) Close() {
 	}
 }
 
-// StreamID is the id of this process's stream of async batches.
-func (g *Gate) StreamID() string { return g.stream }
+// StreamID is the id of this process's stream of async batches now.
+func (g *Gate) StreamID() string {
+	g.streamMu.Lock()
+	defer g.streamMu.Unlock()
+	return g.stream
+}
+
+// streamAt returns the stream batches cut at now (Unix ns) belong to. A
+// sequence record counts in a fixed window of engine.MaxPeriod aligned to
+// the epoch, and its count starts again at the next window: a stream that
+// went on across that instant would find every later batch admitted twice
+// over. So a new window starts a new stream (a new id, sequences from 1).
+func (g *Gate) streamAt(now int64) string {
+	era := now / engine.MaxPeriod
+	g.streamMu.Lock()
+	defer g.streamMu.Unlock()
+	switch {
+	case g.era < 0:
+		g.era = era
+	case era != g.era:
+		g.era, g.stream = era, newStreamID()
+	}
+	return g.stream
+}
 
 // Name is this region's name.
 func (g *Gate) Name() string { return g.cfg.Name }

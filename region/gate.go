@@ -244,6 +244,20 @@ func (g *Gate) Close() {
 	}
 }
 
+// SetTLS replaces the client TLS configuration of the links to peer
+// regions (certificate rotation): connections dialled from now on use it,
+// those open keep their session. It fails, changing nothing, on a gate
+// whose links started without TLS (turning TLS on needs a restart).
+func (g *Gate) SetTLS(c *tls.Config) error {
+	if g.cfg.TLS == nil || c == nil {
+		return errors.New("region: the links to peer regions do not use TLS; turning it on needs a restart")
+	}
+	for _, l := range g.links {
+		l.tls.Store(c)
+	}
+	return nil
+}
+
 // StreamID is the id of this process's stream of async batches now.
 func (g *Gate) StreamID() string {
 	g.streamMu.Lock()

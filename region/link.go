@@ -32,7 +32,8 @@ const (
 type link struct {
 	name   string
 	addrs  []string // the peer's RESP addresses, as configured
-	cfg    respclient.Config
+	cfg    respclient.Config // TLS is tls's, read at each dial
+	tls    atomic.Pointer[tls.Config]
 	ctx    context.Context // closes every connection when done
 	logger *slog.Logger
 	now    func() int64
@@ -51,11 +52,13 @@ type link struct {
 }
 
 func newLink(ctx context.Context, p PeerConfig, timeout time.Duration, tc *tls.Config, logger *slog.Logger, now func() int64) *link {
-	return &link{
+	l := &link{
 		name: p.Name, addrs: p.Addrs, ctx: ctx, logger: logger, now: now,
-		cfg:  respclient.Config{Timeout: timeout, Password: p.Password, TLS: tc},
+		cfg:  respclient.Config{Timeout: timeout, Password: p.Password},
 		idle: make(map[string][]*respclient.Client),
 	}
+	l.tls.Store(tc)
+	return l
 }
 
 // errTransient marks a reply that asks to try another node (the region is
@@ -190,7 +193,9 @@ func (l *link) get(addr string) (*respclient.Client, error) {
 		return c, nil
 	}
 	l.mu.Unlock()
-	return respclient.Dial(l.ctx, addr, l.cfg)
+	cfg := l.cfg
+	cfg.TLS = l.tls.Load()
+	return respclient.Dial(l.ctx, addr, cfg)
 }
 
 func (l *link) put(addr string, c *respclient.Client) {

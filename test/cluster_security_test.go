@@ -76,49 +76,14 @@ func TestClusterTLSReplication(t *testing.T) {
 // certificate on their raft port too (before they did, its handshakes
 // failed both ways).
 func TestClusterTLSReplicationRotation(t *testing.T) {
-	p := newTestPKI(t)
-	dir := t.TempDir()
-	cert, key, ca := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")
-	replace := func(src, dst string) {
-		t.Helper()
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Written aside, then renamed: a reload never reads half a file.
-		if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(dst+".new", dst); err != nil {
-			t.Fatal(err)
-		}
-	}
-	replace(p.NodeCert, cert)
-	replace(p.NodeKey, key)
-	replace(p.CAFile, ca)
-	nodes := startCluster(t, 3, "--tls-replication", "yes", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca)
+	files := newRotatingNodeFiles(t)
+	nodes := startCluster(t, 3, files.args()...)
 	l := waitLeader(t, nodes)
 	writeThroughFollowers(t, nodes, l)
 
-	newCA := testcert.NewCA(t, "rotated CA")
-	newDir := t.TempDir()
-	newCert, newKey := issue(t, newDir, "node", newCA, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
-	newCAFile := writePEM(t, newDir, "ca.crt", "CERTIFICATE", newCA.Cert.Raw)
-	replace(newCert, cert)
-	replace(newKey, key)
-	replace(newCAFile, ca)
+	files.rotate(t)
 	for _, nd := range nodes {
-		if err := nd.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, nd := range nodes {
-		poll.Until(t, 15*time.Second, func() error {
-			if !strings.Contains(nd.output.String(), "SIGHUP: TLS certificates reloaded") {
-				return fmt.Errorf("%s has not reloaded its certificates", nd.id)
-			}
-			return nil
-		})
+		reloadCerts(t, nd.server)
 	}
 	f := (l + 1) % len(nodes)
 	nodes[f].kill()
@@ -135,6 +100,69 @@ func TestClusterTLSReplicationRotation(t *testing.T) {
 			t.Fatalf("CL.THROTTLE via %s after the rotation = %v, %v", nd.id, r, err)
 		}
 	}
+}
+
+// rotatingNodeFiles are a node certificate, its key and the CA, at paths
+// of their own, which rotate replaces with those of a new CA.
+type rotatingNodeFiles struct{ cert, key, ca string }
+
+func newRotatingNodeFiles(t *testing.T) *rotatingNodeFiles {
+	t.Helper()
+	p := newTestPKI(t)
+	dir := t.TempDir()
+	f := &rotatingNodeFiles{filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")}
+	replaceFile(t, p.NodeCert, f.cert)
+	replaceFile(t, p.NodeKey, f.key)
+	replaceFile(t, p.CAFile, f.ca)
+	return f
+}
+
+// args are the flags of a node using the files for tls-replication.
+func (f *rotatingNodeFiles) args() []string {
+	return []string{"--tls-replication", "yes", "--tls-cert-file", f.cert, "--tls-key-file", f.key, "--tls-ca-cert-file", f.ca}
+}
+
+// rotate writes a certificate and key of a new CA, and that CA, over the
+// files.
+func (f *rotatingNodeFiles) rotate(t *testing.T) {
+	t.Helper()
+	newCA := testcert.NewCA(t, "rotated CA")
+	dir := t.TempDir()
+	cert, key := issue(t, dir, "node", newCA, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	replaceFile(t, cert, f.cert)
+	replaceFile(t, key, f.key)
+	replaceFile(t, writePEM(t, dir, "ca.crt", "CERTIFICATE", newCA.Cert.Raw), f.ca)
+}
+
+// replaceFile writes src's bytes aside dst, then renames them over it: a
+// reload never reads half a file.
+func replaceFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".new", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reloadCerts sends s SIGHUP and waits until it logs the reload.
+func reloadCerts(t *testing.T, s *server) {
+	t.Helper()
+	before := strings.Count(s.output.String(), "SIGHUP: TLS certificates reloaded")
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 15*time.Second, func() error {
+		if strings.Count(s.output.String(), "SIGHUP: TLS certificates reloaded") <= before {
+			return fmt.Errorf("%s has not reloaded its certificates", s.Addr)
+		}
+		return nil
+	})
 }
 
 // tls-replication without the certificate files does not start.

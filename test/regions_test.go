@@ -380,3 +380,42 @@ func TestRegionsTLS(t *testing.T) {
 		t.Errorf("a TLS link to a plaintext port: %v, want unreachable", err)
 	}
 }
+
+// Certificate rotation reaches the links to peer regions: both regions'
+// files are replaced by a new CA's and reloaded (SIGHUP), then r1 restarts
+// (reading only the new files) and r2's next link to it, dialled afresh,
+// must present and trust the new certificates: a global key homed in r1
+// answers through r2 again. Before, r2's links kept the old CA and found
+// r1 unreachable.
+func TestRegionsTLSRotation(t *testing.T) {
+	files := newRotatingNodeFiles(t)
+	tlsPort := map[string]int{"r1": freePort(t), "r2": freePort(t)}
+	srv := map[string]*server{}
+	for _, n := range []string{"r1", "r2"} {
+		srv[n] = newServer(t, append([]string{"--save", "", "--tls-port", strconv.Itoa(tlsPort[n])}, files.args()...)...)
+	}
+	srv["r1"].args = append(srv["r1"].args, "--region", "r1", "--region-policy", "g:* global r1",
+		"--region-peer", "r2 127.0.0.1:"+strconv.Itoa(tlsPort["r2"]))
+	srv["r2"].args = append(srv["r2"].args, "--region", "r2", "--region-policy", "g:* global r1",
+		"--region-peer", "r1 127.0.0.1:"+strconv.Itoa(tlsPort["r1"]))
+	for _, n := range []string{"r1", "r2"} {
+		srv[n].start()
+	}
+	c := srv["r2"].client(t, 2)
+	if _, err := regionThrottle(c, t, "g:before", 9, 1, 3600); err != nil {
+		t.Fatalf("over TLS before the rotation: %v", err)
+	}
+	files.rotate(t)
+	for _, n := range []string{"r1", "r2"} {
+		reloadCerts(t, srv[n])
+	}
+	srv["r1"].kill()
+	srv["r1"].start()
+	poll.Until(t, 30*time.Second, func() error {
+		r, err := regionThrottle(c, t, "g:after", 9, 1, 3600)
+		if err != nil || r[0] != 0 {
+			return fmt.Errorf("a global key through r2 after the rotation: %v, %v", r, err)
+		}
+		return nil
+	})
+}

@@ -133,7 +133,7 @@ func startCluster(cfg *Config, store *shards.Store, logger *slog.Logger) (*repli
 	if certs := cfg.Ops.certs; certs != nil && cfg.Cluster.tlsOn() {
 		// Rotated certificates reach the raft port too (SIGHUP, CONFIG
 		// SET tls-*): new node-to-node connections use them.
-		certs.setOnLoad(func(cert tls.Certificate, pool *x509.CertPool) error {
+		certs.addOnLoad(func(cert tls.Certificate, pool *x509.CertPool) error {
 			return n.SetTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool})
 		})
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -196,6 +197,12 @@ func (st *storage) startRegion(cfg *Config, logger *slog.Logger) (stop func(), e
 	g, err := region.New(gc, st.backend)
 	if err != nil {
 		return nil, err
+	}
+	if certs := cfg.Ops.certs; certs != nil && gc.TLS != nil {
+		// Rotated certificates reach the links to peer regions too.
+		certs.addOnLoad(func(cert tls.Certificate, pool *x509.CertPool) error {
+			return g.SetTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+		})
 	}
 	cfg.Region.gate = g
 	st.backend = g

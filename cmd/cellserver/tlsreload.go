@@ -38,20 +38,21 @@ type certReloader struct {
 	files   tlsFiles   // those cur was loaded from
 	pending tlsFiles   // CONFIG SET's values, applied by apply
 
-	// onLoad, when set, hears of every certificate and CA loaded after
-	// the first (the raft port's mutual TLS takes them: setOnLoad).
-	onLoad func(tls.Certificate, *x509.CertPool) error
+	// onLoad hear of every certificate and CA loaded after the first (the
+	// raft port's mutual TLS and the links to peer regions take them:
+	// addOnLoad).
+	onLoad []func(tls.Certificate, *x509.CertPool) error
 
 	failures atomic.Int64
 	failLog  *rateLog
 	log      *slog.Logger
 }
 
-// setOnLoad makes f hear of every reload from now on.
-func (r *certReloader) setOnLoad(f func(tls.Certificate, *x509.CertPool) error) {
+// addOnLoad makes f hear of every reload from now on.
+func (r *certReloader) addOnLoad(f func(tls.Certificate, *x509.CertPool) error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.onLoad = f
+	r.onLoad = append(r.onLoad, f)
 }
 
 // load builds the configuration of files and hands their certificate and
@@ -61,8 +62,8 @@ func (r *certReloader) load(files tlsFiles) error {
 	if err != nil {
 		return err
 	}
-	if r.onLoad != nil {
-		if err := r.onLoad(cert, pool); err != nil {
+	for _, f := range r.onLoad {
+		if err := f(cert, pool); err != nil {
 			return err
 		}
 	}

@@ -31,7 +31,7 @@ const (
 // concurrent use; each call uses one connection of its own.
 type link struct {
 	name   string
-	addrs  []string // the peer's RESP addresses, as configured
+	addrs  []string          // the peer's RESP addresses, as configured
 	cfg    respclient.Config // TLS is tls's, read at each dial
 	tls    atomic.Pointer[tls.Config]
 	ctx    context.Context // closes every connection when done

@@ -71,7 +71,10 @@ func TestRegionsSplit(t *testing.T) {
 	errs := make(chan error, 64)
 	got := map[string]*atomic.Int64{}
 	for _, n := range names {
-		got[n] = new(atomic.Int64)
+		// The goroutines get the counter and share themselves: got is
+		// written on the next turns of this loop while they run.
+		admitted, share := new(atomic.Int64), want[n]
+		got[n] = admitted
 		c := rs.srv[n].client(t, 2)
 		for range 4 {
 			wg.Go(func() {
@@ -81,12 +84,12 @@ func TestRegionsSplit(t *testing.T) {
 						errs <- err
 						return
 					}
-					if r[1] != want[n] {
-						errs <- fmt.Errorf("%s reports limit %d, want its share %d", n, r[1], want[n])
+					if r[1] != share {
+						errs <- fmt.Errorf("%s reports limit %d, want its share %d", n, r[1], share)
 						return
 					}
 					if r[0] == 0 {
-						got[n].Add(1)
+						admitted.Add(1)
 						total.Add(1)
 					}
 				}

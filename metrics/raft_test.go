@@ -18,9 +18,10 @@ import (
 	"github.com/cellserver/cellserver/shards"
 )
 
-// TestRaftMetrics runs a one-node cluster, applies writes through raft and
-// checks the raft metrics against the node's own Info.
-func TestRaftMetrics(t *testing.T) {
+// startOneNode starts a one-node cluster and waits until it leads; it is
+// closed with the test.
+func startOneNode(t *testing.T) *replication.Node {
+	t.Helper()
 	store, err := shards.New(shards.Config{Shards: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,13 @@ func TestRaftMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	return node
+}
+
+// TestRaftMetrics runs a one-node cluster, applies writes through raft and
+// checks the raft metrics against the node's own Info.
+func TestRaftMetrics(t *testing.T) {
+	node := startOneNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 0; i < 5; i++ {
@@ -70,7 +78,7 @@ func TestRaftMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := NewRegistry(Sources{Server: srv, Store: store, Raft: node})
+	reg := NewRegistry(Sources{Server: srv, Store: node.Store(), Raft: node})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

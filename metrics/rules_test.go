@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,18 +12,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
-	"github.com/cellserver/cellserver/internal/poll"
-	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
-	"github.com/cellserver/cellserver/shards"
 )
 
 // The shipped alerting rules and dashboard (deploy/).
@@ -99,28 +94,7 @@ func TestShippedQueriesUseExportedMetrics(t *testing.T) {
 // shows (a histogram's _bucket, _sum and _count included).
 func liveMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	store, err := shards.New(shards.Config{Shards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := replication.DefaultConfig()
-	cfg.NodeID = "n1"
-	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.RespAddr = "127.0.0.1:6379"
-	cfg.Dir = t.TempDir()
-	cfg.Bootstrap = true
-	cfg.RaftLogOutput = io.Discard
-	node, err := replication.NewNode(cfg, store, discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	poll.Until(t, 10*time.Second, func() error {
-		if !node.Info().Ready {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	node := startOneNode(t)
 	rc := resp.DefaultConfig()
 	rc.Logger = discard()
 	rc.MaxMemory = 1 << 30
@@ -159,7 +133,7 @@ func liveMetricNames(t *testing.T) map[string]bool {
 			t.Fatal(err)
 		}
 	}
-	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store, Raft: node, RLS: svc}), nil, discard())
+	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: node.Store(), Raft: node, RLS: svc}), nil, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

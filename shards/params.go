@@ -133,16 +133,7 @@ func growPidx(p []uint8, n int) []uint8 {
 	if n <= cap(p) {
 		return p[:n]
 	}
-	c := cap(p)
-	switch {
-	case c < 16:
-		c = 16
-	case c < compactMin:
-		c *= 2
-	default:
-		c += c / 8
-	}
-	c = max(c, n)
+	c := max(nextSlabCap(cap(p)), n)
 	q := make([]uint8, n, c)
 	copy(q, p)
 	return q

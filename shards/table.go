@@ -392,19 +392,24 @@ func (sh *shard) compactArena() {
 	sh.arena, sh.garbage = arena, 0
 }
 
-// growRecs grows the slab by 1/8 once it is large, so that spare capacity
-// stays a small fraction of the memory per key.
-func growRecs(s []rec) []rec {
-	c := cap(s)
+// nextSlabCap is the capacity a slab of capacity c grows to: 16 at first,
+// doubling while small, then by 1/8, so that spare capacity stays a small
+// fraction of the memory per key. The slab and its parallel arrays
+// (params.go) grow alike.
+func nextSlabCap(c int) int {
 	switch {
 	case c < 16:
-		c = 16
+		return 16
 	case c < compactMin:
-		c *= 2
+		return c * 2
 	default:
-		c += c / 8
+		return c + c/8
 	}
-	n := make([]rec, len(s), c)
+}
+
+// growRecs grows the slab (nextSlabCap).
+func growRecs(s []rec) []rec {
+	n := make([]rec, len(s), nextSlabCap(cap(s)))
 	copy(n, s)
 	return n
 }

@@ -151,17 +151,21 @@ func btoi(b bool) int {
 // does not keep a member's dial out: the flood's connections that have
 // not sent their first message make room. From another address, the
 // flood never touches the member's handshake; from the member's own
-// address, a member's handshake can be displaced in the instant between
-// its bytes being read and its being marked as sent, so a dial may need
-// another try (raft and the forwarding client retry).
+// address, a member's connection cannot be told from the flood's until
+// its first bytes arrive: a dialer that is slow to write them (a loaded
+// machine delays the goroutine between connect and write) can be the
+// oldest silent connection by then and be displaced, so a dial may need
+// further tries (raft and the forwarding client retry). How many depends
+// on the machine's load, so that case is bounded by a deadline, not by a
+// count: it fails only if the member's dials stop getting through.
 func TestRaftPortFloodBeyondSlots(t *testing.T) {
 	tests := []struct {
-		name  string
-		from  net.IP
-		tries int // per dial
+		name    string
+		from    net.IP
+		retries bool // a dial may need several tries
 	}{
-		{"flood from the members' address", net.ParseIP("127.0.0.1"), 3},
-		{"flood from another address", net.ParseIP("127.0.0.2"), 1},
+		{"flood from the members' address", net.ParseIP("127.0.0.1"), true},
+		{"flood from another address", net.ParseIP("127.0.0.2"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +195,7 @@ func TestRaftPortFloodBeyondSlots(t *testing.T) {
 			d := &tcpStream{sec: sec, conns: map[net.Conn]struct{}{}}
 			retried := 0
 			for i := range 20 {
+				deadline := time.Now().Add(30 * time.Second)
 				for try := 1; ; try++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					c, err := d.dial(ctx, s.Addr().String(), headerRaft)
@@ -199,7 +204,7 @@ func TestRaftPortFloodBeyondSlots(t *testing.T) {
 						c.Close()
 						break
 					}
-					if try == tt.tries {
+					if !tt.retries || time.Now().After(deadline) {
 						t.Fatalf("dial %d during the flood, try %d: %v (%+v)", i, try, err, s.handshaking.stats())
 					}
 					retried++

@@ -60,6 +60,7 @@ func TestRegionMetrics(t *testing.T) {
 		"cellserver_region_peer_up,peer=eu":                   0,
 		"cellserver_region_peer_last_contact_seconds,peer=eu": -1,
 		"cellserver_region_peer_failed_calls_total,peer=eu":   1,
+		"cellserver_region_policy_mismatches_total,peer=eu":   0,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)

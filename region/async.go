@@ -347,6 +347,12 @@ func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error)
 			return false, fmt.Errorf("%w: key %d: its consumption exceeds what the key can hold", ErrBadBatch, i+1)
 		}
 	}
+	pol := g.policy.Load()
+	for _, k := range call.Keys {
+		if r := pol.Match(k); r.Mode != ModeAsync {
+			g.disagree(in, call.Origin, k, r, ModeAsync)
+		}
+	}
 	in.batches.Add(1)
 	in.ops.Add(int64(len(call.Keys)))
 	in.last.Store(g.cfg.Now())
@@ -358,10 +364,42 @@ func (g *Gate) refuseBatch(call *ApplyCall, why string) {
 	g.cfg.Logger.Warn("refused a region peer's batch: "+why, "region", g.cfg.Name, "origin", call.Origin, "target", call.Target, "seq", call.Seq)
 }
 
-// inboxStats counts what one peer's batches did here.
+// inboxStats counts what one peer's calls did here.
 type inboxStats struct {
 	batches, ops, duplicates atomic.Int64
 	last                     atomic.Int64 // Unix ns of the last batch applied
+	// mismatches counts the peer's consumptions and global decisions for
+	// keys this region's policy puts under another mode (or home);
+	// mismatchLogged is the Unix ns of the last one logged.
+	mismatches, mismatchLogged atomic.Int64
+}
+
+// mismatchLogEvery bounds the log lines about one peer's disagreeing
+// policy: the counter shows them all.
+const mismatchLogEvery = time.Minute
+
+// disagree records that origin sent a call for key under mode sent while
+// this region's policy gives the key rule here. The call is served anyway:
+// the peer decided by its own policy, and serving it only ever adds
+// consumption (errs towards refusing). Policies must agree between regions
+// (nothing exchanges them), so an operator learns of a difference here.
+func (g *Gate) disagree(in *inboxStats, origin string, key []byte, here Rule, sent Mode) {
+	in.mismatches.Add(1)
+	now := g.cfg.Now()
+	last := in.mismatchLogged.Load()
+	if last != 0 && now-last < int64(mismatchLogEvery) || !in.mismatchLogged.CompareAndSwap(last, now) {
+		return
+	}
+	what := "async consumption"
+	if sent == ModeGlobal {
+		what = "a global decision"
+	}
+	mode := here.Mode.String()
+	if here.Mode == ModeGlobal {
+		mode += " " + here.Home
+	}
+	g.cfg.Logger.Warn("region policies disagree: a peer sent "+what+" for a key this region's region-policy puts under another mode (served anyway; counted as policy_mismatches, logged at most once a minute per peer)",
+		"region", g.cfg.Name, "origin", origin, "key", string(key), "mode", mode)
 }
 
 func (g *Gate) inbox(origin string) *inboxStats {

@@ -1,10 +1,15 @@
 package region_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,5 +285,95 @@ func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
 	}
 	if st := rs["b"].gate.Status().Peers[0]; st.Duplicates != 1 {
 		t.Errorf("b: %+v, want the resent batch recognised as a duplicate", st)
+	}
+}
+
+// syncBuffer is a log destination safe for the gate's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Regions whose policies disagree still apply what a peer sends (more
+// consumption only errs towards refusing), but each counts and logs the
+// calls its own policy would not have sent: async consumption for a key it
+// does not hold async, a global decision for a key it is not the home of.
+func TestPolicyDisagreementCounted(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	var aLog, bLog syncBuffer
+	rs := startRegions(t, clock,
+		regionSpec{name: "a", policy: "c:* async", logger: slog.New(slog.NewTextHandler(&aLog, nil))},
+		regionSpec{name: "b", policy: "c:1 async g:* global a", logger: slog.New(slog.NewTextHandler(&bLog, nil))})
+
+	for _, k := range []string{"c:1", "c:2", "c:2", "c:3"} {
+		if res := rs["a"].limit(t, k, counter(1)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if res := rs["b"].limit(t, "g:k", counter(1)); res.Err != nil || res.Results[0].Limited {
+		t.Fatalf("global decision through a: %+v", res)
+	}
+	syncAll(rs)
+
+	// b applied everything a sent, agreeing on c:1 only.
+	for k, want := range map[string]int64{"c:1": 1, "c:2": 2, "c:3": 1} {
+		if got := used(t, rs["b"], k); got != want {
+			t.Errorf("b counts %d on %s, want %d", got, k, want)
+		}
+	}
+	tests := []struct {
+		region, peer string
+		want         int64
+		log          *syncBuffer
+		logWants     string
+	}{
+		{"b", "a", 2, &bLog, `key=c:2 mode=local`}, // c:2 (merged into one consumption) and c:3
+		{"a", "b", 1, &aLog, `key=g:k mode=local`}, // g:k is local in a
+	}
+	for _, tt := range tests {
+		st := rs[tt.region].gate.Status()
+		if got := st.Peers[0].PolicyMismatches; got != tt.want {
+			t.Errorf("%s: %d policy mismatches from %s, want %d", tt.region, got, tt.peer, tt.want)
+		}
+		if !strings.Contains(tt.log.String(), "policies disagree") || !strings.Contains(tt.log.String(), tt.logWants) {
+			t.Errorf("%s's log has no disagreement naming %q:\n%s", tt.region, tt.logWants, tt.log.String())
+		}
+		if f := st.Fields(); !slices.ContainsFunc(f, func(kv [2]string) bool {
+			return kv[0] == "region_peer_"+tt.peer && strings.Contains(kv[1], ",policy_mismatches="+strconv.FormatInt(tt.want, 10))
+		}) {
+			t.Errorf("%s: INFO regions fields %v have no policy_mismatches=%d", tt.region, f, tt.want)
+		}
+	}
+	// The log is bounded: more disagreeing batches count, but are not
+	// logged again within a minute.
+	before := strings.Count(bLog.String(), "policies disagree")
+	for range 3 {
+		rs["a"].limit(t, "c:2", counter(1))
+		syncAll(rs)
+	}
+	if st := rs["b"].gate.Status(); st.Peers[0].PolicyMismatches != 5 {
+		t.Errorf("b: %d policy mismatches, want 5", st.Peers[0].PolicyMismatches)
+	}
+	if n := strings.Count(bLog.String(), "policies disagree"); n != before {
+		t.Errorf("b logged %d more disagreements within a minute, want none", n-before)
+	}
+	clock.ns.Add(int64(time.Minute))
+	rs["a"].limit(t, "c:2", counter(1))
+	syncAll(rs)
+	if n := strings.Count(bLog.String(), "policies disagree"); n != before+1 {
+		t.Errorf("a minute later b logged %d more disagreements, want 1", n-before)
 	}
 }

@@ -559,8 +559,10 @@ func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res
 	return true
 }
 
-// Exec runs a peer's REGION.EXEC here, exactly as asked (no policy: the
-// peer has already decided that this region is the key's home). It refuses
+// Exec runs a peer's REGION.EXEC here, exactly as asked (the peer has
+// already decided that this region is the key's home; a key this region's
+// policy does not make global here is served, and counted as a policy
+// mismatch). It refuses
 // a call whose target is not this region or whose origin is not a
 // configured peer, logging why; nothing is applied then. err is about the
 // whole call; a failure of the op is in res.Err.
@@ -581,6 +583,12 @@ func (g *Gate) Exec(ctx context.Context, call *ExecCall, res *shards.Result) err
 	*res = rs[0]
 	if n, ok := g.served.Load(call.Origin); ok {
 		n.(*atomic.Int64).Add(1)
+	}
+	for _, k := range call.Op.Keys {
+		if r := g.policy.Load().Match(k); r.Mode != ModeGlobal || r.Home != g.cfg.Name {
+			g.disagree(g.inbox(call.Origin), call.Origin, k, r, ModeGlobal)
+			break // one decision, counted once
+		}
 	}
 	return nil
 }

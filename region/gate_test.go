@@ -50,7 +50,8 @@ type regionSpec struct {
 	// dialPassword, when set, is the password the other regions send to
 	// this one (a wrong one); otherwise password.
 	dialPassword string
-	backlog      int64 // region-backlog-bytes (0: the default)
+	backlog      int64        // region-backlog-bytes (0: the default)
+	logger       *slog.Logger // nil: discarded
 }
 
 // startRegions starts one region per spec, each a peer of all the others.
@@ -67,7 +68,7 @@ func startRegions(t *testing.T, clock *fakeClock, specs ...regionSpec) map[strin
 	}
 	for _, s := range specs {
 		cfg := region.Config{Name: s.name, Timeout: 2 * time.Second, MaxLogLimit: engine.DefaultMaxLogLimit,
-			Weights: map[string]int64{}, Unreachable: s.unreachable, Now: clock.Now, BacklogBytes: s.backlog}
+			Weights: map[string]int64{}, Unreachable: s.unreachable, Now: clock.Now, BacklogBytes: s.backlog, Logger: s.logger}
 		for _, p := range specs {
 			if p.weight > 0 {
 				cfg.Weights[p.name] = p.weight

@@ -31,6 +31,10 @@ type PeerStatus struct {
 	// Duplicates (batches received again and ignored), LastAppliedMs how
 	// long ago the last was applied (-1: never).
 	BatchesApplied, OpsApplied, Duplicates, LastAppliedMs int64
+	// PolicyMismatches counts its consumptions and global decisions for
+	// keys this region's policy puts under another mode or home (served
+	// anyway): non-zero means the two regions' region-policy differ.
+	PolicyMismatches int64
 }
 
 // Status is the state of this region's links, for INFO regions and REGION
@@ -91,6 +95,7 @@ func (g *Gate) Status() Status {
 		ps.BatchesSent, ps.OpsSent, ps.LagMs = o.batchesSent.Load(), o.opsSent.Load(), o.lag(now)/1e6
 		in := g.inbox(p.Name)
 		ps.BatchesApplied, ps.OpsApplied, ps.Duplicates = in.batches.Load(), in.ops.Load(), in.duplicates.Load()
+		ps.PolicyMismatches = in.mismatches.Load()
 		ps.LastAppliedMs = -1
 		if t := in.last.Load(); t != 0 {
 			ps.LastAppliedMs = (now - t) / 1e6
@@ -121,7 +126,8 @@ func (s *Status) Fields() [][2]string {
 				",queued=" + i(p.Queued) + ",dropped=" + i(p.Dropped) + ",batches_sent=" + i(p.BatchesSent) +
 				",ops_sent=" + i(p.OpsSent) + ",retries=" + i(p.Retries) + ",lag_ms=" + i(p.LagMs) +
 				",batches_applied=" + i(p.BatchesApplied) + ",ops_applied=" + i(p.OpsApplied) +
-				",duplicates=" + i(p.Duplicates) + ",last_applied_ms=" + i(p.LastAppliedMs)})
+				",duplicates=" + i(p.Duplicates) + ",last_applied_ms=" + i(p.LastAppliedMs) +
+				",policy_mismatches=" + i(p.PolicyMismatches)})
 	}
 	return f
 }

@@ -119,7 +119,7 @@ func regionCommands(g *region.Gate) []*Command {
 			Subcommands: []*Command{{
 				Name: "status", Arity: 2, Flags: FlagStale | FlagFast, Group: "region", Since: "0.1.0",
 				Summary: "Returns this region's name, policy size and the state of each peer region.", Complexity: "O(peers)",
-				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…` for global keys, then for async keys what waits for it and was shipped to it, `queued=…,dropped=…,batches_sent=…,ops_sent=…,retries=…,lag_ms=…`, and what came from it, `batches_applied=…,ops_applied=…,duplicates=…,last_applied_ms=…`).",
+				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…` for global keys, then for async keys what waits for it and was shipped to it, `queued=…,dropped=…,batches_sent=…,ops_sent=…,retries=…,lag_ms=…`, and what came from it, `batches_applied=…,ops_applied=…,duplicates=…,last_applied_ms=…,policy_mismatches=…`, the last counting its calls for keys this region's `region-policy` puts under another mode or home).",
 				Errors: []string{"`ERR region: no region is configured` on a server without `region`."},
 				Handler: func(c *Conn, _ [][]byte) error {
 					if g == nil {

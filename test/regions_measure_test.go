@@ -1,9 +1,11 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,12 +14,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRegionsMeasure measures the region modes (CELLSERVER_MEASURE_REGIONS=1
-// runs it; about two minutes): decision latency of async and local keys in
-// the same run, bytes between regions per 1000 async decisions per second,
+// TestRegionsMeasure measures the region modes: decision latency of async
+// and local keys in the same run, bytes between regions per 1000 async
+// decisions per second, a global key's latency from a remote region, and
 // over-admission against the stated bound at several delays and sync
-// intervals, and a global key's latency from a remote region. It prints
-// the tables of docs/regions.md.
+// intervals. It prints the tables of docs/regions.md and, when
+// CELLSERVER_MEASURE_REGIONS_CSV names a file, writes the over-admission
+// runs there for the plot (bench/regionplot). CELLSERVER_MEASURE_REGIONS=1
+// runs it; about five minutes with the default three rounds
+// (CELLSERVER_MEASURE_ROUNDS to change).
 func TestRegionsMeasure(t *testing.T) {
 	if os.Getenv("CELLSERVER_MEASURE_REGIONS") == "" {
 		t.Skip("set CELLSERVER_MEASURE_REGIONS=1 to measure")
@@ -82,14 +87,31 @@ func TestRegionsMeasure(t *testing.T) {
 	t.Logf("async, 100 keys: %.0f decisions/s in one region, %.0f bytes/s on all links, %.0f bytes/s per 1000 decisions/s",
 		rate, float64(after-before)/el, float64(after-before)/el/rate*1000)
 
-	// Over-admission against the bound.
-	t.Logf("| d | s | admitted | exact L+rT | bound | alone |")
-	for _, d := range []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
-		for _, s := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond} {
-			admitted, el := overAdmission(t, names, d, s)
-			const L, r, R = 10, 10.0, 3
-			bound := L + r*el + (R-1)*(L+r*(s+d).Seconds())
-			t.Logf("| %v | %v | %d | %.0f | %.1f | %.0f |", d, s, admitted, L+r*el, bound, R*(L+r*el))
+	// Over-admission against the bound, in interleaved rounds (every
+	// pair of d and s once per round), written as CSV for the plot
+	// (bench/regionplot) when CELLSERVER_MEASURE_REGIONS_CSV names a file.
+	rounds := 3
+	if v, err := strconv.Atoi(os.Getenv("CELLSERVER_MEASURE_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	var csv strings.Builder
+	csv.WriteString("d_ms,s_ms,round,admitted,exact,bound,alone\n")
+	t.Logf("| round | d | s | admitted | exact L+rT | bound | alone |")
+	for round := 1; round <= rounds; round++ {
+		for _, d := range []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
+			for _, s := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond} {
+				admitted, el := overAdmission(t, names, d, s)
+				const L, r, R = 10, 10.0, 3
+				exact := L + r*el
+				bound := exact + (R-1)*(L+r*(s+d).Seconds())
+				t.Logf("| %d | %v | %v | %d | %.1f | %.1f | %.0f |", round, d, s, admitted, exact, bound, R*exact)
+				fmt.Fprintf(&csv, "%d,%d,%d,%d,%.2f,%.2f,%.2f\n", d.Milliseconds(), s.Milliseconds(), round, admitted, exact, bound, R*exact)
+			}
+		}
+	}
+	if path := os.Getenv("CELLSERVER_MEASURE_REGIONS_CSV"); path != "" {
+		if err := os.WriteFile(path, []byte(csv.String()), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -398,7 +398,7 @@ func (g *Gate) disagree(in *inboxStats, origin string, key []byte, here Rule, se
 	if here.Mode == ModeGlobal {
 		mode += " " + here.Home
 	}
-	g.cfg.Logger.Warn("region policies disagree: a peer sent "+what+" for a key this region's region-policy puts under another mode (served anyway; counted as policy_mismatches, logged at most once a minute per peer)",
+	g.cfg.Logger.Warn("region policies disagree: a peer sent "+what+" for a key this region's region-policy puts under another mode or home (served anyway; counted as policy_mismatches, logged at most once a minute per peer)",
 		"region", g.cfg.Name, "origin", origin, "key", string(key), "mode", mode)
 }
 

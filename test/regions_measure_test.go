@@ -21,7 +21,7 @@ import (
 // intervals. It prints the tables of docs/regions.md and, when
 // CELLSERVER_MEASURE_REGIONS_CSV names a file, writes the over-admission
 // runs there for the plot (bench/regionplot). CELLSERVER_MEASURE_REGIONS=1
-// runs it; about five minutes with the default three rounds
+// runs it; about two minutes with the default three rounds
 // (CELLSERVER_MEASURE_ROUNDS to change).
 func TestRegionsMeasure(t *testing.T) {
 	if os.Getenv("CELLSERVER_MEASURE_REGIONS") == "" {

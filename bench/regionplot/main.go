@@ -56,7 +56,7 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
-	return p.Save(16*vg.Centimeter, 11*vg.Centimeter, out)
+	return p.Save(18*vg.Centimeter, 13*vg.Centimeter, out)
 }
 
 // measuredRun is one row of the CSV: one run of three regions with one-way
@@ -202,6 +202,11 @@ func overAdmissionPlot(runs []measuredRun) (*plot.Plot, error) {
 		p.Add(l)
 		p.Legend.Add(ref.label, l)
 	}
-	p.Y.Max = alone * 1.6 // room for the legend above the lines
+	p.Y.Max = alone * 1.75 // room for the legend above the lines
+	var ticks []plot.Tick // at the measured delays
+	for _, d := range by[intervals[0]].delays {
+		ticks = append(ticks, plot.Tick{Value: float64(d), Label: strconv.Itoa(d)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	return p, nil
 }

@@ -203,7 +203,7 @@ func overAdmissionPlot(runs []measuredRun) (*plot.Plot, error) {
 		p.Legend.Add(ref.label, l)
 	}
 	p.Y.Max = alone * 1.75 // room for the legend above the lines
-	var ticks []plot.Tick // at the measured delays
+	var ticks []plot.Tick  // at the measured delays
 	for _, d := range by[intervals[0]].delays {
 		ticks = append(ticks, plot.Tick{Value: float64(d), Label: strconv.Itoa(d)})
 	}

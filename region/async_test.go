@@ -1,7 +1,6 @@
 package region_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,12 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/region"
 )
 
@@ -288,24 +287,6 @@ func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for the gate's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Regions whose policies disagree still apply what a peer sends (more
 // consumption only errs towards refusing), but each counts and logs the
 // calls its own policy would not have sent: async consumption for a key it
@@ -313,7 +294,7 @@ func (s *syncBuffer) String() string {
 func TestPolicyDisagreementCounted(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ns.Store(t0)
-	var aLog, bLog syncBuffer
+	var aLog, bLog testlog.Buffer
 	rs := startRegions(t, clock,
 		regionSpec{name: "a", policy: "c:* async", logger: slog.New(slog.NewTextHandler(&aLog, nil))},
 		regionSpec{name: "b", policy: "c:1 async g:* global a", logger: slog.New(slog.NewTextHandler(&bLog, nil))})
@@ -337,7 +318,7 @@ func TestPolicyDisagreementCounted(t *testing.T) {
 	tests := []struct {
 		region, peer string
 		want         int64
-		log          *syncBuffer
+		log          *testlog.Buffer
 		logWants     string
 	}{
 		{"b", "a", 2, &bLog, `key=c:2 mode=local`}, // c:2 (merged into one consumption) and c:3

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -173,7 +174,7 @@ func (c *testCluster) prepare(n int) []net.Listener {
 	c.t.Helper()
 	var lns []net.Listener
 	for range n {
-		tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}, logs: &logBuffer{}}
+		tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}, logs: &testlog.Buffer{}}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			c.t.Fatal(err)

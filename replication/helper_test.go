@@ -17,6 +17,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -35,28 +36,10 @@ type testNode struct {
 	respAddr string
 	raftAddr string
 	clock    *testClock
-	logs     *logBuffer // the node's log lines, across restarts
+	logs     *testlog.Buffer // the node's log lines, across restarts
 	node     *Node
 	srv      *redcon.Server
 	done     chan struct{}
-}
-
-// logBuffer collects a node's log output safely while it runs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // testCluster runs nodes on real loopback TCP transports.
@@ -111,7 +94,7 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 // (or any running node).
 func (c *testCluster) addNode() *testNode {
 	c.t.Helper()
-	tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}, logs: &logBuffer{}}
+	tn := &testNode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: &testClock{}, logs: &testlog.Buffer{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -255,13 +256,13 @@ func freeTCPPort(t *testing.T) int {
 }
 
 // startLoneNode starts a node outside any test cluster (no RESP listener).
-func startLoneNode(t *testing.T, cfg Config) (*Node, *logBuffer) {
+func startLoneNode(t *testing.T, cfg Config) (*Node, *testlog.Buffer) {
 	t.Helper()
 	store, err := shards.New(shards.Config{Shards: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	n, err := NewNode(cfg, store, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatalf("NewNode(%s): %v", cfg.NodeID, err)

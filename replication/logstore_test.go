@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 var (
@@ -504,7 +506,7 @@ func TestStartSyncer(t *testing.T) {
 		defer mu.Unlock()
 		return calls
 	}
-	var logs logBuffer
+	var logs testlog.Buffer
 	stop := startSyncer(failing, slog.New(slog.NewTextHandler(&logs, nil)))
 	deadline := time.Now().Add(5 * syncEvery)
 	for count() == 0 || !strings.Contains(logs.String(), "background sync of the raft log failed") {

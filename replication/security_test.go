@@ -14,6 +14,7 @@ import (
 
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/internal/testcert"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // newTestCA is a throwaway certificate authority for node certificates.
@@ -183,7 +184,7 @@ func TestRaftPortHandshake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			logs := &logBuffer{}
+			logs := &testlog.Buffer{}
 			s, err := newTCPStream("127.0.0.1:0", "", tt.server, slog.New(slog.NewTextHandler(logs, nil)), testAcceptLimits)
 			if err != nil {
 				t.Fatal(err)

@@ -1,32 +1,14 @@
 package resp
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/testlog"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestInspect: CL.INSPECT answers each kind's algorithm, the parameters of
 // the last request, the peek's limit and remaining, reset and TTL in ms,
@@ -168,7 +150,7 @@ func TestOverrideAndShadow(t *testing.T) {
 // TestViolationsLog: off by default; on, each limited decision is a line
 // with key, command and node, at most violations-log-rate a second.
 func TestViolationsLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	ts := startServer(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
 	c := ts.client(t, 2, "")
 	ctx := context.Background()

@@ -3,7 +3,6 @@ package resp
 import (
 	"context"
 	"fmt"
-	"github.com/cellserver/cellserver/internal/setting"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // TestLatencyBuckets checks that every duration lands in a bucket whose

@@ -14,13 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // launchUnderUlimit starts s's process through sh with the open files
 // limit (soft and hard) lowered to n, and waits until it answers PING.
 func (s *server) launchUnderUlimit(n int) {
 	s.t.Helper()
-	s.output = &lockedBuffer{}
+	s.output = &testlog.Buffer{}
 	s.done = make(chan struct{})
 	s.cmd = exec.Command("sh", append([]string{"-c", "ulimit -n " + strconv.Itoa(n) + ` && exec "$0" "$@"`, binary}, s.args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // The docs' console examples are run against a fresh server and compared
@@ -484,7 +485,7 @@ func TestDocsHTTPExample(t *testing.T) {
 	}
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cmd := exec.Command(example, "-listen", listen, "-cellserver", s.Addr)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

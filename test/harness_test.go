@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // binary is the path of the cellserver binary built once for all tests.
@@ -68,24 +67,6 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lockedBuffer collects a process's output safely while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // server is one running cellserver process.
 type server struct {
 	t      testing.TB
@@ -94,7 +75,7 @@ type server struct {
 	Dir    string
 	args   []string
 	cmd    *exec.Cmd
-	output *lockedBuffer
+	output *testlog.Buffer
 	done   chan struct{}
 	err    error // the process's exit error, valid after done is closed
 }
@@ -133,7 +114,7 @@ func (s *server) start() {
 // server has no plaintext port to poll).
 func (s *server) launch() {
 	s.t.Helper()
-	s.output = &lockedBuffer{}
+	s.output = &testlog.Buffer{}
 	s.done = make(chan struct{})
 	s.cmd = exec.Command(binary, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // helmBinary returns the helm to render the chart with ($HELM, then
@@ -183,7 +184,7 @@ type chartPod struct {
 	args     []string
 	dataDir  string
 	cmd      *exec.Cmd
-	out      *lockedBuffer
+	out      *testlog.Buffer
 	done     chan struct{}
 }
 
@@ -193,7 +194,7 @@ func (p *chartPod) start(t *testing.T, hosts string) {
 	if err := os.MkdirAll(p.dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p.out = &lockedBuffer{}
+	p.out = &testlog.Buffer{}
 	p.done = make(chan struct{})
 	// unshare and sh exec the server: the pid is the server's.
 	p.cmd = exec.Command("unshare", append([]string{"-m", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts, binary}, p.args...)...)

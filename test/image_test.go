@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/testlog"
 )
 
 // readArchive returns the files of a docker-archive tar by name.
@@ -137,7 +138,7 @@ func TestContainerImage(t *testing.T) {
 	}
 	port := freePort(t)
 	srv := exec.Command(exe, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--save", "")
-	out := &lockedBuffer{}
+	out := &testlog.Buffer{}
 	srv.Stdout, srv.Stderr = out, out
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -21,8 +21,8 @@ import (
 //
 //	REGION.APPLY origin target stream slot seq key kind burst rate period quantity interval [key ...]
 //
-// stream names the sending process (random; a new one when the sequence
-// records' window turns, see Gate.streamAt), slot is
+// stream names the sending process and the era it started in
+// ("<random hex>-<era>"; a new one each era, see Gate.streamAt), slot is
 // the hash slot every key of the batch hashes to, seq the batch's number in
 // the stream's lane for that slot (1, 2, ...). The fields per key are
 // REGION.EXEC's. The reply is +OK when applied, +DUP when the batch had
@@ -59,22 +59,68 @@ var slotTags = sync.OnceValue(func() []string {
 })
 
 // seqKey is the key recording which batches of origin's stream, lane slot,
-// were applied: a fixed-window counter of the longest window whose count is
-// the last applied sequence number.
+// were applied: a fixed-window counter whose count is the last applied
+// sequence number (see RecordPeriod for its window).
 func seqKey(origin, stream string, slot int) []byte {
 	return []byte(seqKeyPrefix + origin + ":" + stream + ":{" + slotTags()[slot] + "}")
 }
 
-// seqRequest is the fixed-window request that admits batch seq exactly when
-// seq-1 batches were applied (count + 1 <= seq), and records it.
-func seqRequest(seq int64) engine.Request {
-	return engine.Request{Kind: engine.KindFixedWindow, Burst: seq, Period: engine.MaxPeriod, Quantity: 1}
+// seqRequest is the fixed-window request that admits batch seq of a stream
+// started in era exactly when seq-1 batches were applied (count + 1 <=
+// seq), and records it.
+func seqRequest(seq, era int64) engine.Request {
+	return engine.Request{Kind: engine.KindFixedWindow, Burst: seq, Period: RecordPeriod(era), Quantity: 1}
 }
 
-func newStreamID() string {
+// StreamEra is how long a sender's stream lasts: the first batch it cuts
+// in a new era starts a new stream (sequences from 1 again). Its sequence
+// records then live a few eras (RecordPeriod), so the records of a sender
+// that restarted, or of an era gone by, do not stay in the keyspace.
+const StreamEra = 24 * time.Hour
+
+// MaxRecordEras bounds, in eras after the one its stream started in, how
+// long a sequence record lives: RecordPeriod's window ends by then for
+// every era Unix nanoseconds reach (until 2262; TestRecordWindow checks
+// them all). Most end 2 or 3 eras after it (85 % of eras).
+const MaxRecordEras = 12
+
+// RecordPeriod is the window (ns) of the sequence records of a stream
+// started in era: the shortest multiple k·StreamEra (k >= 3) whose
+// epoch-aligned window holding the era also holds the era before and the
+// one after. So every batch of the stream counts in that one window — sent
+// during its era, received by a node whose clock is up to an era behind,
+// or sent again in the next era after a lost acknowledgement — and the
+// record is gone within MaxRecordEras eras.
+func RecordPeriod(era int64) int64 {
+	k := int64(3)
+	for era > 0 && (era%k == 0 || (era+1)%k == 0) {
+		k++
+	}
+	return min(k*int64(StreamEra), engine.MaxPeriod)
+}
+
+// newStreamID names a new stream started in era.
+func newStreamID(era int64) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:]) + "-" + strconv.FormatInt(era, 10)
+}
+
+// streamEra returns the era a stream id names, and whether it is one:
+// 1 to 32 hex digits, '-', the era in decimal.
+func streamEra(stream string) (int64, bool) {
+	id, e, ok := strings.Cut(stream, "-")
+	if !ok || len(id) == 0 || len(id) > 32 {
+		return 0, false
+	}
+	if _, err := hex.DecodeString(id); err != nil {
+		return 0, false
+	}
+	era, err := strconv.ParseInt(e, 10, 64)
+	if err != nil || era < 0 || e[0] == '+' {
+		return 0, false
+	}
+	return era, true
 }
 
 // entry is one queued consumption: the key and the request that consumed.
@@ -264,17 +310,17 @@ type ApplyCall struct {
 }
 
 // DecodeApply decodes REGION.APPLY's arguments after the command name: the
-// stream is 1 to 32 hex digits, slot a hash slot every key hashes to, seq
-// 1..MaxCount, and the requests as DecodeExec checks them. An error wraps
-// ErrBadBatch.
+// stream is 1 to 32 hex digits, '-' and its era, slot a hash slot every key
+// hashes to, seq 1..MaxCount, and the requests as DecodeExec checks them.
+// An error wraps ErrBadBatch.
 func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
 	var c ApplyCall
 	if len(args) < applyHead+execFields || (len(args)-applyHead)%execFields != 0 {
 		return c, fmt.Errorf("%w: %d arguments, want 5 + 7 per key", ErrBadBatch, len(args))
 	}
 	c.Origin, c.Target, c.Stream = string(args[0]), string(args[1]), string(args[2])
-	if _, err := hex.DecodeString(c.Stream); err != nil || len(c.Stream) == 0 || len(c.Stream) > 32 {
-		return c, fmt.Errorf("%w: stream %q is not 1 to 32 hex digits", ErrBadBatch, args[2])
+	if _, ok := streamEra(c.Stream); !ok {
+		return c, fmt.Errorf("%w: stream %q is not 1 to 32 hex digits, '-' and an era", ErrBadBatch, args[2])
 	}
 	slot, err := strconv.Atoi(string(args[3]))
 	if err != nil || slot < 0 || slot >= hashslot.Count {
@@ -323,10 +369,15 @@ func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error)
 		g.refuseBatch(call, "its origin is not a region-peer")
 		return false, fmt.Errorf("%w: %s is not a region-peer of %s", ErrUnknownPeer, call.Origin, g.cfg.Name)
 	}
+	era, ok := streamEra(call.Stream)
+	if !ok {
+		g.refuseBatch(call, "its stream names no era")
+		return false, fmt.Errorf("%w: stream %q", ErrBadBatch, call.Stream)
+	}
 	op := shards.Op{Code: shards.OpLimitAll,
 		Keys: append([][]byte{seqKey(call.Origin, call.Stream, call.Slot)}, call.Keys...),
 		Reqs: make([]engine.Request, 0, 1+len(call.Reqs))}
-	op.Reqs = append(op.Reqs, seqRequest(call.Seq))
+	op.Reqs = append(op.Reqs, seqRequest(call.Seq, era))
 	for i := range call.Reqs {
 		op.Reqs = append(op.Reqs, forced(call.Reqs[i], g.cfg.MaxLogLimit))
 	}

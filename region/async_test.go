@@ -175,7 +175,8 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 	pol := "c:* async"
 	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
 	b := rs["b"].gate
-	ok := region.ApplyCall{Origin: "a", Target: "b", Stream: "00ff", Slot: hashslot.Of([]byte("c:1")), Seq: 1,
+	stream := "00ff-" + strconv.FormatInt(t0/int64(region.StreamEra), 10)
+	ok := region.ApplyCall{Origin: "a", Target: "b", Stream: stream, Slot: hashslot.Of([]byte("c:1")), Seq: 1,
 		Keys: [][]byte{[]byte("c:1")}, Reqs: []engine.Request{counter(1)}}
 	for _, c := range []struct {
 		mutate func(*region.ApplyCall)
@@ -194,8 +195,8 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 		t.Errorf("refused batches applied %d", got)
 	}
 	// Malformed on the wire: a key of another slot, a zero quantity, a
-	// sequence of 0, a bad stream id.
-	good := []string{"a", "b", "00ff", strconv.Itoa(hashslot.Of([]byte("c:1"))), "1", "c:1", "fixed-window", "5", "0", "1000000000", "1", "0"}
+	// sequence of 0, bad stream ids (not hex, no era, a bad era).
+	good := []string{"a", "b", stream, strconv.Itoa(hashslot.Of([]byte("c:1"))), "1", "c:1", "fixed-window", "5", "0", "1000000000", "1", "0"}
 	with := func(i int, v string) [][]byte {
 		out := make([][]byte, len(good))
 		for j, s := range good {
@@ -204,7 +205,7 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 		out[i] = []byte(v)
 		return out
 	}
-	for _, args := range [][][]byte{with(5, "c:2"), with(10, "0"), with(4, "0"), with(2, "xyz"), with(3, "16384"), with(5, "region:seq:a")} {
+	for _, args := range [][][]byte{with(5, "c:2"), with(10, "0"), with(4, "0"), with(2, "xyz"), with(2, "00ff"), with(2, "00ff-"), with(2, "00ff--1"), with(2, "-5"), with(2, "00ff-x"), with(3, "16384"), with(5, "region:seq:a")} {
 		if _, err := region.DecodeApply(args, 1000); !errors.Is(err, region.ErrBadBatch) {
 			t.Errorf("DecodeApply(%q) = %v, want ErrBadBatch", args, err)
 		}
@@ -240,14 +241,14 @@ func TestAsyncCloseShipsTheRest(t *testing.T) {
 	}
 }
 
-// TestAsyncStreamAcrossSequenceWindow: the sequence records count in a
-// fixed window of engine.MaxPeriod aligned to the epoch, which turns (the
-// next time on 2030-02-16). A batch cut after the turn belongs to a new
-// stream numbered from 1, so a batch whose acknowledgement was lost is
-// still recognised when sent again; a stream that went on across the turn
-// would find its record's count back at 0 and apply the resent batch twice.
+// TestAsyncStreamAcrossSequenceWindow: a stream lasts one era
+// (region.StreamEra) and the next era starts a new stream numbered from 1,
+// whose record is a new key; a batch of the old stream whose
+// acknowledgement was lost, sent again after the turn, is still recognised
+// (its record outlives the era), and so is the new stream's.
 func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
-	turn := (t0/engine.MaxPeriod + 1) * engine.MaxPeriod
+	era := int64(region.StreamEra)
+	turn := (t0/era + 1) * era
 	clock := &fakeClock{}
 	clock.ns.Store(turn - 1e9)
 	pol := "c:* async"
@@ -255,13 +256,29 @@ func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
 	for range 5 {
 		rs["a"].limit(t, "c:1", counter(1))
 	}
-	rs["a"].gate.Sync()
-	if got := used(t, rs["b"], "c:1"); got != 5 {
-		t.Fatalf("b counts %d before the turn, want 5", got)
-	}
 	before := rs["a"].gate.StreamID()
+	// a cuts its last batch of the era and sends it; b applies it, but a
+	// never hears back (b's server is closed while a waits for the
+	// answer, so the batch stays in flight).
+	b := rs["b"]
+	b.closeServer()
+	rs["a"].gate.Sync()
+	last := region.ApplyCall{Origin: "a", Target: "b", Stream: before, Slot: hashslot.Of([]byte("c:1")), Seq: 1,
+		Keys: [][]byte{[]byte("c:1")}, Reqs: []engine.Request{counter(5)}}
+	if dup, err := b.gate.Apply(context.Background(), &last); err != nil || dup {
+		t.Fatalf("the era's last batch: dup %v, %v", dup, err)
+	}
+	ln, err := net.Listen("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.serve(t, clock, ln)
 
 	clock.ns.Store(turn + 1e9)
+	rs["a"].gate.Sync() // the old stream's batch, sent again after the turn
+	if got := used(t, rs["b"], "c:1"); got != 5 {
+		t.Fatalf("b counts %d after the era's last batch was sent again, want 5 (applied once)", got)
+	}
 	rs["a"].limit(t, "c:other", counter(1))
 	rs["a"].gate.Sync() // the first batch after the turn starts the new stream
 	after := rs["a"].gate.StreamID()
@@ -278,12 +295,76 @@ func TestAsyncStreamAcrossSequenceWindow(t *testing.T) {
 		t.Fatalf("first delivery after the turn: dup %v, %v", dup, err)
 	}
 	rs["a"].gate.Sync() // the same batch sent again
-	// c:1's own counter started a new window at the turn too.
-	if got := used(t, rs["b"], "c:1"); got != 5 {
-		t.Errorf("b counts %d after the resent batch, want 5 (applied once)", got)
+	if got := used(t, rs["b"], "c:1"); got != 10 {
+		t.Errorf("b counts %d after the resent batch, want 10 (applied once)", got)
 	}
-	if st := rs["b"].gate.Status().Peers[0]; st.Duplicates != 1 {
-		t.Errorf("b: %+v, want the resent batch recognised as a duplicate", st)
+	if st := rs["b"].gate.Status().Peers[0]; st.Duplicates != 2 {
+		t.Errorf("b: %+v, want both resent batches recognised as duplicates", st)
+	}
+}
+
+// seqRecords counts r's sequence records.
+func seqRecords(t *testing.T, r *testRegion, now int64) int {
+	t.Helper()
+	n := 0
+	for cursor := uint64(0); ; {
+		cursor = r.store.Scan(cursor, 100, now, func(key []byte, _ engine.Kind) {
+			if strings.HasPrefix(string(key), "region:seq:") {
+				n++
+			}
+		})
+		if cursor == 0 {
+			return n
+		}
+	}
+}
+
+// TestSequenceRecordsExpire: a stream's records go away a few eras after
+// the stream ends, so a sender that restarts often (a rolling restart
+// every day) does not leave one key per slot it used behind for years.
+func TestSequenceRecordsExpire(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	for i := range 50 {
+		rs["a"].limit(t, "c:"+strconv.Itoa(i), counter(1))
+	}
+	rs["a"].gate.Sync()
+	lanes := seqRecords(t, rs["b"], clock.Now())
+	if lanes < 40 {
+		t.Fatalf("%d sequence records for 50 keys, want one per slot used", lanes)
+	}
+	if got := used(t, rs["b"], "c:7"); got != 1 {
+		t.Fatalf("b counts %d on c:7, want 1", got)
+	}
+	keys, bytes := rs["b"].store.Usage()
+	t.Logf("%d keys (%d records), %d bytes accounted: about %d bytes a key", keys, lanes, bytes, bytes/max(keys, 1))
+	// The longest a record can live: region.MaxRecordEras eras after the
+	// era its stream started in.
+	clock.ns.Add(int64(region.MaxRecordEras+1) * int64(region.StreamEra))
+	if n := seqRecords(t, rs["b"], clock.Now()); n != 0 {
+		t.Errorf("%d sequence records left %d eras later, want none", n, region.MaxRecordEras+1)
+	}
+}
+
+// The record of a stream started in era e (any until int64 nanoseconds
+// end, in 2262) counts in one window that holds the eras e-1, e and e+1 (so a receiver whose clock is an era behind, and
+// a batch sent again in the next era, both find it) and ends within
+// MaxRecordEras eras.
+func TestRecordWindow(t *testing.T) {
+	w := int64(region.StreamEra)
+	now := int64(1_800_000_000) * 1e9
+	for e := now / w; (e+int64(region.MaxRecordEras))*w/w == e+int64(region.MaxRecordEras); e++ { // every era Unix ns can reach
+		p := region.RecordPeriod(e)
+		start := (e - 1) * w / p * p
+		end := start + p
+		if (e+2)*w > end || start > (e-1)*w {
+			t.Fatalf("era %d: record window [%d, %d) eras does not hold eras %d to %d", e, start/w, end/w, e-1, e+1)
+		}
+		if end > (e+int64(region.MaxRecordEras))*w || p > engine.MaxPeriod {
+			t.Fatalf("era %d: record window ends %d eras later, want at most %d", e, end/w-e, region.MaxRecordEras)
+		}
 	}
 }
 

@@ -172,7 +172,7 @@ type Gate struct {
 
 	streamMu sync.Mutex
 	stream   string             // this process's async stream id, guarded by streamMu
-	era      int64              // the sequence records' window stream was started in (-1: none yet)
+	era      int64              // the StreamEra stream was started in (-1: none yet)
 	outboxes map[string]*outbox // async consumption queued per peer
 	inboxes  sync.Map           // origin name → *inboxStats
 	syncDone chan struct{}      // closed when the background sender stops
@@ -198,7 +198,7 @@ func New(cfg Config, inner Backend) (*Gate, error) {
 		cfg.BacklogBytes = DefaultBacklogBytes
 	}
 	g := &Gate{cfg: cfg, inner: inner, links: make(map[string]*link),
-		stream: newStreamID(), era: -1, outboxes: make(map[string]*outbox), syncDone: make(chan struct{})}
+		era: -1, outboxes: make(map[string]*outbox), syncDone: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	weight := func(n string) int64 {
 		if w, ok := cfg.Weights[n]; ok {
@@ -259,26 +259,21 @@ func (g *Gate) SetTLS(c *tls.Config) error {
 }
 
 // StreamID is the id of this process's stream of async batches now.
-func (g *Gate) StreamID() string {
-	g.streamMu.Lock()
-	defer g.streamMu.Unlock()
-	return g.stream
-}
+func (g *Gate) StreamID() string { return g.streamAt(g.cfg.Now()) }
 
-// streamAt returns the stream batches cut at now (Unix ns) belong to. A
-// sequence record counts in a fixed window of engine.MaxPeriod aligned to
-// the epoch, and its count starts again at the next window: a stream that
-// went on across that instant would find every later batch admitted twice
-// over. So a new window starts a new stream (a new id, sequences from 1).
+// streamAt returns the stream batches cut at now (Unix ns) belong to: one
+// per StreamEra. A sequence record counts in a fixed window (RecordPeriod)
+// and starts again at 0 in the next: a stream that went on for ever would
+// find its batches admitted twice over once its record's window turned. So
+// each era starts a new stream (a new id naming the era, sequences from
+// 1), whose records live a few eras, and a batch of the old stream sent
+// again after the turn still finds its record.
 func (g *Gate) streamAt(now int64) string {
-	era := now / engine.MaxPeriod
+	era := now / int64(StreamEra)
 	g.streamMu.Lock()
 	defer g.streamMu.Unlock()
-	switch {
-	case g.era < 0:
-		g.era = era
-	case era != g.era:
-		g.era, g.stream = era, newStreamID()
+	if era != g.era {
+		g.era, g.stream = era, newStreamID(era)
 	}
 	return g.stream
 }

@@ -102,22 +102,36 @@ func serveRegion(t *testing.T, clock *fakeClock, cfg region.Config, password str
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &testRegion{name: cfg.Name, addr: ln.Addr().String(), gate: g, store: store, cfg: cfg, pass: password}
+	r.serve(t, clock, ln)
+	t.Cleanup(r.stop)
+	return r
+}
+
+// serve starts r's RESP server, in front of its gate, on ln.
+func (r *testRegion) serve(t *testing.T, clock *fakeClock, ln net.Listener) {
+	t.Helper()
 	rc := resp.DefaultConfig()
 	rc.Addr = ln.Addr().String()
 	rc.Now = clock.Now
 	rc.EventLoops = 0
 	rc.Logger = slog.New(slog.DiscardHandler)
-	rc.RequirePass = password
-	rc.Regions = g
-	srv, err := resp.NewServer(rc, g)
+	rc.RequirePass = r.pass
+	rc.Regions = r.gate
+	srv, err := resp.NewServer(rc, r.gate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.RegisterRegions(srv, g)
-	r := &testRegion{name: cfg.Name, addr: rc.Addr, gate: g, store: store, srv: srv, ln: ln, done: make(chan error, 1), cfg: cfg, pass: password}
-	go func() { r.done <- srv.Serve(r.ln) }()
-	t.Cleanup(r.stop)
-	return r
+	resp.RegisterRegions(srv, r.gate)
+	r.srv, r.ln, r.done = srv, ln, make(chan error, 1)
+	go func() { r.done <- srv.Serve(ln) }()
+}
+
+// closeServer stops r's RESP server only: its gate and keyspace stay, and
+// serve starts it again.
+func (r *testRegion) closeServer() {
+	_ = r.srv.Close()
+	<-r.done
 }
 
 // restartRegion starts old's region again on addr, with an empty keyspace.

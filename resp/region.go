@@ -75,7 +75,7 @@ func regionCommands(g *region.Gate) []*Command {
 			Args: []Arg{
 				{Name: "origin", Type: "string", Doc: "the sending region; must be one of this server's region-peer names"},
 				{Name: "target", Type: "string", Doc: "the region the sender means to reach; must be this server's region"},
-				{Name: "stream", Type: "string", Doc: "the sending process's stream id, 1 to 32 hex digits"},
+				{Name: "stream", Type: "string", Doc: "the sending process's stream id for one day: 1 to 32 hex digits, `-`, and the day it started (days since the Unix epoch, UTC)"},
 				{Name: "slot", Type: "integer", Doc: "the hash slot every key of the batch hashes to, 0 to 16383"},
 				{Name: "seq", Type: "integer", Doc: "the batch's number in the stream's lane for that slot, from 1"},
 				{Name: "consumption", Type: "block", Multiple: true, Args: []Arg{
@@ -88,7 +88,7 @@ func regionCommands(g *region.Gate) []*Command {
 					{Name: "interval", Type: "integer", Doc: "as REGION.EXEC"},
 				}},
 			},
-			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<stream>:{<tag>}` in the same write); `DUP` when that batch had been applied before (nothing changes).",
+			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<stream>:{<tag>}` in the same write, a key that expires 2 to 12 days after the stream's day); `DUP` when that batch had been applied before (nothing changes).",
 			Errors: []string{"`ERR region: wrong region name: …`, `ERR region: unknown origin region: …`, `ERR region: malformed peer operation: …` as REGION.EXEC (logged, nothing applied); the last also when a key does not hash to slot, or when a consumption exceeds what its key can hold.",
 				"`ERR region: no region is configured` on a server without `region`.",
 				"WRONGTYPE when a key holds another kind of limiter (nothing applied); in a cluster, MOVED and the other redirections."},

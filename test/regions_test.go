@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/region"
 )
 
 // regionSet is several regions, each one standalone cellserver, every
@@ -270,7 +271,8 @@ func TestRegionsBadPeers(t *testing.T) {
 	// A batch of async consumption: applied once; the same batch again is
 	// a duplicate; a malformed one (a key of another slot) is refused.
 	slot := strconv.Itoa(keySlot("c:1"))
-	batch := []any{"REGION.APPLY", "r2", "r1", "00ab", slot, 1, "c:1", "fixed-window", 100, 0, int64(time.Hour), 7, 0}
+	stream := "00ab-" + strconv.FormatInt(time.Now().UnixNano()/int64(region.StreamEra), 10)
+	batch := []any{"REGION.APPLY", "r2", "r1", stream, slot, 1, "c:1", "fixed-window", 100, 0, int64(time.Hour), 7, 0}
 	for i, want := range []string{"OK", "DUP"} {
 		if v, err := c.Do(ctxT(t), batch...).Result(); err != nil || v != want {
 			t.Errorf("batch, delivery %d: %v %v, want %s", i+1, v, err, want)

@@ -307,6 +307,12 @@ type ApplyCall struct {
 	Seq                    int64
 	Keys                   [][]byte
 	Reqs                   []engine.Request
+	// NoGrow refuses the batch, whole, when it would create a key (a new
+	// consumption's key, or a new lane's record): the caller sets it while
+	// the keyspace is over maxmemory under noeviction, as for its own
+	// clients (shards.Op.NoGrow). The sender keeps the batch and sends it
+	// again later.
+	NoGrow bool
 }
 
 // DecodeApply decodes REGION.APPLY's arguments after the command name: the
@@ -374,7 +380,7 @@ func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error)
 		g.refuseBatch(call, "its stream names no era")
 		return false, fmt.Errorf("%w: stream %q", ErrBadBatch, call.Stream)
 	}
-	op := shards.Op{Code: shards.OpLimitAll,
+	op := shards.Op{Code: shards.OpLimitAll, NoGrow: call.NoGrow,
 		Keys: append([][]byte{seqKey(call.Origin, call.Stream, call.Slot)}, call.Keys...),
 		Reqs: make([]engine.Request, 0, 1+len(call.Reqs))}
 	op.Reqs = append(op.Reqs, seqRequest(call.Seq, era))
@@ -511,7 +517,9 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 		switch {
 		case v.Kind != respclient.Error:
 			o.done(slots[i], batches[i], false, now)
-		case transientReply(v.Str):
+		case transientReply(v.Str), strings.HasPrefix(v.Str, "OOM "):
+			// OOM: the peer is over maxmemory and refuses new keys for
+			// now; the batch waits here (region-backlog-bytes bounds it).
 			o.retries.Add(1)
 		default:
 			g.cfg.Logger.Warn("a region peer refused a batch; its consumption is dropped",

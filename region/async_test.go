@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/region"
 )
@@ -437,5 +440,79 @@ func TestPolicyDisagreementCounted(t *testing.T) {
 	syncAll(rs)
 	if n := strings.Count(bLog.String(), "policies disagree"); n != before+1 {
 		t.Errorf("a minute later b logged %d more disagreements, want 1", n-before)
+	}
+}
+
+// configSet runs CONFIG SET name value on r's server.
+func configSet(t *testing.T, r *testRegion, name, value string) {
+	t.Helper()
+	c, err := respclient.Dial(context.Background(), r.addr, respclient.Config{Timeout: 5 * time.Second, Password: r.pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v, err := c.Do([]byte("CONFIG"), []byte("SET"), []byte(name), []byte(value)); err != nil || v.Kind == respclient.Error {
+		t.Fatalf("CONFIG SET %s %s: %+v %v", name, value, v, err)
+	}
+}
+
+// A region over maxmemory (noeviction) takes from its peers what it takes
+// from its clients: consumption of keys it holds, not new keys. A batch
+// that would create one waits in the sender's backlog, neither applied nor
+// dropped, until the region has room; a global decision that would create
+// a key at the home answers OOM, as it would to the home's own client.
+func TestAsyncOverMaxmemory(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "c:* async g:* global b"
+	rs := startRegions(t, clock, regionSpec{name: "a", policy: pol}, regionSpec{name: "b", policy: pol})
+	a, b := rs["a"], rs["b"]
+	a.limit(t, "c:1", counter(1))
+	a.gate.Sync()
+	if got := used(t, b, "c:1"); got != 1 {
+		t.Fatalf("b counts %d on c:1, want 1", got)
+	}
+	overMemory := func(want bool) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, func() error {
+			if b.srv.OverMemory() != want {
+				return fmt.Errorf("b over maxmemory: %v, want %v", !want, want)
+			}
+			return nil
+		})
+	}
+	configSet(t, b, "maxmemory", "1")
+	overMemory(true)
+
+	a.limit(t, "c:1", counter(2)) // a key b holds: applied
+	a.limit(t, "c:2", counter(1)) // a new key (and a new lane's record): waits
+	if hashslot.Of([]byte("c:1")) == hashslot.Of([]byte("c:2")) {
+		t.Fatal("c:1 and c:2 share a slot; the test needs two lanes")
+	}
+	a.gate.Sync()
+	if got := used(t, b, "c:1"); got != 3 {
+		t.Errorf("over maxmemory, b counts %d on c:1, want 3", got)
+	}
+	if _, ok := b.store.Lookup([]byte("c:2"), clock.Now()); ok {
+		t.Error("over maxmemory, b created c:2")
+	}
+	if st := a.gate.Status().Peers[0]; st.Queued != 1 || st.Dropped != 0 || st.Retries == 0 {
+		t.Errorf("a → b: queued %d, dropped %d, retries %d; want c:2's batch kept and retried", st.Queued, st.Dropped, st.Retries)
+	}
+	if res := a.limit(t, "g:k", counter(1)); res.Err == nil || !strings.Contains(res.Err.Error(), "OOM") {
+		t.Errorf("a global decision creating a key at a home over maxmemory: %+v, want OOM", res)
+	}
+
+	configSet(t, b, "maxmemory", "0")
+	overMemory(false)
+	a.gate.Sync()
+	if got := used(t, b, "c:2"); got != 1 {
+		t.Errorf("with room again, b counts %d on c:2, want 1", got)
+	}
+	if st := a.gate.Status().Peers[0]; st.Queued != 0 || st.Dropped != 0 {
+		t.Errorf("a → b: queued %d, dropped %d after b had room, want 0 and 0", st.Queued, st.Dropped)
+	}
+	if res := a.limit(t, "g:k", counter(1)); res.Err != nil || res.Results[0].Limited {
+		t.Errorf("the global decision with room at the home: %+v", res)
 	}
 }

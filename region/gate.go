@@ -557,10 +557,10 @@ func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res
 // Exec runs a peer's REGION.EXEC here, exactly as asked (the peer has
 // already decided that this region is the key's home; a key this region's
 // policy does not make global here is served, and counted as a policy
-// mismatch). It refuses
-// a call whose target is not this region or whose origin is not a
-// configured peer, logging why; nothing is applied then. err is about the
-// whole call; a failure of the op is in res.Err.
+// mismatch). It refuses a call whose target is not this region or whose
+// origin is not a configured peer, logging why; nothing is applied then.
+// The caller sets call.Op.NoGrow as for its own clients' ops (maxmemory).
+// err is about the whole call; a failure of the op is in res.Err.
 func (g *Gate) Exec(ctx context.Context, call *ExecCall, res *shards.Result) error {
 	switch {
 	case call.Target != g.cfg.Name:

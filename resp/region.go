@@ -48,6 +48,7 @@ func regionCommands(g *region.Gate) []*Command {
 					g.RefusedBatch(err)
 					return err
 				}
+				c.markNoGrow(&call.Op) // maxmemory holds for a peer's decisions as for a client's
 				var res shards.Result
 				if err := g.Exec(c.srv.ctx, &call, &res); err != nil {
 					return err
@@ -68,7 +69,7 @@ func regionCommands(g *region.Gate) []*Command {
 			},
 		},
 		{
-			Name: "region.apply", Arity: -13, Flags: FlagWrite,
+			Name: "region.apply", Arity: -13, Flags: FlagWrite | FlagDenyOOM,
 			FirstKey: 6, LastKey: -1, KeyStep: 7, Group: "region", Since: "0.1.0",
 			Summary:    "Applies a batch of async consumption shipped by a peer region, exactly once (sent by cellserver itself).",
 			Complexity: "O(N) where N is the number of keys",
@@ -91,7 +92,8 @@ func regionCommands(g *region.Gate) []*Command {
 			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<stream>:{<tag>}` in the same write, a key that expires 2 to 12 days after the stream's day); `DUP` when that batch had been applied before (nothing changes).",
 			Errors: []string{"`ERR region: wrong region name: …`, `ERR region: unknown origin region: …`, `ERR region: malformed peer operation: …` as REGION.EXEC (logged, nothing applied); the last also when a key does not hash to slot, or when a consumption exceeds what its key can hold.",
 				"`ERR region: no region is configured` on a server without `region`.",
-				"WRONGTYPE when a key holds another kind of limiter (nothing applied); in a cluster, MOVED and the other redirections."},
+				"WRONGTYPE when a key holds another kind of limiter (nothing applied); in a cluster, MOVED and the other redirections.",
+				"`OOM command not allowed when used memory > 'maxmemory'.` under `maxmemory-policy noeviction` while the keyspace is over `maxmemory`, when the batch would create a key (nothing applied; the sender keeps it and sends it again)."},
 			Handler: func(c *Conn, args [][]byte) error {
 				if g == nil {
 					return region.ErrNotConfigured
@@ -101,6 +103,7 @@ func regionCommands(g *region.Gate) []*Command {
 					g.RefusedBatch(err)
 					return err
 				}
+				call.NoGrow = c.srv.oom.Load() // as markNoGrow: over maxmemory, no new keys
 				dup, err := g.Apply(c.srv.ctx, &call)
 				if err != nil {
 					return err

@@ -12,14 +12,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // The shipped alerting rules and dashboard (deploy/).
@@ -133,7 +136,20 @@ func liveMetricNames(t *testing.T) map[string]bool {
 			t.Fatal(err)
 		}
 	}
-	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: node.Store(), Raft: node, RLS: svc}), nil, discard())
+	// A region layer with one peer region (unreachable: its series exist
+	// per configured peer, called or not).
+	store, err := shards.New(shards.Config{Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() int64 { return time.Now().UnixNano() }
+	gate, err := region.New(region.Config{Name: "us", Peers: []region.PeerConfig{{Name: "eu", Addrs: []string{"127.0.0.1:1"}}},
+		Timeout: time.Second, Logger: discard(), Now: now}, resp.NewLocal(store, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gate.Close)
+	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: node.Store(), Raft: node, RLS: svc, Regions: gate}), nil, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,40 +85,49 @@ func TestRegionsAsync(t *testing.T) {
 				t.Errorf("admitted %d, above the stated bound %.1f", admitted.Load(), bound)
 			}
 
-			// Convergence: a counter incremented in every region.
-			var want atomic.Int64
-			for _, n := range names {
-				for range 2 {
-					wg.Go(func() {
-						for i := range 100 {
-							if err := cl[n].Do(ctxT(t), "FW.INCR", "a:count", hugeLimit, hugeWindow, 1+i%3).Err(); err != nil {
-								t.Errorf("%s: %v", n, err)
-								return
-							}
-							want.Add(int64(1 + i%3))
-						}
-					})
-				}
-			}
-			wg.Wait()
-			stopped := time.Now()
-			var agreed time.Duration
-			poll.Until(t, 10*time.Second, func() error {
+			// Convergence: a counter incremented in every region, then
+			// the time until every region reads the same count. A loaded
+			// machine can delay one sync round past the bound, so a miss
+			// is measured once more on a fresh counter; two misses fail.
+			converge := func(key string) time.Duration {
+				var want atomic.Int64
 				for _, n := range names {
-					got, err := countOf(t, cl[n], "a:count")
-					if err != nil {
-						return err
-					}
-					if got != want.Load() {
-						return fmt.Errorf("%s counts %d, want %d", n, got, want.Load())
+					for range 2 {
+						wg.Go(func() {
+							for i := range 100 {
+								if err := cl[n].Do(ctxT(t), "FW.INCR", key, hugeLimit, hugeWindow, 1+i%3).Err(); err != nil {
+									t.Errorf("%s: %v", n, err)
+									return
+								}
+								want.Add(int64(1 + i%3))
+							}
+						})
 					}
 				}
-				agreed = time.Since(stopped)
-				return nil
-			})
-			t.Logf("every region agreed %v after the load stopped (two sync intervals: %v)", agreed, 2*syncEvery)
-			if limit := 2*syncEvery + 2*delay + 300*time.Millisecond; agreed > limit {
-				t.Errorf("regions agreed after %v, want within two sync intervals (%v, plus the link and %v of slack: %v)", agreed, 2*syncEvery, 300*time.Millisecond, limit)
+				wg.Wait()
+				stopped := time.Now()
+				var agreed time.Duration
+				poll.Until(t, 10*time.Second, func() error {
+					for _, n := range names {
+						got, err := countOf(t, cl[n], key)
+						if err != nil {
+							return err
+						}
+						if got != want.Load() {
+							return fmt.Errorf("%s counts %d on %s, want %d", n, got, key, want.Load())
+						}
+					}
+					agreed = time.Since(stopped)
+					return nil
+				})
+				t.Logf("every region agreed on %s %v after the load stopped (two sync intervals: %v)", key, agreed, 2*syncEvery)
+				return agreed
+			}
+			limit := 2*syncEvery + 2*delay + 300*time.Millisecond
+			if agreed := converge("a:count"); agreed > limit {
+				if again := converge("a:count2"); again > limit {
+					t.Errorf("regions agreed after %v, then %v, want within two sync intervals (%v, plus the link and %v of slack: %v)", agreed, again, 2*syncEvery, 300*time.Millisecond, limit)
+				}
 			}
 			info, _ := cl["r1"].Info(ctxT(t), "regions").Result()
 			f := parseInfo(info)

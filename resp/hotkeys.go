@@ -11,7 +11,8 @@ import (
 
 // The heavy hitters: two bounded summaries (internal/hotkeys) of the keys
 // limiter commands name, one of every decision (requested) and one of the
-// limited ones, each key counted per command (its family). They answer
+// limited ones, each key counted per command (its family); the Envoy
+// rate-limit service's decisions count as one more family, "rls". They answer
 // LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
 // hotkeys and the metrics' top keys.
 
@@ -91,8 +92,35 @@ func scale(count, errBound uint64) (uint64, uint64) {
 }
 
 // family is a command's family in the summaries: its table index (the
-// limiter commands come first in the table, well below 255).
-func family(index int) uint8 { return uint8(min(index, 255)) }
+// limiter commands come first in the table, well below rlsFamily).
+func family(index int) uint8 { return uint8(min(index, int(rlsFamily)-1)) }
+
+// rlsFamily is the family of the Envoy rate-limit service's decisions
+// (CountDecision), shown as the command "rls".
+const rlsFamily uint8 = 255
+
+// familyName is the command a family's keys are listed under.
+func (s *Server) familyName(f uint8) string {
+	if f == rlsFamily || int(f) >= len(s.table.all) {
+		return "rls"
+	}
+	return s.table.all[f].fullName
+}
+
+// CountDecision records a decision the Envoy rate-limit service took on
+// key (its limiter key) in the heavy-hitter summaries, under the command
+// "rls", sampled as the limiter commands are (one in hotSample). Safe for
+// concurrent use; key is not kept.
+func (s *Server) CountDecision(key []byte, limited bool) {
+	h := s.hot.Load()
+	if h == nil || rand.Uint64()%hotSample != 0 {
+		return
+	}
+	h.requested.Record(rlsFamily, key)
+	if limited {
+		h.limited.Record(rlsFamily, key)
+	}
+}
 
 // hotKeys returns the n most counted keys of a summary.
 func (s *Server) hotKeys(sk *hotkeys.Sketch, n int) []HotKey {
@@ -100,7 +128,7 @@ func (s *Server) hotKeys(sk *hotkeys.Sketch, n int) []HotKey {
 	out := make([]HotKey, len(top))
 	for i, e := range top {
 		n, err := scale(e.Count, e.Err)
-		out[i] = HotKey{Key: string(e.Key), Command: s.table.all[e.Family].fullName, Count: n, Err: err}
+		out[i] = HotKey{Key: string(e.Key), Command: s.familyName(e.Family), Count: n, Err: err}
 	}
 	return out
 }
@@ -174,7 +202,7 @@ func hotkeyCommands() []*Command {
 						{Name: "requested", Type: "pure-token", Token: "REQUESTED"}, {Name: "limited", Type: "pure-token", Token: "LIMITED"}}},
 					{Name: "count", Type: "integer", Token: "COUNT", Optional: true, Doc: "keys listed, 1 up to hotkeys-capacity (default 10)"},
 				},
-				Reply:   "Array of entries, most counted first, each an array: key, command, estimated count, error bound: the true count since the summary started lies within count ± error with about 99.99% confidence (one decision in 32 is sampled, at random); a key taking more than 1/hotkeys-capacity of the sampled decisions is always listed.",
+				Reply:   "Array of entries, most counted first, each an array: key, command (`rls` for the Envoy rate-limit service's keys), estimated count, error bound: the true count since the summary started lies within count ± error with about 99.99% confidence (one decision in 32 is sampled, at random); a key taking more than 1/hotkeys-capacity of the sampled decisions is always listed.",
 				Errors:  []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`.", "`ERR syntax error`; `ERR value is not an integer or out of range` for a bad COUNT."},
 				Handler: limiterTop,
 			}},
@@ -187,7 +215,7 @@ func hotkeyCommands() []*Command {
 				Summary:    "Returns how many limiter requests named the key, as estimated by the requested summary, for redis-cli --hotkeys.",
 				Complexity: "O(1)",
 				Args:       []Arg{{Name: "key", Type: "key"}},
-				Reply:      "Integer: the estimated count of limiter requests on the key since the summary started, all commands together; 0 for a key the summary does not hold (a missing key included). Not Redis's logarithmic LFU counter: counts, whatever maxmemory-policy is.",
+				Reply:      "Integer: the estimated count of limiter requests on the key since the summary started, all commands (and the Envoy rate-limit service) together; 0 for a key the summary does not hold (a missing key included). Not Redis's logarithmic LFU counter: counts, whatever maxmemory-policy is.",
 				Errors:     []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`."},
 				Handler:    objectFreq,
 			}},
@@ -235,7 +263,8 @@ func objectFreq(c *Conn, args [][]byte) error {
 	if h == nil {
 		return errHotkeysOff
 	}
-	var n uint64
+	n, _ := h.requested.Estimate(rlsFamily, args[2]) // the Envoy service's
+	n *= hotSample
 	for _, cmd := range c.srv.table.all {
 		if cmd.Group == "ratelimit" && cmd.Finish != nil {
 			cnt, _ := h.requested.Estimate(family(cmd.index), args[2])

@@ -57,6 +57,13 @@ type Options struct {
 	// own (Stats.Descriptors); later ones count under Overflow. 0:
 	// DefaultStatsLimit.
 	StatsLimit int
+	// Decided, when set, is told of each descriptor decided in the
+	// keyspace (hits > 0): the limiter key it used and whether it was over
+	// its limit (a shadow-mode one included). It feeds the server's heavy
+	// hitters (LIMITER TOP, OBJECT FREQ). It is called on the request's
+	// goroutine, so it must be cheap and safe for concurrent use; key is
+	// only valid during the call.
+	Decided func(key []byte, limited bool)
 }
 
 // Service answers envoy.service.ratelimit.v3.RateLimitService. The
@@ -66,9 +73,10 @@ type Options struct {
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	router Router
-	noGrow func() bool
-	log    *slog.Logger
+	router  Router
+	noGrow  func() bool
+	decided func(key []byte, limited bool) // Options.Decided; nil: none
+	log     *slog.Logger
 
 	cfg     atomic.Pointer[Config]
 	headers atomic.Int32 // a HeaderMode
@@ -119,7 +127,7 @@ type Stats struct {
 // New returns a Service with an empty configuration (every descriptor
 // answers OK) until Load.
 func New(opt Options) *Service {
-	s := &Service{router: opt.Router, noGrow: opt.NoGrow, log: opt.Logger, desc: newDescStats(opt.StatsLimit)}
+	s := &Service{router: opt.Router, noGrow: opt.NoGrow, decided: opt.Decided, log: opt.Logger, desc: newDescStats(opt.StatsLimit)}
 	if s.router == nil {
 		s.router = oneGroup{opt.Writer}
 	}
@@ -439,6 +447,9 @@ func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plan
 func (s *Service) countDescriptor(domain string, d *rlpb.RateLimitDescriptor, p *plan, limited, near bool) {
 	if p.hits <= 0 {
 		return
+	}
+	if s.decided != nil && p.keyed {
+		s.decided(p.key, limited)
 	}
 	key := p.limit.statsKey
 	if key == "" { // a limit sent with the descriptor

@@ -3,6 +3,8 @@ package rls
 import (
 	"context"
 	"math"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -540,6 +542,47 @@ func TestPolicyHeaderShape(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("route %s: RateLimit-Policy = %q, want %q", tt.route, got, tt.want)
+		}
+	}
+}
+
+// decisionLog records what Options.Decided is told.
+type decisionLog struct {
+	mu      sync.Mutex
+	allowed map[string]int
+	limited map[string]int
+}
+
+func (d *decisionLog) decided(key []byte, limited bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if limited {
+		d.limited[string(key)]++
+	} else {
+		d.allowed[string(key)]++
+	}
+}
+
+// TestDecidedHook: each descriptor decided in the keyspace is reported with
+// the limiter key it used and whether it was over the limit (a shadow
+// one too), so that the server's heavy hitters count the Envoy service's
+// keys; unlimited descriptors, which take no key, are not.
+func TestDecidedHook(t *testing.T) {
+	log := &decisionLog{allowed: map[string]int{}, limited: map[string]int{}}
+	h := newHarness(t, "testdata", Options{Decided: log.decided})
+	shady := desc("foo", "x", "baz", "shady") // 3 per minute, shadow
+	for range 5 {
+		h.call(t, request("rl", shady))
+	}
+	h.call(t, request("rl", desc("qux", "any"))) // unlimited
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.allowed) != 1 || len(log.limited) != 1 {
+		t.Fatalf("decided: allowed %v, limited %v; want one key, allowed 3 times and limited twice", log.allowed, log.limited)
+	}
+	for k, n := range log.allowed {
+		if n != 3 || log.limited[k] != 2 || !strings.HasPrefix(k, "rls:") || !strings.Contains(k, "shady") {
+			t.Errorf("key %q: allowed %d, limited %d; want the shadow descriptor's key, 3 and 2", k, n, log.limited[k])
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -132,6 +133,27 @@ func TestClassesAndRLSStats(t *testing.T) {
 	ci = info("classes")
 	if ci["class_orders"] != "kind=rule,allowed=1,limited=0" || ci["class_vip"] != "kind=rule,allowed=1,limited=2" {
 		t.Errorf("after CONFIG SET metrics-class: orders %q, vip %q", ci["class_orders"], ci["class_vip"])
+	}
+
+	// The service's keys are heavy hitters too: a user limited through
+	// Envoy is listed by LIMITER TOP LIMITED under the command rls (one
+	// decision in 32 is sampled, so 640 calls give about 20 samples).
+	for range 640 {
+		shouldRateLimit(t, rc, "bob")
+	}
+	top, err := c.Do(ctx, "LIMITER", "TOP", "LIMITED", "COUNT", 5).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range top {
+		f := e.([]any)
+		if key, cmd := f[0].(string), f[1].(string); cmd == "rls" && strings.HasSuffix(key, "app_user_bob") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("LIMITER TOP LIMITED = %v, want the service's key for user bob under rls", top)
 	}
 	s.stop()
 }

@@ -156,7 +156,8 @@ type rlsServer struct {
 	once   sync.Once
 	ctx    context.Context // ends at stopRLS
 	// srv is the RESP server once it runs (followMemory): its maxmemory
-	// state is the service's too.
+	// state is the service's too, and its heavy hitters count the
+	// service's decisions.
 	srv atomic.Pointer[resp.Server]
 }
 
@@ -165,6 +166,14 @@ type rlsServer struct {
 func (s *rlsServer) overMemory() bool {
 	srv := s.srv.Load()
 	return srv != nil && srv.OverMemory()
+}
+
+// countDecision counts one of the service's decisions in the RESP server's
+// heavy hitters (LIMITER TOP, OBJECT FREQ); nothing until that server runs.
+func (s *rlsServer) countDecision(key []byte, limited bool) {
+	if srv := s.srv.Load(); srv != nil {
+		srv.CountDecision(key, limited)
+	}
 }
 
 // followMemory gives the rate-limit service the RESP server's maxmemory
@@ -189,7 +198,8 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit}
+	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit,
+		Decided: s.countDecision}
 	if st.node != nil {
 		opt.Router = rlsRouter{st.node}
 		if g := cfg.Region.gate; g != nil {

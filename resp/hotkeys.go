@@ -12,8 +12,8 @@ import (
 // The heavy hitters: two bounded summaries (internal/hotkeys) of the keys
 // limiter commands name, one of every decision (requested) and one of the
 // limited ones, each key counted per command (its family); the Envoy
-// rate-limit service's decisions count as one more family, "rls". They answer
-// LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
+// rate-limit service's decisions count as one more family, "rls". They
+// answer LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
 // hotkeys and the metrics' top keys.
 
 // hotSet is the summaries in force; CONFIG SET hotkeys-capacity replaces
@@ -101,8 +101,11 @@ const rlsFamily uint8 = 255
 
 // familyName is the command a family's keys are listed under.
 func (s *Server) familyName(f uint8) string {
-	if f == rlsFamily || int(f) >= len(s.table.all) {
+	switch {
+	case f == rlsFamily:
 		return "rls"
+	case int(f) >= len(s.table.all): // cannot happen while the table has fewer than rlsFamily commands
+		return "unknown"
 	}
 	return s.table.all[f].fullName
 }

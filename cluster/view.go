@@ -100,8 +100,8 @@ func (r *Routing) shard(g int) Shard {
 	for i := range gv.Members {
 		m := &gv.Members[i]
 		n := ViewNode{ID: m.ClusterID, Myself: g == r.Self && m.ID == r.SelfID, Master: i == 0 || !hasLeader}
-		n.Host, n.Port = splitHostPort(m.RespAddr)
-		_, n.Bus = splitHostPort(m.RaftAddr)
+		n.Host, n.Port = SplitHostPort(m.RespAddr)
+		_, n.Bus = SplitHostPort(m.RaftAddr)
 		if !n.Master {
 			n.MasterID = leader.ClusterID
 		}
@@ -169,8 +169,9 @@ func (r *Routing) Summary() Summary {
 // MyID returns this node's cluster node id.
 func (r *Routing) MyID() string { return NodeID(r.Groups[r.Self].Name, r.SelfID) }
 
-// splitHostPort splits host:port (port 0 when it does not parse).
-func splitHostPort(addr string) (string, int) {
+// SplitHostPort splits host:port for the CLUSTER and ROLE views (port 0
+// when it does not parse).
+func SplitHostPort(addr string) (string, int) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr, 0

@@ -339,11 +339,9 @@ func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
 	n := (len(args) - applyHead) / execFields
 	for i := range n {
 		f := args[applyHead+i*execFields:]
-		req, err := decodeRequest(f[1:execFields])
+		req, err := decodeField(f, maxLogLimit)
 		switch {
 		case err != nil:
-		case req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit:
-			err = engine.ErrLogLimit
 		case req.Quantity == 0:
 			err = fmt.Errorf("quantity 0 consumes nothing")
 		case hashslot.Of(f[0]) != slot:

@@ -579,8 +579,9 @@ func (g *Gate) Exec(ctx context.Context, call *ExecCall, res *shards.Result) err
 	if n, ok := g.served.Load(call.Origin); ok {
 		n.(*atomic.Int64).Add(1)
 	}
+	pol := g.policy.Load()
 	for _, k := range call.Op.Keys {
-		if r := g.policy.Load().Match(k); r.Mode != ModeGlobal || r.Home != g.cfg.Name {
+		if r := pol.Match(k); r.Mode != ModeGlobal || r.Home != g.cfg.Name {
 			g.disagree(g.inbox(call.Origin), call.Origin, k, r, ModeGlobal)
 			break // one decision, counted once
 		}

@@ -68,26 +68,12 @@ var errTransient = errors.New("region: the peer is between leaders")
 // call sends args to the peer region and returns its reply, which may be
 // an error reply (the peer's answer, not a failure of the link). err is an
 // *UnreachableError when no node of the region answered.
-func (l *link) call(args ...[]byte) (respclient.Value, error) {
-	now := l.now()
-	if now < l.downUntil.Load() {
-		l.failed.Add(1)
-		return respclient.Value{}, &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
-	}
-	start := int(l.prefer.Load())
-	var last error
-	for i := range l.addrs {
-		idx := (start + i) % len(l.addrs)
-		v, err := l.callAt(l.addrs[idx], args)
-		if err == nil {
-			l.prefer.Store(int32(idx))
-			l.markUp()
-			return v, nil
-		}
-		last = err
-	}
-	l.markDown(last)
-	return respclient.Value{}, &UnreachableError{Region: l.name, Err: last}
+func (l *link) call(args ...[]byte) (v respclient.Value, err error) {
+	err = l.try(func(addr string) (err error) {
+		v, err = l.callAt(addr, args)
+		return err
+	})
+	return v, err
 }
 
 // callMany sends every call on one connection (pipelined) and returns
@@ -95,35 +81,46 @@ func (l *link) call(args ...[]byte) (respclient.Value, error) {
 // err is an *UnreachableError when no node of the region answered them all;
 // the calls may then have been applied or not (the caller retries them,
 // and their receiver must recognise a repeat).
-func (l *link) callMany(calls [][][]byte) ([]respclient.Value, error) {
-	now := l.now()
-	if now < l.downUntil.Load() {
+func (l *link) callMany(calls [][][]byte) (out []respclient.Value, err error) {
+	err = l.try(func(addr string) (err error) {
+		out, err = l.pipeline(addr, calls)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for j, v := range out {
+		if v.Kind == respclient.Error && strings.HasPrefix(v.Str, "MOVED ") {
+			if _, to, ok := strings.Cut(v.Str[len("MOVED "):], " "); ok {
+				if w, err := l.callAt(to, calls[j]); err == nil {
+					out[j] = w
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// try runs fn on the peer's addresses in turn, starting from the one that
+// last answered, until one succeeds; it returns an *UnreachableError when
+// none does, or at once while the region is marked down.
+func (l *link) try(fn func(addr string) error) error {
+	if l.now() < l.downUntil.Load() {
 		l.failed.Add(1)
-		return nil, &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
+		return &UnreachableError{Region: l.name, Err: errors.New(l.lastError())}
 	}
 	start := int(l.prefer.Load())
 	var last error
 	for i := range l.addrs {
 		idx := (start + i) % len(l.addrs)
-		out, err := l.pipeline(l.addrs[idx], calls)
-		if err == nil {
+		if last = fn(l.addrs[idx]); last == nil {
 			l.prefer.Store(int32(idx))
 			l.markUp()
-			for j, v := range out {
-				if v.Kind == respclient.Error && strings.HasPrefix(v.Str, "MOVED ") {
-					if _, to, ok := strings.Cut(v.Str[len("MOVED "):], " "); ok {
-						if w, err := l.callAt(to, calls[j]); err == nil {
-							out[j] = w
-						}
-					}
-				}
-			}
-			return out, nil
+			return nil
 		}
-		last = err
 	}
 	l.markDown(last)
-	return nil, &UnreachableError{Region: l.name, Err: last}
+	return &UnreachableError{Region: l.name, Err: last}
 }
 
 // pipeline sends calls to addr on one connection and reads every reply.

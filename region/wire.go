@@ -91,11 +91,9 @@ func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
 	c.Op.Reqs = make([]engine.Request, n)
 	for i := range n {
 		f := args[execHead+i*execFields:]
-		req, err := decodeRequest(f[1:execFields])
+		req, err := decodeField(f, maxLogLimit)
 		switch {
 		case err != nil:
-		case req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit:
-			err = engine.ErrLogLimit
 		case c.Op.Code == shards.OpLimitAll && (req.Kind != engine.KindGCRA || req.Quantity < 0):
 			err = fmt.Errorf("ALL takes GCRA requests of quantity >= 0")
 		}
@@ -106,6 +104,16 @@ func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
 		c.Op.Reqs[i] = req
 	}
 	return c, nil
+}
+
+// decodeField decodes one key's fields (the key, then decodeRequest's),
+// refusing a sliding log above this server's maxLogLimit.
+func decodeField(f [][]byte, maxLogLimit int64) (engine.Request, error) {
+	req, err := decodeRequest(f[1:execFields])
+	if err == nil && req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit {
+		err = engine.ErrLogLimit
+	}
+	return req, err
 }
 
 func decodeRequest(f [][]byte) (engine.Request, error) {

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 
@@ -20,15 +19,6 @@ func ClusterOf(n *replication.Node) Cluster { return clusterView{n} }
 
 type clusterView struct{ n *replication.Node }
 
-func splitHostPort(addr string) (string, int) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, 0
-	}
-	p, _ := strconv.Atoi(port)
-	return host, p
-}
-
 // Role answers ROLE: a leader as a Redis master listing the other members'
 // RESP addresses (their offset is the leader's commit index: raft does not
 // expose each follower's position), a follower as a replica of the leader.
@@ -40,14 +30,14 @@ func (v clusterView) Role() RoleInfo {
 			if m.ID == inf.NodeID || m.RespAddr == "" {
 				continue
 			}
-			h, p := splitHostPort(m.RespAddr)
+			h, p := cluster.SplitHostPort(m.RespAddr)
 			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(inf.CommitIndex)})
 		}
 		return r
 	}
 	r := RoleInfo{Offset: int64(inf.AppliedIndex), State: "connect"}
 	if inf.LeaderRespAddr != "" && !inf.Removed {
-		r.LeaderHost, r.LeaderPort = splitHostPort(inf.LeaderRespAddr)
+		r.LeaderHost, r.LeaderPort = cluster.SplitHostPort(inf.LeaderRespAddr)
 		r.State = "connected"
 	}
 	return r
@@ -101,13 +91,13 @@ func (v clusterView) InfoFields() [][2]string {
 			if m.ID == inf.NodeID {
 				continue
 			}
-			h, p := splitHostPort(m.RespAddr)
+			h, p := cluster.SplitHostPort(m.RespAddr)
 			f = append(f, [2]string{"slave" + strconv.Itoa(n), "ip=" + h + ",port=" + strconv.Itoa(p) + ",state=online,offset=" + u(inf.CommitIndex) + ",lag=0"})
 			n++
 		}
 		f = append(f, [2]string{"connected_slaves", strconv.Itoa(n)})
 	} else {
-		h, p := splitHostPort(inf.LeaderRespAddr)
+		h, p := cluster.SplitHostPort(inf.LeaderRespAddr)
 		status := "down" // also on a removed node: no leader replicates to it
 		if inf.LeaderRespAddr != "" && !inf.Removed {
 			status = "up"

@@ -109,6 +109,14 @@ type Request struct {
 	// counting it (limit-shadow). It travels with the request so that
 	// every replica decides alike.
 	Shadow bool
+	// Exact makes a fixed-window request admit only when it brings the
+	// window's count to exactly the limit (count + quantity == limit): a
+	// request that would fit with room to spare is refused as well, its
+	// Remaining (limit - count, above quantity) telling by how much. The
+	// region layer records batches applied in sequence with it (a gap is
+	// refused, not recorded). Other kinds ignore it. It travels with the
+	// request so that every replica decides alike.
+	Exact bool
 }
 
 // Result is the reply of one limiter request. All durations are nanoseconds

@@ -18,7 +18,8 @@ package engine
 // next). The bound holds while the parameters stay the same.
 //
 // Only an admitted request with count ≥ 1 changes the state; a limited
-// request or a peek (count 0) returns st as it is.
+// request or a peek (count 0) returns st as it is. An Exact request is
+// admitted only when it brings the count to exactly the limit.
 func incrFixedWindow(st State, req *Request, now int64) (State, Result) {
 	limit, w, n := req.Burst, req.Period, req.Quantity
 	if !windowRequestValid(req) {
@@ -49,6 +50,13 @@ func incrFixedWindow(st State, req *Request, now int64) (State, Result) {
 			// the count is cur and n does not.
 			res.RetryAfter = until - now
 		}
+		return st, res
+	}
+	if req.Exact && n < limit-cur {
+		// Short of the limit: refused, and never allowed until other
+		// requests bring the count to limit - n.
+		res.Limited = true
+		res.Remaining = limit - cur
 		return st, res
 	}
 	res.Remaining = limit - cur - n

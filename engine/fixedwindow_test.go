@@ -127,3 +127,45 @@ func TestFixedWindowBoundIsReached(t *testing.T) {
 		t.Fatalf("second burst limited: %+v", r)
 	}
 }
+
+// An Exact request admits only when it brings the count to exactly the
+// limit: a request below (a gap) is refused with the distance in
+// Remaining, one above (already counted) is refused with Remaining 0, and
+// neither changes the state.
+func TestFixedWindowExact(t *testing.T) {
+	const w = 3 * 24 * hour
+	base := int64(20_000) * w
+	at := func(count int64) State {
+		if count == 0 {
+			return State{}
+		}
+		return State{Kind: KindFixedWindow, A: base, B: count, ExpireAt: base + w}
+	}
+	cases := []struct {
+		name         string
+		count, limit int64
+		limited      bool
+		remaining    int64
+	}{
+		{"first of a fresh record", 0, 1, false, 0},
+		{"next", 4, 5, false, 0},
+		{"gap of one", 3, 5, true, 2},
+		{"gap from a fresh record", 0, 2000, true, 2000},
+		{"already counted", 5, 5, true, 0},
+		{"long counted", 9, 5, true, 0},
+	}
+	for _, c := range cases {
+		st := at(c.count)
+		req := Request{Kind: KindFixedWindow, Burst: c.limit, Period: w, Quantity: 1, Exact: true}
+		next, res := Apply(st, &req, base+hour)
+		if res.Limited != c.limited || res.Remaining != c.remaining {
+			t.Errorf("%s: count %d, limit %d: limited %v remaining %d, want %v %d", c.name, c.count, c.limit, res.Limited, res.Remaining, c.limited, c.remaining)
+		}
+		switch {
+		case c.limited && (next.Kind != st.Kind || next.A != st.A || next.B != st.B || next.ExpireAt != st.ExpireAt):
+			t.Errorf("%s: a refused request changed the state to %+v", c.name, next)
+		case !c.limited && next.B != c.limit:
+			t.Errorf("%s: admitted, count %d, want %d", c.name, next.B, c.limit)
+		}
+	}
+}

@@ -28,7 +28,7 @@ import (
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest, bit 4: Exclusive), uvarint key count, keys (uvarint length + bytes),
-// uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow),
+// uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow, bit 2: Exact),
 // varint burst, rate, period, quantity); with bit 5 the destination
 // (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
 // the state (snapshot.AppendState).
@@ -102,6 +102,11 @@ const opDest = 0x20
 const (
 	reqInterval = 1 << 0
 	reqShadow   = 1 << 1
+	// reqExact is engine.Request.Exact (a region's in-sequence batch
+	// record), added as reqShadow was: a node older than it would record
+	// a batch that skips some as the next one, so a region's group runs
+	// one version before its peers ship async consumption to it.
+	reqExact = 1 << 2
 )
 
 // opExclusive is the op code byte's flag for shards.Op.Exclusive, added
@@ -180,6 +185,9 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 		}
 		if r.Shadow {
 			flags |= reqShadow
+		}
+		if r.Exact {
+			flags |= reqExact
 		}
 		dst = append(dst, byte(r.Kind), flags)
 		dst = binary.AppendVarint(dst, r.Burst)
@@ -386,6 +394,7 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 				flags := r.byte1("request flags")
 				q.Interval = flags&reqInterval != 0
 				q.Shadow = flags&reqShadow != 0
+				q.Exact = flags&reqExact != 0
 				q.Burst = r.varint("burst")
 				q.Rate = r.varint("rate")
 				q.Period = r.varint("period")

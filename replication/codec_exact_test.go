@@ -1,0 +1,38 @@
+package replication
+
+import (
+	"testing"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// engine.Request.Exact (a region's in-sequence batch record) travels in bit
+// 2 of a request's flags byte, through log entries and forwarded batches
+// alike, and a request without it encodes as before the flag existed.
+func TestCodecExact(t *testing.T) {
+	for _, exact := range []bool{false, true} {
+		reqs := []engine.Request{
+			{Kind: engine.KindFixedWindow, Burst: 7, Period: 3 * 86_400e9, Quantity: 1, Exact: exact},
+			{Kind: engine.KindFixedWindow, Burst: engine.MaxCount, Period: 1e9, Quantity: 3},
+		}
+		ops := []shards.Op{{Code: shards.OpLimitAll, Keys: [][]byte{[]byte("r"), []byte("k")}, Reqs: reqs}}
+		b := encodeOpsEntry(nil, 7, ops)
+		// header, op count, code, key count, two keys of one byte each,
+		// request count, then the first request's kind and flags.
+		if got := b[entryHeader+1+1+1+2*2+1+1]; (got&reqExact != 0) != exact || got&^reqExact != 0 {
+			t.Errorf("Exact=%v: flags byte = %#x", exact, got)
+		}
+		e, err := decodeEntry(b, nil)
+		if err != nil {
+			t.Fatalf("Exact=%v: decodeEntry = %v", exact, err)
+		}
+		if got := e.ops[0].Reqs; got[0] != reqs[0] || got[1] != reqs[1] {
+			t.Errorf("decodeEntry(Exact=%v) requests = %+v, want %+v", exact, got, reqs)
+		}
+		fw, err := decodeForward(encodeForward(ops))
+		if err != nil || fw[0].Reqs[0] != reqs[0] || fw[0].Reqs[1] != reqs[1] {
+			t.Errorf("decodeForward(Exact=%v) = %+v, %v", exact, fw, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ type regionCollector struct {
 	peerUp, lastContact, forwarded, failed, served                      *prometheus.Desc
 	queued, dropped, batchesSent, opsSent, retries, lag                 *prometheus.Desc
 	batchesApplied, opsApplied, duplicates, fallbacks, refused, applied *prometheus.Desc
-	policyMismatches                                                    *prometheus.Desc
+	policyMismatches, outOfSequence, resequenced                        *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*regionCollector)(nil)
@@ -46,6 +46,8 @@ func newRegionCollector(src Regions) *regionCollector {
 	c.batchesApplied = d("async_batches_applied_total", "Async batches of the peer region applied here.", "peer")
 	c.opsApplied = d("async_ops_applied_total", "Async consumptions of the peer region applied here.", "peer")
 	c.duplicates = d("async_duplicate_batches_total", "Async batches of the peer region received again and ignored.", "peer")
+	c.outOfSequence = d("async_out_of_sequence_batches_total", "Async batches of the peer region refused here because batches of their lane were missing before them (nothing applied; the peer sends them again in order).", "peer")
+	c.resequenced = d("async_resequenced_batches_total", "Async batches the peer region refused as out of sequence (it lacked batches it had acknowledged) and this region sent again as the one it expected.", "peer")
 	c.policyMismatches = d("policy_mismatches_total", "Async consumptions and global decisions the peer region sent for keys this region's region-policy puts under another mode or home (served anyway): the two regions' policies differ.", "peer")
 	c.fallbacks = d("fallbacks_total", "Global decisions answered per region-unreachable (the home did not answer).")
 	c.refused = d("refused_total", "Calls of peer regions refused (wrong region name, unknown origin, malformed).")
@@ -88,5 +90,7 @@ func (c *regionCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.opsApplied, p.OpsApplied, p.Name)
 		counter(c.duplicates, p.Duplicates, p.Name)
 		counter(c.policyMismatches, p.PolicyMismatches, p.Name)
+		counter(c.outOfSequence, p.OutOfSequence, p.Name)
+		counter(c.resequenced, p.Resequenced, p.Name)
 	}
 }

@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -26,7 +27,10 @@ import (
 // the hash slot every key of the batch hashes to, seq the batch's number in
 // the stream's lane for that slot (1, 2, ...). The fields per key are
 // REGION.EXEC's. The reply is +OK when applied, +DUP when the batch had
-// already been applied (a retry).
+// already been applied (a retry), and an error whose first word is
+// OutOfSequenceCode, followed by the sequence number the lane expects,
+// when batches before it are missing (nothing applied; see
+// SequenceError).
 const (
 	// ApplyCommand is the command's name.
 	ApplyCommand = "REGION.APPLY"
@@ -39,6 +43,10 @@ const (
 	entryOverhead = 64
 	// seqKeyPrefix starts the keys that record applied batches.
 	seqKeyPrefix = "region:seq:"
+	// OutOfSequenceCode is the first word of the error reply to a batch
+	// that skips some of its lane (a SequenceError); the sequence number
+	// the lane expects follows it.
+	OutOfSequenceCode = "OUTOFSEQ"
 )
 
 // slotTags holds, per hash slot, a short string hashing to it: the hash tag
@@ -60,16 +68,31 @@ var slotTags = sync.OnceValue(func() []string {
 
 // seqKey is the key recording which batches of origin's stream, lane slot,
 // were applied: a fixed-window counter whose count is the last applied
-// sequence number (see RecordPeriod for its window).
+// sequence number (see RecordPeriod for its window). It names the stream
+// by a digest (streamDigest), never by the id itself: the id is what a
+// sender must know to add to a stream, and KEYS or SCAN must not tell it.
 func seqKey(origin, stream string, slot int) []byte {
-	return []byte(seqKeyPrefix + origin + ":" + stream + ":{" + slotTags()[slot] + "}")
+	return []byte(seqKeyPrefix + origin + ":" + streamDigest(stream) + ":{" + slotTags()[slot] + "}")
+}
+
+// streamDigest names stream in its records: the first 128 bits of its
+// SHA-256, in hex. A peer that reads the record's name (KEYS, SCAN) cannot
+// turn it back into the stream's id, so it cannot send a batch counted in
+// that stream: the 128 random bits of the id (newStreamID) are the
+// stream's capability.
+func streamDigest(stream string) string {
+	sum := sha256.Sum256([]byte(stream))
+	return hex.EncodeToString(sum[:16])
 }
 
 // seqRequest is the fixed-window request that admits batch seq of a stream
-// started in era exactly when seq-1 batches were applied (count + 1 <=
-// seq), and records it.
+// started in era exactly when seq-1 batches were applied (the count goes
+// from seq-1 to seq: engine.Request.Exact), and records it. Refused, its
+// result's Remaining tells why: 0, the batch was applied already (the
+// count is seq or more); above 0, the count is seq - Remaining, so batches
+// are missing before it and seq - Remaining + 1 is the one expected.
 func seqRequest(seq, era int64) engine.Request {
-	return engine.Request{Kind: engine.KindFixedWindow, Burst: seq, Period: RecordPeriod(era), Quantity: 1}
+	return engine.Request{Kind: engine.KindFixedWindow, Burst: seq, Period: RecordPeriod(era), Quantity: 1, Exact: true}
 }
 
 // StreamEra is how long a sender's stream lasts: the first batch it cuts
@@ -99,9 +122,10 @@ func RecordPeriod(era int64) int64 {
 	return min(k*int64(StreamEra), engine.MaxPeriod)
 }
 
-// newStreamID names a new stream started in era.
+// newStreamID names a new stream started in era: 128 random bits (see
+// streamDigest) and the era.
 func newStreamID(era int64) string {
-	var b [8]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:]) + "-" + strconv.FormatInt(era, 10)
 }
@@ -155,7 +179,7 @@ type lane struct {
 	entries  []entry
 	index    map[mergeKey]int
 	inflight *batch
-	seq      int64 // of the last batch cut
+	seq      int64 // of the last batch cut, in the outbox's stream
 }
 
 // outbox is the consumption waiting for one peer.
@@ -170,6 +194,9 @@ type outbox struct {
 	dropped                       atomic.Int64 // consumptions dropped (backlog full, or refused by the peer)
 	batchesSent, opsSent, retries atomic.Int64
 	lastAck                       atomic.Int64 // Unix ns of the last acknowledgement
+	// resequenced counts batches renumbered because the peer reported
+	// that batches were missing before them (resequence).
+	resequenced atomic.Int64
 }
 
 func newOutbox(limit int64) *outbox { return &outbox{lanes: map[int]*lane{}, limit: limit} }
@@ -262,6 +289,29 @@ func (o *outbox) done(slot int, b *batch, dropped bool, now int64) {
 	}
 	// A lane is kept once used, empty or not: its sequence goes on (at
 	// most one lane per hash slot).
+}
+
+// resequence renumbers lane slot's batch b, which the peer refused because
+// batches are missing before it, as the one the peer expects, so that the
+// next round sends it again in order; it reports whether it did. The
+// peer's record lacks batches it had acknowledged (it lost them: restored
+// from an older snapshot, its record evicted or deleted), so they cannot be
+// sent again (acknowledged batches are not kept); b, never applied (a
+// batch out of sequence changes nothing), is. The batches cut after b
+// follow from expected.
+func (o *outbox) resequence(slot int, b *batch, expected int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ln := o.lanes[slot]
+	if ln == nil || ln.inflight != b || expected < 1 || expected >= b.seq {
+		return false
+	}
+	b.seq = expected
+	if b.stream == o.stream {
+		ln.seq = expected
+	}
+	o.resequenced.Add(1)
+	return true
 }
 
 // lag is how long the oldest consumption not yet acknowledged has waited
@@ -362,8 +412,11 @@ func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
 // consumptions (forced: see forced) and the lane's sequence record are one
 // CL.THROTTLEALL-like op of the inner Backend (one entry of a group's log),
 // applied only when the record says the batch is the next of its lane. dup
-// is true when it had been applied already (nothing changes). A call whose
-// names are wrong, like Exec, is refused and logged, nothing applied.
+// is true when it had been applied already (nothing changes); a batch
+// that skips some of its lane is refused with a *SequenceError naming the
+// one expected (nothing changes; counted, and logged at most once a minute
+// per peer). A call whose names are wrong, like Exec, is refused and
+// logged, nothing applied.
 func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error) {
 	switch {
 	case call.Target != g.cfg.Name:
@@ -393,9 +446,14 @@ func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error)
 		return false, res[0].Err
 	}
 	in := g.inbox(call.Origin)
-	if res[0].Results[0].Limited {
-		in.duplicates.Add(1)
-		return true, nil
+	if rec := res[0].Results[0]; rec.Limited {
+		if rec.Remaining == 0 {
+			in.duplicates.Add(1)
+			return true, nil
+		}
+		gap := &SequenceError{Expected: call.Seq - rec.Remaining + 1, Seq: call.Seq}
+		g.outOfSequence(in, call, gap)
+		return false, gap
 	}
 	for i, r := range res[0].Results[1:] {
 		if r.Limited {
@@ -414,6 +472,22 @@ func (g *Gate) Apply(ctx context.Context, call *ApplyCall) (dup bool, err error)
 	return false, nil
 }
 
+// outOfSequence counts and logs (the first, then at most once a minute
+// per peer) a batch of origin's that skipped some of its lane. The sender
+// sends it again as the one expected; a peer that keeps sending gaps
+// (a forged or broken sender) shows in the counter, not in a flood of
+// lines.
+func (g *Gate) outOfSequence(in *inboxStats, call *ApplyCall, gap *SequenceError) {
+	n := in.outOfSequence.Add(1)
+	now := g.cfg.Now()
+	last := in.gapLogged.Load()
+	if last != 0 && now-last < int64(mismatchLogEvery) || !in.gapLogged.CompareAndSwap(last, now) {
+		return
+	}
+	g.cfg.Logger.Warn("refused a region peer's async batch out of sequence: batches of its lane are missing before it (nothing applied; the peer sends it again as the one expected; counted as out_of_sequence, logged at most once a minute per peer)",
+		"region", g.cfg.Name, "origin", call.Origin, "slot", call.Slot, "seq", gap.Seq, "expected", gap.Expected, "out_of_sequence", n)
+}
+
 func (g *Gate) refuseBatch(call *ApplyCall, why string) {
 	g.refused.Add(1)
 	g.cfg.Logger.Warn("refused a region peer's batch: "+why, "region", g.cfg.Name, "origin", call.Origin, "target", call.Target, "seq", call.Seq)
@@ -423,6 +497,10 @@ func (g *Gate) refuseBatch(call *ApplyCall, why string) {
 type inboxStats struct {
 	batches, ops, duplicates atomic.Int64
 	last                     atomic.Int64 // Unix ns of the last batch applied
+	// outOfSequence counts the peer's batches refused because batches of
+	// their lane were missing before them; gapLogged is the Unix ns of
+	// the last one logged.
+	outOfSequence, gapLogged atomic.Int64
 	// mismatches counts the peer's consumptions and global decisions for
 	// keys this region's policy puts under another mode (or home);
 	// mismatchLogged is the Unix ns of the last one logged.
@@ -515,6 +593,8 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 		switch {
 		case v.Kind != respclient.Error:
 			o.done(slots[i], batches[i], false, now)
+		case strings.HasPrefix(v.Str, OutOfSequenceCode+" "):
+			g.resequence(l, o, slots[i], batches[i], v.Str)
 		case transientReply(v.Str), strings.HasPrefix(v.Str, "OOM "):
 			// OOM: the peer is over maxmemory and refuses new keys for
 			// now; the batch waits here (region-backlog-bytes bounds it).
@@ -525,6 +605,25 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 			o.done(slots[i], batches[i], true, now)
 		}
 	}
+}
+
+// resequence handles a peer's refusal of lane slot's batch b as out of
+// sequence (msg, the error reply): b is renumbered as the batch the peer
+// expects and goes out again next round, nothing dropped. The one line
+// logged per occurrence is the sender's; a reply it cannot act on (no
+// expected number below b's) keeps b for the next round, as a retry.
+func (g *Gate) resequence(l *link, o *outbox, slot int, b *batch, msg string) {
+	seq := b.seq
+	word, _, _ := strings.Cut(msg[len(OutOfSequenceCode)+1:], " ")
+	expected, err := strconv.ParseInt(word, 10, 64)
+	if err != nil || !o.resequence(slot, b, expected) {
+		o.retries.Add(1)
+		g.cfg.Logger.Warn("a region peer refused a batch as out of sequence without a usable expected batch; it is kept and sent again",
+			"region", l.name, "slot", slot, "seq", seq, "err", msg)
+		return
+	}
+	g.cfg.Logger.Warn("a region peer lacks batches it had acknowledged (restored from an older snapshot, or its sequence record was evicted or deleted); the batch in flight is sent again as the one it expects",
+		"region", l.name, "slot", slot, "seq", seq, "expected", expected)
 }
 
 // transientReply reports whether an error reply asks to try again later.

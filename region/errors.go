@@ -29,6 +29,19 @@ var (
 	ErrBadBatch = errors.New("region: malformed peer operation")
 )
 
+// SequenceError is the answer to a peer's batch of async consumption that
+// skips some of its lane: batch Seq arrived while the lane's record says
+// Expected (< Seq) is the next. Nothing is applied; the sender sends its
+// batch again as Expected. (A batch already applied is no error: it is
+// answered as a duplicate.)
+type SequenceError struct {
+	Expected, Seq int64
+}
+
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("region: batch %d is out of sequence: its lane expects batch %d", e.Seq, e.Expected)
+}
+
 // UnreachableError is the answer for a global key whose home region did
 // not answer, under region-unreachable error.
 type UnreachableError struct {

@@ -27,10 +27,17 @@ type PeerStatus struct {
 	// OpsSent acknowledged, Retries of batches not acknowledged yet, and
 	// LagMs how long the oldest unacknowledged one has waited (ms).
 	Queued, Dropped, BatchesSent, OpsSent, Retries, LagMs int64
+	// Resequenced counts batches it refused as out of sequence (it lacked
+	// batches it had acknowledged) and that were sent again as the one it
+	// expected.
+	Resequenced int64
 	// Async consumption from it: BatchesApplied and OpsApplied here,
 	// Duplicates (batches received again and ignored), LastAppliedMs how
 	// long ago the last was applied (-1: never).
 	BatchesApplied, OpsApplied, Duplicates, LastAppliedMs int64
+	// OutOfSequence counts its batches refused here because batches of
+	// their lane were missing before them (nothing applied).
+	OutOfSequence int64
 	// PolicyMismatches counts its consumptions and global decisions for
 	// keys this region's policy puts under another mode or home (served
 	// anyway): non-zero means the two regions' region-policy differ.
@@ -93,9 +100,11 @@ func (g *Gate) Status() Status {
 		o := g.outboxes[p.Name]
 		ps.Queued, ps.Dropped, ps.Retries = o.queued.Load(), o.dropped.Load(), o.retries.Load()
 		ps.BatchesSent, ps.OpsSent, ps.LagMs = o.batchesSent.Load(), o.opsSent.Load(), o.lag(now)/1e6
+		ps.Resequenced = o.resequenced.Load()
 		in := g.inbox(p.Name)
 		ps.BatchesApplied, ps.OpsApplied, ps.Duplicates = in.batches.Load(), in.ops.Load(), in.duplicates.Load()
 		ps.PolicyMismatches = in.mismatches.Load()
+		ps.OutOfSequence = in.outOfSequence.Load()
 		ps.LastAppliedMs = -1
 		if t := in.last.Load(); t != 0 {
 			ps.LastAppliedMs = (now - t) / 1e6
@@ -124,9 +133,9 @@ func (s *Status) Fields() [][2]string {
 			"state=" + p.State + ",last_contact_ms=" + i(p.LastContactMs) + ",forwarded=" + i(p.Forwarded) +
 				",failed=" + i(p.Failed) + ",served=" + i(p.Served) +
 				",queued=" + i(p.Queued) + ",dropped=" + i(p.Dropped) + ",batches_sent=" + i(p.BatchesSent) +
-				",ops_sent=" + i(p.OpsSent) + ",retries=" + i(p.Retries) + ",lag_ms=" + i(p.LagMs) +
+				",ops_sent=" + i(p.OpsSent) + ",retries=" + i(p.Retries) + ",resequenced=" + i(p.Resequenced) + ",lag_ms=" + i(p.LagMs) +
 				",batches_applied=" + i(p.BatchesApplied) + ",ops_applied=" + i(p.OpsApplied) +
-				",duplicates=" + i(p.Duplicates) + ",last_applied_ms=" + i(p.LastAppliedMs) +
+				",duplicates=" + i(p.Duplicates) + ",out_of_sequence=" + i(p.OutOfSequence) + ",last_applied_ms=" + i(p.LastAppliedMs) +
 				",policy_mismatches=" + i(p.PolicyMismatches)})
 	}
 	return f

@@ -193,6 +193,16 @@ func appendErrorText(b []byte, err error) []byte {
 		// wording: relayed verbatim.
 		return appendLine(b, re.Msg)
 	}
+	if gap := (*region.SequenceError)(nil); errors.As(err, &gap) {
+		// The sender reads the code and the number after it.
+		b = append(b, region.OutOfSequenceCode+" "...)
+		b = strconv.AppendInt(b, gap.Expected, 10)
+		b = append(b, " batch "...)
+		b = strconv.AppendInt(b, gap.Seq, 10)
+		b = append(b, " is out of sequence: its lane expects batch "...)
+		b = strconv.AppendInt(b, gap.Expected, 10)
+		return append(b, " (nothing applied; send the lane's batches again from there)"...)
+	}
 	var (
 		remote *replication.RemoteError
 		peer   *replication.PeerError

@@ -76,9 +76,9 @@ func regionCommands(g *region.Gate) []*Command {
 			Args: []Arg{
 				{Name: "origin", Type: "string", Doc: "the sending region; must be one of this server's region-peer names"},
 				{Name: "target", Type: "string", Doc: "the region the sender means to reach; must be this server's region"},
-				{Name: "stream", Type: "string", Doc: "the sending process's stream id for one day: 1 to 32 hex digits, `-`, and the day it started (days since the Unix epoch, UTC)"},
+				{Name: "stream", Type: "string", Doc: "the sending process's stream id for one day: 1 to 32 hex digits (cellserver sends 32 random ones), `-`, and the day it started (days since the Unix epoch, UTC)"},
 				{Name: "slot", Type: "integer", Doc: "the hash slot every key of the batch hashes to, 0 to 16383"},
-				{Name: "seq", Type: "integer", Doc: "the batch's number in the stream's lane for that slot, from 1"},
+				{Name: "seq", Type: "integer", Doc: "the batch's number in the stream's lane for that slot, from 1; applied only when it is the next one"},
 				{Name: "consumption", Type: "block", Multiple: true, Args: []Arg{
 					{Name: "key", Type: "key", Doc: "the limited key"},
 					{Name: "kind", Type: "string", Doc: "as REGION.EXEC"},
@@ -89,8 +89,9 @@ func regionCommands(g *region.Gate) []*Command {
 					{Name: "interval", Type: "integer", Doc: "as REGION.EXEC"},
 				}},
 			},
-			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<stream>:{<tag>}` in the same write, a key that expires 2 to 12 days after the stream's day); `DUP` when that batch had been applied before (nothing changes).",
+			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<digest>:{<tag>}` in the same write, the digest the first 32 hex digits of the stream's SHA-256, a key that expires 2 to 12 days after the stream's day); `DUP` when that batch had been applied before (nothing changes).",
 			Errors: []string{"`ERR region: wrong region name: …`, `ERR region: unknown origin region: …`, `ERR region: malformed peer operation: …` as REGION.EXEC (logged, nothing applied); the last also when a key does not hash to slot, or when a consumption exceeds what its key can hold.",
+				"`OUTOFSEQ <expected> batch <seq> is out of sequence: its lane expects batch <expected> …` when batches of the lane are missing before seq (nothing applied; counted as `out_of_sequence` in `INFO regions`, logged at most once a minute per peer); cellserver sends its batch again as `<expected>`.",
 				"`ERR region: no region is configured` on a server without `region`.",
 				"WRONGTYPE when a key holds another kind of limiter (nothing applied); in a cluster, MOVED and the other redirections.",
 				"`OOM command not allowed when used memory > 'maxmemory'.` under `maxmemory-policy noeviction` while the keyspace is over `maxmemory`, when the batch would create a key (nothing applied; the sender keeps it and sends it again)."},
@@ -122,7 +123,7 @@ func regionCommands(g *region.Gate) []*Command {
 			Subcommands: []*Command{{
 				Name: "status", Arity: 2, Flags: FlagStale | FlagFast, Group: "region", Since: "0.1.0",
 				Summary: "Returns this region's name, policy size and the state of each peer region.", Complexity: "O(peers)",
-				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…` for global keys, then for async keys what waits for it and was shipped to it, `queued=…,dropped=…,batches_sent=…,ops_sent=…,retries=…,lag_ms=…`, and what came from it, `batches_applied=…,ops_applied=…,duplicates=…,last_applied_ms=…,policy_mismatches=…`, the last counting its calls for keys this region's `region-policy` puts under another mode or home).",
+				Reply:  "Map of bulk strings (a flat array of name, value pairs in RESP2): the fields of `INFO regions` (`region`, `region_policies`, `region_unreachable`, `region_split_share`, `region_forwarded`, `region_fallbacks`, `region_refused`, `region_peers`, and one `region_peer_<name>` per peer: `state=up|down|unknown,last_contact_ms=…,forwarded=…,failed=…,served=…` for global keys, then for async keys what waits for it and was shipped to it, `queued=…,dropped=…,batches_sent=…,ops_sent=…,retries=…,resequenced=…,lag_ms=…` (`resequenced`: batches it refused as out of sequence, having lost batches it had acknowledged, sent again as the one it expected), and what came from it, `batches_applied=…,ops_applied=…,duplicates=…,out_of_sequence=…,last_applied_ms=…,policy_mismatches=…` (`out_of_sequence`: its batches refused because batches of their lane were missing before them), the last counting its calls for keys this region's `region-policy` puts under another mode or home).",
 				Errors: []string{"`ERR region: no region is configured` on a server without `region`."},
 				Handler: func(c *Conn, _ [][]byte) error {
 					if g == nil {

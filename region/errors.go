@@ -27,6 +27,10 @@ var (
 	// ErrBadBatch is returned for a peer command whose arguments do not
 	// form valid operations (nothing is applied).
 	ErrBadBatch = errors.New("region: malformed peer operation")
+	// ErrSequenceRecord is returned for a limiter command that would
+	// change a region:seq: key: the record of a peer's batches, written
+	// only by REGION.APPLY (nothing is consumed).
+	ErrSequenceRecord = errors.New("region: region:seq: keys record the batches applied from peer regions and change only by REGION.APPLY")
 )
 
 // SequenceError is the answer to a peer's batch of async consumption that

@@ -352,7 +352,7 @@ func (g *Gate) writeWith(ctx context.Context, ops []shards.Op, res []shards.Resu
 		return g.inner.Write(ctx, ops, res)
 	}
 	pol := g.policy.Load()
-	if pol.Len() == 0 {
+	if pol.Len() == 0 && !writesRecords(ops) {
 		return innerWrite(ops, res)
 	}
 	var (
@@ -418,11 +418,44 @@ func (g *Gate) writeWith(ctx context.Context, ops []shards.Op, res []shards.Resu
 	return nil
 }
 
+// writesRecord reports whether op is a limiter op that would change a
+// sequence record (a key under seqKeyPrefix, with a quantity other than
+// 0): only a peer's batch (Apply, which writes through the inner Backend)
+// may, or a client could move a lane's count ahead and have its real
+// batches taken for duplicates. Peeks, DEL (a lane whose record is gone
+// is resequenced, nothing lost) and RESTORE (how MIGRATE moves a record
+// with its slot) pass.
+func writesRecord(op *shards.Op) bool {
+	if op.Code != shards.OpLimit && op.Code != shards.OpLimitAll {
+		return false
+	}
+	for i, k := range op.Keys {
+		if i < len(op.Reqs) && op.Reqs[i].Quantity != 0 && len(k) >= len(seqKeyPrefix) && string(k[:len(seqKeyPrefix)]) == seqKeyPrefix {
+			return true
+		}
+	}
+	return false
+}
+
+// writesRecords reports whether any of ops is writesRecord's.
+func writesRecords(ops []shards.Op) bool {
+	for i := range ops {
+		if writesRecord(&ops[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 // plan decides what op becomes under pol. A split op comes back scaled (a
 // copy; op is left as it was). A refused op has its reply in *res.
 func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *shards.Op) {
 	if op.Code != shards.OpLimit && op.Code != shards.OpLimitAll || len(op.Keys) == 0 {
 		return route{local: true}, nil
+	}
+	if writesRecord(op) {
+		*res = shards.Result{Err: ErrSequenceRecord}
+		return route{refused: true}, nil
 	}
 	rule := pol.Match(op.Keys[0])
 	for _, k := range op.Keys[1:] {

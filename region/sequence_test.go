@@ -232,3 +232,38 @@ func TestResequenceAfterLostRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsRefuseClientWrites: a client's limiter command cannot move a
+// lane's record ahead (its real batches would be taken for duplicates);
+// a peek reads it, and a DEL only makes the next batch resequenced.
+func TestRecordsRefuseClientWrites(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	for _, pol := range []string{"c:* async", ""} { // b with rules, and with none
+		t.Run("policy "+strconv.Quote(pol), func(t *testing.T) {
+			rs := startRegions(t, clock, regionSpec{name: "a", policy: "c:* async"}, regionSpec{name: "b", policy: pol})
+			a, b := rs["a"], rs["b"]
+			a.limit(t, "c:1", counter(1))
+			a.gate.Sync()
+			var record string
+			seqRecordsScan(b, func(k string) { record = k })
+			st, ok := b.store.Lookup([]byte(record), clock.Now())
+			if !ok {
+				t.Fatalf("no record")
+			}
+			fw := engine.Request{Kind: engine.KindFixedWindow, Burst: engine.MaxCount, Period: st.ExpireAt - st.A, Quantity: 1000}
+			if res := b.limit(t, record, fw); !errors.Is(res.Err, region.ErrSequenceRecord) {
+				t.Errorf("FW.INCR on the record = %+v, want ErrSequenceRecord", res)
+			}
+			fw.Quantity = 0
+			if res := b.limit(t, record, fw); res.Err != nil || res.Results[0].Remaining != engine.MaxCount-1 {
+				t.Errorf("a peek of the record = %+v, want count 1", res)
+			}
+			a.limit(t, "c:1", counter(2))
+			a.gate.Sync()
+			if got := used(t, b, "c:1"); got != 3 {
+				t.Errorf("b counts %d, want 3", got)
+			}
+		})
+	}
+}

@@ -195,8 +195,9 @@ type outbox struct {
 	batchesSent, opsSent, retries atomic.Int64
 	lastAck                       atomic.Int64 // Unix ns of the last acknowledgement
 	// resequenced counts batches renumbered because the peer reported
-	// that batches were missing before them (resequence).
-	resequenced atomic.Int64
+	// that batches were missing before them (resequence);
+	// resequenceLogged is the Unix ns of the last one logged.
+	resequenced, resequenceLogged atomic.Int64
 }
 
 func newOutbox(limit int64) *outbox { return &outbox{lanes: map[int]*lane{}, limit: limit} }
@@ -609,21 +610,31 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 
 // resequence handles a peer's refusal of lane slot's batch b as out of
 // sequence (msg, the error reply): b is renumbered as the batch the peer
-// expects and goes out again next round, nothing dropped. The one line
-// logged per occurrence is the sender's; a reply it cannot act on (no
-// expected number below b's) keeps b for the next round, as a retry.
+// expects and goes out again next round, nothing dropped. A peer restored
+// from an older snapshot refuses the next batch of every lane it had
+// records of, so the line is logged for the first and then at most once a
+// minute per peer (resequenced counts them all); a reply it cannot act on
+// (no expected number below b's) keeps b for the next round, as a retry.
 func (g *Gate) resequence(l *link, o *outbox, slot int, b *batch, msg string) {
 	seq := b.seq
 	word, _, _ := strings.Cut(msg[len(OutOfSequenceCode)+1:], " ")
 	expected, err := strconv.ParseInt(word, 10, 64)
-	if err != nil || !o.resequence(slot, b, expected) {
+	ok := err == nil && o.resequence(slot, b, expected)
+	if !ok {
 		o.retries.Add(1)
-		g.cfg.Logger.Warn("a region peer refused a batch as out of sequence without a usable expected batch; it is kept and sent again",
+	}
+	now := g.cfg.Now()
+	last := o.resequenceLogged.Load()
+	if last != 0 && now-last < int64(mismatchLogEvery) || !o.resequenceLogged.CompareAndSwap(last, now) {
+		return
+	}
+	if !ok {
+		g.cfg.Logger.Warn("a region peer refused a batch as out of sequence without a usable expected batch; it is kept and sent again (logged at most once a minute per peer)",
 			"region", l.name, "slot", slot, "seq", seq, "err", msg)
 		return
 	}
-	g.cfg.Logger.Warn("a region peer lacks batches it had acknowledged (restored from an older snapshot, or its sequence record was evicted or deleted); the batch in flight is sent again as the one it expects",
-		"region", l.name, "slot", slot, "seq", seq, "expected", expected)
+	g.cfg.Logger.Warn("a region peer lacks batches it had acknowledged (restored from an older snapshot, or its sequence record was evicted or deleted); the batch in flight is sent again as the one it expects (counted as resequenced, logged at most once a minute per peer)",
+		"region", l.name, "slot", slot, "seq", seq, "expected", expected, "resequenced", o.resequenced.Load())
 }
 
 // transientReply reports whether an error reply asks to try again later.

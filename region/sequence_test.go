@@ -3,12 +3,14 @@ package region_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/testlog"
 	"github.com/cellserver/cellserver/region"
 )
 
@@ -265,5 +267,59 @@ func TestRecordsRefuseClientWrites(t *testing.T) {
 				t.Errorf("b counts %d, want 3", got)
 			}
 		})
+	}
+}
+
+// TestGapsLoggedOnce: a receiver that lost its records (a restore) refuses
+// the next batch of every lane; each side logs one line for them all (then
+// at most one a minute per peer), while the counters count every batch,
+// and every lane goes on resequenced, nothing lost.
+func TestGapsLoggedOnce(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	var aLog, bLog testlog.Buffer
+	pol := "c:* async"
+	rs := startRegions(t, clock,
+		regionSpec{name: "a", policy: pol, logger: slog.New(slog.NewTextHandler(&aLog, nil))},
+		regionSpec{name: "b", policy: pol, logger: slog.New(slog.NewTextHandler(&bLog, nil))})
+	a, b := rs["a"], rs["b"]
+	const lanes = 20
+	keys := make([]string, lanes)
+	slots := map[int]bool{}
+	for i := 0; len(slots) < lanes; i++ {
+		k := "c:" + strconv.Itoa(i)
+		if s := hashslot.Of([]byte(k)); !slots[s] {
+			slots[s] = true
+			keys[len(slots)-1] = k
+		}
+	}
+	for round := range 3 {
+		if round == 2 {
+			b.store.Flush() // b restarts from a snapshot taken before any batch
+		}
+		for _, k := range keys {
+			a.limit(t, k, counter(1))
+		}
+		a.gate.Sync()
+	}
+	a.gate.Sync() // the resequenced batches
+	for _, k := range keys {
+		if got := used(t, b, k); got != 1 {
+			t.Errorf("b counts %d on %s after the restore and one more batch, want 1", got, k)
+		}
+	}
+	if pa, pb := a.gate.Status().Peers[0], b.gate.Status().Peers[0]; pa.Resequenced != lanes || pb.OutOfSequence != lanes || pa.Queued != 0 {
+		t.Errorf("resequenced %d, out_of_sequence %d, queued %d; want %d, %d, 0", pa.Resequenced, pb.OutOfSequence, pa.Queued, lanes, lanes)
+	}
+	for _, c := range []struct {
+		log  *testlog.Buffer
+		line string
+	}{
+		{&aLog, "lacks batches it had acknowledged"},
+		{&bLog, "out of sequence"},
+	} {
+		if n := strings.Count(c.log.String(), c.line); n != 1 {
+			t.Errorf("%d log lines with %q for %d lanes, want 1:\n%s", n, c.line, lanes, c.log)
+		}
 	}
 }

@@ -164,7 +164,6 @@ var sentinelReplies = []struct {
 	{errWatchInMulti, "ERR WATCH inside MULTI is not allowed"},
 	{errWatch, "ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"},
 	{errNoMulti, "ERR Command not allowed inside a transaction"},
-	{errTxTooLarge, "ERR transaction discarded: the queued commands exceed client-query-buffer-limit"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 }
 
@@ -217,6 +216,8 @@ func appendErrorText(b []byte, err error) []byte {
 		redir  *redirectError
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
+		txMax  *txLimitError
+		txOut  *txReplyError
 	)
 	switch {
 	case errors.As(err, &remote):
@@ -280,6 +281,20 @@ func appendErrorText(b []byte, err error) []byte {
 			b = append(b, "leader unknown"...)
 		}
 		return append(b, "); RAFT.JOIN it again to rejoin"...)
+	case errors.As(err, &txMax):
+		b = append(b, "ERR transaction discarded: more than "...)
+		b = strconv.AppendInt(b, txMax.limit, 10)
+		b = append(b, ' ')
+		b = append(b, txMax.unit...)
+		b = append(b, " queued ("...)
+		b = append(b, txMax.setting...)
+		return append(b, "); split it into smaller transactions or raise the setting"...)
+	case errors.As(err, &txOut):
+		b = append(b, "ERR transaction discarded: its reply would be about "...)
+		b = strconv.AppendInt(b, txOut.estimate, 10)
+		b = append(b, " bytes, over client-output-buffer-limit's hard limit of "...)
+		b = strconv.AppendInt(b, txOut.hard, 10)
+		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)

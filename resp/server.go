@@ -68,6 +68,12 @@ type Config struct {
 	// (client-query-buffer-limit): a client whose pending command grows
 	// beyond it is closed. Changeable live.
 	QueryBufferLimit int
+	// TxMaxCommands and TxMaxBytes bound one transaction's queue
+	// (transaction-max-commands, transaction-max-bytes; tx.go): the
+	// command past either is refused at queue time and EXEC answers
+	// EXECABORT. Changeable live.
+	TxMaxCommands int
+	TxMaxBytes    int64
 	// QueryTimeout bounds the time a client may take to send the rest of
 	// a command it has started (0: no bound): a slow sender is closed when
 	// it passes. Changeable live.
@@ -168,6 +174,8 @@ func DefaultConfig() Config {
 
 		QueryBufferLimit:    DefaultQueryBufferLimit,
 		QueryTimeout:        DefaultQueryTimeout,
+		TxMaxCommands:       DefaultTxMaxCommands,
+		TxMaxBytes:          DefaultTxMaxBytes,
 		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
 		SlowlogMaxLen:       DefaultSlowlogMaxLen,
 		MemoryCheckInterval: DefaultMemoryCheckInterval,
@@ -203,7 +211,8 @@ func (c *Config) Validate() error {
 	for _, r := range []struct {
 		name string
 		n    int64
-	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)}} {
+	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)},
+		{"transaction-max-commands", int64(c.TxMaxCommands)}, {"transaction-max-bytes", c.TxMaxBytes}} {
 		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
 			return fmt.Errorf("resp: %w", err)
 		}
@@ -259,6 +268,8 @@ type Server struct {
 	timeout     atomic.Int64 // ns
 	maxBulk     atomic.Int64 // proto-max-bulk-len
 	queryLimit  atomic.Int64 // client-query-buffer-limit
+	txMaxCmds   atomic.Int64 // transaction-max-commands
+	txMaxBytes  atomic.Int64 // transaction-max-bytes
 	queryTime   atomic.Int64 // ns
 	maxMemory   atomic.Int64
 	policy      atomic.Int32 // MemoryPolicy
@@ -325,6 +336,8 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.timeout.Store(int64(cfg.Timeout))
 	s.maxBulk.Store(int64(cfg.MaxBulkLen))
 	s.queryLimit.Store(int64(cfg.QueryBufferLimit))
+	s.txMaxCmds.Store(int64(cfg.TxMaxCommands))
+	s.txMaxBytes.Store(cfg.TxMaxBytes)
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))

@@ -101,6 +101,22 @@ func (s *Server) initSettings() error {
 			s.queryLimit.Store(n)
 			return nil
 		}},
+		{Name: "transaction-max-commands", Get: func() string { return itoa(s.txMaxCmds.Load()) }, Set: func(v string) error {
+			n, err := setting.Must("transaction-max-commands").ParseLive(v)
+			if err != nil {
+				return err
+			}
+			s.txMaxCmds.Store(n)
+			return nil
+		}},
+		{Name: "transaction-max-bytes", Get: func() string { return itoa(s.txMaxBytes.Load()) }, Set: func(v string) error {
+			n, err := setting.Must("transaction-max-bytes").ParseLive(v)
+			if err != nil {
+				return err
+			}
+			s.txMaxBytes.Store(n)
+			return nil
+		}},
 		{Name: "client-query-timeout", Get: func() string { return itoa(s.queryTime.Load() / int64(time.Second)) }, Set: func(v string) error {
 			n, err := setting.Must("client-query-timeout").ParseLive(v)
 			if err != nil {

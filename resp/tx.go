@@ -20,11 +20,37 @@ var (
 	errWatchInMulti = errors.New("WATCH inside MULTI is not allowed")
 	errWatch        = errors.New("WATCH is not supported")
 	errNoMulti      = errors.New("command not allowed inside a transaction")
-	// errTxTooLarge: the queued commands passed client-query-buffer-limit.
-	errTxTooLarge = errors.New("transaction too large")
 	// errTxReadBetween: a write queued after a read that follows a write.
 	errTxReadBetween = errors.New("transaction reads the keyspace between two writes")
 )
+
+// Defaults of transaction-max-commands and transaction-max-bytes. A
+// transaction's writes are one raft log entry that every member writes,
+// sends and applies as one step while other clients' writes wait behind
+// it; at these bounds the largest transaction commits in a few hundred
+// milliseconds on a 3-node group (docs/performance.md, "The largest
+// transaction"), and normal transactions (tens of commands) never meet
+// them.
+const (
+	DefaultTxMaxCommands = 10000
+	DefaultTxMaxBytes    = 1 << 20
+)
+
+// txLimitError refuses a command queued past one of a transaction's
+// bounds: the setting that bounds it and its value (limit, in unit).
+type txLimitError struct {
+	setting string // transaction-max-commands, transaction-max-bytes or client-query-buffer-limit
+	limit   int64
+	unit    string // "commands" or "bytes"
+}
+
+func (e *txLimitError) Error() string { return "transaction past " + e.setting }
+
+// txReplyError refuses EXEC when the transaction's reply would pass the
+// client's output buffer hard limit: estimate bytes against hard.
+type txReplyError struct{ estimate, hard int64 }
+
+func (e *txReplyError) Error() string { return "transaction reply over client-output-buffer-limit" }
 
 // txState is a connection's transaction, from MULTI to EXEC or DISCARD.
 type txState struct {
@@ -32,10 +58,15 @@ type txState struct {
 	// failed: a command was refused while queuing (unknown, arity, not
 	// allowed, redirected, too large); EXEC answers EXECABORT.
 	failed bool
-	cmds   []queued
-	// bytes is what the queue accounts for, against
-	// client-query-buffer-limit.
-	bytes int64
+	// over: a command passed a bound (txLimitError); the queue was let
+	// go of and later commands are answered QUEUED without being kept,
+	// since the transaction can only abort.
+	over bool
+	cmds []queued
+	// bytes is what the queue accounts for in memory, against
+	// client-query-buffer-limit; argBytes its arguments' bytes (about
+	// the size of its log entry), against transaction-max-bytes.
+	bytes, argBytes int64
 	// wrote: a keyspace write is queued; readAfter: then a command that
 	// reads the keyspace (or writes it outside the atomic write).
 	wrote, readAfter bool
@@ -115,17 +146,19 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 		refuse(err)
 		return
 	}
-	size := int64(queuedOverhead)
-	for _, a := range args {
-		size += int64(len(a)) + 24
+	if c.tx.over {
+		c.WriteSimple("QUEUED")
+		return
 	}
-	if c.tx.bytes+size > c.srv.queryLimit.Load() {
+	size, argBytes := queuedSize(args)
+	if err := c.txBound(size, argBytes); err != nil {
 		// Let go of the queue now: the transaction can only abort.
 		clear(c.tx.cmds)
 		c.tx.cmds = nil
 		c.tx.bytes = 0
+		c.tx.over = true
 		c.publishTx()
-		refuse(errTxTooLarge)
+		refuse(err)
 		return
 	}
 	write, access := txAccess(cmd)
@@ -149,10 +182,94 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
 	c.tx.bytes += size
+	c.tx.argBytes += argBytes
 	c.tx.cmds = append(c.tx.cmds, queued{cmd: cmd, args: cp, asking: asking})
 	c.tx.asking = cmd.fullName == "asking"
 	c.publishTx()
 	c.WriteSimple("QUEUED")
+}
+
+// queuedSize returns what one queued command with args accounts for in
+// memory (its argument bytes, a slice header each and queuedOverhead) and
+// its argument bytes alone.
+func queuedSize(args [][]byte) (size, argBytes int64) {
+	for _, a := range args {
+		argBytes += int64(len(a))
+	}
+	return queuedOverhead + argBytes + 24*int64(len(args)), argBytes
+}
+
+// txBound reports whether one more queued command (size bytes in memory,
+// argBytes of arguments) passes transaction-max-commands,
+// transaction-max-bytes or client-query-buffer-limit, naming the setting.
+func (c *Conn) txBound(size, argBytes int64) error {
+	if n := c.srv.txMaxCmds.Load(); int64(len(c.tx.cmds)) >= n {
+		return &txLimitError{setting: "transaction-max-commands", limit: n, unit: "commands"}
+	}
+	if n := c.srv.txMaxBytes.Load(); c.tx.argBytes+argBytes > n {
+		return &txLimitError{setting: "transaction-max-bytes", limit: n, unit: "bytes"}
+	}
+	if n := c.srv.queryLimit.Load(); c.tx.bytes+size > n {
+		return &txLimitError{setting: "client-query-buffer-limit", limit: n, unit: "bytes"}
+	}
+	return nil
+}
+
+// Reply sizes for the check at EXEC (checkExecReply).
+const (
+	// decisionReplyMax bounds the reply of one key of a batchable write:
+	// a limiter decision is an array of at most six integers ("*6\r\n"
+	// and six ":<int64>\r\n", 4 + 6×23 = 142 bytes); DEL's integer and
+	// RESTORE's OK are shorter, and so are the usual error lines.
+	decisionReplyMax = 142
+	// replyLineMax is counted for each other queued command beyond its
+	// arguments' bytes (a status, an integer or a short error line).
+	replyLineMax = 32
+)
+
+// execReplyEstimate estimates, before anything runs, the bytes of the
+// EXEC reply of queue q: for each batchable write, decisionReplyMax per
+// key (the whole decision reply, whatever the numbers); for any other
+// command its arguments' bytes (ECHO's reply is its argument; most are
+// shorter). Commands whose reply does not follow from their arguments
+// (KEYS, INFO, CLIENT LIST) are checked against the limit as their reply
+// is built, as outside a transaction.
+func (c *Conn) execReplyEstimate(q []queued) int64 {
+	n := int64(16) // the array header
+	for i := range q {
+		e := &q[i]
+		if e.cmd.Prepare != nil {
+			c.keys = commandKeys(c.keys[:0], e.cmd, e.args)
+			n += int64(max(len(c.keys), 1)) * decisionReplyMax
+			clear(c.keys)
+			continue
+		}
+		n += replyLineMax
+		for _, a := range e.args {
+			n += int64(len(a))
+		}
+	}
+	return n
+}
+
+// checkExecReply refuses a transaction whose reply would pass the
+// client's output buffer hard limit, with what is already pending for
+// it, before any of it runs: once its writes are applied, a client closed
+// for the size of their reply could not tell that they were.
+func (c *Conn) checkExecReply(q []queued) error {
+	hard := c.srv.outLimits.Load().Normal.Hard
+	if hard <= 0 {
+		return nil
+	}
+	est := c.execReplyEstimate(q)
+	pending := int64(len(c.out))
+	if c.gc != nil {
+		pending += int64(c.gc.OutboundBuffered())
+	}
+	if est+pending > hard {
+		return &txReplyError{estimate: est, hard: hard}
+	}
+	return nil
 }
 
 // queueRoute is the cluster check of a command being queued, on its own
@@ -213,6 +330,9 @@ func (c *Conn) execTx(asking bool) error {
 		return errExecAbort
 	}
 	if err := c.execRoute(q, asking); err != nil {
+		return err
+	}
+	if err := c.checkExecReply(q); err != nil {
 		return err
 	}
 	if asking {
@@ -329,14 +449,14 @@ func transactionCommands() []*Command {
 			Name: "multi", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
 			Summary: "Starts a transaction.", Complexity: "O(1)",
 			Reply: "Simple string `OK`. Until `EXEC` or `DISCARD`, every command but `EXEC`, `DISCARD`, `MULTI`, `WATCH` and `QUIT` is queued and answered `+QUEUED`, or refused at once " +
-				"(unknown command, wrong number of arguments, a command not allowed in a transaction, in a cluster `CROSSSLOT` or `MOVED` for its own keys, the queue over `client-query-buffer-limit`); a refusal makes `EXEC` answer `EXECABORT`.",
+				"(unknown command, wrong number of arguments, a command not allowed in a transaction, in a cluster `CROSSSLOT` or `MOVED` for its own keys, the queue over `transaction-max-commands` or `transaction-max-bytes`); a refusal makes `EXEC` answer `EXECABORT`.",
 			Errors: []string{"`ERR MULTI calls can not be nested` inside a transaction (the transaction goes on)."},
 			Notes: []string{
 				"A transaction's keyspace writes (the limiter commands, `DEL`, `RESTORE`, `FLUSHALL`, `FLUSHDB`) are applied as one step: no other client's write lands between them, and in a replication group they are one log entry, so a failover applies all of them or none.",
 				"Commands that read the keyspace (`GET`, `TTL`, `EXISTS`, …) see the writes queued before them and none queued after: they may come before the first write or after the last one. A write queued after such a read that itself follows a write is refused at queue time (`ERR … reads the keyspace between two writes …`) and the transaction aborts. Reads before the first write are not isolated from other clients' writes made before the transaction's write.",
 				"Queued `CLUSTER ADDSLOTS`, `DELSLOTS`, `ADDSLOTSRANGE`, `DELSLOTSRANGE` and `SETSLOT` are one change of the group's log, applied when the first of them is reached: each is checked against the slot state as the ones before it leave it; a refused one answers its error in its place and changes nothing, the others apply.",
 				"Other commands (`CONFIG SET`, `CLIENT …`, `MIGRATE`, …) run at `EXEC`, each on its own, in order; one queued between two writes runs after the writes' step.",
-				"Memory: the queued commands count their argument bytes plus 64 bytes each against `client-query-buffer-limit`; past it the queue is dropped and the transaction aborts.",
+				"Size: a transaction queues at most `transaction-max-commands` commands (default 10000) and `transaction-max-bytes` bytes of arguments (default 1mb, about the size of its log entry); its queue's memory (argument bytes, plus 24 bytes an argument and 64 a command) also counts against `client-query-buffer-limit`. The command past a bound is answered `ERR transaction discarded: more than <n> commands queued (transaction-max-commands); …` (or `… bytes queued (transaction-max-bytes)`, `(client-query-buffer-limit)`), the queue is dropped at once, later commands are answered `QUEUED` without being kept, and `EXEC` answers `EXECABORT`. The bounds keep the transaction's one log entry small enough that other clients' writes are not held up for long while it commits (docs/performance.md, \"The largest transaction\").",
 			},
 			Handler: func(c *Conn, _ [][]byte) error {
 				if c.tx.on {
@@ -355,6 +475,7 @@ func transactionCommands() []*Command {
 			Reply: "Array: the reply of each queued command, in order. A command that fails when it runs answers its error in its place; the others still run (as Redis).",
 			Errors: []string{"`ERR EXEC without MULTI`.",
 				"`EXECABORT Transaction discarded because of previous errors.` when a command was refused while queuing; nothing runs.",
+				"`ERR transaction discarded: its reply would be about <n> bytes, over client-output-buffer-limit's hard limit of <hard> bytes; nothing was run: …` when the replies of the queued commands, estimated before anything runs (each key of a limiter write counts 142 bytes, the most a decision takes; another command 32 bytes plus its arguments' bytes), and the replies already pending for the client would pass the hard limit: the transaction is discarded rather than applied and its client closed.",
 				"In a cluster, `CROSSSLOT Keys in request don't hash to the same slot` when the queued commands' keys are in several slots, `MOVED <slot> <host>:<port>` when their slot is served by another group, and for a slot migrating out `ASK <slot> <host>:<port>` when none of the keys is here any more, `TRYAGAIN …` when some are and some are not (or are in flight); nothing runs."},
 			Handler: func(c *Conn, _ [][]byte) error {
 				if !c.tx.on {

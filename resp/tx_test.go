@@ -183,7 +183,7 @@ func TestTransactionAuth(t *testing.T) {
 // TestTransactionQueueBounded: the queued commands count against
 // client-query-buffer-limit; past it the queue is dropped and EXEC aborts.
 func TestTransactionQueueBounded(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.QueryBufferLimit = 1 << 20 })
+	ts := startServer(t, func(c *Config) { c.QueryBufferLimit = 1 << 20; c.TxMaxBytes = 16 << 20 })
 	rc := ts.raw(t)
 	rc.send(t, cmd("MULTI"))
 	if got := rc.reply(t); got != "+OK" {
@@ -195,7 +195,7 @@ func TestTransactionQueueBounded(t *testing.T) {
 		rc.send(t, cmd("ECHO", big))
 		switch got := rc.reply(t); got {
 		case "+QUEUED":
-		case "-ERR transaction discarded: the queued commands exceed client-query-buffer-limit":
+		case "-ERR transaction discarded: more than 1048576 bytes queued (client-query-buffer-limit); split it into smaller transactions or raise the setting":
 			refused = i
 		default:
 			t.Fatalf("ECHO %d: %.80s", i, got)

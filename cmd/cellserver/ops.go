@@ -37,6 +37,8 @@ type opsConfig struct {
 	QueryBufLimit   int64
 	QueryTimeout    int    // seconds; 0: none
 	OutputLimit     string // client-output-buffer-limit
+	TxMaxCommands   int    // transaction-max-commands
+	TxMaxBytes      int64  // transaction-max-bytes
 
 	SlowlogSlowerThan int64 // µs
 	SlowlogMaxLen     int
@@ -69,6 +71,8 @@ func defaultOpsConfig() opsConfig {
 		QueryBufLimit:     int64(rc.QueryBufferLimit),
 		QueryTimeout:      int(rc.QueryTimeout / time.Second),
 		OutputLimit:       "normal 64mb 16mb 60",
+		TxMaxCommands:     rc.TxMaxCommands,
+		TxMaxBytes:        rc.TxMaxBytes,
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
@@ -91,6 +95,8 @@ var opsDirectives = []directive{
 	{name: "client-query-buffer-limit", field: func(c *Config) any { return &c.Ops.QueryBufLimit }},
 	{name: "client-query-timeout", field: func(c *Config) any { return &c.Ops.QueryTimeout }},
 	{name: "client-output-buffer-limit", field: func(c *Config) any { return &c.Ops.OutputLimit }},
+	{name: "transaction-max-commands", field: func(c *Config) any { return &c.Ops.TxMaxCommands }},
+	{name: "transaction-max-bytes", field: func(c *Config) any { return &c.Ops.TxMaxBytes }},
 	{name: "slowlog-log-slower-than", field: func(c *Config) any { return &c.Ops.SlowlogSlowerThan }},
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
@@ -175,6 +181,8 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.MaxBulkLen = int(o.ProtoMaxBulkLen)
 	rc.QueryBufferLimit = int(o.QueryBufLimit)
 	rc.QueryTimeout = time.Duration(o.QueryTimeout) * time.Second
+	rc.TxMaxCommands = o.TxMaxCommands
+	rc.TxMaxBytes = o.TxMaxBytes
 	rc.OutputLimits, _ = resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()) // checked by validateOps
 	rc.SlowlogSlowerThan = o.SlowlogSlowerThan
 	rc.SlowlogMaxLen = o.SlowlogMaxLen

@@ -78,6 +78,7 @@ func (n *Node) status(asker string) nodeStatus {
 		Ready:        n.ready.Load(),
 		Group:        n.cfg.Group,
 		Instance:     n.origin,
+		GroupID:      n.fsm.GroupID(),
 	}
 	if id != "" {
 		st.LeaderResp, _ = n.leaderResp()

@@ -184,7 +184,9 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: open snapshot store: %w", err)
 	}
-	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, newSecurity(cfg), n.log,
+	sec := newSecurity(cfg)
+	sec.groupID = n.fsm.GroupID // raft connections refuse another group's log (auth.go)
+	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, sec, n.log,
 		acceptLimits{timeout: cfg.HandshakeTimeout, max: cfg.MaxHandshakes})
 	if err != nil {
 		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
@@ -694,6 +696,7 @@ func (n *Node) becomeReady(gen uint64) {
 				attrs = append(attrs, "time", time.Unix(0, t).UTC().Format(time.RFC3339Nano))
 			}
 			n.log.Info("replication: leader ready", attrs...)
+			n.recordGroupID(gen)
 			if addr, ok := n.fsm.member(n.cfg.NodeID); !ok || addr != n.cfg.RespAddr {
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 				if err := n.submit(ctx, &pending{member: &memberChange{id: n.cfg.NodeID, respAddr: n.cfg.RespAddr}}); err != nil {

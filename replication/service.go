@@ -87,6 +87,7 @@ var codeErrors = [...]error{
 	15: ErrGroupUnknown,
 	16: ErrNotVoter,
 	17: ErrAlreadyLeader,
+	18: ErrNotGroupLog, // a *LogError, with its detail
 }
 
 const (
@@ -373,8 +374,21 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 		p *PendingError
 		r *RemovedError
 		s *SlotError
+		l *LogError
 	)
 	switch {
+	case errors.As(err, &l):
+		b := appendBytes(nil, []byte(l.ID))
+		b = appendBytes(b, []byte(l.Addr))
+		b = append(b, byte(l.Reason))
+		b = appendBytes(b, []byte(l.GroupID))
+		b = appendBytes(b, []byte(l.NodeGroupID))
+		b = binary.AppendUvarint(b, l.Index)
+		member := byte(0)
+		if l.Member {
+			member = 1
+		}
+		return errorCode(ErrNotGroupLog), append(b, member), true
 	case errors.As(err, &s):
 		b := binary.AppendUvarint(nil, uint64(s.Slot))
 		b = append(b, byte(max(slices.Index(slotErrs[:], s.Err), 0)))
@@ -416,6 +430,13 @@ func decodeErrorDetail(status byte, body []byte) error {
 		err = p
 	case ErrRemoved:
 		err = &RemovedError{LeaderID: string(r.bytes("leader id")), LeaderRespAddr: string(r.bytes("leader address"))}
+	case ErrNotGroupLog:
+		l := &LogError{ID: string(r.bytes("id")), Addr: string(r.bytes("address"))}
+		l.Reason = LogMismatch(r.byte1("reason"))
+		l.GroupID, l.NodeGroupID = string(r.bytes("group id")), string(r.bytes("node's group id"))
+		l.Index = r.uvarint("index")
+		l.Member = r.byte1("member") == 1
+		err = l
 	case ErrSlotBusy:
 		s := &SlotError{Slot: int(r.uvarint("slot"))}
 		if i := int(r.byte1("slot error")); i < len(slotErrs) {
@@ -449,6 +470,10 @@ type nodeStatus struct {
 	// origin): two answers with the same nonzero Instance come from one
 	// process (0 from a node that predates it).
 	Instance uint64
+	// GroupID is the group id the answering node's log records ("" when
+	// none: a new node, a log from before group ids, or a node that
+	// predates them).
+	GroupID string
 }
 
 const (
@@ -474,7 +499,8 @@ func encodeStatus(st nodeStatus) []byte {
 	}
 	b = append(b, flags)
 	b = appendBytes(b, []byte(st.Group))
-	return binary.AppendUvarint(b, st.Instance)
+	b = binary.AppendUvarint(b, st.Instance)
+	return appendBytes(b, []byte(st.GroupID))
 }
 
 // decodeStatus decodes encodeStatus's output.
@@ -490,6 +516,9 @@ func decodeStatus(b []byte) (nodeStatus, error) {
 	}
 	if r.err == nil && len(r.b) > 0 {
 		st.Instance = r.uvarint("instance")
+	}
+	if r.err == nil && len(r.b) > 0 {
+		st.GroupID = string(r.bytes("group id"))
 	}
 	return st, r.end()
 }

@@ -58,6 +58,9 @@ type FSM struct {
 	// until an entryGroupID entry is applied or a snapshot carrying one
 	// is restored. Written on the apply goroutine, read anywhere.
 	groupID atomic.Pointer[groupIdentity]
+	// onGroupID, when set, is called (on the apply goroutine) with the
+	// group id once it is applied, and with each restored.
+	onGroupID func(id string)
 
 	deliver DeliverFunc // never nil
 
@@ -356,6 +359,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	// applied, if any, stays, since the first recorded id is final.
 	if m.GroupID != "" {
 		f.groupID.Store(&groupIdentity{ID: m.GroupID, Index: m.GroupIDIndex})
+		if f.onGroupID != nil {
+			f.onGroupID(m.GroupID)
+		}
 	}
 	f.lastTime.Store(m.Time)
 	f.lastIndex.advance(m.Index)

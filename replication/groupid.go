@@ -33,6 +33,78 @@ type groupIdentity struct {
 	Index uint64
 }
 
+// Keys of the stable store (beside raft's term and vote) for what a node
+// keeps of its group id outside the log:
+//
+//   - stableGroupID: the id its FSM last applied or restored. A restarted
+//     node applies its log again only once it hears from a leader (and
+//     none does while the configuration lists it at another address), so
+//     until then this is the id it reports and presents.
+//   - stableOwnLog: 1 once this node bootstrapped its log. A log born here
+//     that records no id yet is a new group's before its first leader
+//     wrote one — not a log from before group ids, which is what an empty
+//     id otherwise means — and checkLog refuses it.
+var (
+	stableGroupID = []byte("cellserver_group_id")
+	stableOwnLog  = []byte("cellserver_own_log")
+)
+
+// loadGroupState reads stableGroupID and stableOwnLog (open, before raft
+// starts).
+func (n *Node) loadGroupState() error {
+	id, err := n.logStore.stable.Get(stableGroupID)
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("replication: read the stored group id: %w", err)
+	}
+	s := string(id)
+	n.storedGroupID.Store(&s)
+	own, err := n.logStore.stable.GetUint64(stableOwnLog)
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("replication: read the stored bootstrap mark: %w", err)
+	}
+	n.ownLog.Store(own == 1)
+	return nil
+}
+
+// notFound reports whether a stable store's error says the key is absent
+// (raft-boltdb's ErrKeyNotFound, which raft itself matches by text).
+func notFound(err error) bool { return err.Error() == "not found" }
+
+// storeGroupID is the FSM's hook when it applies or restores a group id:
+// the id is kept in the stable store for the next start. On the apply
+// goroutine; a failure is logged (the log still has the id).
+func (n *Node) storeGroupID(id string) {
+	if p := n.storedGroupID.Load(); p != nil && *p == id {
+		return
+	}
+	if err := n.logStore.stable.Set(stableGroupID, []byte(id)); err != nil {
+		n.log.Warn("replication: cannot store the group id; it stays in the log", "err", err)
+		return
+	}
+	n.storedGroupID.Store(&id)
+}
+
+// markOwnLog records that this node bootstrapped its log (stableOwnLog).
+func (n *Node) markOwnLog() {
+	if err := n.logStore.stable.SetUint64(stableOwnLog, 1); err != nil {
+		n.log.Warn("replication: cannot store the bootstrap mark", "err", err)
+	}
+	n.ownLog.Store(true)
+}
+
+// groupID is this node's group id: its FSM's, else the one it stored when
+// it last applied one ("" when neither: a new node, or a log from before
+// group ids).
+func (n *Node) groupID() string {
+	if id := n.fsm.GroupID(); id != "" {
+		return id
+	}
+	if p := n.storedGroupID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // newGroupID returns a fresh random group id.
 func newGroupID() string {
 	var b [groupIDLen / 2]byte
@@ -55,6 +127,9 @@ func (f *FSM) applyGroupID(id string, index uint64) {
 		return
 	}
 	f.groupID.Store(&groupIdentity{ID: id, Index: index})
+	if f.onGroupID != nil {
+		f.onGroupID(id)
+	}
 }
 
 // GroupID returns the group's id as this replica's log recorded it, ""
@@ -99,6 +174,9 @@ const (
 	// LogEmpty: the node has no raft state (a new or wiped node); only a
 	// new member may have none.
 	LogEmpty
+	// LogOwn: the node bootstrapped a log of its own whose first leader
+	// has not recorded a group id yet (a new group's).
+	LogOwn
 )
 
 // LogError is ErrNotGroupLog with its figures: the node claiming ID at
@@ -122,6 +200,8 @@ func (e *LogError) Error() string {
 		why = fmt.Sprintf("the node there has the raft log of another group (group id %s; this group's is %q)", e.NodeGroupID, e.GroupID)
 	case LogNoGroupID:
 		why = fmt.Sprintf("the node there has a raft log without a group id past index %d, where this group's log records group id %s", e.Index, e.GroupID)
+	case LogOwn:
+		why = fmt.Sprintf("the node there bootstrapped a raft log of its own, which records no group id yet (this group's is %q)", e.GroupID)
 	default:
 		why = "the node there has no raft state (a new or wiped node)"
 	}
@@ -145,6 +225,8 @@ func (e *LogError) Unwrap() []error {
 //   - a log that records a group id must record this group's;
 //   - an empty log joins only as a new member (it receives the group's
 //     log, group id included, before it is promoted);
+//   - a log the node bootstrapped itself that records no id yet is a new
+//     group's, whose first leader has not written its id (st.OwnLog);
 //   - a log without a group id is one that predates it (written before
 //     group ids, or behind the entry that recorded this group's): taken
 //     only while the node has not applied the log past the index where
@@ -169,6 +251,8 @@ func checkLog(own *groupIdentity, st nodeStatus, member bool) *LogError {
 			return nil
 		}
 		e.Reason = LogEmpty
+	case st.OwnLog:
+		e.Reason = LogOwn
 	case own != nil && own.Index > 0 && st.AppliedIndex >= own.Index:
 		e.Reason = LogNoGroupID
 	default:

@@ -41,6 +41,9 @@ func TestCheckLog(t *testing.T) {
 		{"pre-group-id log behind the id's entry, new member", own, nodeStatus{LastIndex: 9, AppliedIndex: 4}, false, 0},
 		{"log without an id past the id's entry, member", own, nodeStatus{LastIndex: 9, AppliedIndex: 5}, true, LogNoGroupID},
 		{"log without an id past the id's entry, new member", own, nodeStatus{LastIndex: 90, AppliedIndex: 80}, false, LogNoGroupID},
+		{"own log before its first leader recorded an id, member", own, nodeStatus{LastIndex: 2, AppliedIndex: 1, OwnLog: true}, true, LogOwn},
+		{"own log before its first leader recorded an id, new member", own, nodeStatus{LastIndex: 2, AppliedIndex: 1, OwnLog: true}, false, LogOwn},
+		{"own log, none recorded here yet", nil, nodeStatus{LastIndex: 2, AppliedIndex: 1, OwnLog: true}, true, LogOwn},
 		{"pre-group-id log, none recorded here yet", nil, nodeStatus{LastIndex: 9, AppliedIndex: 9}, true, 0},
 		{"pre-group-id log, id restored without its index", &groupIdentity{ID: "aaaa"}, nodeStatus{LastIndex: 9, AppliedIndex: 9}, true, 0},
 	}
@@ -247,14 +250,18 @@ func TestGroupIDApplied(t *testing.T) {
 // Status answers carry the group id; an answer of a node before it decodes
 // with none.
 func TestStatusGroupID(t *testing.T) {
-	st := nodeStatus{ID: "n1", Term: 3, LastIndex: 9, AppliedIndex: 8, Group: "g", Instance: 77, GroupID: "aaaa"}
-	got, err := decodeStatus(encodeStatus(st))
-	if err != nil || got != st {
-		t.Fatalf("decodeStatus(encodeStatus(%+v)) = %+v, %v", st, got, err)
+	for _, st := range []nodeStatus{
+		{ID: "n1", Term: 3, LastIndex: 9, AppliedIndex: 8, Group: "g", Instance: 77, GroupID: "aaaa", Member: true},
+		{ID: "n1", Term: 2, LastIndex: 2, AppliedIndex: 1, Instance: 78, OwnLog: true, Ready: true},
+	} {
+		got, err := decodeStatus(encodeStatus(st))
+		if err != nil || got != st {
+			t.Fatalf("decodeStatus(encodeStatus(%+v)) = %+v, %v", st, got, err)
+		}
 	}
-	st.GroupID = ""
+	st := nodeStatus{ID: "n1", Term: 3, LastIndex: 9, AppliedIndex: 8, Group: "g", Instance: 77}
 	b := encodeStatus(st)
-	got, err = decodeStatus(b[:len(b)-1]) // without the field at all
+	got, err := decodeStatus(b[:len(b)-1]) // without the field at all
 	if err != nil || got != st {
 		t.Fatalf("decodeStatus(an answer before group ids) = %+v, %v; want %+v", got, err, st)
 	}

@@ -408,7 +408,7 @@ type Info struct {
 func (n *Node) Info() Info {
 	leaderAddr, leaderID := n.raft.LeaderWithID()
 	inf := Info{
-		GroupID:        n.fsm.GroupID(),
+		GroupID:        n.groupID(),
 		NodeID:         n.cfg.NodeID,
 		State:          strings.ToLower(n.raft.State().String()),
 		Ready:          n.ready.Load(),

@@ -472,13 +472,17 @@ type nodeStatus struct {
 	Instance uint64
 	// GroupID is the group id the answering node's log records ("" when
 	// none: a new node, a log from before group ids, or a node that
-	// predates them).
+	// predates them). OwnLog is true when it has none and the node
+	// bootstrapped its log (a new group's, before its first leader
+	// recorded an id).
 	GroupID string
+	OwnLog  bool
 }
 
 const (
 	statusReady  = 1 << 0
 	statusMember = 1 << 1
+	statusOwnLog = 1 << 2 // added later: older nodes never set it
 )
 
 // encodeStatus encodes the answer to reqStatus.
@@ -497,6 +501,9 @@ func encodeStatus(st nodeStatus) []byte {
 	if st.Member {
 		flags |= statusMember
 	}
+	if st.OwnLog {
+		flags |= statusOwnLog
+	}
 	b = append(b, flags)
 	b = appendBytes(b, []byte(st.Group))
 	b = binary.AppendUvarint(b, st.Instance)
@@ -510,7 +517,7 @@ func decodeStatus(b []byte) (nodeStatus, error) {
 	st.Term, st.LastIndex, st.AppliedIndex = r.uvarint("term"), r.uvarint("last index"), r.uvarint("applied index")
 	st.LeaderID, st.LeaderRaft, st.LeaderResp = string(r.bytes("leader id")), string(r.bytes("leader raft address")), string(r.bytes("leader RESP address"))
 	flags := r.byte1("flags")
-	st.Ready, st.Member = flags&statusReady != 0, flags&statusMember != 0
+	st.Ready, st.Member, st.OwnLog = flags&statusReady != 0, flags&statusMember != 0, flags&statusOwnLog != 0
 	if r.err == nil && len(r.b) > 0 {
 		st.Group = string(r.bytes("group"))
 	}

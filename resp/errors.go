@@ -332,6 +332,15 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 			b = append(b, ", this group has recorded none yet"...)
 		}
 		b = append(b, "): it bootstrapped a log of its own or belongs to another group"...)
+	case replication.LogOwn:
+		b = append(b, ": that node bootstrapped a raft log of its own, which records no group id yet ("...)
+		if e.GroupID != "" {
+			b = append(b, "this group's raft_group_id is "...)
+			b = appendLine(b, e.GroupID)
+		} else {
+			b = append(b, "this group has recorded none yet"...)
+		}
+		b = append(b, "): it is another group's log"...)
 	case replication.LogNoGroupID:
 		b = append(b, ": that node's raft log has no group id past index "...)
 		b = strconv.AppendUint(b, e.Index, 10)

@@ -39,6 +39,9 @@ func TestErrorWording(t *testing.T) {
 		{&replication.LogError{ID: "n2", Addr: "127.0.0.1:7103", Reason: replication.LogNoGroupID, GroupID: "aaaa", Index: 12, Member: true},
 			"ERR refusing n2 at 127.0.0.1:7103: that node's raft log has no group id past index 12, where this group's log records raft_group_id aaaa: it is not this group's log, or a version before group ids snapshotted it. " +
 				"Start member n2 at the raft address the group lists for it (it catches up there), or RAFT.REMOVE n2 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
+		{&replication.LogError{ID: "n1", Addr: "127.0.0.1:7105", Reason: replication.LogOwn, GroupID: "aaaa", Member: true},
+			"ERR refusing n1 at 127.0.0.1:7105: that node bootstrapped a raft log of its own, which records no group id yet (this group's raft_group_id is aaaa): it is another group's log. " +
+				"Start member n1 from its own data directory (it rejoins at any address), or RAFT.REMOVE n1 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
 		{&replication.LogError{ID: "n3", Addr: "127.0.0.1:7104", Reason: replication.LogEmpty, Member: true},
 			"ERR refusing n3 at 127.0.0.1:7104: that node has no raft state (a new or wiped node), and a member's vote needs the group's log. " +
 				"Start member n3 from its own data directory (it rejoins at any address), or RAFT.REMOVE n3 first, wipe that node's data directory and RAFT.JOIN it as a new member"},

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/cellserver/cellserver/internal/poll"
@@ -348,4 +350,69 @@ func TestOwnLogRefused(t *testing.T) {
 	// The member itself, back from its own data: a voter of the group.
 	c.restart(f)
 	c.waitListed(member.id, old, 15*time.Second)
+}
+
+// A data directory written before group ids (a log with a configuration
+// and a member's address, no group id entry, no bootstrap mark) restarts
+// as before, and its first leader of this version records a group id after
+// the old entries: the group upgrades with no step of its own.
+func TestLogBeforeGroupIDsGetsOne(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := testConfig("n1", dir, "127.0.0.1:1")
+	cfg.RaftAddr = addr
+	// The old version's raft state, written with raft's own bootstrap.
+	ls, err := openLogStore(&cfg, hclog.NewNullLogger(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = "n1"
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(addr))
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: raft.ServerAddress(addr)}}}
+	if err := raft.BootstrapCluster(rc, ls.logs, ls.stable, snaps, trans, conf); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.logs.StoreLog(&raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: encodeMemberEntry(1, "n1", "127.0.0.1:1", false)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, _ := startLoneNode(t, cfg)
+	poll.Until(t, 15*time.Second, func() error {
+		if n.fsm.groupID.Load() == nil {
+			return errors.New("no group id recorded yet")
+		}
+		return nil
+	})
+	g := n.fsm.groupID.Load()
+	if len(g.ID) != groupIDLen || g.Index <= 2 {
+		t.Fatalf("group id %+v, want %d hex digits recorded after the old entries (index > 2)", g, groupIDLen)
+	}
+	if st := n.status("x"); st.GroupID != g.ID || st.OwnLog {
+		t.Fatalf("status: group id %q, own log %v; want %q, false (the log was not bootstrapped by this version)", st.GroupID, st.OwnLog, g.ID)
+	}
+	if addr, ok := n.fsm.member("n1"); !ok || addr != "127.0.0.1:1" {
+		t.Fatalf("member n1's RESP address from the old log = %q, %v", addr, ok)
+	}
+	// Restarted, it has the id from its stable store before it applies
+	// anything (what it reports and presents until then).
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := startLoneNode(t, cfg)
+	if p := again.storedGroupID.Load(); p == nil || *p != g.ID || again.groupID() != g.ID {
+		t.Fatalf("restarted node: stored group id %v, group id %q; want %q", p, again.groupID(), g.ID)
+	}
 }

@@ -29,6 +29,21 @@ import (
 //     HMAC-SHA256(secret, "cellserver accept" ‖ header ‖ Nd ‖ Na), which
 //     the dialer checks. Only then does the dialer send anything else.
 //
+// On a raft connection (headerRaft) between two nodes of this version the
+// exchange also carries each side's group id (groupid.go): a node marks
+// its nonce with idMark, and when both nonces carry it, the dialer's step
+// 4 message is its group id (a length byte, then the id) followed by
+// HMAC-SHA256(secret, "cellserver dial" ‖ header ‖ Na ‖ Nd ‖ length ‖ id),
+// and the acceptor's step 5 message its own id followed by its proof over
+// it likewise. Both sides then apply one rule (groupIDsConflict): two
+// different ids refuse the connection — the acceptor closes it after its
+// proof, the dialer reports the other group — so that raft never runs
+// between nodes holding two groups' logs (another group's process at a
+// member's address). A node with no id yet (a new node, a log from before
+// group ids) talks to any. A node of an earlier version sends an unmarked
+// nonce and the exchange stays the one above. Forwarding connections
+// (headerForward) never carry ids: groups talk to each other there.
+//
 // Without a secret the exchange still runs with an empty key: a peer with a
 // different setting is refused by name, and the dialer always knows
 // whether its connection was accepted before it sends a request (a refusal
@@ -57,6 +72,10 @@ const (
 type security struct {
 	serverTLS, clientTLS *tls.Config // both nil: plain TCP
 	secret               []byte      // the HMAC key; may be empty
+	// groupID gives this node's group id for raft connections' handshakes
+	// ("" while its log records none); nil: always "". Set before the
+	// port's first connection.
+	groupID func() string
 	// material is the certificate this node presents and the CA it
 	// checks peers against; nil without TLS.
 	material atomic.Pointer[tlsMaterial]
@@ -183,49 +202,142 @@ func readHeader(c net.Conn, tlsOn bool) (byte, []byte, error) {
 	return b[0], b[1:], nil
 }
 
-// acceptAuth runs the acceptor's half of the handshake after readHeader.
-func acceptAuth(c net.Conn, hdr byte, dialerNonce, secret []byte) error {
-	nonce := make([]byte, nonceLen)
-	_, _ = rand.Read(nonce) // crypto/rand.Read never fails
+// ownGroupID is the group id this node sends in a raft connection's
+// handshake.
+func (s *security) ownGroupID() string {
+	if s.groupID == nil {
+		return ""
+	}
+	return s.groupID()
+}
+
+// idMark opens the nonce of a node that exchanges group ids in a raft
+// connection's handshake (28 random bytes follow it). A node of an
+// earlier version sends 32 random bytes, which match it once in 2^32.
+var idMark = [4]byte{'c', 'g', 'i', 'd'}
+
+func newNonce() []byte {
+	b := make([]byte, nonceLen)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	copy(b, idMark[:])
+	return b
+}
+
+// exchangesIDs reports whether a handshake for hdr whose other side sent
+// nonce carries group ids.
+func exchangesIDs(hdr byte, nonce []byte) bool {
+	return hdr == headerRaft && len(nonce) >= len(idMark) && [4]byte(nonce[:4]) == idMark
+}
+
+// appendGroupID appends a group id as the handshake carries it: a length
+// byte, then the id.
+func appendGroupID(b []byte, id string) []byte {
+	return append(append(b, byte(len(id))), id...)
+}
+
+// readGroupID reads a group id appendGroupID wrote.
+func readGroupID(c net.Conn) (string, error) {
+	var n [1]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return "", err
+	}
+	if n[0] > maxGroupIDLen {
+		return "", fmt.Errorf("a group id of %d bytes (at most %d)", n[0], maxGroupIDLen)
+	}
+	id := make([]byte, n[0])
+	if _, err := io.ReadFull(c, id); err != nil {
+		return "", err
+	}
+	return string(id), nil
+}
+
+// errOtherGroupLog is why a raft connection between two nodes holding
+// two groups' logs is refused, on both sides.
+var errOtherGroupLog = errors.New("the raft log of another group")
+
+// acceptAuth runs the acceptor's half of the handshake after readHeader;
+// own is this node's group id.
+func acceptAuth(c net.Conn, hdr byte, dialerNonce, secret []byte, own string) error {
+	nonce := newNonce()
 	if _, err := c.Write(nonce); err != nil {
 		return fmt.Errorf("handshake: %w", err)
+	}
+	ext := exchangesIDs(hdr, dialerNonce)
+	var peer string
+	if ext {
+		var err error
+		if peer, err = readGroupID(c); err != nil {
+			return fmt.Errorf("handshake: %w", err)
+		}
 	}
 	got := make([]byte, macLen)
 	if _, err := io.ReadFull(c, got); err != nil {
 		return fmt.Errorf("handshake: %w", err)
 	}
-	if !hmac.Equal(got, authMAC(secret, labelDial, hdr, nonce, dialerNonce)) {
-		return errBadSecret
+	var out []byte
+	if ext {
+		if !hmac.Equal(got, authMAC(secret, labelDial, hdr, nonce, dialerNonce, peer)) {
+			return errBadSecret
+		}
+		out = authMAC(secret, labelAccept, hdr, dialerNonce, nonce, own)
+		out = append(appendGroupID(nil, own), out...)
+	} else {
+		if !hmac.Equal(got, authMAC(secret, labelDial, hdr, nonce, dialerNonce)) {
+			return errBadSecret
+		}
+		out = authMAC(secret, labelAccept, hdr, dialerNonce, nonce)
 	}
-	if _, err := c.Write(authMAC(secret, labelAccept, hdr, dialerNonce, nonce)); err != nil {
+	if _, err := c.Write(out); err != nil {
 		return fmt.Errorf("handshake: %w", err)
+	}
+	if ext && groupIDsConflict(own, peer) {
+		return fmt.Errorf("the dialer holds %w (group id %s; this node's is %s)", errOtherGroupLog, peer, own)
 	}
 	return nil
 }
 
 // dialAuth runs the dialer's half of the handshake; on success the
-// acceptor has proved the secret and taken the connection for hdr.
-func dialAuth(c net.Conn, hdr byte, secret []byte) error {
-	out := make([]byte, 1+nonceLen)
-	out[0] = hdr
-	_, _ = rand.Read(out[1:])
-	nonce := out[1:]
-	if _, err := c.Write(out); err != nil {
+// acceptor has proved the secret and taken the connection for hdr. own is
+// this node's group id.
+func dialAuth(c net.Conn, hdr byte, secret []byte, own string) error {
+	nonce := newNonce()
+	if _, err := c.Write(append([]byte{hdr}, nonce...)); err != nil {
 		return err
 	}
 	peerNonce := make([]byte, nonceLen)
 	if _, err := io.ReadFull(c, peerNonce); err != nil {
 		return fmt.Errorf("peer closed the handshake (not a cellserver raft port, or TLS settings differ?): %w", err)
 	}
-	if _, err := c.Write(authMAC(secret, labelDial, hdr, peerNonce, nonce)); err != nil {
+	ext := exchangesIDs(hdr, peerNonce)
+	var msg []byte
+	if ext {
+		msg = append(appendGroupID(nil, own), authMAC(secret, labelDial, hdr, peerNonce, nonce, own)...)
+	} else {
+		msg = authMAC(secret, labelDial, hdr, peerNonce, nonce)
+	}
+	if _, err := c.Write(msg); err != nil {
 		return err
+	}
+	var peer string
+	if ext {
+		var err error
+		if peer, err = readGroupID(c); err != nil {
+			return fmt.Errorf("refused by the peer (different cluster secret?): %w", err)
+		}
 	}
 	proof := make([]byte, macLen)
 	if _, err := io.ReadFull(c, proof); err != nil {
 		return fmt.Errorf("refused by the peer (different cluster secret?): %w", err)
 	}
-	if !hmac.Equal(proof, authMAC(secret, labelAccept, hdr, nonce, peerNonce)) {
+	want := authMAC(secret, labelAccept, hdr, nonce, peerNonce)
+	if ext {
+		want = authMAC(secret, labelAccept, hdr, nonce, peerNonce, peer)
+	}
+	if !hmac.Equal(proof, want) {
 		return errors.New("the peer does not know the cluster secret")
+	}
+	if ext && groupIDsConflict(own, peer) {
+		return fmt.Errorf("the node there holds %w (group id %s; this node's is %s)", errOtherGroupLog, peer, own)
 	}
 	return nil
 }
@@ -235,12 +347,16 @@ const (
 	labelAccept = "cellserver accept"
 )
 
-// authMAC is HMAC-SHA256(secret, label ‖ hdr ‖ a ‖ b).
-func authMAC(secret []byte, label string, hdr byte, a, b []byte) []byte {
+// authMAC is HMAC-SHA256(secret, label ‖ hdr ‖ a ‖ b), followed by the
+// group id (a length byte and the id) when the handshake exchanges them.
+func authMAC(secret []byte, label string, hdr byte, a, b []byte, groupID ...string) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(label))
 	m.Write([]byte{hdr})
 	m.Write(a)
 	m.Write(b)
+	for _, id := range groupID {
+		m.Write(appendGroupID(nil, id))
+	}
 	return m.Sum(nil)
 }

@@ -78,7 +78,9 @@ func (n *Node) status(asker string) nodeStatus {
 		Ready:        n.ready.Load(),
 		Group:        n.cfg.Group,
 		Instance:     n.origin,
+		GroupID:      n.groupID(),
 	}
+	st.OwnLog = st.GroupID == "" && n.ownLog.Load()
 	if id != "" {
 		st.LeaderResp, _ = n.leaderResp()
 	}

@@ -30,6 +30,7 @@ type pending struct {
 	member     *memberChange
 	control    []byte // the body of an entryCluster entry (slotstate.go)
 	setting    *settingChange
+	groupID    string       // an entryGroupID entry's id (groupid.go)
 	state      atomic.Int32 // pendingWaiting, pendingClaimed, pendingAbandoned
 	err        error
 	done       chan struct{}
@@ -37,7 +38,9 @@ type pending struct {
 
 // alone reports whether p is an entry of its own (a membership or cluster
 // change), never packed with operations.
-func (p *pending) alone() bool { return p.member != nil || p.control != nil || p.setting != nil }
+func (p *pending) alone() bool {
+	return p.member != nil || p.control != nil || p.setting != nil || p.groupID != ""
+}
 
 // settingChange is a replicated setting riding the submit path.
 type settingChange struct{ name, value string }
@@ -258,6 +261,8 @@ func (n *Node) submitLocal(batch []*pending) {
 		data = encodeMemberEntry(now, m.id, m.respAddr, m.remove)
 	} else if st := batch[0].setting; st != nil {
 		data = encodeSettingEntry(now, st.name, st.value)
+	} else if g := batch[0].groupID; g != "" {
+		data = encodeGroupIDEntry(now, g)
 	} else if c := batch[0].control; c != nil {
 		data = append(appendEntryHeader(make([]byte, 0, entryHeader+len(c)), entryCluster, now), c...)
 	} else {

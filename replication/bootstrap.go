@@ -276,6 +276,7 @@ func (n *Node) discoverLoop() {
 			case err != nil:
 				d.why = fmt.Sprintf("bootstrap failed: %v", err)
 			default:
+				n.markOwnLog()
 				ids := make([]string, len(d.servers))
 				for i, s := range d.servers {
 					ids[i] = string(s.ID)

@@ -25,6 +25,7 @@ import (
 //	entrySetMember:    string id, string RESP address
 //	entryRemoveMember: string id
 //	entrySetting:      string name, string value
+//	entryGroupID:      string group id
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest, bit 4: Exclusive), uvarint key count, keys (uvarint length + bytes),
@@ -74,6 +75,10 @@ const (
 	// added after the others; a node older than it refuses the entry
 	// (unknown type), so a group runs one version before using it.
 	entrySetting = 5 // 4 is entryCluster
+	// entryGroupID records the group's id (groupid.go), written once by
+	// the first leader that finds none; added after the others, so a node
+	// older than it logs the entry as refused and otherwise ignores it.
+	entryGroupID = 6
 )
 
 const entryHeader = 10 // version, type, now
@@ -240,6 +245,11 @@ func encodeSettingEntry(now int64, name, value string) []byte {
 	b := appendEntryHeader(nil, entrySetting, now)
 	b = appendBytes(b, []byte(name))
 	return appendBytes(b, []byte(value))
+}
+
+// encodeGroupIDEntry encodes the record of the group's id.
+func encodeGroupIDEntry(now int64, id string) []byte {
+	return appendBytes(appendEntryHeader(nil, entryGroupID, now), []byte(id))
 }
 
 // encodeForward encodes the operations of every group, in order, for
@@ -489,7 +499,7 @@ type entry struct {
 	typ      byte
 	now      int64
 	ops      []shards.Op
-	id, addr string // a member's id and address; a setting's name and value
+	id, addr string // a member's id and address; a setting's name and value; the group id (id)
 }
 
 // decodeEntry decodes a log entry. With a scratch (nil: allocate), the
@@ -516,6 +526,8 @@ func decodeEntry(b []byte, s *opsScratch) (entry, error) {
 	case entrySetting:
 		e.id = string(r.bytes("setting name"))
 		e.addr = string(r.bytes("setting value"))
+	case entryGroupID:
+		e.id = string(r.bytes("group id"))
 	default:
 		return e, fmt.Errorf("%w: unknown entry type %d", ErrBadPayload, e.typ)
 	}

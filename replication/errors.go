@@ -54,6 +54,12 @@ var (
 	// member's id (raft would keep the member's vote for a node with an
 	// empty log). Remove the member first. Nothing was changed.
 	ErrIDInUse = errors.New("replication: the id is a member at another raft address")
+	// ErrNotGroupLog is returned by Join for a node whose raft log this
+	// group cannot give a place to (checkLog): another group's log, a log
+	// without a group id past the index where this group's records one,
+	// or, for a member's place, no log at all. The error is a *LogError
+	// with the figures. Nothing was changed.
+	ErrNotGroupLog = errors.New("replication: the node does not hold this group's raft log")
 	// ErrAlreadyLeader is returned by Failover on the leader: only a
 	// follower can take leadership over.
 	ErrAlreadyLeader = errors.New("replication: this node is the leader")

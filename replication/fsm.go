@@ -54,6 +54,13 @@ type FSM struct {
 	// goroutine, without mu) with each as it is applied or restored.
 	settings  map[string]string
 	onSetting func(name, value string)
+	// groupID is the group's id as the log recorded it (groupid.go); nil
+	// until an entryGroupID entry is applied or a snapshot carrying one
+	// is restored. Written on the apply goroutine, read anywhere.
+	groupID atomic.Pointer[groupIdentity]
+	// onGroupID, when set, is called (on the apply goroutine) with the
+	// group id once it is applied, and with each restored.
+	onGroupID func(id string)
 
 	deliver DeliverFunc // never nil
 
@@ -171,6 +178,8 @@ func (f *FSM) apply(l *raft.Log) interface{} {
 		f.mu.Lock()
 		delete(f.members, e.id)
 		f.mu.Unlock()
+	case entryGroupID:
+		f.applyGroupID(e.id, l.Index)
 	case entrySetting:
 		f.mu.Lock()
 		if f.settings == nil {
@@ -241,6 +250,10 @@ type snapMeta struct {
 	// Settings are the replicated settings (name → value), added after
 	// version 1 without changing it: older nodes ignore the field.
 	Settings map[string]string `json:"settings,omitempty"`
+	// GroupID and GroupIDIndex are the group's id and the index of the
+	// entry that recorded it (groupid.go), added like Settings.
+	GroupID      string `json:"group_id,omitempty"`
+	GroupIDIndex uint64 `json:"group_id_index,omitempty"`
 }
 
 type metaMember struct {
@@ -262,6 +275,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	m.Settings = maps.Clone(f.settings)
 	f.mu.Unlock()
+	if g := f.groupID.Load(); g != nil {
+		m.GroupID, m.GroupIDIndex = g.ID, g.Index
+	}
 	slices.SortFunc(m.Members, func(a, b metaMember) int {
 		switch {
 		case a.ID < b.ID:
@@ -337,6 +353,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if err := f.restoreCluster(m.Cluster); err != nil {
 		return err
+	}
+	// A snapshot without an id was written before group ids (or by an
+	// older node of a group in a rolling upgrade): the id this FSM
+	// applied, if any, stays, since the first recorded id is final.
+	if m.GroupID != "" {
+		f.groupID.Store(&groupIdentity{ID: m.GroupID, Index: m.GroupIDIndex})
+		if f.onGroupID != nil {
+			f.onGroupID(m.GroupID)
+		}
 	}
 	f.lastTime.Store(m.Time)
 	f.lastIndex.advance(m.Index)

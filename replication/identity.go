@@ -35,6 +35,9 @@ func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint
 	}
 	if err != nil {
 		n.log.Warn("replication: refused to move a member to a new raft address", "member", id, "old", old, "new", newAddr, "reason", err.Error())
+		if le := (*LogError)(nil); errors.As(err, &le) {
+			return false, le
+		}
 		return false, fmt.Errorf("replication: join %s at %s (a member at %s): %v: %w", id, newAddr, old, err, ErrIDInUse)
 	}
 	n.setPending(id, respAddr)
@@ -61,14 +64,18 @@ func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint
 //  1. the node at newAddr passes the raft port's handshake as the leader
 //     dials it — with a cluster secret it proves the secret, with TLS it
 //     presents a certificate of the cluster's CA — and answers the status
-//     request as id, of this group, with raft state of its own (a log: a
-//     restarted member keeps its data directory; a new or wiped node with
-//     a member's id would vote without the log its vote stands for);
+//     request as id, of this group;
 //  2. nothing answers as id at old any more (two live nodes with one id
 //     are a misconfiguration, and a live member is never displaced),
 //     unless it is the same process (the status answers' Instance), still
 //     reachable at the old address: a node that switched from advertising
-//     an IP to advertising a name for it.
+//     an IP to advertising a name for it;
+//  3. its raft log is this group's (checkLog, groupid.go): it records
+//     this group's id, or predates it; never another group's log (a
+//     process bootstrapped on its own, whose entries match the group's by
+//     index and term), nor an empty one (a new or wiped node with a
+//     member's id would vote without the log its vote stands for). A
+//     *LogError then.
 //
 // Without a secret or TLS nothing on the raft port is authenticated (any
 // peer that reaches it can speak raft), so the move rests on these checks
@@ -84,8 +91,6 @@ func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
 		return fmt.Errorf("the node at %s answers as %q", newAddr, st.ID)
 	case st.Group != "" && st.Group != n.cfg.Group:
 		return fmt.Errorf("the node at %s belongs to group %q: %w", newAddr, st.Group, ErrOtherGroup)
-	case st.LastIndex == 0:
-		return fmt.Errorf("the node at %s has no raft state (a new or wiped node): RAFT.REMOVE %s first, then join it", newAddr, id)
 	}
 	moved := st
 	cctx, cancel = context.WithTimeout(ctx, n.statusTimeout())
@@ -95,6 +100,10 @@ func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
 	// name for it now) is the member moving, not a second node.
 	if err == nil && st.ID == id && (st.Instance == 0 || st.Instance != moved.Instance) {
 		return fmt.Errorf("member %s still answers at %s: two nodes have that id", id, old)
+	}
+	if le := checkLog(n.fsm.groupID.Load(), moved, true); le != nil {
+		le.Addr = newAddr
+		return le
 	}
 	return nil
 }

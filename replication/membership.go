@@ -92,7 +92,10 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 		// leader has checked that the node there is that member.
 		return n.moveMember(ctx, servers, index, i, raftAddr, respAddr)
 	}
-	if err := n.probe(ctx, raftAddr); err != nil {
+	if err := n.probe(ctx, id, raftAddr); err != nil {
+		if le := (*LogError)(nil); errors.As(err, &le) {
+			return false, le
+		}
 		return false, fmt.Errorf("replication: join %s: %w", id, err)
 	}
 	n.setPending(id, respAddr)
@@ -147,10 +150,11 @@ func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
 
 // probe connects to the raft port at raftAddr and completes the handshake,
 // within NoLeaderTimeout, then asks the node for its status and refuses a
-// node that answers with another group. A node that completes the
+// node that answers with another group, or whose raft log is not this
+// group's (checkLog: a *LogError for new member id). A node that completes the
 // handshake but does not answer is accepted as before groups existed (it
 // joins as a non-voter and is promoted only once it acts as a member).
-func (n *Node) probe(ctx context.Context, raftAddr string) error {
+func (n *Node) probe(ctx context.Context, id, raftAddr string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
 	c, err := n.stream.dial(ctx, raftAddr, headerForward)
@@ -159,8 +163,15 @@ func (n *Node) probe(ctx context.Context, raftAddr string) error {
 	}
 	_ = c.Close()
 	st, err := n.askStatus(ctx, raftAddr)
-	if err == nil && st.Group != "" && st.Group != n.cfg.Group {
+	if err != nil {
+		return nil
+	}
+	if st.Group != "" && st.Group != n.cfg.Group {
 		return fmt.Errorf("it belongs to group %q and this is group %q: %w", st.Group, n.cfg.Group, ErrOtherGroup)
+	}
+	if le := checkLog(n.fsm.groupID.Load(), st, false); le != nil {
+		le.ID, le.Addr = id, raftAddr
+		return le
 	}
 	return nil
 }
@@ -351,6 +362,10 @@ type Member struct {
 // Info is a snapshot of a node's replication status (RAFT.INFO, ROLE,
 // INFO replication).
 type Info struct {
+	// GroupID is the group id this node's raft log records ("" until
+	// one is applied: a new node, or a log from before group ids whose
+	// leader has not recorded one yet).
+	GroupID string
 	// NodeID is this node's id; State is "leader", "follower", "candidate",
 	// "shutdown", or "removed" while this node is not a member of the
 	// cluster any more (Removed is then true and every command fails with
@@ -393,6 +408,7 @@ type Info struct {
 func (n *Node) Info() Info {
 	leaderAddr, leaderID := n.raft.LeaderWithID()
 	inf := Info{
+		GroupID:        n.groupID(),
 		NodeID:         n.cfg.NodeID,
 		State:          strings.ToLower(n.raft.State().String()),
 		Ready:          n.ready.Load(),

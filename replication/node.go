@@ -82,8 +82,12 @@ type Node struct {
 	// entryID); random, so that no other node or earlier run of this one
 	// shares it.
 	origin uint64
-	ownMu  sync.Mutex
-	own    map[uint64]*flight // submitted entries not yet answered, by seq; guarded by ownMu
+	// storedGroupID is the group id kept in the stable store, ownLog
+	// whether this node bootstrapped its log (groupid.go).
+	storedGroupID atomic.Pointer[string]
+	ownLog        atomic.Bool
+	ownMu         sync.Mutex
+	own           map[uint64]*flight // submitted entries not yet answered, by seq; guarded by ownMu
 
 	// mship is the membership state: the leader's view of every member,
 	// and whether this node was removed (autopilot.go).
@@ -138,6 +142,7 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	n.fsm.group = cfg.Group
 	n.fsm.onCluster = n.clusterChanged
 	n.fsm.onSetting = cfg.OnSetting
+	n.fsm.onGroupID = n.storeGroupID
 	n.dir = newDirectory()
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
@@ -176,6 +181,9 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
+	if err := n.loadGroupState(); err != nil {
+		return err
+	}
 	cache, err := raft.NewLogCache(1024, n.logStore.logs)
 	if err != nil {
 		return fmt.Errorf("replication: log cache: %w", err)
@@ -184,7 +192,9 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("replication: open snapshot store: %w", err)
 	}
-	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, newSecurity(cfg), n.log,
+	sec := newSecurity(cfg)
+	sec.groupID = n.groupID // raft connections refuse another group's log (auth.go)
+	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, sec, n.log,
 		acceptLimits{timeout: cfg.HandshakeTimeout, max: cfg.MaxHandshakes})
 	if err != nil {
 		return fmt.Errorf("replication: listen on %s: %w", cfg.RaftAddr, err)
@@ -221,7 +231,10 @@ func (n *Node) open() error {
 		c := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
 		}}}
-		if err := n.raft.BootstrapCluster(c).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		switch err := n.raft.BootstrapCluster(c).Error(); {
+		case err == nil:
+			n.markOwnLog()
+		case !errors.Is(err, raft.ErrCantBootstrap):
 			return fmt.Errorf("replication: bootstrap: %w", err)
 		}
 		n.log.Info("replication: bootstrapped a new cluster", "servers", cfg.NodeID)
@@ -694,6 +707,7 @@ func (n *Node) becomeReady(gen uint64) {
 				attrs = append(attrs, "time", time.Unix(0, t).UTC().Format(time.RFC3339Nano))
 			}
 			n.log.Info("replication: leader ready", attrs...)
+			n.recordGroupID(gen)
 			if addr, ok := n.fsm.member(n.cfg.NodeID); !ok || addr != n.cfg.RespAddr {
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 				if err := n.submit(ctx, &pending{member: &memberChange{id: n.cfg.NodeID, respAddr: n.cfg.RespAddr}}); err != nil {

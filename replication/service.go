@@ -87,6 +87,7 @@ var codeErrors = [...]error{
 	15: ErrGroupUnknown,
 	16: ErrNotVoter,
 	17: ErrAlreadyLeader,
+	18: ErrNotGroupLog, // a *LogError, with its detail
 }
 
 const (
@@ -373,8 +374,21 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 		p *PendingError
 		r *RemovedError
 		s *SlotError
+		l *LogError
 	)
 	switch {
+	case errors.As(err, &l):
+		b := appendBytes(nil, []byte(l.ID))
+		b = appendBytes(b, []byte(l.Addr))
+		b = append(b, byte(l.Reason))
+		b = appendBytes(b, []byte(l.GroupID))
+		b = appendBytes(b, []byte(l.NodeGroupID))
+		b = binary.AppendUvarint(b, l.Index)
+		member := byte(0)
+		if l.Member {
+			member = 1
+		}
+		return errorCode(ErrNotGroupLog), append(b, member), true
 	case errors.As(err, &s):
 		b := binary.AppendUvarint(nil, uint64(s.Slot))
 		b = append(b, byte(max(slices.Index(slotErrs[:], s.Err), 0)))
@@ -416,6 +430,13 @@ func decodeErrorDetail(status byte, body []byte) error {
 		err = p
 	case ErrRemoved:
 		err = &RemovedError{LeaderID: string(r.bytes("leader id")), LeaderRespAddr: string(r.bytes("leader address"))}
+	case ErrNotGroupLog:
+		l := &LogError{ID: string(r.bytes("id")), Addr: string(r.bytes("address"))}
+		l.Reason = LogMismatch(r.byte1("reason"))
+		l.GroupID, l.NodeGroupID = string(r.bytes("group id")), string(r.bytes("node's group id"))
+		l.Index = r.uvarint("index")
+		l.Member = r.byte1("member") == 1
+		err = l
 	case ErrSlotBusy:
 		s := &SlotError{Slot: int(r.uvarint("slot"))}
 		if i := int(r.byte1("slot error")); i < len(slotErrs) {
@@ -449,11 +470,19 @@ type nodeStatus struct {
 	// origin): two answers with the same nonzero Instance come from one
 	// process (0 from a node that predates it).
 	Instance uint64
+	// GroupID is the group id the answering node's log records ("" when
+	// none: a new node, a log from before group ids, or a node that
+	// predates them). OwnLog is true when it has none and the node
+	// bootstrapped its log (a new group's, before its first leader
+	// recorded an id).
+	GroupID string
+	OwnLog  bool
 }
 
 const (
 	statusReady  = 1 << 0
 	statusMember = 1 << 1
+	statusOwnLog = 1 << 2 // added later: older nodes never set it
 )
 
 // encodeStatus encodes the answer to reqStatus.
@@ -472,9 +501,13 @@ func encodeStatus(st nodeStatus) []byte {
 	if st.Member {
 		flags |= statusMember
 	}
+	if st.OwnLog {
+		flags |= statusOwnLog
+	}
 	b = append(b, flags)
 	b = appendBytes(b, []byte(st.Group))
-	return binary.AppendUvarint(b, st.Instance)
+	b = binary.AppendUvarint(b, st.Instance)
+	return appendBytes(b, []byte(st.GroupID))
 }
 
 // decodeStatus decodes encodeStatus's output.
@@ -484,12 +517,15 @@ func decodeStatus(b []byte) (nodeStatus, error) {
 	st.Term, st.LastIndex, st.AppliedIndex = r.uvarint("term"), r.uvarint("last index"), r.uvarint("applied index")
 	st.LeaderID, st.LeaderRaft, st.LeaderResp = string(r.bytes("leader id")), string(r.bytes("leader raft address")), string(r.bytes("leader RESP address"))
 	flags := r.byte1("flags")
-	st.Ready, st.Member = flags&statusReady != 0, flags&statusMember != 0
+	st.Ready, st.Member, st.OwnLog = flags&statusReady != 0, flags&statusMember != 0, flags&statusOwnLog != 0
 	if r.err == nil && len(r.b) > 0 {
 		st.Group = string(r.bytes("group"))
 	}
 	if r.err == nil && len(r.b) > 0 {
 		st.Instance = r.uvarint("instance")
+	}
+	if r.err == nil && len(r.b) > 0 {
+		st.GroupID = string(r.bytes("group id"))
 	}
 	return st, r.end()
 }

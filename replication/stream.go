@@ -196,7 +196,7 @@ func (s *tcpStream) acceptHandshake(tc net.Conn, t *hsTicket) (net.Conn, byte, e
 	if hdr == headerForward && s.service.Load() == nil {
 		return nil, 0, errors.New("forwarding service not started yet")
 	}
-	if err := acceptAuth(conn, hdr, dialerNonce, s.sec.secret); err != nil {
+	if err := acceptAuth(conn, hdr, dialerNonce, s.sec.secret, s.sec.ownGroupID()); err != nil {
 		return nil, 0, err
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -278,7 +278,7 @@ func (s *tcpStream) dial(ctx context.Context, addr string, hdr byte) (net.Conn, 
 	_ = tc.SetDeadline(deadline)
 	conn, err := s.sec.client(ctx, tc)
 	if err == nil {
-		err = dialAuth(conn, hdr, s.sec.secret)
+		err = dialAuth(conn, hdr, s.sec.secret, s.sec.ownGroupID())
 	}
 	if err != nil {
 		tc.Close()

@@ -123,6 +123,7 @@ func raftFields(inf *replication.Info) [][2]string {
 		perEntry = strconv.FormatFloat(float64(inf.Ops)/float64(inf.Entries), 'f', 2, 64)
 	}
 	f := [][2]string{
+		{"raft_group_id", inf.GroupID},
 		{"raft_node_id", inf.NodeID},
 		{"raft_state", inf.State},
 		{"raft_removed", b(inf.Removed)},
@@ -183,7 +184,8 @@ func clusterCommands(n *replication.Node) []*Command {
 			Reply: "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op. The leader adds the node as a non-voter and promotes it to voter once it has caught up with the log, so a node that dies while joining never counts towards the quorum.",
 			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
 				"`ERR replication: join <id>: cannot connect to its raft address …` when the leader cannot complete the node-to-node handshake with the new node's raft address (unreachable, or its TLS or cluster secret differ); nothing is changed.",
-				"`ERR <id> was added as a non-voter and will be promoted to voter once it catches up (…)` when it has not caught up within the no-leader timeout: the node is a non-voting member, promoted by the leader once it catches up; `RAFT.INFO` on the leader shows its lag."},
+				"`ERR <id> was added as a non-voter and will be promoted to voter once it catches up (…)` when it has not caught up within the no-leader timeout: the node is a non-voting member, promoted by the leader once it catches up; `RAFT.INFO` on the leader shows its lag.",
+				"`ERR refusing <id> at <raft-addr>: that node has the raft log of another group (its raft_group_id is …, this group's is …) …` when the node there holds a log of its own (it bootstrapped alone, or belongs to another group); `ERR refusing … has no group id past index …` for a log that is not the group's either; `ERR refusing … has no raft state …` when a new or wiped node claims a member's id. Each names what to do; nothing is changed."},
 			Handler: func(c *Conn, args [][]byte) error {
 				if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
 					return err
@@ -225,7 +227,7 @@ func clusterCommands(n *replication.Node) []*Command {
 		{
 			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
 			Summary: "Returns this node's raft status.", Complexity: "O(members)",
-			Reply: "Bulk string of `field:value` lines: state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index` and `lag` (entries behind the leader).",
+			Reply: "Bulk string of `field:value` lines: `raft_group_id` (the group's id, random, recorded in its raft log by its first leader; empty on a node whose log records none yet), state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index` and `lag` (entries behind the leader).",
 			Handler: func(c *Conn, _ [][]byte) error {
 				inf := n.Info()
 				var b []byte

@@ -130,6 +130,7 @@ var sentinelReplies = []struct {
 	{replication.ErrShutdown, "CLUSTERDOWN This node is shutting down"},
 	{replication.ErrBadPayload, "ERR invalid replication payload"},
 	{replication.ErrUnknownNode, "ERR no such cluster member"},
+	{replication.ErrNotGroupLog, "ERR that node does not hold this group's raft log (RAFT.INFO's raft_group_id differs, or it has none); wipe its data directory and RAFT.JOIN it again"},
 	{replication.ErrIDInUse, "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"},
 	{cluster.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 	{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
@@ -213,6 +214,7 @@ func appendErrorText(b []byte, err error) []byte {
 		quorum *replication.QuorumError
 		pend   *replication.PendingError
 		gone   *replication.RemovedError
+		logE   *replication.LogError
 		redir  *redirectError
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
@@ -295,6 +297,8 @@ func appendErrorText(b []byte, err error) []byte {
 		b = append(b, " bytes, over client-output-buffer-limit's hard limit of "...)
 		b = strconv.AppendInt(b, txOut.hard, 10)
 		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
+	case errors.As(err, &logE):
+		return appendLogError(b, logE)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)
@@ -333,6 +337,58 @@ func appendErrorText(b []byte, err error) []byte {
 	// Engine range errors and anything else: "ERR " and the message, which
 	// names the argument at fault.
 	return appendLine(append(b, "ERR "...), err.Error())
+}
+
+// appendLogError words a refused join of a node whose raft log is not the
+// group's (replication.LogError): what its log is, and what to do.
+func appendLogError(b []byte, e *replication.LogError) []byte {
+	b = append(b, "ERR refusing "...)
+	b = appendLine(b, e.ID)
+	b = append(b, " at "...)
+	b = appendLine(b, e.Addr)
+	switch e.Reason {
+	case replication.LogOtherGroup:
+		b = append(b, ": that node has the raft log of another group (its raft_group_id is "...)
+		b = appendLine(b, e.NodeGroupID)
+		if e.GroupID != "" {
+			b = append(b, ", this group's is "...)
+			b = appendLine(b, e.GroupID)
+		} else {
+			b = append(b, ", this group has recorded none yet"...)
+		}
+		b = append(b, "): it bootstrapped a log of its own or belongs to another group"...)
+	case replication.LogOwn:
+		b = append(b, ": that node bootstrapped a raft log of its own, which records no group id yet ("...)
+		if e.GroupID != "" {
+			b = append(b, "this group's raft_group_id is "...)
+			b = appendLine(b, e.GroupID)
+		} else {
+			b = append(b, "this group has recorded none yet"...)
+		}
+		b = append(b, "): it is another group's log"...)
+	case replication.LogNoGroupID:
+		b = append(b, ": that node's raft log has no group id past index "...)
+		b = strconv.AppendUint(b, e.Index, 10)
+		b = append(b, ", where this group's log records raft_group_id "...)
+		b = appendLine(b, e.GroupID)
+		b = append(b, ": it is not this group's log, or a version before group ids snapshotted it"...)
+	default:
+		b = append(b, ": that node has no raft state (a new or wiped node), and a member's vote needs the group's log"...)
+	}
+	if e.Member {
+		if e.Reason == replication.LogNoGroupID {
+			b = append(b, ". Start member "...)
+			b = appendLine(b, e.ID)
+			b = append(b, " at the raft address the group lists for it (it catches up there), or RAFT.REMOVE "...)
+		} else {
+			b = append(b, ". Start member "...)
+			b = appendLine(b, e.ID)
+			b = append(b, " from its own data directory (it rejoins at any address), or RAFT.REMOVE "...)
+		}
+		b = appendLine(b, e.ID)
+		return append(b, " first, wipe that node's data directory and RAFT.JOIN it as a new member"...)
+	}
+	return append(b, ". Wipe that node's data directory and RAFT.JOIN it again"...)
 }
 
 // appendLine appends s with CR and LF replaced by spaces, so that no text

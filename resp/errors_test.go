@@ -31,6 +31,20 @@ func TestErrorWording(t *testing.T) {
 		{&replication.RemovedError{}, "CLUSTERDOWN this node was removed from the cluster (leader unknown); RAFT.JOIN it again to rejoin"},
 		{replication.ErrRemoved, "CLUSTERDOWN this node was removed from the cluster; RAFT.JOIN it again to rejoin"},
 		{fmt.Errorf("replication: join n1: %w", replication.ErrIDInUse), "ERR a member with this id exists at another raft address, and the leader could not confirm that the node at the new one is that member (its log says why); RAFT.REMOVE it first to replace it"},
+		{&replication.LogError{ID: "n1", Addr: "127.0.0.1:7101", Reason: replication.LogOtherGroup, GroupID: "aaaa", NodeGroupID: "bbbb", Member: true},
+			"ERR refusing n1 at 127.0.0.1:7101: that node has the raft log of another group (its raft_group_id is bbbb, this group's is aaaa): it bootstrapped a log of its own or belongs to another group. " +
+				"Start member n1 from its own data directory (it rejoins at any address), or RAFT.REMOVE n1 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
+		{fmt.Errorf("forward: %w", &replication.LogError{ID: "x", Addr: "127.0.0.1:7102", Reason: replication.LogOtherGroup, NodeGroupID: "bbbb"}),
+			"ERR refusing x at 127.0.0.1:7102: that node has the raft log of another group (its raft_group_id is bbbb, this group has recorded none yet): it bootstrapped a log of its own or belongs to another group. Wipe that node's data directory and RAFT.JOIN it again"},
+		{&replication.LogError{ID: "n2", Addr: "127.0.0.1:7103", Reason: replication.LogNoGroupID, GroupID: "aaaa", Index: 12, Member: true},
+			"ERR refusing n2 at 127.0.0.1:7103: that node's raft log has no group id past index 12, where this group's log records raft_group_id aaaa: it is not this group's log, or a version before group ids snapshotted it. " +
+				"Start member n2 at the raft address the group lists for it (it catches up there), or RAFT.REMOVE n2 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
+		{&replication.LogError{ID: "n1", Addr: "127.0.0.1:7105", Reason: replication.LogOwn, GroupID: "aaaa", Member: true},
+			"ERR refusing n1 at 127.0.0.1:7105: that node bootstrapped a raft log of its own, which records no group id yet (this group's raft_group_id is aaaa): it is another group's log. " +
+				"Start member n1 from its own data directory (it rejoins at any address), or RAFT.REMOVE n1 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
+		{&replication.LogError{ID: "n3", Addr: "127.0.0.1:7104", Reason: replication.LogEmpty, Member: true},
+			"ERR refusing n3 at 127.0.0.1:7104: that node has no raft state (a new or wiped node), and a member's vote needs the group's log. " +
+				"Start member n3 from its own data directory (it rejoins at any address), or RAFT.REMOVE n3 first, wipe that node's data directory and RAFT.JOIN it as a new member"},
 		{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
 		// Wrapped with context: the sentinel's wording alone.
 		{fmt.Errorf("replication: apply: %w (leadership lost while processing command)", replication.ErrLeadershipLost), "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -96,4 +97,80 @@ func TestClusterMembershipMistakes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A process with a raft log of its own never takes a member's vote (issue
+// 27, case 2): with a member killed, a process started with that member's
+// id and --bootstrap yes (a one-node log of its own, entries 1–4 at the
+// same index and term as the group's) at another raft address asks the
+// leader, by RAFT.JOIN, to be that member there. The leader refuses it with
+// an error naming the other log and what to do, keeps the member at its
+// address, and the real member restarted there from its data is a voter
+// again. Every member shows the same group id in RAFT.INFO, the process
+// another.
+func TestOwnLogCannotTakeMemberVote(t *testing.T) {
+	secret := []string{"--cluster-secret", "s3cret"}
+	nodes := startCluster(t, 3, secret...)
+	l := waitLeader(t, nodes)
+	ctx := context.Background()
+	leader := nodes[l]
+	if r, err := throttle(ctx, noRetryClient(t, leader.Addr), "own-log", 0, 1, 3600); err != nil || r[0] != 0 {
+		t.Fatalf("CL.THROTTLE own-log 0 1 3600 = %v, %v; want allowed", r, err)
+	}
+	group := raftInfo(leader)["raft_group_id"]
+	member := nodes[(l+1)%3]
+	own := memberRaftAddr(t, raftInfo(leader), member.id)
+	member.kill()
+
+	imp := startClusterNode(t, member.id, "", secret...)
+	poll.Until(t, 15*time.Second, func() error {
+		inf := raftInfo(imp)
+		if last, _ := strconv.Atoi(inf["raft_last_log_index"]); inf["raft_ready"] != "1" || last < 3 {
+			return fmt.Errorf("the lone process is not the ready leader of its own log yet: ready %q, last index %q", inf["raft_ready"], inf["raft_last_log_index"])
+		}
+		return nil
+	})
+	impInfo := raftInfo(imp)
+	impRaft := memberRaftAddr(t, impInfo, member.id)
+	err := noRetryClient(t, leader.Addr).Do(ctx, "RAFT.JOIN", member.id, impRaft, imp.Addr).Err()
+	// Its first leader may or may not have recorded its group id yet: a
+	// log of another group either way.
+	if err == nil || !strings.HasPrefix(err.Error(), "ERR refusing "+member.id+" at "+impRaft+": ") ||
+		!(strings.Contains(err.Error(), "raft log of another group") || strings.Contains(err.Error(), "raft log of its own")) ||
+		!strings.Contains(err.Error(), group) || !strings.Contains(err.Error(), "data directory") {
+		t.Fatalf("RAFT.JOIN %s %s (a process with a log of its own) = %v, want a refusal naming the other log, this group's id and what to do", member.id, impRaft, err)
+	}
+	poll.Until(t, 15*time.Second, func() error {
+		if impInfo = raftInfo(imp); impInfo["raft_group_id"] == "" {
+			return errors.New("the lone process has recorded no group id yet")
+		}
+		return nil
+	})
+	if len(group) != 32 || impInfo["raft_group_id"] == group {
+		t.Fatalf("raft_group_id: the group's %q, the lone process's %q; want 32 hex digits each, different", group, impInfo["raft_group_id"])
+	}
+	err = noRetryClient(t, leader.Addr).Do(ctx, "RAFT.JOIN", member.id, impRaft, imp.Addr).Err()
+	if err == nil || !strings.Contains(err.Error(), "raft log of another group (its raft_group_id is "+impInfo["raft_group_id"]+", this group's is "+group+")") {
+		t.Fatalf("RAFT.JOIN %s %s again = %v, want a refusal naming both group ids", member.id, impRaft, err)
+	}
+	if got := memberRaftAddr(t, raftInfo(leader), member.id); got != own {
+		t.Fatalf("the leader lists %s at %s after the refused join, want %s", member.id, got, own)
+	}
+	imp.kill()
+
+	member.restart()
+	poll.Until(t, 30*time.Second, func() error {
+		v := raftInfo(leader)["raft_member_"+member.id]
+		if !strings.Contains(v, "raft="+own+",") || !strings.Contains(v, "voter=1") || !strings.Contains(v, "reachable=1") {
+			return fmt.Errorf("leader's view of %s = %q, want a reachable voter at %s", member.id, v, own)
+		}
+		inf := raftInfo(member)
+		if inf["raft_state"] != "follower" || inf["raft_group_id"] != group {
+			return fmt.Errorf("%s restarted: state %q, group id %q; want follower of group %s", member.id, inf["raft_state"], inf["raft_group_id"], group)
+		}
+		return nil
+	})
+	if r, err := throttle(ctx, noRetryClient(t, member.Addr), "own-log", 0, 1, 3600); err != nil || r[0] != 1 {
+		t.Fatalf("CL.THROTTLE own-log on %s after its return = %v, %v; want limited (its state is the group's)", member.id, r, err)
+	}
 }

@@ -242,9 +242,10 @@ func (s *Server) sweepLoopConns() {
 				_ = lc.gc.Close()
 			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
 				_ = lc.gc.Close()
-			case c.loopSoft.Load(), idle > 0 && c.omem.Load() > 0:
+			case c.loopSoft.Load(), c.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits
-				// and whether its client is still draining them.
+				// and whether its client is still draining them, and
+				// publishes what gnet still keeps (maxmemory-clients).
 				_ = lc.gc.Wake(nil)
 			}
 		}

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -395,4 +396,34 @@ func TestClientEviction(t *testing.T) {
 	holder.expectClosed(t)
 	evicted(3)
 	ts.ping(t)
+}
+
+// BenchmarkTrackMem answers: what does a connection pay to publish its
+// memory — at every flush, where it has not changed (a pipeline of limiter
+// commands), and at every queued command, where it has (one atomic add to
+// the server's total) — and does it allocate?
+func BenchmarkTrackMem(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Logger = discardLogger()
+	srv, err := NewServer(cfg, NewLocal(nil, func() int64 { return 0 }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	c := newConn(srv, server)
+	b.Run("unchanged", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.trackMem()
+		}
+	})
+	b.Run("changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.tx.bytes++
+			c.trackMem()
+		}
+	})
 }

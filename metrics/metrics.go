@@ -83,6 +83,7 @@ type Collector struct {
 
 	commands, duration, errorReplies                        *prometheus.Desc
 	clients, connsReceived, connsRejected, clientsClosed    *prometheus.Desc
+	clientsMem, clientsMemMax                               *prometheus.Desc
 	keys, expired, datasetBytes, usedBytes, maxBytes, oom   *prometheus.Desc
 	evicted, slowlogLen                                     *prometheus.Desc
 	authFailures, protectedDenied, tlsFailures              *prometheus.Desc
@@ -123,7 +124,9 @@ func NewCollector(src Sources) *Collector {
 		clients:       d("connected_clients", "Client connections open."),
 		connsReceived: d("connections_received_total", "Client connections accepted."),
 		connsRejected: d("connections_rejected_total", "Client connections refused because maxclients was reached or by protected mode."),
-		clientsClosed: d("clients_closed_total", "Clients closed by a limit: query_buffer (client-query-buffer-limit), query_timeout (client-query-timeout), output_buffer (client-output-buffer-limit) or auth_failures (too many failed AUTH attempts).", "reason"),
+		clientsClosed: d("clients_closed_total", "Clients closed by a limit: query_buffer (client-query-buffer-limit), query_timeout (client-query-timeout), output_buffer (client-output-buffer-limit), maxmemory_clients (evicted: the clients' memory passed maxmemory-clients and this client used the most) or auth_failures (too many failed AUTH attempts).", "reason"),
+		clientsMem:    d("clients_memory_bytes", "Memory the connected clients hold in query buffers, queued transactions and replies (INFO mem_clients_normal), compared with maxmemory-clients."),
+		clientsMemMax: d("maxmemory_clients_bytes", "The maxmemory-clients bound in force (0: none)."),
 		keys:          d("keys", "Keys held, by limiter kind (including expired keys not yet reclaimed).", "kind"),
 		expired:       d("expired_keys_total", "Expired keys reclaimed, by limiter kind.", "kind"),
 		datasetBytes:  d("keyspace_allocated_bytes", "Memory the keyspace's tables hold, spare capacity included (INFO used_memory_dataset)."),
@@ -229,6 +232,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.clientsClosed, float64(st.QueryTimeoutClosed), "query_timeout")
 	counter(c.clientsClosed, float64(st.AuthClosed), "auth_failures")
 	counter(c.clientsClosed, float64(st.OutputBufferClosed), "output_buffer")
+	counter(c.clientsClosed, float64(st.EvictedClients), "maxmemory_clients")
+	gauge(c.clientsMem, float64(st.ClientMemory))
+	gauge(c.clientsMemMax, float64(st.ClientMemoryLimit))
 	counter(c.authFailures, float64(st.AuthFailures))
 	counter(c.protectedDenied, float64(st.ProtectedModeDenied))
 	counter(c.tlsFailures, float64(st.TLSHandshakeFailures))

@@ -184,6 +184,8 @@ func TestScrape(t *testing.T) {
 		{"cellserver_auth_failures_total", nil, 1},
 		{"cellserver_clients_closed_total", map[string]string{"reason": "auth_failures"}, 0},
 		{"cellserver_clients_closed_total", map[string]string{"reason": "output_buffer"}, 0},
+		{"cellserver_clients_closed_total", map[string]string{"reason": "maxmemory_clients"}, 0},
+		{"cellserver_maxmemory_clients_bytes", nil, 1 << 30}, // auto without maxmemory
 		{"cellserver_protected_mode_rejected_connections_total", nil, 0},
 		{"cellserver_snapshot_saves_total", nil, 3},
 		{"cellserver_snapshot_last_duration_seconds", nil, 0.25},

@@ -300,6 +300,28 @@ func clientCommand() *Command {
 				Handler: clientKillHandler,
 			},
 			{
+				Name: "no-evict", Arity: 3, Flags: FlagAdmin | FlagNoScript | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
+				Summary: "Excludes this connection from client eviction (maxmemory-clients), or includes it again.", Complexity: "O(1)",
+				Args: []Arg{{Name: "enabled", Type: "oneof", Args: []Arg{
+					{Name: "on", Type: "pure-token", Token: "ON"}, {Name: "off", Type: "pure-token", Token: "OFF"},
+				}}},
+				Reply:  "Simple string OK. With ON the connection is never closed for maxmemory-clients (its memory still counts in the total; CLIENT LIST shows flag `e`); OFF makes it a candidate again.",
+				Errors: []string{"`ERR syntax error` for anything but ON or OFF."},
+				Handler: func(c *Conn, args [][]byte) error {
+					switch {
+					case equalFoldString(args[2], "on"):
+						c.noEvict.Store(true)
+					case equalFoldString(args[2], "off"):
+						c.noEvict.Store(false)
+						c.srv.requestEviction() // it may be over the limit already
+					default:
+						return engine.ErrSyntax
+					}
+					c.WriteOK()
+					return nil
+				},
+			},
+			{
 				Name: "info", Arity: 2, Flags: FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
 				Summary: "Describes this connection (one CLIENT LIST line).", Complexity: "O(1)",
 				Reply: "Bulk string: the connection's `field=value` line.",
@@ -509,12 +531,18 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = append(b, " idle="...)
 	b = strconv.AppendInt(b, max(idle, 0), 10)
 	// multi is -1 outside a transaction, else the commands queued (Redis's
-	// flag x marks a client inside MULTI).
+	// flag x marks a client inside MULTI, e one with CLIENT NO-EVICT on).
 	multi, multiMem := o.multi.Load(), o.multiMem.Load()
-	if multi < 0 {
-		b = append(b, " flags=N"...)
-	} else {
-		b = append(b, " flags=x"...)
+	b = append(b, " flags="...)
+	switch noEvict := o.noEvict.Load(); {
+	case multi >= 0 && noEvict:
+		b = append(b, "xe"...)
+	case multi >= 0:
+		b = append(b, 'x')
+	case noEvict:
+		b = append(b, 'e')
+	default:
+		b = append(b, 'N')
 	}
 	b = append(b, " db=0 sub=0 psub=0 ssub=0 multi="...)
 	b = strconv.AppendInt(b, multi, 10)
@@ -522,7 +550,9 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = strconv.AppendInt(b, multiMem, 10)
 	b = append(b, " rbs=0 rbp=0 obl=0 oll=0 omem="...)
 	b = strconv.AppendInt(b, o.omem.Load(), 10)
-	b = append(b, " tot-mem=0 events=r cmd="...)
+	b = append(b, " tot-mem="...)
+	b = strconv.AppendInt(b, o.mem.Load(), 10)
+	b = append(b, " events=r cmd="...)
 	b = append(b, cmd...)
 	b = append(b, " user=default redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(proto), 10)

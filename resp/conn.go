@@ -100,6 +100,12 @@ type Conn struct {
 	// output limit pending (see checkLoopOutput).
 	loopSoft atomic.Bool
 
+	// mem is the memory the connection accounts for (clientmem.go;
+	// CLIENT LIST tot-mem), written by its goroutine or loop only;
+	// noEvict is CLIENT NO-EVICT.
+	mem     atomic.Int64
+	noEvict atomic.Bool
+
 	// authFails counts consecutive failed authentications (see authGuard);
 	// penalty is the time the current command waited for the guard, kept
 	// out of its execution time.
@@ -173,6 +179,7 @@ func (c *Conn) serve() {
 			return // the loop owns the connection now
 		}
 		c.nc.Close()
+		c.release()
 		s.removeConn(c)
 		s.wg.Done()
 	}()
@@ -259,6 +266,7 @@ func (c *Conn) readFailed(err error) {
 // so that a client sending a command slowly cannot hold its connection and
 // buffer forever. The idle timeout, when shorter, still applies.
 func (c *Conn) beforeRead(partial bool) {
+	c.trackMem() // the query buffer may have grown for the rest
 	if !partial || c.queryDeadline {
 		return
 	}

@@ -160,6 +160,9 @@ func (s *Server) infoMemory(b []byte, now int64) []byte {
 	b = fieldInt(b, "maxmemory", s.maxMemory.Load())
 	b = field(b, "maxmemory_human", humanBytes(s.maxMemory.Load()))
 	b = field(b, "maxmemory_policy", MemoryPolicy(s.policy.Load()).String())
+	used, limit := s.ClientMemory()
+	b = fieldInt(b, "mem_clients_normal", used)
+	b = fieldInt(b, "maxmemory_clients", limit)
 	b = field(b, "mem_allocator", "go")
 	return fieldInt(b, "gc_cycles", int64(m.NumGC))
 }
@@ -201,6 +204,7 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
 	b = fieldInt(b, "expired_keys", int64(st.Expired))
 	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
+	b = fieldInt(b, "evicted_clients", s.cmem.evicted.Load())
 	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
 	b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
 	b = fieldInt(b, "client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())

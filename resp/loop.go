@@ -123,6 +123,7 @@ func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
 // OnClose runs once per connection, whoever closed it.
 func (l *loops) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	c := gc.Context().(*Conn)
+	c.release()
 	c.srv.removeConn(c)
 	c.srv.wg.Done()
 	return gnet.None
@@ -241,9 +242,10 @@ func (s *Server) sweepLoopConns() {
 				_ = lc.gc.Close()
 			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
 				_ = lc.gc.Close()
-			case c.loopSoft.Load(), idle > 0 && c.omem.Load() > 0:
+			case c.loopSoft.Load(), c.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits
-				// and whether its client is still draining them.
+				// and whether its client is still draining them, and
+				// publishes what gnet still keeps (maxmemory-clients).
 				_ = lc.gc.Wake(nil)
 			}
 		}

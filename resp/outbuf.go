@@ -145,13 +145,23 @@ func (c *Conn) closeForOutput(which string, pending int64) {
 		"pending", pending, "hard", l.Hard, "soft", l.Soft, "soft_seconds", l.SoftSeconds)
 }
 
-// flush writes the pending replies. While more than the soft limit is
+// flush writes the pending replies (writeOut), and publishes the
+// connection's memory before (a client that does not read holds its
+// replies while the write waits) and after (clientmem.go).
+func (c *Conn) flush() error {
+	c.trackMem()
+	err := c.writeOut()
+	c.trackMem()
+	return err
+}
+
+// writeOut writes the pending replies. While more than the soft limit is
 // pending, it writes in chunks under a deadline at the instant the soft
 // limit's time runs out (counted from when the pending bytes first passed
 // it), so a client that does not drain them in time is closed; below the
 // soft limit a write may block as long as the client does not read
 // (back-pressure: the connection reads no more commands meanwhile).
-func (c *Conn) flush() error {
+func (c *Conn) writeOut() error {
 	if c.outLimited {
 		return errOutputLimit
 	}

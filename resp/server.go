@@ -90,6 +90,10 @@ type Config struct {
 	MaxMemory int64
 	// MemoryPolicy is what happens over MaxMemory. Changeable live.
 	MemoryPolicy MemoryPolicy
+	// MaxMemoryClients bounds the memory all clients together hold
+	// (maxmemory-clients; clientmem.go): past it the clients using the
+	// most are closed. Changeable live; follows MaxMemory when relative.
+	MaxMemoryClients ClientMemoryLimit
 	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
 	// (requested and limited; hotkeys.go); 0 turns them off.
 	HotkeysCapacity int
@@ -180,6 +184,7 @@ func DefaultConfig() Config {
 		SlowlogMaxLen:       DefaultSlowlogMaxLen,
 		MemoryCheckInterval: DefaultMemoryCheckInterval,
 		OutputLimits:        DefaultOutputLimits(),
+		MaxMemoryClients:    DefaultClientMemoryLimit(),
 	}
 }
 
@@ -233,6 +238,9 @@ func (c *Config) Validate() error {
 	case c.MemoryCheckInterval <= 0:
 		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)
 	}
+	if _, err := ParseClientMemoryLimit(c.MaxMemoryClients.String()); err != nil {
+		return fmt.Errorf("resp: maxmemory-clients %s: %w", c.MaxMemoryClients, err)
+	}
 	if _, err := ParseOutputLimits(c.OutputLimits.String(), c.OutputLimits); err != nil {
 		return fmt.Errorf("resp: client-output-buffer-limit: %w", err)
 	}
@@ -276,6 +284,7 @@ type Server struct {
 	oom         atomic.Bool  // over maxmemory: refuse new keys
 	migrateMu   sync.Mutex   // one MIGRATE at a time (cmd_migrate.go)
 	outLimits   atomic.Pointer[OutputLimits]
+	cmem        clientMemory // maxmemory-clients (clientmem.go)
 	slowlog     slowlog
 	latency     *latencies
 
@@ -298,7 +307,7 @@ type Server struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // one per connection (goroutine or loop)
 	loops    *loops         // nil: no event loops
-	bg       sync.WaitGroup // the maxmemory loop
+	bg       sync.WaitGroup // the maxmemory, client eviction and sweeper loops
 	served   chan struct{}  // closed when Serve's accept loop returns
 }
 
@@ -341,6 +350,7 @@ func NewServer(cfg Config, backend Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
+	s.initClientMemory(cfg.MaxMemoryClients)
 	s.setHotkeys(cfg.HotkeysCapacity)
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)
@@ -445,6 +455,8 @@ func (s *Server) prepare() {
 	s.latency = newLatencies(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()
+	s.bg.Add(1)
+	go s.evictLoop()
 	if s.loops != nil {
 		s.bg.Add(1)
 		go s.sweepLoopConns()
@@ -506,6 +518,7 @@ func (s *Server) removeConn(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	c.untrackMem()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
 }

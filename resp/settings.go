@@ -147,6 +147,15 @@ func (s *Server) initSettings() error {
 				return err
 			}
 			s.maxMemory.Store(n)
+			s.updateClientMemoryLimit() // a share of maxmemory follows it
+			return nil
+		}},
+		{Name: "maxmemory-clients", Get: func() string { return s.cmem.setting.Load().String() }, Set: func(v string) error {
+			l, err := ParseClientMemoryLimit(v)
+			if err != nil {
+				return err
+			}
+			s.setClientMemoryLimit(l)
 			return nil
 		}},
 		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {

@@ -109,6 +109,7 @@ func (s *Server) resetStats() {
 	s.stats.queryLimited.Store(0)
 	s.stats.queryTimeouts.Store(0)
 	s.stats.outputLimited.Store(0)
+	s.cmem.evicted.Store(0)
 	s.stats.protectedDenied.Store(0)
 	s.guard.failures.Store(0)
 	s.guard.disconnects.Store(0)
@@ -165,6 +166,10 @@ type Stats struct {
 	// OutputBufferClosed counts clients closed by
 	// client-output-buffer-limit.
 	OutputBufferClosed int64
+	// EvictedClients counts clients closed by maxmemory-clients;
+	// ClientMemory is the memory the connected clients account for and
+	// ClientMemoryLimit the bound in force (0: none), in bytes.
+	EvictedClients, ClientMemory, ClientMemoryLimit int64
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
 	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
@@ -214,6 +219,9 @@ func (s *Server) Stats() Stats {
 		QueryBufferClosed:    s.stats.queryLimited.Load(),
 		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
 		OutputBufferClosed:   s.stats.outputLimited.Load(),
+		EvictedClients:       s.cmem.evicted.Load(),
+		ClientMemory:         s.cmem.total.Load(),
+		ClientMemoryLimit:    s.cmem.limit.Load(),
 		ErrorReplies:         s.stats.errors.Load(),
 		TLSHandshakeFailures: s.tlsFailures(),
 		EvictedKeys:          s.stats.evicted.Load(),

@@ -118,8 +118,10 @@ func (c *Conn) resetTx() {
 	c.publishTx()
 }
 
-// publishTx mirrors the transaction's size for CLIENT LIST.
+// publishTx mirrors the transaction's size for CLIENT LIST, and counts
+// it in the client's memory (maxmemory-clients, clientmem.go).
 func (c *Conn) publishTx() {
+	defer c.trackMem()
 	if !c.tx.on {
 		c.multi.Store(-1)
 		c.multiMem.Store(0)

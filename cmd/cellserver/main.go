@@ -55,9 +55,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fitMaxClients(&cfg, logger); err != nil {
 		return err
 	}
-	// 2b. The Go runtime's memory limit, from maxmemory and the container's
-	// limit (memlimit.go); the runtime's own is back in place on return.
-	defer setMemoryLimit(cfg.Ops.MaxMemory, logger)()
+	// 2b. The Go runtime's memory limit, from maxmemory, maxmemory-clients
+	// and the container's limit (memlimit.go); the runtime's own is back in
+	// place on return.
+	clients, _ := resp.ParseClientMemoryLimit(cfg.Ops.MaxMemoryClients) // checked by Validate
+	defer setMemoryLimit(cfg.Ops.MaxMemory, clients.Bytes(cfg.Ops.MaxMemory), logger)()
 	return serve(&cfg, level, logger)
 }
 

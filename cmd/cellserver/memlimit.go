@@ -17,14 +17,15 @@ import (
 // runs (GOGC=100), so with maxmemory 20mb the heap (used_memory) reached
 // 36-39 MB under an SL.ADD flood, and a container sized from maxmemory was
 // killed. A soft memory limit (debug.SetMemoryLimit) makes the collector
-// run before the heap passes it. It is derived from maxmemory and from the
-// container's memory limit (cgroup), whichever is lower; a user's GOMEMLIMIT
-// is left as it is.
+// run before the heap passes it. It is derived from maxmemory and
+// maxmemory-clients (what the clients may hold beside the keyspace) and
+// from the container's memory limit (cgroup), whichever is lower; a user's
+// GOMEMLIMIT is left as it is.
 const (
-	// limitHeadroom is the room above maxmemory for everything that is
-	// not the keyspace: connection buffers, the raft log's caches, the
-	// runtime's own structures, and the keyspace's overshoot of maxmemory
-	// by one batch of writes.
+	// limitHeadroom is the room above maxmemory and maxmemory-clients for
+	// everything else: connections' fixed buffers, the raft log's caches,
+	// the runtime's own structures, and the keyspace's overshoot of
+	// maxmemory by one batch of writes.
 	limitHeadroom = 12 << 20
 	// cgroupShare is the share of a container's memory limit given to the
 	// Go runtime: the rest is for what the runtime does not count (the
@@ -34,14 +35,16 @@ const (
 )
 
 // softMemoryLimit returns the Go runtime's memory limit in bytes for a
-// keyspace bound of maxmemory bytes (0: none) in a container limited to
-// cgroupLimit bytes (0: none), or 0 when neither bounds it. The keyspace
-// part is maxmemory plus a quarter (the collector needs slack above the
-// live data to run seldom) plus limitHeadroom.
-func softMemoryLimit(maxmemory, cgroupLimit int64) int64 {
+// keyspace bound of maxmemory bytes (0: none) and a bound of clients bytes
+// on the clients' memory (maxmemory-clients in force; 0: none) in a
+// container limited to cgroupLimit bytes (0: none), or 0 when neither
+// maxmemory nor the container bounds it. The part from maxmemory is
+// maxmemory plus a quarter (the collector needs slack above the live data
+// to run seldom), plus clients, plus limitHeadroom.
+func softMemoryLimit(maxmemory, clients, cgroupLimit int64) int64 {
 	limit := int64(0)
 	if maxmemory > 0 {
-		limit = maxmemory + maxmemory/4 + limitHeadroom
+		limit = maxmemory + maxmemory/4 + clients + limitHeadroom
 	}
 	if cgroupLimit > 0 {
 		c := int64(float64(cgroupLimit) * cgroupShare)
@@ -54,21 +57,21 @@ func softMemoryLimit(maxmemory, cgroupLimit int64) int64 {
 
 // setMemoryLimit applies softMemoryLimit to the Go runtime unless the user
 // set GOMEMLIMIT, and logs what it chose. The limit is read at start-up: a
-// later CONFIG SET maxmemory does not move it. The returned function puts
-// the previous limit back (a server started again in the same process
-// starts from the runtime's own).
-func setMemoryLimit(maxmemory int64, logger *slog.Logger) (restore func()) {
+// later CONFIG SET maxmemory or maxmemory-clients does not move it. The
+// returned function puts the previous limit back (a server started again
+// in the same process starts from the runtime's own).
+func setMemoryLimit(maxmemory, clients int64, logger *slog.Logger) (restore func()) {
 	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok && v != "" {
 		logger.Info("Go memory limit from GOMEMLIMIT", "limit", v)
 		return func() {}
 	}
 	cg := cgroupMemoryLimit("/")
-	limit := softMemoryLimit(maxmemory, cg)
+	limit := softMemoryLimit(maxmemory, clients, cg)
 	if limit == 0 {
 		return func() {}
 	}
 	prev := debug.SetMemoryLimit(limit)
-	logger.Info("Go memory limit set", "limit_bytes", limit, "maxmemory", maxmemory, "cgroup_limit_bytes", cg)
+	logger.Info("Go memory limit set", "limit_bytes", limit, "maxmemory", maxmemory, "maxmemory_clients", clients, "cgroup_limit_bytes", cg)
 	return func() { debug.SetMemoryLimit(prev) }
 }
 

@@ -9,17 +9,19 @@ import (
 func TestSoftMemoryLimit(t *testing.T) {
 	const mb = 1 << 20
 	for _, tc := range []struct {
-		maxmemory, cgroup, want int64
+		maxmemory, clients, cgroup, want int64
 	}{
-		{0, 0, 0},
-		{20 * mb, 0, 25*mb + limitHeadroom},
-		{0, 1000 * mb, 850 * mb},
-		{20 * mb, 1000 * mb, 25*mb + limitHeadroom},  // maxmemory binds
-		{800 * mb, 1000 * mb, 850 * mb},              // the container binds
-		{100 * mb, 100 * mb, int64(0.85 * 100 * mb)}, // maxmemory as large as the container
+		{0, 0, 0, 0},
+		{0, 1024 * mb, 0, 0}, // the clients' bound alone sets no limit
+		{20 * mb, 0, 0, 25*mb + limitHeadroom},
+		{20 * mb, 16 * mb, 0, 41*mb + limitHeadroom}, // maxmemory-clients auto under 20mb
+		{0, 0, 1000 * mb, 850 * mb},
+		{20 * mb, 16 * mb, 1000 * mb, 41*mb + limitHeadroom}, // maxmemory binds
+		{800 * mb, 400 * mb, 1000 * mb, 850 * mb},            // the container binds
+		{100 * mb, 0, 100 * mb, int64(0.85 * 100 * mb)},      // maxmemory as large as the container
 	} {
-		if got := softMemoryLimit(tc.maxmemory, tc.cgroup); got != tc.want {
-			t.Errorf("softMemoryLimit(%d, %d) = %d, want %d", tc.maxmemory, tc.cgroup, got, tc.want)
+		if got := softMemoryLimit(tc.maxmemory, tc.clients, tc.cgroup); got != tc.want {
+			t.Errorf("softMemoryLimit(%d, %d, %d) = %d, want %d", tc.maxmemory, tc.clients, tc.cgroup, got, tc.want)
 		}
 	}
 }

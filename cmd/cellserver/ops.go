@@ -44,6 +44,7 @@ type opsConfig struct {
 	SlowlogMaxLen     int
 	MaxMemory         int64
 	MaxMemoryPolicy   string
+	MaxMemoryClients  string // maxmemory-clients
 	HotkeysCapacity   int
 	MetricsClasses    keyclass.Rules // metrics-class
 	MetricsClassLimit int
@@ -76,6 +77,7 @@ func defaultOpsConfig() opsConfig {
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
+		MaxMemoryClients:  rc.MaxMemoryClients.String(),
 		HotkeysCapacity:   rc.HotkeysCapacity,
 		MetricsClassLimit: rc.MetricsClassLimit,
 		ViolationsLogRate: violations.DefaultRate,
@@ -101,6 +103,7 @@ var opsDirectives = []directive{
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
 	{name: "maxmemory-policy", field: func(c *Config) any { return &c.Ops.MaxMemoryPolicy }},
+	{name: "maxmemory-clients", field: func(c *Config) any { return &c.Ops.MaxMemoryClients }},
 	{name: "hotkeys-capacity", field: func(c *Config) any { return &c.Ops.HotkeysCapacity }},
 	{name: "metrics-class", field: func(c *Config) any { return &c.Ops.MetricsClasses }},
 	{name: "metrics-class-limit", field: func(c *Config) any { return &c.Ops.MetricsClassLimit }},
@@ -146,6 +149,9 @@ func (c *Config) validateOps() error {
 	if _, err := resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()); err != nil {
 		errs = append(errs, fmt.Errorf("client-output-buffer-limit %q: %w", o.OutputLimit, err))
 	}
+	if _, err := resp.ParseClientMemoryLimit(o.MaxMemoryClients); err != nil {
+		errs = append(errs, fmt.Errorf("maxmemory-clients %q: %w", o.MaxMemoryClients, err))
+	}
 	if o.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("metrics-addr %q: %w", o.MetricsAddr, err))
@@ -188,6 +194,7 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.SlowlogMaxLen = o.SlowlogMaxLen
 	rc.MaxMemory = o.MaxMemory
 	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
+	rc.MaxMemoryClients, _ = resp.ParseClientMemoryLimit(o.MaxMemoryClients) // checked by validateOps
 	rc.ProtectedMode = o.ProtectedMode
 	rc.HotkeysCapacity = o.HotkeysCapacity
 	rc.MetricsClasses = o.MetricsClasses

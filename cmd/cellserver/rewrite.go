@@ -67,8 +67,13 @@ func sameValue(d directive, a, b string) bool {
 // canonical writes d's field of c in one form per value.
 func canonical(d directive, c *Config) string {
 	v := rawField(d.field(c))
-	if d.name == "client-output-buffer-limit" {
+	switch d.name {
+	case "client-output-buffer-limit":
 		if l, err := resp.ParseOutputLimits(v, resp.DefaultOutputLimits()); err == nil {
+			return l.String()
+		}
+	case "maxmemory-clients":
+		if l, err := resp.ParseClientMemoryLimit(v); err == nil {
 			return l.String()
 		}
 	}

@@ -1,10 +1,14 @@
 package keyclass
 
 import (
+	"errors"
 	"fmt"
+	"math/rand"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cellserver/cellserver/internal/glob"
 )
 
 func TestParseRules(t *testing.T) {
@@ -296,5 +300,98 @@ func BenchmarkClassify(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkClassifyRules answers: what does classifying one key cost, by
+// the number of metrics-class rules and the key's length? "glob" rules are
+// the pathological *a*a*a*a*a*a*a*a*b<i> (none matches a key of 'a's, so
+// the key falls through to the prefix classes); "prefix" rules are
+// tenant<i>:* (the last one matches).
+func BenchmarkClassifyRules(b *testing.B) {
+	for _, kind := range []string{"glob", "prefix"} {
+		for _, n := range []int{1, 128, 5000} {
+			for _, keyLen := range []int{16, 10 << 10} {
+				b.Run(fmt.Sprintf("%s/rules=%d/key=%d", kind, n, keyLen), func(b *testing.B) {
+					rs := make(Rules, n)
+					for i := range rs {
+						rs[i] = Rule{Name: fmt.Sprintf("c%d", i), Pattern: fmt.Sprintf("*a*a*a*a*a*a*a*a*b%d", i)}
+						if kind == "prefix" {
+							rs[i].Pattern = fmt.Sprintf("tenant%d:*", i)
+						}
+					}
+					c := New(Config{Rules: rs, Limit: DefaultLimit}, nil)
+					key := []byte(strings.Repeat("a", keyLen))
+					if kind == "prefix" {
+						key = []byte(fmt.Sprintf("tenant%d:%s", n-1, key))
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						c.Classify(key)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRuleCap: more than MaxRules rules are refused, by ParseRules and by
+// lines that add up past the cap, with the count and the cap.
+func TestRuleCap(t *testing.T) {
+	rules := func(from, n int) string {
+		var b strings.Builder
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(&b, "c%d c%d:* ", i, i)
+		}
+		return b.String()
+	}
+	if _, err := ParseRules(rules(0, MaxRules)); err != nil {
+		t.Fatalf("ParseRules(%d rules) = %v", MaxRules, err)
+	}
+	tests := []struct {
+		name string
+		set  func() error
+		want string
+	}{
+		{"ParseRules", func() error { _, err := ParseRules(rules(0, 5000)); return err }, "keyclass: bad rule: too many rules: 5000, at most 1024"},
+		{"lines adding up", func() error {
+			var rs Rules
+			if err := rs.Set(rules(0, 1000)); err != nil {
+				return err
+			}
+			return rs.Set(rules(1000, 25))
+		}, "keyclass: bad rule: too many rules: 1025, at most 1024"},
+	}
+	for _, tt := range tests {
+		err := tt.set()
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrRule) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestClassifyFirstRule: on random keys, the compiled rules give the
+// class of the first rule whose glob matches, as a scan in order does.
+func TestClassifyFirstRule(t *testing.T) {
+	rs := mustRules(t, "vip user:vip-* any *:api:* short ?:* cls [a-c]*:x* long *a*a*a*b")
+	c := New(Config{Rules: rs}, nil)
+	r := rand.New(rand.NewSource(5))
+	const alphabet = "abcuser:vip-x"
+	for k := 0; k < 5000; k++ {
+		key := make([]byte, r.Intn(14))
+		for i := range key {
+			key[i] = alphabet[r.Intn(len(alphabet))]
+		}
+		want := Other
+		for _, rule := range rs {
+			if glob.Match([]byte(rule.Pattern), key) {
+				want = rule.Name
+				break
+			}
+		}
+		if got := c.Classify(key).Name(); got != want {
+			t.Fatalf("Classify(%q) = %q, want %q", key, got, want)
+		}
 	}
 }

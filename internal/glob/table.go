@@ -109,7 +109,7 @@ type position struct {
 // dfaState is one set of live positions, and where each byte class leads.
 type dfaState struct {
 	next []atomic.Pointer[dfaState] // by byte class; nil: not filled in yet
-	set  []int32                    // live positions, ascending
+	set  string                     // live positions, ascending, 4 bytes each (little endian); the cache's key
 	// early: -2 keep reading; -1 no pattern can match; ≥0 that pattern
 	// matches whatever follows.
 	early int32
@@ -286,7 +286,8 @@ func (t *Table) fill(s *dfaState, k uint8) *dfaState {
 	b := t.rep[k]
 	t.step++
 	t.scratch = t.scratch[:0]
-	for _, q := range s.set {
+	for i := 0; i < len(s.set); i += 4 {
+		q := int32(binary.LittleEndian.Uint32([]byte(s.set[i : i+4])))
 		p := &t.nfa[q]
 		switch p.kind {
 		case posStar:
@@ -361,7 +362,7 @@ func (t *Table) intern(set []int32) *dfaState {
 	if s, ok := c.states[string(key)]; ok {
 		return s
 	}
-	size := 2*len(key) + len(t.rep)*8 + 128
+	size := len(key) + len(t.rep)*8 + 128
 	if c.bytes+size > maxCacheBytes {
 		t.resets.Add(1)
 		c = t.newCache()
@@ -369,8 +370,8 @@ func (t *Table) intern(set []int32) *dfaState {
 			return s
 		}
 	}
-	s := &dfaState{next: make([]atomic.Pointer[dfaState], len(t.rep)), set: slices.Clone(set), early: early, final: final}
-	c.states[string(key)] = s
+	s := &dfaState{next: make([]atomic.Pointer[dfaState], len(t.rep)), set: string(key), early: early, final: final}
+	c.states[s.set] = s
 	c.bytes += size
 	return s
 }

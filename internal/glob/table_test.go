@@ -3,6 +3,7 @@ package glob
 import (
 	"errors"
 	"math/rand"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,36 @@ func TestTableMatchAllocs(t *testing.T) {
 	tab.Match(key)
 	if n := testing.AllocsPerRun(100, func() { tab.Match(key) }); n != 0 {
 		t.Errorf("Match allocates %v times per call, want 0", n)
+	}
+}
+
+// BenchmarkTableMatch answers: what does one key cost a compiled table,
+// by the number of patterns and the key's length? The patterns are the
+// pathological *a*a*a*a*a*a*a*a*b<i> (none matches a key of 'a's); the
+// baseline is the naive scan with Match.
+func BenchmarkTableMatch(b *testing.B) {
+	for _, n := range []int{1, 128, 1024} {
+		for _, keyLen := range []int{16, 10 << 10} {
+			patterns := make([]string, n)
+			for i := range patterns {
+				patterns[i] = "*a*a*a*a*a*a*a*a*b" + strconv.Itoa(i)
+			}
+			key := []byte(strings.Repeat("a", keyLen))
+			name := "rules=" + strconv.Itoa(n) + "/key=" + strconv.Itoa(keyLen)
+			b.Run("table/"+name, func(b *testing.B) {
+				tab := Compile(patterns)
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					tab.Match(key)
+				}
+			})
+			b.Run("scan/"+name, func(b *testing.B) {
+				pb := bytesOf(patterns)
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					firstMatch(pb, key)
+				}
+			})
+		}
 	}
 }

@@ -84,7 +84,6 @@ func (c *Class) reset() {
 	}
 }
 
-
 // prefixes is the prefix table, immutable once published: each known
 // prefix's class (a prefix named like a rule, or Other, maps to that
 // class and takes no place), and the prefix classes in the order learned.

@@ -17,9 +17,10 @@ import (
 // Each pattern is a sequence of one-byte tokens (a literal, '?', a class)
 // and '*' runs, so the table is one NFA (a position in each pattern). The
 // table walks the key through a DFA built lazily from it (each DFA state a
-// set of NFA positions, its transitions filled in the first time a byte
-// class leaves it) and kept in a cache of at most maxCacheBytes; a full
-// cache is dropped and built again. So a key costs one table look-up per
+// set of NFA positions, its transitions — one int32 per byte class, in one
+// flat array — filled in the first time a byte class leaves it) and kept
+// in a cache of at most maxCacheBytes; a full cache is dropped and built
+// again. So a key costs one table look-up per
 // byte once its path is cached, and at most one NFA step — O(positions
 // alive), bounded by the table's total pattern length — per byte
 // otherwise: never exponential, never a backtrack.
@@ -106,21 +107,39 @@ type position struct {
 	rule int32 // the pattern's index
 }
 
-// dfaState is one set of live positions, and where each byte class leads.
+// dfaState is one set of live positions (the walk's state), as the
+// mutex holder sees it.
 type dfaState struct {
-	next []atomic.Pointer[dfaState] // by byte class; nil: not filled in yet
-	set  string                     // live positions, ascending, 4 bytes each (little endian); the cache's key
+	set string // live positions, ascending, 4 bytes each (little endian); the cache's key
+	id  int32
+}
+
+// stateInfo is what a walk needs of a state besides its transitions.
+type stateInfo struct {
 	// early: -2 keep reading; -1 no pattern can match; ≥0 that pattern
 	// matches whatever follows.
 	early int32
 	final int32 // the pattern matching a key that ends here, or -1
 }
 
-// dfaCache is one generation of the DFA.
+// dfaTab is a generation's transitions, flat: next[id×classes + class] is
+// the target's id×classes, shifted left by one, with bit 0 set when the
+// target's early is not -2; 0: not filled in yet. A full dfaTab is copied
+// into one twice its size; a walk holding the old one finds a transition
+// filled in since missing, and gets the new one from fill.
+type dfaTab struct {
+	next []atomic.Int32
+	info []stateInfo // by id; written before any transition to it
+}
+
+// dfaCache is one generation of the DFA. Id 0 is unused, so that a
+// transition is never 0.
 type dfaCache struct {
-	start  *dfaState
-	states map[string]*dfaState
-	bytes  int
+	start  int32 // the start state's encoded transition
+	tab    atomic.Pointer[dfaTab]
+	states []*dfaState          // by id; guarded by Table.mu
+	index  map[string]*dfaState // by set; guarded by Table.mu
+	bytes  int                  // guarded by Table.mu
 }
 
 // Compile compiles patterns (Redis globs, as Match reads them) into a
@@ -255,39 +274,49 @@ func (t *Table) Match(key []byte) int {
 	if t == nil || t.n == 0 {
 		return -1
 	}
-	s := t.cur.Load().start
-	for _, b := range key {
-		if s.early != -2 {
-			return int(s.early)
+	c := t.cur.Load()
+	tab := c.tab.Load()
+	cur := c.start
+	for i := 0; i < len(key); i++ {
+		if cur&1 != 0 {
+			return int(tab.info[int(cur>>1)/len(t.rep)].early)
 		}
-		next := s.next[t.classOf[b]].Load()
-		if next == nil {
-			next = t.fill(s, t.classOf[b])
+		k := int(t.classOf[key[i]])
+		next := tab.next[int(cur>>1)+k].Load()
+		if next == 0 {
+			next, c, tab = t.fill(c, cur, k)
 		}
-		s = next
+		cur = next
 	}
-	if s.early >= 0 {
-		return int(s.early)
+	inf := tab.info[int(cur>>1)/len(t.rep)]
+	if inf.early >= 0 {
+		return int(inf.early)
 	}
-	return int(s.final)
+	return int(inf.final)
 }
 
 // Resets returns how many times the DFA cache was dropped because it was
 // full.
 func (t *Table) Resets() uint64 { return t.resets.Load() }
 
-// fill computes where class k leads from s, and records it.
-func (t *Table) fill(s *dfaState, k uint8) *dfaState {
+// fill computes where class k leads from the state cur of generation c,
+// records it, and returns it with the generation and transitions the
+// walk goes on with (another generation when the cache was dropped).
+func (t *Table) fill(c *dfaCache, cur int32, k int) (int32, *dfaCache, *dfaTab) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if next := s.next[k].Load(); next != nil {
-		return next // filled in meanwhile
+	from := c.states[int(cur>>1)/len(t.rep)]
+	if c == t.cur.Load() {
+		tab := c.tab.Load()
+		if next := tab.next[int(cur>>1)+k].Load(); next != 0 {
+			return next, c, tab // filled in meanwhile
+		}
 	}
 	b := t.rep[k]
 	t.step++
 	t.scratch = t.scratch[:0]
-	for i := 0; i < len(s.set); i += 4 {
-		q := int32(binary.LittleEndian.Uint32([]byte(s.set[i : i+4])))
+	for i := 0; i < len(from.set); i += 4 {
+		q := int32(binary.LittleEndian.Uint32([]byte(from.set[i : i+4])))
 		p := &t.nfa[q]
 		switch p.kind {
 		case posStar:
@@ -304,9 +333,12 @@ func (t *Table) fill(s *dfaState, k uint8) *dfaState {
 			}
 		}
 	}
-	next := t.intern(t.scratch)
-	s.next[k].Store(next)
-	return next
+	next, nc := t.intern(t.scratch)
+	tab := nc.tab.Load()
+	if nc == c {
+		tab.next[int(cur>>1)+k].Store(next)
+	}
+	return next, nc, tab
 }
 
 // add adds position q, and the positions a '*' makes live with it, to the
@@ -325,11 +357,13 @@ func (t *Table) add(q int32) {
 	}
 }
 
-// intern returns the DFA state of the live positions set (which it may
-// reorder and trim), from the cache, made if new. Called with mu held.
-func (t *Table) intern(set []int32) *dfaState {
+// intern returns the encoded transition to the DFA state of the live
+// positions set (which it may reorder and trim), made if new, and the
+// generation it is in (a new one when the cache was full). Called with mu
+// held.
+func (t *Table) intern(set []int32) (int32, *dfaCache) {
 	slices.Sort(set)
-	early, final := int32(-2), int32(-1)
+	inf := stateInfo{early: -2, final: -1}
 	// A sure pattern makes every later pattern moot: drop their positions.
 	for i, q := range set {
 		p := &t.nfa[q]
@@ -340,17 +374,17 @@ func (t *Table) intern(set []int32) *dfaState {
 			}
 			set = set[:j]
 			if t.nfa[set[0]].rule == p.rule {
-				early = p.rule
+				inf.early = p.rule
 			}
 			break
 		}
 	}
 	if len(set) == 0 {
-		early = -1
+		inf.early = -1
 	}
 	for _, q := range set {
 		if t.nfa[q].kind == posFinal {
-			final = t.nfa[q].rule
+			inf.final = t.nfa[q].rule
 			break
 		}
 	}
@@ -359,28 +393,52 @@ func (t *Table) intern(set []int32) *dfaState {
 		binary.LittleEndian.PutUint32(key[4*i:], uint32(q))
 	}
 	c := t.cur.Load()
-	if s, ok := c.states[string(key)]; ok {
-		return s
+	if s, ok := c.index[string(key)]; ok {
+		return t.encode(s.id, c), c
 	}
-	size := len(key) + len(t.rep)*8 + 128
-	if c.bytes+size > maxCacheBytes {
+	ncls := len(t.rep)
+	size := len(key) + 4*ncls + 96
+	if c.bytes+size > maxCacheBytes && len(c.states) > 2 {
 		t.resets.Add(1)
 		c = t.newCache()
-		if s, ok := c.states[string(key)]; ok {
-			return s
+		if s, ok := c.index[string(key)]; ok {
+			return t.encode(s.id, c), c
 		}
 	}
-	s := &dfaState{next: make([]atomic.Pointer[dfaState], len(t.rep)), set: string(key), early: early, final: final}
-	c.states[s.set] = s
+	s := &dfaState{set: string(key), id: int32(len(c.states))}
+	tab := c.tab.Load()
+	if need := (len(c.states) + 1) * ncls; need > len(tab.next) {
+		grown := &dfaTab{next: make([]atomic.Int32, 2*need), info: make([]stateInfo, 2*len(c.states)+2)}
+		for i := range tab.next {
+			grown.next[i].Store(tab.next[i].Load())
+		}
+		copy(grown.info, tab.info)
+		tab = grown
+		c.tab.Store(tab)
+	}
+	tab.info[s.id] = inf
+	c.states = append(c.states, s)
+	c.index[s.set] = s
 	c.bytes += size
-	return s
+	return t.encode(s.id, c), c
+}
+
+// encode returns the transition to state id of c.
+func (t *Table) encode(id int32, c *dfaCache) int32 {
+	v := id * int32(len(t.rep)) << 1
+	if c.tab.Load().info[id].early != -2 {
+		v |= 1
+	}
+	return v
 }
 
 // newCache starts a new, empty generation of the DFA (its start state
 // only) and puts it in force. Called with mu held, or from Compile.
 func (t *Table) newCache() *dfaCache {
-	c := &dfaCache{states: make(map[string]*dfaState)}
+	ncls := len(t.rep)
+	c := &dfaCache{index: make(map[string]*dfaState), states: []*dfaState{nil}}
+	c.tab.Store(&dfaTab{next: make([]atomic.Int32, 8*ncls), info: make([]stateInfo, 8)})
 	t.cur.Store(c)
-	c.start = t.intern(slices.Clone(t.start))
+	c.start, _ = t.intern(slices.Clone(t.start))
 	return c
 }

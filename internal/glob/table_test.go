@@ -136,32 +136,53 @@ func TestTableCacheReset(t *testing.T) {
 	}
 }
 
-// TestTableConcurrent: many goroutines filling in one table's DFA at once
-// get the naive scan's answers (run with -race).
+// TestTableConcurrent: many goroutines filling in one table's DFA at once,
+// growing its transitions and dropping its cache, get the naive scan's
+// answers (run with -race).
 func TestTableConcurrent(t *testing.T) {
-	patterns := []string{"user:vip-*", "*a*b*c", "login:*", "*:api:*", "x?y*"}
-	tab := Compile(patterns)
-	pb := bytesOf(patterns)
-	var wg sync.WaitGroup
-	errs := make(chan string, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(seed int64) {
-			defer wg.Done()
-			r := rand.New(rand.NewSource(seed))
-			for k := 0; k < 2000; k++ {
-				key := []byte(randomKey(r) + "login:" + randomKey(r))
-				if got, want := tab.Match(key), firstMatch(pb, key); got != want {
-					errs <- string(key)
-					return
-				}
+	tests := []struct {
+		name     string
+		patterns []string
+		key      func(r *rand.Rand) []byte
+	}{
+		{"rules", []string{"user:vip-*", "*a*b*c", "login:*", "*:api:*", "x?y*"}, func(r *rand.Rand) []byte {
+			return []byte(randomKey(r) + "login:" + randomKey(r))
+		}},
+		{"cache dropped", []string{"*a??????????", "*b?????????c"}, func(r *rand.Rand) []byte {
+			key := make([]byte, 60)
+			for i := range key {
+				key[i] = "abc"[r.Intn(3)]
 			}
-		}(int64(w))
+			return key
+		}},
 	}
-	wg.Wait()
-	close(errs)
-	for k := range errs {
-		t.Errorf("Match(%q) differs from the naive scan", k)
+	for _, tt := range tests {
+		tab := Compile(tt.patterns)
+		pb := bytesOf(tt.patterns)
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(seed int64) {
+				defer wg.Done()
+				r := rand.New(rand.NewSource(seed))
+				for k := 0; k < 1000; k++ {
+					key := tt.key(r)
+					if got, want := tab.Match(key), firstMatch(pb, key); got != want {
+						errs <- string(key)
+						return
+					}
+				}
+			}(int64(w))
+		}
+		wg.Wait()
+		close(errs)
+		for k := range errs {
+			t.Errorf("%s: Match(%q) differs from the naive scan", tt.name, k)
+		}
+		if tt.name == "cache dropped" && tab.Resets() == 0 {
+			t.Errorf("%s: Resets() = 0, want the cache dropped at least once", tt.name)
+		}
 	}
 }
 

@@ -362,6 +362,24 @@ func (t *Table) add(q int32) {
 // generation it is in (a new one when the cache was full). Called with mu
 // held.
 func (t *Table) intern(set []int32) (int32, *dfaCache) {
+	key, inf := t.canon(set)
+	c := t.cur.Load()
+	if s, ok := c.index[string(key)]; ok {
+		return t.encode(s.id, c), c
+	}
+	if c.bytes+t.stateSize(key) > maxCacheBytes && len(c.states) > 2 {
+		t.resets.Add(1)
+		c = t.newCache()
+		if s, ok := c.index[string(key)]; ok {
+			return t.encode(s.id, c), c
+		}
+	}
+	return t.addState(c, key, inf), c
+}
+
+// canon sorts set, drops the positions a sure pattern makes moot, and
+// returns the state's key and info.
+func (t *Table) canon(set []int32) ([]byte, stateInfo) {
 	slices.Sort(set)
 	inf := stateInfo{early: -2, final: -1}
 	// A sure pattern makes every later pattern moot: drop their positions.
@@ -392,19 +410,16 @@ func (t *Table) intern(set []int32) (int32, *dfaCache) {
 	for i, q := range set {
 		binary.LittleEndian.PutUint32(key[4*i:], uint32(q))
 	}
-	c := t.cur.Load()
-	if s, ok := c.index[string(key)]; ok {
-		return t.encode(s.id, c), c
-	}
+	return key, inf
+}
+
+// stateSize is what a state of key costs the cache, in bytes.
+func (t *Table) stateSize(key []byte) int { return len(key) + 4*len(t.rep) + 96 }
+
+// addState adds the state of key to c and returns its encoded transition.
+// Called with mu held (or on a c not yet published).
+func (t *Table) addState(c *dfaCache, key []byte, inf stateInfo) int32 {
 	ncls := len(t.rep)
-	size := len(key) + 4*ncls + 96
-	if c.bytes+size > maxCacheBytes && len(c.states) > 2 {
-		t.resets.Add(1)
-		c = t.newCache()
-		if s, ok := c.index[string(key)]; ok {
-			return t.encode(s.id, c), c
-		}
-	}
 	s := &dfaState{set: string(key), id: int32(len(c.states))}
 	tab := c.tab.Load()
 	if need := (len(c.states) + 1) * ncls; need > len(tab.next) {
@@ -419,8 +434,8 @@ func (t *Table) intern(set []int32) (int32, *dfaCache) {
 	tab.info[s.id] = inf
 	c.states = append(c.states, s)
 	c.index[s.set] = s
-	c.bytes += size
-	return t.encode(s.id, c), c
+	c.bytes += t.stateSize(key)
+	return t.encode(s.id, c)
 }
 
 // encode returns the transition to state id of c.
@@ -432,13 +447,14 @@ func (t *Table) encode(id int32, c *dfaCache) int32 {
 	return v
 }
 
-// newCache starts a new, empty generation of the DFA (its start state
-// only) and puts it in force. Called with mu held, or from Compile.
+// newCache makes a new generation of the DFA, its start state only, and
+// puts it in force. Called with mu held, or from Compile.
 func (t *Table) newCache() *dfaCache {
 	ncls := len(t.rep)
 	c := &dfaCache{index: make(map[string]*dfaState), states: []*dfaState{nil}}
 	c.tab.Store(&dfaTab{next: make([]atomic.Int32, 8*ncls), info: make([]stateInfo, 8)})
-	t.cur.Store(c)
-	c.start, _ = t.intern(slices.Clone(t.start))
+	key, inf := t.canon(slices.Clone(t.start))
+	c.start = t.addState(c, key, inf)
+	t.cur.Store(c) // published whole: a walk may load it at once
 	return c
 }

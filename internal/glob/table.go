@@ -19,11 +19,11 @@ import (
 // table walks the key through a DFA built lazily from it (each DFA state a
 // set of NFA positions, its transitions — one int32 per byte class, in one
 // flat array — filled in the first time a byte class leaves it) and kept
-// in a cache of at most maxCacheBytes; a full cache is dropped and built
-// again. So a key costs one table look-up per
-// byte once its path is cached, and at most one NFA step — O(positions
-// alive), bounded by the table's total pattern length — per byte
-// otherwise: never exponential, never a backtrack.
+// in a cache of about maxCacheBytes; a full cache is dropped and built
+// again. So a key costs one table look-up per byte once its path is
+// cached, and at most one NFA step — O(positions alive), bounded by the
+// table's total pattern length — per byte otherwise: never exponential,
+// never a backtrack.
 //
 // A walk stops early once no pattern can match, or once the first pattern
 // still alive is certain to match whatever follows (it reached its final
@@ -313,7 +313,10 @@ func (t *Table) fill(c *dfaCache, cur int32, k int) (int32, *dfaCache, *dfaTab) 
 		}
 	}
 	b := t.rep[k]
-	t.step++
+	if t.step++; t.step == 0 { // wrapped: old marks could pass for this step's
+		clear(t.mark)
+		t.step = 1
+	}
 	t.scratch = t.scratch[:0]
 	for i := 0; i < len(from.set); i += 4 {
 		q := int32(binary.LittleEndian.Uint32([]byte(from.set[i : i+4])))

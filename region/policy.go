@@ -75,11 +75,13 @@ func quote(s string) string {
 }
 
 // Policy is an ordered list of rules: a key is decided by the first rule
-// whose pattern matches it, and is ModeLocal when none does. A Policy is
-// immutable once built and safe for concurrent use.
+// whose pattern matches it, and is ModeLocal when none does. The patterns
+// are compiled into one glob.Table, so a key is matched against every rule
+// in one pass over the key. A Policy is immutable once built and safe for
+// concurrent use; the zero Policy has no rules.
 type Policy struct {
 	rules []Rule
-	pats  [][]byte // rules[i].Pattern, as bytes for glob.Match
+	table *glob.Table // the rules' patterns
 }
 
 // errPolicySyntax is wrapped by every ParsePolicy error.
@@ -87,7 +89,8 @@ var errPolicySyntax = errors.New("region-policy: expected PATTERN local|split|as
 
 // ParsePolicy reads rules from words (a region-policy value split into
 // words, quotes removed): PATTERN MODE, or PATTERN global HOME, repeated.
-// Zero words give the empty policy (every key local).
+// Zero words give the empty policy (every key local). At most
+// glob.MaxRules rules, of patterns of at most glob.MaxPatternLen bytes.
 func ParsePolicy(words []string) (*Policy, error) {
 	p := &Policy{}
 	for i := 0; i < len(words); {
@@ -108,8 +111,15 @@ func ParsePolicy(words []string) (*Policy, error) {
 			i++
 		}
 		p.rules = append(p.rules, r)
-		p.pats = append(p.pats, []byte(r.Pattern))
 	}
+	patterns := make([]string, len(p.rules))
+	for i, r := range p.rules {
+		patterns[i] = r.Pattern
+	}
+	if err := glob.CheckRules(patterns); err != nil {
+		return nil, fmt.Errorf("region-policy: %w", err)
+	}
+	p.table = glob.Compile(patterns)
 	return p, nil
 }
 
@@ -131,10 +141,8 @@ func (p *Policy) String() string {
 // Match returns the rule deciding key: the first whose pattern matches, or
 // a ModeLocal rule when none does.
 func (p *Policy) Match(key []byte) Rule {
-	for i := range p.rules {
-		if glob.Match(p.pats[i], key) {
-			return p.rules[i]
-		}
+	if i := p.table.Match(key); i >= 0 {
+		return p.rules[i]
 	}
 	return Rule{Mode: ModeLocal}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/glob"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -37,6 +38,38 @@ func TestParsePolicy(t *testing.T) {
 		}
 		if got := p.String(); got != tt.want {
 			t.Errorf("ParsePolicy(%q).String() = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestParsePolicyCaps: more than glob.MaxRules rules, or a pattern longer
+// than glob.MaxPatternLen, are refused with the count or the rule and the
+// cap.
+func TestParsePolicyCaps(t *testing.T) {
+	rules := func(n int, pattern string) []string {
+		var w []string
+		for i := 0; i < n; i++ {
+			w = append(w, pattern, "local")
+		}
+		return w
+	}
+	tests := []struct {
+		name  string
+		words []string
+		want  string // "" for no error
+	}{
+		{"at the cap", rules(glob.MaxRules, "user:*"), ""},
+		{"over the cap", rules(5000, "user:*"), "region-policy: too many rules: 5000, at most 1024"},
+		{"pattern too long", rules(1, strings.Repeat("a", glob.MaxPatternLen+1)), "region-policy: rule 1: pattern too long: 513 bytes, at most 512"},
+	}
+	for _, tt := range tests {
+		_, err := ParsePolicy(tt.words)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s: ParsePolicy = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package glob matches Redis glob patterns (KEYS, SCAN MATCH, CONFIG GET,
 // the key patterns of limit-override and limit-shadow, and region-policy).
-// Pure and safe for concurrent use.
+// Match tests one pattern; a Table tests an ordered list of them (a rule
+// table) in one pass over the key. Safe for concurrent use.
 package glob
 
 // Match reports whether s matches the Redis glob pattern p: '*' any

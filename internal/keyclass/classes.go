@@ -16,6 +16,11 @@ const DefaultLimit = 100
 // learning them all costs O(Limit²) once.
 const MaxLimit = 10000
 
+// MaxClasses bounds the classes of one Classes, so the label values of a
+// class metric: MaxRules rules, MaxLimit prefixes and Other. Every key
+// beyond them counts under Other.
+const MaxClasses = MaxRules + MaxLimit + 1
+
 // Kind says where a class comes from.
 type Kind uint8
 
@@ -79,23 +84,6 @@ func (c *Class) reset() {
 	}
 }
 
-// rule is a compiled Rule. lit is the pattern's literal beginning (up to
-// its first special character): a key that does not start with it cannot
-// match, which is checked before the glob.
-type rule struct {
-	pattern, lit []byte
-	class        *Class
-}
-
-// literalPrefix returns the bytes of a glob pattern before its first
-// special character ('*', '?', '[', '\').
-func literalPrefix(p []byte) []byte {
-	if i := bytes.IndexAny(p, `*?[\`); i >= 0 {
-		return p[:i]
-	}
-	return p
-}
-
 // prefixes is the prefix table, immutable once published: each known
 // prefix's class (a prefix named like a rule, or Other, maps to that
 // class and takes no place), and the prefix classes in the order learned.
@@ -111,7 +99,8 @@ type prefixes struct {
 type Classes struct {
 	cfg     Config
 	stripes int
-	rules   []rule
+	rules   []*Class    // the rules' classes, in order
+	table   *glob.Table // the rules' patterns
 	other   *Class
 
 	mu   sync.Mutex // serialises learning
@@ -119,7 +108,9 @@ type Classes struct {
 }
 
 // New returns the classes of cfg, or nil when cfg has no rules and a Limit
-// of 0 (classes off). Every class of prev (nil: none) whose name cfg keeps
+// of 0 (classes off). The rules' patterns are compiled into one
+// glob.Table (a Rules longer than MaxRules, which ParseRules refuses,
+// still works, at the cost of its compilation). Every class of prev (nil: none) whose name cfg keeps
 // — a rule's, Other, or a prefix class while Limit has room for it, in
 // prev's order — keeps its counts; the others start from 0.
 func New(cfg Config, prev *Classes) *Classes {
@@ -144,12 +135,14 @@ func New(cfg Config, prev *Classes) *Classes {
 		}
 		return &Class{name: name, n: make([]counter, stripes)}
 	}
-	for _, r := range cfg.Rules {
+	patterns := make([]string, len(cfg.Rules))
+	for i, r := range cfg.Rules {
 		cl := old(r.Name)
-		pat := []byte(r.Pattern)
-		c.rules = append(c.rules, rule{pattern: pat, lit: literalPrefix(pat), class: cl})
+		c.rules = append(c.rules, cl)
+		patterns[i] = r.Pattern
 		p.m[r.Name] = cl
 	}
+	c.table = glob.Compile(patterns)
 	c.other = old(Other)
 	p.m[Other] = c.other
 	if prev != nil {
@@ -257,11 +250,8 @@ func (t *Tally) Pending() bool { return len(t.pend) > 0 }
 // ClassifyCached is Classify with cc (nil: none) remembering the last
 // prefix: a prefix's class never changes within one Classes.
 func (c *Classes) ClassifyCached(key []byte, cc *Cache) *Class {
-	for i := range c.rules {
-		r := &c.rules[i]
-		if bytes.HasPrefix(key, r.lit) && glob.Match(r.pattern, key) {
-			return r.class
-		}
+	if i := c.table.Match(key); i >= 0 {
+		return c.rules[i]
 	}
 	if cc != nil && cc.owner == c {
 		// The cached prefix holds no ':', so a key that starts with it
@@ -336,8 +326,8 @@ func (c *Classes) Counts() []Counts {
 		a, l := cl.counts()
 		out = append(out, Counts{Name: cl.name, Kind: k, Allowed: a, Limited: l})
 	}
-	for _, r := range c.rules {
-		add(r.class, KindRule)
+	for _, cl := range c.rules {
+		add(cl, KindRule)
 	}
 	for _, cl := range p.order {
 		add(cl, KindPrefix)

@@ -1,10 +1,14 @@
 package keyclass
 
 import (
+	"errors"
 	"fmt"
+	"math/rand"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cellserver/cellserver/internal/glob"
 )
 
 func TestParseRules(t *testing.T) {
@@ -296,5 +300,65 @@ func BenchmarkClassify(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestRuleCap: more than MaxRules rules are refused, by ParseRules and by
+// lines that add up past the cap, with the count and the cap.
+func TestRuleCap(t *testing.T) {
+	rules := func(from, n int) string {
+		var b strings.Builder
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(&b, "c%d c%d:* ", i, i)
+		}
+		return b.String()
+	}
+	if _, err := ParseRules(rules(0, MaxRules)); err != nil {
+		t.Fatalf("ParseRules(%d rules) = %v", MaxRules, err)
+	}
+	tests := []struct {
+		name string
+		set  func() error
+		want string
+	}{
+		{"ParseRules", func() error { _, err := ParseRules(rules(0, 5000)); return err }, "keyclass: bad rule: too many rules: 5000, at most 1024"},
+		{"lines adding up", func() error {
+			var rs Rules
+			if err := rs.Set(rules(0, 1000)); err != nil {
+				return err
+			}
+			return rs.Set(rules(1000, 25))
+		}, "keyclass: bad rule: too many rules: 1025, at most 1024"},
+	}
+	for _, tt := range tests {
+		err := tt.set()
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrRule) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestClassifyFirstRule: on random keys, the compiled rules give the
+// class of the first rule whose glob matches, as a scan in order does.
+func TestClassifyFirstRule(t *testing.T) {
+	rs := mustRules(t, "vip user:vip-* any *:api:* short ?:* cls [a-c]*:x* long *a*a*a*b")
+	c := New(Config{Rules: rs}, nil)
+	r := rand.New(rand.NewSource(5))
+	const alphabet = "abcuser:vip-x"
+	for k := 0; k < 5000; k++ {
+		key := make([]byte, r.Intn(14))
+		for i := range key {
+			key[i] = alphabet[r.Intn(len(alphabet))]
+		}
+		want := Other
+		for _, rule := range rs {
+			if glob.Match([]byte(rule.Pattern), key) {
+				want = rule.Name
+				break
+			}
+		}
+		if got := c.Classify(key).Name(); got != want {
+			t.Fatalf("Classify(%q) = %q, want %q", key, got, want)
+		}
 	}
 }

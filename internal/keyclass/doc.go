@@ -7,7 +7,13 @@
 // they are seen; every later prefix, a key without ':' and a prefix that
 // cannot be a label (longer than MaxNameLen, or bytes other than printable
 // ASCII except ',', '=', '"' and '\') count under Other. So the classes
-// never number more than rules + Limit + 1, whatever the keys.
+// never number more than rules + Limit + 1, whatever the keys, and never
+// more than MaxClasses (MaxRules rules, MaxLimit prefixes, Other) whatever
+// the configuration: that bounds the label values of the class metrics.
+//
+// The rules' patterns are compiled into one glob.Table when the classes
+// are made, so a key is matched against every rule in one pass over the
+// key, whatever their number.
 //
 // Classify never allocates and takes no lock once a prefix is known: the
 // prefix table is an immutable map swapped whole (copy on write) when a

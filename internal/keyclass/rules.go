@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cellserver/cellserver/internal/glob"
 )
 
 // Other is the class of every key no rule and no prefix class takes.
@@ -12,8 +14,14 @@ const Other = "other"
 // MaxNameLen is the longest class name, a rule's or a prefix's, in bytes.
 const MaxNameLen = 64
 
+// MaxRules is the most rules (glob.MaxRules): the rules are compiled into
+// one glob.Table, matched in one pass over the key whatever their number,
+// and each names a class, so the cap bounds both the table and the label
+// values (see MaxClasses).
+const MaxRules = glob.MaxRules
+
 // maxPatternLen bounds a rule's pattern, in bytes.
-const maxPatternLen = 512
+const maxPatternLen = glob.MaxPatternLen
 
 // ErrRule is wrapped by every error about a rule.
 var ErrRule = errors.New("keyclass: bad rule")
@@ -37,6 +45,9 @@ func ParseRules(v string) (Rules, error) {
 	if len(f)%2 != 0 {
 		return nil, fmt.Errorf("%w: expected NAME PATTERN pairs, got %d words", ErrRule, len(f))
 	}
+	if err := checkCount(len(f) / 2); err != nil {
+		return nil, err
+	}
 	var out Rules
 	for i := 0; i < len(f); i += 2 {
 		r := Rule{Name: f[i], Pattern: f[i+1]}
@@ -56,6 +67,14 @@ func (r Rule) check() error {
 		return fmt.Errorf("%w: class name %q is reserved (keys no class takes)", ErrRule, Other)
 	case len(r.Pattern) > maxPatternLen:
 		return fmt.Errorf("%w: class %s: pattern longer than %d bytes", ErrRule, r.Name, maxPatternLen)
+	}
+	return nil
+}
+
+// checkCount refuses more than MaxRules rules.
+func checkCount(n int) error {
+	if n > MaxRules {
+		return fmt.Errorf("%w: too many rules: %d, at most %d", ErrRule, n, MaxRules)
 	}
 	return nil
 }
@@ -83,6 +102,9 @@ func (rs *Rules) Set(v string) error {
 		return err
 	}
 	all := append(append(Rules(nil), *rs...), add...)
+	if err := checkCount(len(all)); err != nil {
+		return err
+	}
 	if err := all.checkNames(); err != nil {
 		return err
 	}

@@ -14,9 +14,11 @@ import (
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
-// MaxRules bounds each list: every limiter request is matched against the
-// rules, so their number is its cost.
-const MaxRules = 64
+// MaxRules bounds each list (glob.MaxRules), and glob.MaxPatternLen each
+// pattern: a list is compiled into one glob.Table, matched in one pass
+// over the key whatever its number of rules, and the caps bound its
+// compilation and the cost of a key whose path it has not cached.
+const MaxRules = glob.MaxRules
 
 // Errors of Parse.
 var (
@@ -24,7 +26,10 @@ var (
 	// come in groups of four (pattern burst rate period).
 	ErrRuleArity = errors.New("expected groups of: pattern burst rate period")
 	// ErrTooManyRules is returned for more than MaxRules rules.
-	ErrTooManyRules = errors.New("too many rules")
+	ErrTooManyRules = glob.ErrTooManyRules
+	// ErrPatternTooLong is returned for a pattern longer than
+	// glob.MaxPatternLen.
+	ErrPatternTooLong = glob.ErrPatternTooLong
 )
 
 // Override is one limit-override rule: requests on keys matching Pattern
@@ -79,8 +84,12 @@ func ParseOverrides(v string) ([]Override, error) {
 	if len(words)%4 != 0 {
 		return nil, ErrRuleArity
 	}
-	if len(words)/4 > MaxRules {
-		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyRules, len(words)/4, MaxRules)
+	patterns := make([]string, 0, len(words)/4)
+	for i := 0; i < len(words); i += 4 {
+		patterns = append(patterns, words[i])
+	}
+	if err := glob.CheckRules(patterns); err != nil {
+		return nil, err
 	}
 	var out []Override
 	for i := 0; i < len(words); i += 4 {
@@ -128,8 +137,8 @@ func ParseShadow(v string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(words) > MaxRules {
-		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyRules, len(words), MaxRules)
+	if err := glob.CheckRules(words); err != nil {
+		return nil, err
 	}
 	return words, nil
 }
@@ -152,22 +161,29 @@ func FormatShadow(patterns []string) string {
 	return strings.Join(s, " ")
 }
 
-// rules is one immutable rule set, with its patterns as bytes (matched
-// without converting).
+// rules is one immutable rule set, each list with its patterns compiled
+// into one table.
 type rules struct {
 	overrides []Override
 	shadow    []string
-	opat      [][]byte
-	spat      [][]byte
+	otab      *glob.Table // the overrides' patterns
+	stab      *glob.Table // shadow
 }
 
-func newRules(o []Override, s []string) *rules {
-	r := &rules{overrides: o, shadow: s}
-	for _, x := range o {
-		r.opat = append(r.opat, []byte(x.Pattern))
+// newRules compiles o and s, which a setter keeps as they are: a list
+// longer than MaxRules (which Parse refuses) still works, at the cost of
+// its compilation.
+func newRules(o []Override, s []string, otab, stab *glob.Table) *rules {
+	r := &rules{overrides: o, shadow: s, otab: otab, stab: stab}
+	if otab == nil {
+		patterns := make([]string, len(o))
+		for i, x := range o {
+			patterns[i] = x.Pattern
+		}
+		r.otab = glob.Compile(patterns)
 	}
-	for _, x := range s {
-		r.spat = append(r.spat, []byte(x))
+	if stab == nil {
+		r.stab = glob.Compile(s)
 	}
 	return r
 }
@@ -187,7 +203,7 @@ func (p *Policy) SetOverrides(o []Override) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.load()
-	p.cur.Store(newRules(o, r.shadow))
+	p.cur.Store(newRules(o, r.shadow, nil, r.stab))
 }
 
 // SetShadow replaces the shadow patterns.
@@ -195,7 +211,7 @@ func (p *Policy) SetShadow(s []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.load()
-	p.cur.Store(newRules(r.overrides, s))
+	p.cur.Store(newRules(r.overrides, s, r.otab, nil))
 }
 
 var empty rules
@@ -227,17 +243,11 @@ type Match struct {
 func (p *Policy) Lookup(key []byte) Match {
 	r := p.load()
 	var m Match
-	for i := range r.overrides {
-		if glob.Match(r.opat[i], key) {
-			m.Override = &r.overrides[i]
-			break
-		}
+	if i := r.otab.Match(key); i >= 0 {
+		m.Override = &r.overrides[i]
 	}
-	for i, s := range r.shadow {
-		if glob.Match(r.spat[i], key) {
-			m.Shadow, m.ShadowOK = s, true
-			break
-		}
+	if i := r.stab.Match(key); i >= 0 {
+		m.Shadow, m.ShadowOK = r.shadow[i], true
 	}
 	return m
 }
@@ -248,17 +258,15 @@ func (p *Policy) Lookup(key []byte) Match {
 // kind (a limit of 0 for a window limiter, a sliding log's limit above
 // opt's maximum, a span beyond engine.MaxSpan) fails with that error,
 // wrapped with the rule's pattern; req is then unchanged. With no rules
-// Apply costs one atomic load.
+// Apply costs one atomic load; with rules, one pass over the key per list
+// (glob.Table), whatever their number.
 func (p *Policy) Apply(key []byte, req *engine.Request, opt engine.ParseOptions) error {
 	r := p.cur.Load()
 	if r == nil || (len(r.overrides) == 0 && len(r.shadow) == 0) {
 		return nil
 	}
-	for i := range r.overrides {
+	if i := r.otab.Match(key); i >= 0 {
 		o := &r.overrides[i]
-		if !glob.Match(r.opat[i], key) {
-			continue
-		}
 		next := *req
 		next.Burst, next.Period = o.Burst, o.Period
 		if req.Kind == engine.KindFixedWindow || req.Kind == engine.KindSlidingWindow || req.Kind == engine.KindSlidingLog {
@@ -281,14 +289,10 @@ func (p *Policy) Apply(key []byte, req *engine.Request, opt engine.ParseOptions)
 		}
 		*req = next
 		p.overridden.Add(1)
-		break
 	}
-	for _, s := range r.spat {
-		if glob.Match(s, key) {
-			req.Shadow = true
-			p.shadowed.Add(1)
-			break
-		}
+	if r.stab.Match(key) >= 0 {
+		req.Shadow = true
+		p.shadowed.Add(1)
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package limitpolicy
 
 import (
 	"errors"
+	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/glob"
 )
 
 func TestParseOverrides(t *testing.T) {
@@ -104,4 +107,85 @@ func TestApplyNoRulesAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = p.Apply(key, &req, engine.ParseOptions{}) }); n != 0 {
 		t.Errorf("Apply with rules allocates %v times per call, want 0", n)
 	}
+}
+
+// TestParseCaps: a list of more than MaxRules rules, or a pattern longer
+// than glob.MaxPatternLen, is refused with the count or the rule and the
+// cap; a list at the cap is taken.
+func TestParseCaps(t *testing.T) {
+	overrides := func(n int, pattern string) string {
+		return strings.Repeat(pattern+" 1 1 1 ", n)
+	}
+	shadow := func(n int, pattern string) string {
+		return strings.Repeat(pattern+" ", n)
+	}
+	long := strings.Repeat("a", glob.MaxPatternLen+1)
+	tests := []struct {
+		name    string
+		parse   func(string) error
+		in      string
+		wantErr error
+		text    string
+	}{
+		{"overrides at the cap", func(v string) error { _, err := ParseOverrides(v); return err }, overrides(MaxRules, "x:*"), nil, ""},
+		{"overrides over the cap", func(v string) error { _, err := ParseOverrides(v); return err }, overrides(MaxRules+1, "x:*"), ErrTooManyRules, "too many rules: 1025, at most 1024"},
+		{"override pattern too long", func(v string) error { _, err := ParseOverrides(v); return err }, overrides(1, "x:*") + overrides(1, long), ErrPatternTooLong, "rule 2: pattern too long: 513 bytes, at most 512"},
+		{"shadow at the cap", func(v string) error { _, err := ParseShadow(v); return err }, shadow(MaxRules, "x:*"), nil, ""},
+		{"shadow over the cap", func(v string) error { _, err := ParseShadow(v); return err }, shadow(5000, "x:*"), ErrTooManyRules, "too many rules: 5000, at most 1024"},
+		{"shadow pattern too long", func(v string) error { _, err := ParseShadow(v); return err }, long, ErrPatternTooLong, "rule 1: pattern too long: 513 bytes, at most 512"},
+	}
+	for _, tt := range tests {
+		err := tt.parse(tt.in)
+		if !errors.Is(err, tt.wantErr) || (err != nil && err.Error() != tt.text) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.text)
+		}
+	}
+}
+
+// TestLookupFirstMatch: on random keys, the compiled lists answer what a
+// scan of the rules in order answers (the first match wins).
+func TestLookupFirstMatch(t *testing.T) {
+	patterns := []string{"vip:*", "*:vip", "user:?", "user:[0-4]*", "*a*a*a*b", "user:*", "*"}
+	var o []Override
+	for i, p := range patterns[:len(patterns)-1] {
+		o = append(o, Override{Pattern: p, Burst: int64(i), Rate: 1, Period: int64(time.Second)})
+	}
+	var p Policy
+	p.SetOverrides(o)
+	p.SetShadow(patterns[2:])
+	r := rand.New(rand.NewSource(9))
+	for k := 0; k < 5000; k++ {
+		key := []byte(randomKey(r))
+		m := p.Lookup(key)
+		wantO, wantS := -1, -1
+		for i := range o {
+			if glob.Match([]byte(o[i].Pattern), key) {
+				wantO = i
+				break
+			}
+		}
+		for i, s := range patterns[2:] {
+			if glob.Match([]byte(s), key) {
+				wantS = i
+				break
+			}
+		}
+		gotO := -1
+		if m.Override != nil {
+			gotO = int(m.Override.Burst)
+		}
+		if gotO != wantO || m.ShadowOK != (wantS >= 0) || (wantS >= 0 && m.Shadow != patterns[2+wantS]) {
+			t.Fatalf("Lookup(%q) = %+v, want override %d, shadow %d", key, m, wantO, wantS)
+		}
+	}
+}
+
+func randomKey(r *rand.Rand) string {
+	prefixes := []string{"vip:", "user:", "", "a", "x:"}
+	const alphabet = "abv:ip0123456789"
+	b := []byte(prefixes[r.Intn(len(prefixes))])
+	for n := r.Intn(10); n > 0; n-- {
+		b = append(b, alphabet[r.Intn(len(alphabet))])
+	}
+	return string(b)
 }

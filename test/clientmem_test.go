@@ -28,7 +28,10 @@ const residentBound = 128 << 20
 // disconnected, each counted in INFO (evicted_clients) and in metrics,
 // and a normal client still works afterwards.
 // Both ways of serving clients are checked: event loops (the default)
-// and a goroutine per client.
+// and a goroutine per client. The transaction caps are raised past the
+// case's 100,000 commands: under their defaults (10,000 commands, 1mb) each
+// queue is refused long before, and it is maxmemory-clients that is tested
+// here.
 func TestClientMemoryBoundedByMaxmemory(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the resident size from /proc (Linux)")
@@ -47,7 +50,8 @@ func TestClientMemoryBoundedByMaxmemory(t *testing.T) {
 func testClientMemoryBound(t *testing.T, args ...string) {
 	mport := freePort(t)
 	maddr := "127.0.0.1:" + strconv.Itoa(mport)
-	s := startServer(t, append([]string{"--maxmemory", "20mb", "--save", "", "--metrics-addr", maddr}, args...)...)
+	s := startServer(t, append([]string{"--maxmemory", "20mb", "--save", "", "--metrics-addr", maddr,
+		"--transaction-max-commands", "100000", "--transaction-max-bytes", "256mb"}, args...)...)
 	pid := s.cmd.Process.Pid
 
 	const clients, queued = 20, 100_000

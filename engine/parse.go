@@ -184,10 +184,13 @@ const (
 // result is checked with Validate, and a sliding log's limit against
 // opt.MaxLogLimit.
 //
-// Errors wrap, with the parameter's name: ErrArity (argument count),
-// ErrSyntax (an unknown option), ErrNotInteger (not a number, or out of
-// range), ErrInvalidDuration, ErrNegative, ErrZero, ErrOverflow and
-// ErrLogLimit. ParseRequest does not allocate unless it fails.
+// Errors: ErrArity (argument count); ErrSyntax (an unknown option);
+// ErrNotInteger, with the parameter's name, for a number that is not an
+// integer; an *ArgError, naming the argument, its text and its range, for
+// a value out of range (wrapping ErrNegative, ErrZero, ErrNotInteger for a
+// value beyond its bound, ErrOverflow or ErrLogLimit) or a duration that
+// does not parse (wrapping ErrInvalidDuration). ParseRequest does not
+// allocate unless it fails.
 func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 	// Every command reads burst [rate] period [quantity]; only the window
 	// limiters have no rate, and only TB.TAKE may end with INTERVAL.
@@ -205,19 +208,23 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 		return Request{}, ErrArity
 	}
 	r := Request{Kind: kind, Quantity: 1}
+	var text [4][]byte // each field's argument, for ArgError.Value
 	var err error
+	text[fBurst] = args[0]
 	if r.Burst, err = ParseInt(args[0]); err != nil {
-		return Request{}, paramErr(kind, fBurst, err)
+		return Request{}, intErr(kind, fBurst, args[0], err)
 	}
 	rest := args[1:]
 	if minArgs == 3 {
+		text[fRate] = rest[0]
 		if r.Rate, err = ParseInt(rest[0]); err != nil {
-			return Request{}, paramErr(kind, fRate, err)
+			return Request{}, intErr(kind, fRate, rest[0], err)
 		}
 		rest = rest[1:]
 	}
+	text[fPeriod] = rest[0]
 	if r.Period, err = parsePeriod(kind, rest[0]); err != nil {
-		return Request{}, paramErr(kind, fPeriod, err)
+		return Request{}, err
 	}
 	rest = rest[1:]
 	if kind == KindTokenBucket && len(rest) > 0 && equalFold(rest[len(rest)-1], "interval") {
@@ -227,13 +234,17 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 	switch len(rest) {
 	case 0:
 	case 1:
+		text[fQuantity] = rest[0]
 		if r.Quantity, err = ParseInt(rest[0]); err != nil {
-			return Request{}, paramErr(kind, fQuantity, err)
+			return Request{}, intErr(kind, fQuantity, rest[0], err)
 		}
 	default:
 		return Request{}, ErrSyntax // two trailing arguments and the last is not INTERVAL
 	}
 	if err := r.Validate(); err != nil {
+		if ae, ok := err.(*ArgError); ok && text[ae.field] != nil {
+			ae.Value = string(text[ae.field]) // as the client wrote it
+		}
 		return Request{}, err
 	}
 	if kind == KindSlidingLog {
@@ -242,10 +253,24 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 			maxLimit = DefaultMaxLogLimit
 		}
 		if r.Burst > maxLimit {
-			return Request{}, paramErr(kind, fBurst, ErrLogLimit)
+			ae := argErr(kind, fBurst, r.Burst, ErrLogLimit).bounded(BoundLogLimit, maxLimit)
+			ae.Value = string(args[0])
+			return Request{}, ae
 		}
 	}
 	return r, nil
+}
+
+// intErr is the error of field's integer argument b that ParseInt
+// refused with err: an ArgError naming its range when b is an integer
+// beyond int64, else err with the argument's name (not a number).
+func intErr(kind Kind, field int, b []byte, err error) error {
+	if wellFormedInt(b) {
+		ae := argErr(kind, field, 0, ErrNotInteger)
+		ae.Value = string(b)
+		return ae
+	}
+	return paramErr(kind, field, err)
 }
 
 // parsePeriod parses a period or window argument into nanoseconds:
@@ -253,16 +278,31 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 // integer there), every other command's as a duration (ParseDuration).
 func parsePeriod(kind Kind, b []byte) (int64, error) {
 	if kind != KindGCRA {
-		return ParseDuration(b)
+		ns, err := ParseDuration(b)
+		switch {
+		case errors.Is(err, ErrInvalidDuration):
+			ae := argErr(kind, fPeriod, 0, ErrInvalidDuration)
+			ae.Value = string(b)
+			return 0, ae
+		case err != nil: // digits, but beyond int64 nanoseconds
+			ae := argErr(kind, fPeriod, 0, ErrNotInteger)
+			ae.Value = string(b)
+			return 0, ae
+		}
+		return ns, nil
 	}
 	sec, err := ParseInt(b)
-	switch {
-	case err != nil:
-		return 0, err
-	case sec < 0:
-		return 0, ErrNegative
-	case sec > MaxPeriod/1e9:
-		return 0, ErrNotInteger
+	if err != nil {
+		return 0, intErr(kind, fPeriod, b, err)
+	}
+	if sec < 0 || sec > MaxPeriod/1e9 {
+		sentinel := ErrNotInteger
+		if sec < 0 {
+			sentinel = ErrNegative
+		}
+		ae := argErr(kind, fPeriod, 0, sentinel)
+		ae.Value = string(b)
+		return 0, ae
 	}
 	return sec * 1e9, nil
 }
@@ -283,7 +323,9 @@ func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, err
 		a := args[5*g : 5*g+5]
 		r, err := ParseRequest(KindGCRA, a[1:], opt)
 		if err == nil && r.Quantity < 0 {
-			err = paramErr(KindGCRA, fQuantity, ErrNegative)
+			ae := argErr(KindGCRA, fQuantity, r.Quantity, ErrNegative)
+			ae.Value, ae.Min = string(a[4]), 0 // no refunds here
+			err = ae
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("limit %d: %w", g+1, err)
@@ -303,8 +345,10 @@ func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, err
 // Ranges: Burst in 0..MaxCount (1..MaxCount except for GCRA); Rate in
 // 1..MaxCount for GCRA and the buckets, 0 for the windows; Period in
 // 1..MaxPeriod ns; |Quantity| <= MaxCount and Quantity >= 0 except for GCRA;
-// Interval only for the token bucket. A negative value is ErrNegative, a zero
-// rate, period or limit ErrZero, a value beyond its bound ErrNotInteger.
+// Interval only for the token bucket. A value out of its range is an
+// *ArgError (with the range) wrapping ErrNegative for a negative value,
+// ErrZero for a zero rate, period or limit, ErrNotInteger for a value
+// beyond its bound and ErrOverflow for the span rule below.
 //
 // Span rule — every derived duration fits in MaxSpan, so algorithms may add
 // any of them to a time without overflow checks (ErrOverflow otherwise):
@@ -323,21 +367,21 @@ func (r *Request) Validate() error {
 	}
 	switch {
 	case r.Burst < 0:
-		return paramErr(k, fBurst, ErrNegative)
+		return argErr(k, fBurst, r.Burst, ErrNegative)
 	case r.Burst == 0 && k != KindGCRA:
-		return paramErr(k, fBurst, ErrZero)
+		return argErr(k, fBurst, r.Burst, ErrZero)
 	case r.Burst > MaxCount:
-		return paramErr(k, fBurst, ErrNotInteger)
+		return argErr(k, fBurst, r.Burst, ErrNotInteger)
 	}
 	switch k {
 	case KindGCRA, KindTokenBucket, KindLeakyBucket:
 		switch {
 		case r.Rate < 0:
-			return paramErr(k, fRate, ErrNegative)
+			return argErr(k, fRate, r.Rate, ErrNegative)
 		case r.Rate == 0:
-			return paramErr(k, fRate, ErrZero)
+			return argErr(k, fRate, r.Rate, ErrZero)
 		case r.Rate > MaxCount:
-			return paramErr(k, fRate, ErrNotInteger)
+			return argErr(k, fRate, r.Rate, ErrNotInteger)
 		}
 	default:
 		if r.Rate != 0 {
@@ -346,17 +390,17 @@ func (r *Request) Validate() error {
 	}
 	switch {
 	case r.Period < 0:
-		return paramErr(k, fPeriod, ErrNegative)
+		return argErr(k, fPeriod, r.Period, ErrNegative)
 	case r.Period == 0:
-		return paramErr(k, fPeriod, ErrZero)
+		return argErr(k, fPeriod, r.Period, ErrZero)
 	case r.Period > MaxPeriod:
-		return paramErr(k, fPeriod, ErrNotInteger)
+		return argErr(k, fPeriod, r.Period, ErrNotInteger)
 	}
 	switch {
 	case r.Quantity < 0 && k != KindGCRA:
-		return paramErr(k, fQuantity, ErrNegative)
+		return argErr(k, fQuantity, r.Quantity, ErrNegative)
 	case r.Quantity > MaxCount || r.Quantity < -MaxCount:
-		return paramErr(k, fQuantity, ErrNotInteger)
+		return argErr(k, fQuantity, r.Quantity, ErrNotInteger)
 	}
 	if r.Interval && k != KindTokenBucket {
 		return fmt.Errorf("INTERVAL: %w", ErrSyntax)
@@ -365,15 +409,25 @@ func (r *Request) Validate() error {
 	case KindGCRA:
 		t := emissionInterval(r.Period, r.Rate)
 		if t == 0 {
-			return paramErr(k, fRate, ErrZero)
+			// period / count_per_period below 1 ns: at most one per
+			// nanosecond of period (count_per_period <= MaxCount, exact
+			// as a float64, so the float division agrees).
+			return argErr(k, fRate, r.Rate, ErrZero).bounded(BoundPerNanosecond, r.Period)
 		}
 		if _, ok := spanProduct(t, r.Burst+1); !ok {
-			return paramErr(k, fBurst, ErrOverflow)
+			// T × (max_burst+1) <= MaxSpan.
+			return argErr(k, fBurst, r.Burst, ErrOverflow).bounded(BoundSpan, MaxSpan/t-1)
 		}
 	case KindTokenBucket, KindLeakyBucket:
 		periods := (r.Burst + r.Rate - 1) / r.Rate
 		if _, ok := spanProduct(periods, r.Period); !ok {
-			return paramErr(k, fBurst, ErrOverflow)
+			// ⌈capacity/rate⌉ <= MaxSpan/period: capacity <= that × rate.
+			p := MaxSpan / r.Period
+			hi := MaxCount
+			if p <= MaxCount/r.Rate {
+				hi = p * r.Rate
+			}
+			return argErr(k, fBurst, r.Burst, ErrOverflow).bounded(BoundSpan, hi)
 		}
 	}
 	return nil

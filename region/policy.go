@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cellserver/cellserver/internal/glob"
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // Mode is how the regions share one key's limit.
@@ -67,12 +68,9 @@ func (r Rule) String() string {
 	return s
 }
 
-func quote(s string) string {
-	if s == "" || strings.ContainsAny(s, " \t\"'\\") {
-		return strconv.Quote(s)
-	}
-	return s
-}
+// quote writes a pattern as ParsePolicy's caller reads it back (the
+// configuration file's quoting, setting.SplitLine).
+func quote(s string) string { return setting.Quote(s) }
 
 // Policy is an ordered list of rules: a key is decided by the first rule
 // whose pattern matches it, and is ModeLocal when none does. The patterns

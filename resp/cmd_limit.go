@@ -21,14 +21,15 @@ const countRange = "0 up to 2^40"
 // durationErrors are the errors of a duration argument, for the commands
 // that take one.
 var durationErrors = []string{
-	"`ERR <argument>: invalid duration` for a duration that does not parse: a fraction (`1.5s`), a unit other than `ms`, `s`, `m`, `h`, `d` (`1w`, `1us`), or a space (`\" 1s\"`).",
+	"`ERR <argument> \"<value>\" is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from 1ms..3660d` for a duration that does not parse: a fraction (`1.5s`), a unit other than `ms`, `s`, `m`, `h`, `d` (`1w`, `1us`), or a space (`\" 1s\"`).",
+	"`ERR <argument> <value> is out of range: must be 1ms..3660d` for a period or window of 0, a negative one or one above 3660 days (`TB.TAKE tb1 10 1 3661d` → `ERR refill_period 3661d is out of range: must be 1ms..3660d`).",
 }
 
 var limiterErrors = []string{
 	"`WRONGTYPE Operation against a key holding the wrong kind of value` when the key holds another kind of limiter (nothing changes).",
-	"`ERR value is not an integer or out of range` for a malformed number or one beyond its range.",
-	"`ERR <argument>: negative value` for a negative count; `ERR <argument>: zero rate or period` for a zero rate, period, window, limit or capacity.",
-	"`ERR <argument>: parameters overflow` when the derived duration (tolerance, time to refill or drain) exceeds 2^62 ns.",
+	"`ERR value is not an integer or out of range` for a number that is not a decimal integer (`x`, `1.5`, `60s` where whole seconds are expected), as Redis and redis-cell word it.",
+	"`ERR <argument> <value> is out of range: must be <min>..<max>` for a number outside its argument's range (negative, zero where at least 1 is needed, above 2^40, or an integer beyond 64 bits): `CL.THROTTLE k -1 30 60` → `ERR max_burst -1 is out of range: must be 0..1099511627776`.",
+	"`ERR <argument> <value> is out of range: must be <min>..<max> with these rate and period (the time to refill or drain completely must stay under 2^62 ns, about 146 years)` when max_burst or capacity, each in range, makes the derived duration (GCRA tolerance, time to refill or drain) exceed 2^62 ns; `<max>` is the largest that fits with the other arguments.",
 	"`ERR wrong number of arguments for '<command>' command`.",
 	"`OOM command not allowed when used memory > 'maxmemory'.` under `maxmemory-policy noeviction` while the keyspace is over `maxmemory`, when the request would create a key or grow one (an SL.ADD entry that needs a larger log); nothing changes. Requests that keep a key's size, denials and peeks still answer.",
 }
@@ -48,7 +49,7 @@ func limiterCommands() []*Command {
 				{Name: "quantity", Type: "integer", Optional: true, Doc: "units this request takes (default 1); 0 peeks; negative gives capacity back (at most to a fresh key's state); from -2^40 up to 2^40"},
 			},
 			Reply:  limiterReply + " `retry_after` and `reset_after` are whole seconds: truncated, plus one when the remainder is at least 1 ms (redis-cell's rule).",
-			Errors: append([]string{"`ERR period: zero rate or period` for a period of 0; `ERR count_per_period: zero rate or period` for a count_per_period of 0, or when `period / count_per_period` is below 1 ns (redis-cell: zero rates are not supported)."}, limiterErrors...),
+			Errors: append([]string{"`ERR period <value> is out of range: must be 1..316224000 seconds` for a period of 0, a negative one or one above 3660 days (`CL.THROTTLE kb 5 5 316224001`); `ERR count_per_period <value> is out of range: must be 1..<period in ns> for this period (period / count_per_period must be at least 1 ns)` when `period / count_per_period` is below 1 ns (`CL.THROTTLE kb 5 1099511627776 1` → `… must be 1..1000000000 for this period …`; redis-cell does not support such rates either)."}, limiterErrors...),
 			Notes: []string{
 				"Example on a fresh key: `CL.THROTTLE user123 15 30 60` → `0 16 15 -1 2`.",
 				"The key stores the theoretical arrival time (TAT) and expires at it; `GET key` returns the TAT as decimal nanoseconds since the Unix epoch, as redis-cell stores it.",
@@ -72,7 +73,7 @@ func limiterCommands() []*Command {
 			},
 			Reply: "Array holding one CL.THROTTLE-shaped array per limit, in order. A limit's `limited` is 1 when it is one that refused; in a refused call the limits that would have allowed report what a peek (quantity 0) would answer at that instant, and nothing is consumed.",
 			Errors: append([]string{"`ERR wrong number of arguments for 'cl.throttleall' command` unless the arguments come in groups of five.",
-				"Parameter errors as CL.THROTTLE, prefixed by the limit's position (`ERR limit 2: quantity: negative value`)."}, limiterErrors[0]),
+				"Parameter errors as CL.THROTTLE, prefixed by the limit's position (`ERR limit 2: quantity -1 is out of range: must be 0..1099511627776`)."}, limiterErrors[0]),
 			Notes:   []string{"A key named twice has both quantities counted against it, in order. Keys on different shards are locked in a fixed order, so concurrent calls never deadlock."},
 			Prepare: prepareThrottleAll,
 			Finish:  finishThrottleAll,
@@ -134,7 +135,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 			"can hold about 2 MB. MEMORY USAGE reports it and `maxmemory` counts it."}
 		limitDoc = "requests allowed per window; 1 up to the server's sl-max-limit (default 100000)"
 		complexity = "O(log N) where N is the number of entries in the window, O(N) memory per key"
-		errs = append([]string{"`ERR limit: limit exceeds the sliding log maximum` for a limit above sl-max-limit."}, errs...)
+		errs = append([]string{"`ERR limit <value> is out of range: must be 1..<sl-max-limit> (sl-max-limit)` for a limit above sl-max-limit (`ERR limit 100001 is out of range: must be 1..100000 (sl-max-limit)` by default)."}, errs...)
 	}
 	return &Command{
 		Name: name, Arity: -4, MaxArgs: 5, Flags: FlagWrite | FlagDenyOOM | FlagFast,

@@ -167,6 +167,11 @@ to fresh.
 - ` + "`ERR unknown subcommand '<sub>'. Try <COMMAND> HELP.`" + `
 - ` + "`NOAUTH Authentication required.`" + ` before AUTH when a password is set (every command but AUTH, HELLO and QUIT).
 - ` + "`ERR Protocol error: ...`" + ` for malformed input (the connection is then closed).
+- ` + "`ERR value is not an integer or out of range`" + ` for a numeric argument that is not a decimal integer.
+- ` + "`ERR <argument> <value> is out of range: must be <min>..<max>`" + ` for a limiter's numeric argument outside its range,
+  naming the argument as the command's syntax does, the value as given and the range (in seconds for CL.THROTTLE's
+  period, as a duration for other periods and windows); a bound set by another argument is said after the range
+  (` + "`for this period`" + `, ` + "`with these rate and period`" + `, ` + "`(sl-max-limit)`" + `). Each command below lists its own.
 
 The connection stays usable after any error reply other than a protocol error.
 
@@ -174,7 +179,7 @@ The connection stays usable after any error reply other than a protocol error.
 
 1. Inputs on which redis-cell returns garbage are errors: a negative ` + "`max_burst`" + `,
    ` + "`count_per_period`" + ` or ` + "`period`" + `, and a tolerance that overflows 64-bit nanoseconds.
-2. Error texts use Redis's ` + "`ERR …`" + ` wording.
+2. Error texts use Redis's ` + "`ERR …`" + ` wording; an argument out of range is named, with its value and its range.
 3. A refund (negative quantity) never gives back more than a fresh key's state.
 4. ` + "`TYPE`" + ` names the limiter kind (` + "`gcra`" + `, ...) instead of ` + "`string`" + `.
 5. Keys are binary-safe and never crash the server.

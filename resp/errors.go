@@ -3,6 +3,7 @@ package resp
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
@@ -220,6 +221,7 @@ func appendErrorText(b []byte, err error) []byte {
 		slotE  *cluster.SlotError
 		txMax  *txLimitError
 		txOut  *txReplyError
+		argE   *engine.ArgError
 	)
 	switch {
 	case errors.As(err, &remote):
@@ -326,6 +328,11 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, " HELP."...)
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
+	case errors.As(err, &argE):
+		// What wraps it ("limit 2: ", "limit-override 'x': ") stays in
+		// front.
+		b = appendLine(append(b, "ERR "...), strings.TrimSuffix(err.Error(), argE.Error()))
+		return appendArgError(b, argE)
 	case errors.As(err, &perr):
 		return appendLine(append(b, "ERR "...), perr.Error())
 	}
@@ -389,6 +396,44 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 		return append(b, " first, wipe that node's data directory and RAFT.JOIN it as a new member"...)
 	}
 	return append(b, ". Wipe that node's data directory and RAFT.JOIN it again"...)
+}
+
+// appendArgError words a limiter argument's refusal: its name, its value
+// as given and the range it must be in, in the argument's unit, with what
+// narrows that range when another argument does.
+func appendArgError(b []byte, e *engine.ArgError) []byte {
+	b = appendLine(b, e.Arg)
+	b = append(b, ' ')
+	if errors.Is(e.Err, engine.ErrInvalidDuration) {
+		b = strconv.AppendQuote(b, string(clip([]byte(e.Value)))) // shows a stray space
+		b = append(b, " is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from "...)
+		b = appendArgRange(b, e)
+		return b
+	}
+	b = appendLine(b, clip([]byte(e.Value)))
+	b = append(b, " is out of range: must be "...)
+	b = appendArgRange(b, e)
+	switch e.Bound {
+	case engine.BoundPerNanosecond:
+		b = append(b, " for this period (period / count_per_period must be at least 1 ns)"...)
+	case engine.BoundSpan:
+		b = append(b, " with these rate and period (the time to refill or drain completely must stay under 2^62 ns, about 146 years)"...)
+	case engine.BoundLogLimit:
+		b = append(b, " (sl-max-limit)"...)
+	}
+	return b
+}
+
+// appendArgRange writes e's range: "1..1099511627776", "1..316224000
+// seconds", "1ms..3660d".
+func appendArgRange(b []byte, e *engine.ArgError) []byte {
+	b = append(b, engine.FormatValue(e.Min, e.Unit)...)
+	b = append(b, ".."...)
+	b = append(b, engine.FormatValue(e.Max, e.Unit)...)
+	if e.Unit == engine.UnitSeconds {
+		b = append(b, " seconds"...)
+	}
+	return b
 }
 
 // appendLine appends s with CR and LF replaced by spaces, so that no text

@@ -323,8 +323,8 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 }
 
 // readConfigFile applies a redis.conf-style file: one directive per line,
-// its arguments separated by spaces (double or single quotes group words),
-// # starts a comment line. An unknown directive is an error naming the file
+// its arguments separated by spaces (quoted as Redis quotes them; see
+// setting.SplitLine), # starts a comment line. An unknown directive is an error naming the file
 // and line.
 func readConfigFile(cfg *Config, path string) error {
 	f, err := os.Open(path)
@@ -348,7 +348,7 @@ func readConfigFile(cfg *Config, path string) error {
 		if d == nil {
 			return fmt.Errorf("config %s:%d: unknown directive %q", path, line, words[0])
 		}
-		v := strings.Join(words[1:], " ")
+		v := setting.DirectiveValue(words[1:]) // a list-valued setting reads the same words
 		if prev, ok := d.field(cfg).(*string); ok && d.spec.Repeatable && seen[name] && *prev != "" {
 			v = *prev + " " + v // a repeated line adds to the value
 		}

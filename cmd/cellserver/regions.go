@@ -64,17 +64,9 @@ func (w *wordList) Set(v string) error {
 	return nil
 }
 
-// String writes the words back, quoting those that need it.
-func (w wordList) String() string {
-	out := make([]string, len(w.words))
-	for i, s := range w.words {
-		if s == "" || strings.ContainsAny(s, " \t\"'") {
-			s = strconv.Quote(s)
-		}
-		out[i] = s
-	}
-	return strings.Join(out, " ")
-}
+// String writes the words back as Set reads them, quoting those that need
+// it (setting.JoinWords).
+func (w wordList) String() string { return setting.JoinWords(w.words) }
 
 // pairs reads the words as NAME VALUE pairs.
 func (w *wordList) pairs(directive string) ([][2]string, error) {

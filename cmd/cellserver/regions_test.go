@@ -79,3 +79,66 @@ func TestRegionConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionQuoting: a password with a space or a quote, as
+// docs/regions.md writes one, reaches its peer whole from a configuration
+// file (quoted as redis.conf quotes: double quotes with escapes, single
+// quotes), from a flag (the value quoted the same way) and through
+// CONFIG REWRITE's value; so does a quoted region-policy pattern.
+func TestRegionQuoting(t *testing.T) {
+	want := map[string]string{"eu": "eu's requirepass", "ap": `ap "the" pass`, "sa": `back\slash it's`}
+	check := func(t *testing.T, cfg Config) {
+		t.Helper()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		gc, err := cfg.gateConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range gc.Peers {
+			got[p.Name] = p.Password
+		}
+		for name, pw := range want {
+			if got[name] != pw {
+				t.Errorf("peer %s password %q, want %q", name, got[name], pw)
+			}
+		}
+		if s := gc.Policy.String(); !strings.HasPrefix(s, `"login *" global us`) {
+			t.Errorf("policy %q, want the pattern \"login *\" whole", s)
+		}
+	}
+	peers := "region us\nregion-peer eu e:1\nregion-peer ap a:1\nregion-peer sa s:1\n"
+	file := peers + "region-peer-password eu \"eu's requirepass\"\n" +
+		"region-peer-password ap 'ap \"the\" pass'\n" +
+		"region-peer-password sa \"back\\\\slash it\\x27s\"\n" +
+		"region-policy \"login *\" global us\n"
+	t.Run("file", func(t *testing.T) {
+		conf := filepath.Join(t.TempDir(), "c.conf")
+		if err := os.WriteFile(conf, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := parseArgs([]string{conf}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, cfg)
+		// The value as CONFIG REWRITE and a flag carry it: one word.
+		again, _, err := parseArgs([]string{"--region", "us", "--region-peer", "eu e:1", "--region-peer", "ap a:1", "--region-peer", "sa s:1",
+			"--region-peer-password", cfg.Region.Passwords.String(), "--region-policy", cfg.Region.Policy.String()}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, again)
+	})
+	t.Run("flags", func(t *testing.T) {
+		cfg, _, err := parseArgs([]string{"--region", "us", "--region-peer", "eu e:1", "--region-peer", "ap a:1", "--region-peer", "sa s:1",
+			"--region-peer-password", `eu "eu's requirepass"`, "--region-peer-password", `ap 'ap "the" pass'`,
+			"--region-peer-password", `sa "back\\slash it's"`, "--region-policy", `"login *" global us`}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, cfg)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cellserver/cellserver/internal/glob"
+	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // Other is the class of every key no rule and no prefix class takes.
@@ -38,10 +39,14 @@ type Rule struct {
 type Rules []Rule
 
 // ParseRules reads "NAME PATTERN [NAME PATTERN ...]" (words separated by
-// spaces; "" is no rules). A name is 1 to MaxNameLen letters, digits, '_',
+// spaces and quoted as in the configuration file, setting.SplitLine; "" is
+// no rules). A name is 1 to MaxNameLen letters, digits, '_',
 // '-' or '.', not Other, and given once; a pattern is not empty.
 func ParseRules(v string) (Rules, error) {
-	f := strings.Fields(v)
+	f, err := setting.SplitLine(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRule, err)
+	}
 	if len(f)%2 != 0 {
 		return nil, fmt.Errorf("%w: expected NAME PATTERN pairs, got %d words", ErrRule, len(f))
 	}
@@ -121,7 +126,7 @@ func (rs Rules) String() string {
 		}
 		b.WriteString(r.Name)
 		b.WriteByte(' ')
-		b.WriteString(r.Pattern)
+		b.WriteString(setting.Quote(r.Pattern))
 	}
 	return b.String()
 }

@@ -62,15 +62,8 @@ func formatPeriod(ns int64) string {
 	return strconv.FormatInt(ns/int64(time.Millisecond), 10) + "ms"
 }
 
-func quote(p string) string {
-	if p == "" || strings.ContainsAny(p, " \t\"") {
-		return "'" + p + "'"
-	}
-	if strings.ContainsRune(p, '\'') {
-		return `"` + p + `"`
-	}
-	return p
-}
+// quote writes a pattern as ParseOverrides and ParseShadow read it back.
+func quote(p string) string { return setting.Quote(p) }
 
 // ParseOverrides reads limit-override's value: zero or more rules, each
 // "pattern burst rate period" (words separated by spaces; a pattern with a

@@ -18,7 +18,15 @@ func Markdown() []byte {
 		"win). A yes/no directive given alone as a flag means yes. Settings marked\n" +
 		"live can also be changed with `CONFIG SET`; `CONFIG GET` reads them.\n" +
 		"Sizes take units (`1k` = 1000, `1kb` = 1024, `mb`, `gb`); durations are Go's\n" +
-		"(`500ms`, `3s`).\n")
+		"(`500ms`, `3s`).\n\n" +
+		"Arguments are quoted as in redis.conf: `\"double quotes\"` group words and take\n" +
+		"the escapes `\\\"`, `\\\\`, `\\n`, `\\r`, `\\t`, `\\b`, `\\a` and `\\xHH`; `'single quotes'` take only\n" +
+		"`\\'`; a closing quote must end the word. A setting that holds a list of words\n" +
+		"(`region-peer-password NAME PASSWORD`, `region-policy`, `limit-override`,\n" +
+		"`limit-shadow`, `metrics-class`) reads its value with the same quoting, so that in\n" +
+		"a file `region-peer-password eu \"eu's requirepass\"`, as a flag\n" +
+		"`--region-peer-password 'eu \"two words\"'` and with CONFIG SET\n" +
+		"`CONFIG SET limit-shadow '\"a b*\" c*'` each give a word holding a space.\n")
 	for _, g := range Groups {
 		fmt.Fprintf(&b, "\n## %s\n\n", strings.ToUpper(g[:1])+g[1:])
 		b.WriteString("| directive | type | default | live | meaning |\n|---|---|---|---|---|\n")

@@ -10,45 +10,183 @@ import (
 )
 
 // This file is the configuration file's syntax, redis.conf's: one directive
-// per line, its arguments separated by spaces or tabs (double or single
-// quotes group words, without escapes), a line starting with # a comment.
-// SplitLine reads a line; Rewrite writes values back into a file's text
-// (CONFIG REWRITE) and WriteFileAtomic replaces the file.
+// per line, its arguments separated by spaces or tabs, a line starting with
+// # a comment. Quotes group words as Redis's sdssplitargs reads them:
+// "double quotes" take the escapes \" \\ \n \r \t \b \a and \xHH,
+// 'single quotes' only \'; a quote may open inside a word (a"b c" is
+// "ab c"), and a closing quote must end the word. SplitLine reads a line,
+// Quote and JoinWords write words it reads back; Rewrite writes values
+// back into a file's text (CONFIG REWRITE) and WriteFileAtomic replaces
+// the file. A list-valued setting (region-peer-password NAME PASSWORD,
+// limit-override, ...) reads its value with SplitLine too, so a flag or
+// CONFIG SET value quotes a word the way a file line does.
 
 // ErrUnbalancedQuotes is returned by SplitLine for a quote never closed.
 var ErrUnbalancedQuotes = errors.New("unbalanced quotes")
 
-// ErrUnquotable is returned (wrapped) by Rewrite for a value holding both
-// quote characters, which the file's syntax cannot write.
-var ErrUnquotable = errors.New("value holds both ' and \" and cannot be written")
+// ErrQuoteFollowed is returned by SplitLine for a closing quote followed
+// by something other than a space or the end of the line.
+var ErrQuoteFollowed = errors.New("a closing quote must be followed by a space or the end of the line")
 
-// SplitLine splits a directive line (trimmed, not a comment) into words.
+// SplitLine splits a directive line (trimmed, not a comment), or a
+// list-valued setting's value, into words.
 func SplitLine(s string) ([]string, error) {
 	var words []string
-	for i := 0; i < len(s); {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+	for i := 0; ; {
+		for i < len(s) && isBlank(s[i]) {
 			i++
 		}
 		if i == len(s) {
-			break
+			return words, nil
 		}
-		if q := s[i]; q == '"' || q == '\'' {
-			j := strings.IndexByte(s[i+1:], q)
-			if j < 0 {
-				return nil, ErrUnbalancedQuotes
+		var w strings.Builder
+		inDouble, inSingle := false, false
+	word:
+		for ; ; i++ {
+			switch {
+			case inDouble:
+				switch {
+				case i == len(s):
+					return nil, ErrUnbalancedQuotes
+				case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && isHex(s[i+2]) && isHex(s[i+3]):
+					w.WriteByte(unhex(s[i+2])<<4 | unhex(s[i+3]))
+					i += 3
+				case s[i] == '\\' && i+1 < len(s):
+					i++
+					w.WriteByte(unescape(s[i]))
+				case s[i] == '"':
+					if i+1 < len(s) && !isBlank(s[i+1]) {
+						return nil, ErrQuoteFollowed
+					}
+					i++
+					break word
+				default:
+					w.WriteByte(s[i])
+				}
+			case inSingle:
+				switch {
+				case i == len(s):
+					return nil, ErrUnbalancedQuotes
+				case s[i] == '\\' && i+1 < len(s) && s[i+1] == '\'':
+					i++
+					w.WriteByte('\'')
+				case s[i] == '\'':
+					if i+1 < len(s) && !isBlank(s[i+1]) {
+						return nil, ErrQuoteFollowed
+					}
+					i++
+					break word
+				default:
+					w.WriteByte(s[i])
+				}
+			case i == len(s) || isBlank(s[i]):
+				break word
+			case s[i] == '"':
+				inDouble = true
+			case s[i] == '\'':
+				inSingle = true
+			default:
+				w.WriteByte(s[i])
 			}
-			words = append(words, s[i+1:i+1+j])
-			i += j + 2
-			continue
 		}
-		j := i
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' {
-			j++
-		}
-		words = append(words, s[i:j])
-		i = j
+		words = append(words, w.String())
 	}
-	return words, nil
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// unescape is the byte a backslash escape inside double quotes stands for.
+func unescape(c byte) byte {
+	switch c {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return c
+}
+
+// Quote writes w as one word SplitLine reads back: as it is when it needs
+// no quotes, else in double quotes with escapes (as Redis's sdscatrepr).
+func Quote(w string) string {
+	plain := w != "" && w[0] != '#' // a word that looks like a comment is quoted too
+	for i := 0; i < len(w) && plain; i++ {
+		c := w[i]
+		plain = c > ' ' && c < 0x7f && c != '"' && c != '\''
+	}
+	if plain {
+		return w
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; c {
+		case '\\', '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		default:
+			if c < ' ' || c == 0x7f {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// JoinWords writes words as one value SplitLine splits back into them:
+// each Quote'd, separated by a space.
+func JoinWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = Quote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// DirectiveValue is the value a file line's arguments give a setting, as
+// a --flag's text: a single argument as it is (requirepass "two words" is
+// the password "two words"), several joined by JoinWords, so that a
+// list-valued setting, which splits its value with SplitLine, reads the
+// same words (region-peer-password eu "eu's requirepass" is the pair eu,
+// "eu's requirepass").
+func DirectiveValue(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	return JoinWords(args)
 }
 
 // Value is one setting's current value for Rewrite.
@@ -176,22 +314,11 @@ func lineEnd(l string) string {
 	return ""
 }
 
-// directiveLine writes "name value", quoting a value that is empty, holds
-// spaces or tabs, or starts with a quote or #, so that SplitLine gives the
-// value back whole.
+// directiveLine writes "name value", quoting a value that needs it (empty,
+// with spaces, quotes or control characters) with Quote, so that SplitLine
+// gives the value back whole.
 func directiveLine(name, value string) (string, error) {
-	plain := value != "" && !strings.ContainsAny(value, " \t\r\n") && !strings.ContainsAny(value[:1], `"'#`)
-	switch {
-	case plain:
-		return name + " " + value, nil
-	case strings.ContainsAny(value, "\r\n"):
-		return "", fmt.Errorf("%s: value holds a line break and cannot be written", name)
-	case !strings.Contains(value, `"`):
-		return name + ` "` + value + `"`, nil
-	case !strings.Contains(value, "'"):
-		return name + " '" + value + "'", nil
-	}
-	return "", fmt.Errorf("%s: %w", name, ErrUnquotable)
+	return name + " " + Quote(value), nil
 }
 
 // WriteFileAtomic replaces the file at path (following a symbolic link to

@@ -189,7 +189,8 @@ func TestClientMemoryAccounting(t *testing.T) {
 			hold: func(t *testing.T, rc *rawConn) int64 {
 				rc.send(t, cmd("MULTI"))
 				rc.reply(t)
-				for range 20 {
+				// 8 of 100 KiB: under transaction-max-bytes' default (1mb).
+				for range 8 {
 					rc.send(t, cmd("ECHO", big))
 					if got := rc.reply(t); got != "+QUEUED" {
 						t.Fatalf("ECHO = %.40s", got)

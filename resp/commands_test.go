@@ -172,7 +172,7 @@ func commandSteps() []step {
 		{args: []any{"CONFIG", "GET", "save"}, check: mapWith(map[string]any{"save": ""})},
 		{args: []any{"CONFIG", "GET", "appendonly"}, check: mapWith(map[string]any{"appendonly": "no"})},
 		{args: []any{"CONFIG", "SET", "maxclients", "500", "timeout", "300"}, want: "OK"},
-		{args: []any{"CONFIG", "GET", "m*clients", "timeout"}, check: mapWith(map[string]any{"maxclients": "500", "timeout": "300"})},
+		{args: []any{"CONFIG", "GET", "m*clients", "timeout"}, check: mapWith(map[string]any{"maxclients": "500", "maxmemory-clients": "auto", "timeout": "300"})},
 		{args: []any{"CONFIG", "SET", "timeout", "soon"}, err: "ERR CONFIG SET failed (possibly related to argument 'timeout') - argument couldn't be parsed into an integer"},
 		{args: []any{"CONFIG", "SET", "port", "1"}, err: "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"},
 		{args: []any{"CONFIG", "SET", "nope", "1"}, err: "ERR Unknown option or number of arguments for CONFIG SET - 'nope'"},

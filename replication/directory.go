@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cellserver/cellserver/cluster"
 )
 
 // The directory: how the groups of one cluster learn about one another
@@ -53,6 +55,12 @@ type memberWire struct {
 	ID   string `json:"id"`
 	Raft string `json:"raft"`
 	Resp string `json:"resp"`
+	// Health is the group leader's verdict on the member
+	// (cluster.Health's word; absent where the answering node is not the
+	// ready leader), and Offset its last log index as that leader last
+	// heard.
+	Health string `json:"health,omitempty"`
+	Offset uint64 `json:"offset,omitempty"`
 }
 
 // peerState is what this node knows of another group.
@@ -80,7 +88,11 @@ func (n *Node) ownWire() *groupWire {
 	}
 	for _, m := range inf.Members {
 		if m.Voter && m.RespAddr != "" {
-			w.Members = append(w.Members, memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr})
+			mw := memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr}
+			if m.Health {
+				mw.Health, mw.Offset = m.State.String(), m.LastIndex
+			}
+			w.Members = append(w.Members, mw)
 		}
 	}
 	return w
@@ -90,7 +102,8 @@ func (n *Node) ownWire() *groupWire {
 func (w *groupWire) view(reachable bool) GroupView {
 	g := GroupView{Name: w.Group, Term: w.Term, Slots: w.Slots, Migrating: w.Migrating, Importing: w.Importing, Reachable: reachable}
 	for _, m := range w.Members {
-		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID}
+		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID,
+			Health: cluster.ParseHealth(m.Health), Offset: m.Offset}
 		g.Members = append(g.Members, gm)
 	}
 	slices.SortFunc(g.Members, func(a, b GroupMember) int {

@@ -222,21 +222,49 @@ func appendNodeLine(b []byte, sh *cluster.Shard, i int) []byte {
 		b = append(b, "slave"...)
 		master = n.MasterID
 	}
-	link := " connected"
-	if !sh.Linked {
-		// redis-cli --cluster skips failed nodes instead of connecting.
-		b = append(b, ",fail"...)
-		link = " disconnected"
-	}
+	flag, link := nodeFailFlag(n.Health)
+	b = append(b, flag...)
 	b = append(b, ' ')
 	b = append(b, master...)
 	b = append(b, " 0 0 "...)
 	b = strconv.AppendUint(b, sh.Epoch, 10)
+	b = append(b, ' ')
 	b = append(b, link...)
 	if i == 0 && sh.Leader {
 		b = appendSlotMarks(b, sh)
 	}
 	return append(b, '\n')
+}
+
+// nodeFailFlag returns the flag a CLUSTER NODES line adds for a node of
+// health h (",fail?" for a suspected node, Redis's PFAIL; ",fail" for a
+// failed one, and for every node of a group that has not answered lately:
+// redis-cli --cluster skips such nodes instead of connecting) and its link
+// state, "disconnected" for either, else "connected".
+func nodeFailFlag(h cluster.Health) (flag, link string) {
+	switch h {
+	case cluster.HealthSuspect:
+		return ",fail?", "disconnected"
+	case cluster.HealthFailed:
+		return ",fail", "disconnected"
+	}
+	return "", "connected"
+}
+
+// shardHealth is a node's health in CLUSTER SHARDS, in Redis's words:
+// "failed" for every node of a group without a known leader or that has
+// not answered lately, and for a node its leader cannot reach (suspected
+// or failed: unlike Redis, which waits for FAIL, a node the leader cannot
+// reach is never reported online); "loading" for one that is catching up;
+// else "online".
+func shardHealth(sh *cluster.Shard, n *cluster.ViewNode) string {
+	switch {
+	case !sh.Healthy || !n.Health.Reachable():
+		return "failed"
+	case n.Health == cluster.HealthLoading:
+		return "loading"
+	}
+	return "online"
 }
 
 // writeClusterSlots answers CLUSTER SLOTS: each served range with its
@@ -276,10 +304,6 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 		}
 		c.WriteBulkString("nodes")
 		c.WriteArray(len(sh.Nodes))
-		health := "online"
-		if !sh.Healthy {
-			health = "failed"
-		}
 		for i := range sh.Nodes {
 			n := &sh.Nodes[i]
 			role := "replica"
@@ -298,9 +322,9 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 			c.WriteBulkString("role")
 			c.WriteBulkString(role)
 			c.WriteBulkString("replication-offset")
-			c.WriteInt(0)
+			c.WriteInt(int64(n.Offset))
 			c.WriteBulkString("health")
-			c.WriteBulkString(health)
+			c.WriteBulkString(shardHealth(sh, n))
 		}
 	}
 }

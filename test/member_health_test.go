@@ -16,12 +16,12 @@ import (
 // memberView is what a leader's views say of one member.
 type memberView struct {
 	infoState, infoOffset string // INFO replication slave<i>'s state= and offset=
-	infoLag                int    // its lag= (seconds since the member last answered)
-	connected              int    // INFO replication connected_slaves
-	connectedIdx           bool   // its slave<i> has i < connected_slaves
-	shardHealth            string // CLUSTER SHARDS health
-	nodeFlags, nodeLink    string // CLUSTER NODES flags and link-state
-	reachable, health      string // RAFT.INFO reachable= and health=
+	infoLag               int    // its lag= (seconds since the member last answered)
+	connected             int    // INFO replication connected_slaves
+	connectedIdx          bool   // its slave<i> has i < connected_slaves
+	shardHealth           string // CLUSTER SHARDS health
+	nodeFlags, nodeLink   string // CLUSTER NODES flags and link-state
+	reachable, health     string // RAFT.INFO reachable= and health=
 }
 
 // viewOf reads what leader l's INFO replication, CLUSTER SHARDS, CLUSTER

@@ -61,26 +61,8 @@ func viewOf(l, m *clusterNode) (memberView, error) {
 	if !found {
 		return v, fmt.Errorf("INFO replication names no slave at port %d:\n%s", m.Port, text)
 	}
-	id := clusterIDOf("default", m.id)
-	shards, err := c.ClusterShards(ctx).Result()
-	if err != nil {
-		return v, fmt.Errorf("CLUSTER SHARDS: %v", err)
-	}
-	for _, sh := range shards {
-		for _, n := range sh.Nodes {
-			if n.ID == id {
-				v.shardHealth = n.Health
-			}
-		}
-	}
-	nodes, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		return v, fmt.Errorf("CLUSTER NODES: %v", err)
-	}
-	for _, line := range strings.Split(nodes, "\n") {
-		if f := strings.Fields(line); len(f) >= 8 && f[0] == id {
-			v.nodeFlags, v.nodeLink = f[2], f[7]
-		}
+	if v.shardHealth, v.nodeFlags, v.nodeLink, err = clusterViewOf(l, m); err != nil {
+		return v, err
 	}
 	for _, kv := range strings.Split(raftInfo(l)["raft_member_"+m.id], ",") {
 		key, val, _ := strings.Cut(kv, "=")
@@ -92,6 +74,37 @@ func viewOf(l, m *clusterNode) (memberView, error) {
 		}
 	}
 	return v, nil
+}
+
+// clusterViewOf returns what nd's CLUSTER SHARDS (health) and CLUSTER
+// NODES (flags, link-state) say of member m (group "default").
+func clusterViewOf(nd, m *clusterNode) (health, flags, link string, err error) {
+	c := redis.NewClient(&redis.Options{Addr: nd.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 3 * time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id := clusterIDOf("default", m.id)
+	shards, err := c.ClusterShards(ctx).Result()
+	if err != nil {
+		return "", "", "", fmt.Errorf("%s: CLUSTER SHARDS: %v", nd.id, err)
+	}
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.ID == id {
+				health = n.Health
+			}
+		}
+	}
+	nodes, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return "", "", "", fmt.Errorf("%s: CLUSTER NODES: %v", nd.id, err)
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) >= 8 && f[0] == id {
+			flags, link = f[2], f[7]
+		}
+	}
+	return health, flags, link, nil
 }
 
 // linesAbout counts the lines of out that name member id or its raft
@@ -116,11 +129,14 @@ func linesAbout(out, id, raftAddr string) int {
 func TestDeadMemberShownDown(t *testing.T) {
 	nodes := startCluster(t, 3, "--cluster-node-timeout", "3s")
 	l := nodes[waitLeader(t, nodes)]
-	var m *clusterNode
+	var m, o *clusterNode // the member killed, the other follower
 	for _, nd := range nodes {
-		if nd != l {
+		switch {
+		case nd == l:
+		case m == nil:
 			m = nd
-			break
+		default:
+			o = nd
 		}
 	}
 	raftAddr := ""
@@ -147,6 +163,9 @@ func TestDeadMemberShownDown(t *testing.T) {
 		case v.reachable != "1" || v.health != "online":
 			return fmt.Errorf("RAFT.INFO: %s reachable=%s health=%s, want 1 and online", m.id, v.reachable, v.health)
 		}
+		if h, flags, link, err := clusterViewOf(o, m); err != nil || h != "online" || strings.Contains(flags, "fail") || link != "connected" {
+			return fmt.Errorf("follower %s: %s health %q flags %q link %q (%v), want online, connected", o.id, m.id, h, flags, link, err)
+		}
 		return nil
 	}
 	poll.Until(t, 20*time.Second, online)
@@ -169,6 +188,10 @@ func TestDeadMemberShownDown(t *testing.T) {
 			return fmt.Errorf("CLUSTER SHARDS: killed %s health %q, want failed", m.id, v.shardHealth)
 		case !strings.HasSuffix(v.nodeFlags, ",fail?") && !strings.HasSuffix(v.nodeFlags, ",fail") || v.nodeLink != "disconnected":
 			return fmt.Errorf("CLUSTER NODES: killed %s flags %q link %q, want fail? or fail, disconnected", m.id, v.nodeFlags, v.nodeLink)
+		}
+		// The other follower shows its leader's verdict.
+		if h, flags, link, err := clusterViewOf(o, m); err != nil || h != "failed" || !strings.Contains(flags, ",fail") || link != "disconnected" {
+			return fmt.Errorf("follower %s: killed %s health %q flags %q link %q (%v), want failed, fail? or fail, disconnected", o.id, m.id, h, flags, link, err)
 		}
 		return nil
 	})

@@ -21,20 +21,26 @@ func ClusterOf(n *replication.Node) Cluster { return clusterView{n} }
 type clusterView struct{ n *replication.Node }
 
 // Role answers ROLE: a leader as a Redis master listing the other members
-// it reaches (cluster.Health online or loading: Redis lists its connected
-// replicas only) with their RESP addresses and their last log index as the
-// leader last heard it, a follower as a replica of the leader.
+// with their RESP addresses, except those it cannot reach (Redis lists its
+// connected replicas only), each with its last log index as the leader
+// last heard it; before the leader has asked a member (the first second of
+// a leadership) the leader's commit index stands in. A follower answers as
+// a replica of the leader.
 func (v clusterView) Role() RoleInfo {
 	inf := v.n.Info()
 	if inf.State == "leader" {
 		r := RoleInfo{Leader: true, Offset: int64(inf.AppliedIndex)}
 		for i := range inf.Members {
 			m := &inf.Members[i]
-			if m.ID == inf.NodeID || m.RespAddr == "" || !replicaConnected(m) {
+			if m.ID == inf.NodeID || m.RespAddr == "" || !m.State.Reachable() {
 				continue
 			}
 			h, p := cluster.SplitHostPort(m.RespAddr)
-			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(m.LastIndex)})
+			off := inf.CommitIndex
+			if m.Health {
+				off = m.LastIndex
+			}
+			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(off)})
 		}
 		return r
 	}
@@ -279,7 +285,7 @@ func clusterCommands(n *replication.Node) []*Command {
 		{
 			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
 			Summary: "Returns this node's raft status.", Complexity: "O(members)",
-			Reply: "Bulk string of `field:value` lines: state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index` and `lag` (entries behind the leader).",
+			Reply: "Bulk string of `field:value` lines: state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index`, `lag` (entries behind the leader) and `health` (the verdict every view shows: `online`, `loading`, `pfail` once it does not answer, `fail` after `cluster-node-timeout`).",
 			Handler: func(c *Conn, _ [][]byte) error {
 				inf := n.Info()
 				var b []byte

@@ -228,6 +228,12 @@ func TestDeadMemberShownDown(t *testing.T) {
 	if n := linesAbout(l.output.String(), m.id, raftAddr) - before; n > 4 {
 		t.Errorf("the leader logged %d lines about the dead %s in 6 s, want at most 4:\n%s", n, m.id, l.output)
 	}
+	// Held back, not lost: the first failure and the outage were logged.
+	for _, want := range []string{"raft: failed to heartbeat to", "a member does not answer the leader"} {
+		if !strings.Contains(l.output.String(), want) {
+			t.Errorf("the leader's log lacks %q:\n%s", want, l.output)
+		}
+	}
 
 	m.restart()
 	poll.Until(t, 30*time.Second, online)

@@ -30,7 +30,7 @@ type GroupMember struct {
 	RaftAddr  string // host:port of its raft transport
 	Leader    bool   // the group's leader as last known
 	// Health is the group leader's verdict on it (HealthUnknown where no
-	// leader's verdict is known), and Offset its last log index as that
+	// leader's verdict is known), and Offset its applied index as that
 	// leader last heard (0: unknown).
 	Health Health
 	Offset uint64

@@ -29,7 +29,7 @@ type ViewNode struct {
 	MasterID string
 	// Health is its group leader's verdict (GroupMember.Health), or
 	// HealthFailed for every member of a group that is not Linked.
-	// Offset is its last log index as the leader last heard (0: unknown).
+	// Offset is its applied index as the leader last heard (0: unknown).
 	Health Health
 	Offset uint64
 }

@@ -373,7 +373,7 @@ func (n *Node) memberHealthOf(id string) (memberHealth, bool) {
 	}
 	if id == n.cfg.NodeID {
 		now := time.Now()
-		return memberHealth{since: now, lastContact: now, reachable: true, status: nodeStatus{ID: id, LastIndex: n.raft.LastIndex()}}, true
+		return memberHealth{since: now, lastContact: now, reachable: true, status: nodeStatus{ID: id, LastIndex: n.raft.LastIndex(), AppliedIndex: n.raft.AppliedIndex()}}, true
 	}
 	m := &n.mship
 	m.mu.Lock()

@@ -56,9 +56,8 @@ type memberWire struct {
 	Raft string `json:"raft"`
 	Resp string `json:"resp"`
 	// Health is the group leader's verdict on the member
-	// (cluster.Health's word; absent where the answering node is not the
-	// ready leader), and Offset its last log index as that leader last
-	// heard.
+	// (cluster.Health's word; absent where no leader's verdict is
+	// known), and Offset its applied index as that leader last heard.
 	Health string `json:"health,omitempty"`
 	Offset uint64 `json:"offset,omitempty"`
 }
@@ -96,7 +95,7 @@ func (n *Node) ownWire() *groupWire {
 		if m.Voter && m.RespAddr != "" {
 			mw := memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr}
 			if m.Health {
-				mw.Health, mw.Offset = m.State.String(), m.LastIndex
+				mw.Health, mw.Offset = m.State.String(), m.AppliedIndex
 			} else if lw != nil {
 				mw.Health, mw.Offset = lw[m.ID].Health, lw[m.ID].Offset
 			}

@@ -348,6 +348,9 @@ type Member struct {
 	// LastIndex is its last log index at its last answer, and Lag how many
 	// entries that is behind the leader's last index now.
 	LastIndex, Lag uint64
+	// AppliedIndex is its applied index at its last answer: its replication
+	// offset (what its own INFO replication reports as slave_repl_offset).
+	AppliedIndex uint64
 	// Silence is how long since it last answered, or since this leader
 	// began asking it when it never did (0 for this node).
 	Silence time.Duration
@@ -442,7 +445,7 @@ func (n *Node) Info() Info {
 			})
 			if h, ok := n.memberHealthOf(string(s.ID)); ok {
 				m := &inf.Members[len(inf.Members)-1]
-				m.Health, m.Reachable, m.LastContact, m.LastIndex = true, h.reachable, -1, h.status.LastIndex
+				m.Health, m.Reachable, m.LastContact, m.LastIndex, m.AppliedIndex = true, h.reachable, -1, h.status.LastIndex, h.status.AppliedIndex
 				if !h.lastContact.IsZero() {
 					m.LastContact = time.Since(h.lastContact)
 					m.Silence = m.LastContact

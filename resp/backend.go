@@ -194,7 +194,7 @@ type ReplicaInfo struct {
 	Host string
 	Port int
 	// Offset is the follower's replication offset as far as the leader
-	// knows it (for Raft: its last log index at its last answer to the
+	// knows it (for Raft: its applied index at its last answer to the
 	// leader's status request).
 	Offset int64
 }

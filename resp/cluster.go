@@ -22,8 +22,8 @@ type clusterView struct{ n *replication.Node }
 
 // Role answers ROLE: a leader as a Redis master listing the other members
 // with their RESP addresses, except those it cannot reach (Redis lists its
-// connected replicas only), each with its last log index as the leader
-// last heard it; before the leader has asked a member (the first second of
+// connected replicas only), each with its applied index as the leader
+// last heard it (its own slave_repl_offset); before the leader has asked a member (the first second of
 // a leadership) the leader's commit index stands in. A follower answers as
 // a replica of the leader.
 func (v clusterView) Role() RoleInfo {
@@ -38,7 +38,7 @@ func (v clusterView) Role() RoleInfo {
 			h, p := cluster.SplitHostPort(m.RespAddr)
 			off := inf.CommitIndex
 			if m.Health {
-				off = m.LastIndex
+				off = m.AppliedIndex
 			}
 			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(off)})
 		}
@@ -115,7 +115,8 @@ func (v clusterView) InfoFields() [][2]string {
 // slave<connected_slaves-1>, so that a tool reading that many lines sees
 // the connected ones, as Redis lists only those), then the others, each
 // in ID order. Each line is ip, port, state (replicaState), offset (the
-// member's last log index as the leader last heard it) and lag (whole
+// member's applied index at its last answer, the slave_repl_offset its own
+// INFO replication shows, as master_repl_offset is the leader's) and lag (whole
 // seconds since it last answered the leader's status request, asked once
 // a second, as Redis's lag is seconds since the replica's last ack; -1
 // before the leader has heard from it).
@@ -138,7 +139,7 @@ func replicaFields(self string, members []replication.Member) [][2]string {
 			lag = strconv.FormatInt(int64(m.Silence/time.Second), 10)
 		}
 		f = append(f, [2]string{"slave" + strconv.Itoa(i), "ip=" + h + ",port=" + strconv.Itoa(p) + ",state=" + replicaState(m.State) +
-			",offset=" + strconv.FormatUint(m.LastIndex, 10) + ",lag=" + lag})
+			",offset=" + strconv.FormatUint(m.AppliedIndex, 10) + ",lag=" + lag})
 	}
 	return append(f, [2]string{"connected_slaves", strconv.Itoa(len(up))})
 }

@@ -453,7 +453,7 @@ func clusterCommand() *Command {
 			sub(&Command{
 				Name: "shards", Arity: 2, Flags: FlagFast, Summary: "Returns the shards, their slots and nodes.", Complexity: "O(N) where N is the number of groups and members",
 				Reply: "Array of one map (a flat array in RESP2) per group with `slots` (array of integers: start and end of each range; empty while the group has no known leader) and `nodes`: " +
-					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (its last log index as its leader last heard it; 0: unknown) and `health` " +
+					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (its applied index as its leader last heard it; 0: unknown) and `health` " +
 					"as Redis 7 answers: `online`; `loading` while it catches up (no log yet, or further behind than the log kept after a snapshot); `failed` when its leader cannot reach it (`fail?` or `fail` in CLUSTER NODES), and for every member of a group with no known leader or that has not answered recently. " +
 					"The verdicts are the group leader's (status requests once a second); a follower shows its leader's.",
 				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {

@@ -43,9 +43,9 @@ func TestMemberHealthViews(t *testing.T) {
 // with its verdict's state, its offset and its lag in seconds; the members
 // it reaches come first and are the ones connected_slaves counts.
 func TestReplicaFields(t *testing.T) {
-	m := func(id string, port int, health bool, state cluster.Health, last uint64, contact, silence time.Duration) replication.Member {
+	m := func(id string, port int, health bool, state cluster.Health, applied uint64, contact, silence time.Duration) replication.Member {
 		return replication.Member{ID: id, RespAddr: fmt.Sprintf("127.0.0.1:%d", port), Voter: true, Health: health, State: state,
-			Reachable: state == cluster.HealthOnline || state == cluster.HealthLoading, LastIndex: last, LastContact: contact, Silence: silence}
+			Reachable: state == cluster.HealthOnline || state == cluster.HealthLoading, LastIndex: applied + 2, AppliedIndex: applied, LastContact: contact, Silence: silence}
 	}
 	tests := []struct {
 		name    string

@@ -29,6 +29,11 @@ type GroupMember struct {
 	RespAddr  string // host:port of its RESP listener
 	RaftAddr  string // host:port of its raft transport
 	Leader    bool   // the group's leader as last known
+	// Health is the group leader's verdict on it (HealthUnknown where no
+	// leader's verdict is known), and Offset its applied index as that
+	// leader last heard (0: unknown).
+	Health Health
+	Offset uint64
 }
 
 // GroupView is what one group looks like from this node.

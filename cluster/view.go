@@ -27,6 +27,11 @@ type ViewNode struct {
 	Master bool
 	// MasterID is a replica's leader's id ("" for a master).
 	MasterID string
+	// Health is its group leader's verdict (GroupMember.Health), or
+	// HealthFailed for every member of a group that is not Linked.
+	// Offset is its applied index as the leader last heard (0: unknown).
+	Health Health
+	Offset uint64
 }
 
 // SlotMark is a slot migrating to, or importing from, the group whose
@@ -99,7 +104,10 @@ func (r *Routing) shard(g int) Shard {
 	s.Migrating, s.Importing = marks(gv.Migrating), marks(gv.Importing)
 	for i := range gv.Members {
 		m := &gv.Members[i]
-		n := ViewNode{ID: m.ClusterID, Myself: g == r.Self && m.ID == r.SelfID, Master: i == 0 || !hasLeader}
+		n := ViewNode{ID: m.ClusterID, Myself: g == r.Self && m.ID == r.SelfID, Master: i == 0 || !hasLeader, Health: m.Health, Offset: m.Offset}
+		if !linked {
+			n.Health = HealthFailed
+		}
 		n.Host, n.Port = SplitHostPort(m.RespAddr)
 		_, n.Bus = SplitHostPort(m.RaftAddr)
 		if !n.Master {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
@@ -94,6 +95,7 @@ type Collector struct {
 	raftState, raftTerm, raftCommit, raftApplied, raftLast  *prometheus.Desc
 	raftLeaderChanges, raftMembers, raftReady, raftBatchOps *prometheus.Desc
 	raftEntries, buildInfo                                  *prometheus.Desc
+	raftMemberHealth, raftMemberSilence                     *prometheus.Desc
 	raftPortHandshakes, raftPortAccepted, raftPortRefused   *prometheus.Desc
 	rlsRequests, rlsOverLimit, rlsShadow, rlsErrors         *prometheus.Desc
 	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
@@ -160,6 +162,8 @@ func NewCollector(src Sources) *Collector {
 		raftLeaderChanges: d("raft_leader_changes_total", "Leader changes this node observed."),
 		raftMembers:       d("raft_members", "Members of the raft configuration, by suffrage.", "suffrage"),
 		raftReady:         d("raft_leader_ready", "1 on a leader that serves commands."),
+		raftMemberHealth:  d("raft_member_health", "On the leader: 1 for each member's health verdict (online, loading, pfail, fail), the one CLUSTER NODES, CLUSTER SHARDS and INFO replication show.", "member", "health"),
+		raftMemberSilence: d("raft_member_last_contact_seconds", "On the leader: seconds since each member last answered its status request (since the leader began asking, when it never did).", "member"),
 		raftEntries:       d("raft_entries_submitted_total", "Command entries this node submitted as leader."),
 		raftBatchOps:      d("raft_ops_submitted_total", "Operations those entries carried (ops/entries is the group-commit batch size)."),
 		buildInfo:         d("build_info", "Always 1; the labels name the version.", "version", "goversion"),
@@ -309,6 +313,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.raftMembers, float64(voters), "voter")
 		gauge(c.raftMembers, float64(nonvoters), "nonvoter")
 		gauge(c.raftReady, b2f(inf.Ready))
+		for _, m := range inf.Members {
+			if !m.Health {
+				continue
+			}
+			for _, h := range []cluster.Health{cluster.HealthOnline, cluster.HealthLoading, cluster.HealthSuspect, cluster.HealthFailed} {
+				gauge(c.raftMemberHealth, b2f(m.State == h), m.ID, h.String())
+			}
+			gauge(c.raftMemberSilence, m.Silence.Seconds(), m.ID)
+		}
 		counter(c.raftEntries, float64(inf.Entries))
 		counter(c.raftBatchOps, float64(inf.Ops))
 		p := inf.RaftPort

@@ -101,6 +101,8 @@ func TestRaftMetrics(t *testing.T) {
 		{"cellserver_raft_port_refused_total", map[string]string{"reason": "timeout"}, 1},
 		{"cellserver_raft_port_refused_total", map[string]string{"reason": "full"}, 0},
 		{"cellserver_raft_port_handshakes", nil, 0},
+		{"cellserver_raft_member_health", map[string]string{"member": "n1", "health": "online"}, 1},
+		{"cellserver_raft_member_health", map[string]string{"member": "n1", "health": "fail"}, 0},
 	}
 	for _, tt := range tests {
 		if v, ok := value(got, tt.name, tt.labels); !ok || v != tt.want {

@@ -62,6 +62,7 @@ type memberHealth struct {
 	since       time.Time // when this leader started tracking it
 	lastContact time.Time // last status answer; zero: never
 	reachable   bool      // the last status request was answered
+	downSince   time.Time // first unanswered request of the current outage; zero: none
 	status      nodeStatus
 }
 
@@ -147,14 +148,29 @@ func (n *Node) healthRound(ctx context.Context, servers []raft.Server) map[strin
 	for range asked {
 		a := <-ch
 		reach[a.id] = a.err == nil
+		var down, back time.Time
 		m.mu.Lock()
 		if h := m.health[a.id]; h != nil && m.gen == gen {
 			h.reachable = a.err == nil
-			if a.err == nil {
+			switch {
+			case a.err == nil:
 				h.lastContact, h.status = time.Now(), a.st
+				back, h.downSince = h.downSince, time.Time{}
+			case h.downSince.IsZero():
+				h.downSince = now
+				down = now
 			}
 		}
 		m.mu.Unlock()
+		// One line when a member stops answering and one when it is back,
+		// whatever raft logs about it meanwhile (raftSink coalesces that).
+		switch {
+		case !down.IsZero():
+			n.log.Warn("replication: a member does not answer the leader; shown as fail? then fail (cluster-node-timeout)",
+				"member", a.id, "err", a.err, "node_timeout", n.cfg.NodeTimeout)
+		case !back.IsZero():
+			n.log.Info("replication: a member answers the leader again", "member", a.id, "down_for", time.Since(back).Round(time.Millisecond))
+		}
 	}
 	return reach
 }
@@ -187,6 +203,12 @@ func (n *Node) lagOf(st nodeStatus) uint64 {
 	}
 	return last - st.LastIndex
 }
+
+// loadingLag is the lag (entries) past which a member that answers counts
+// as catching up (cluster.HealthLoading): more than the leader keeps after
+// a snapshot, so it is being sent a snapshot or a long run of entries; at
+// least promoteMaxLag, the lag a non-voter is promoted at.
+func (n *Node) loadingLag() uint64 { return max(promoteMaxLag, n.cfg.TrailingLogs) }
 
 // caughtUp reports whether a member that answered st may be promoted: it
 // follows this leader's term and is at most promoteMaxLag entries behind.
@@ -353,7 +375,7 @@ func (n *Node) memberHealthOf(id string) (memberHealth, bool) {
 	}
 	if id == n.cfg.NodeID {
 		now := time.Now()
-		return memberHealth{since: now, lastContact: now, reachable: true, status: nodeStatus{ID: id, LastIndex: n.raft.LastIndex()}}, true
+		return memberHealth{since: now, lastContact: now, reachable: true, status: nodeStatus{ID: id, LastIndex: n.raft.LastIndex(), AppliedIndex: n.raft.AppliedIndex()}}, true
 	}
 	m := &n.mship
 	m.mu.Lock()

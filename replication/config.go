@@ -163,6 +163,11 @@ type Config struct {
 	// member (status requests, once a second) before CleanupDeadServers
 	// removes it. Positive.
 	DeadServerTimeout time.Duration
+	// NodeTimeout is how long a member the leader cannot reach is shown
+	// suspected (CLUSTER NODES fail?, Redis's PFAIL) before it is shown
+	// failed (fail), like Redis's cluster-node-timeout. It changes only
+	// what the views report. Positive.
+	NodeTimeout time.Duration
 
 	// ForwardPool is the most idle connections kept to the leader for
 	// forwarding (>= 1).
@@ -215,6 +220,7 @@ func DefaultConfig() Config {
 		LogStore:           LogStoreBolt,
 		AppendFsync:        FsyncAlways,
 		DeadServerTimeout:  30 * time.Second,
+		NodeTimeout:        15 * time.Second,
 		ForwardPool:        16,
 		HandshakeTimeout:   time.Second,
 		MaxHandshakes:      1024,
@@ -268,6 +274,8 @@ func (c *Config) Validate() error {
 		return bad("AppendFsync", "must be always, everysec or no")
 	case c.DeadServerTimeout <= 0:
 		return bad("DeadServerTimeout", "must be positive")
+	case c.NodeTimeout <= 0:
+		return bad("NodeTimeout", "must be positive")
 	case c.ForwardPool < 1:
 		return bad("ForwardPool", "must be at least 1")
 	case c.HandshakeTimeout < 10*time.Millisecond:
@@ -342,8 +350,10 @@ func (c *Config) joinPeers() []string {
 // bootstrap.go.
 func (c *Config) bootstrapsAlone() bool { return c.Bootstrap || c.BootstrapExpect == 1 }
 
-// raftConfig is the one place Config is mapped onto raft's settings.
-func (c *Config) raftConfig(log *slog.Logger) *raft.Config {
+// raftConfig is the one place Config is mapped onto raft's settings. The
+// sink behind raft's logger comes back too (nil with RaftLogOutput): the
+// node flushes its repeated lines (raftSink.flush).
+func (c *Config) raftConfig(log *slog.Logger) (*raft.Config, *raftSink) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.NodeID)
 	rc.HeartbeatTimeout = c.HeartbeatTimeout
@@ -369,10 +379,11 @@ func (c *Config) raftConfig(log *slog.Logger) *raft.Config {
 	}
 	if c.RaftLogOutput != nil {
 		rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: c.RaftLogOutput, Level: level})
-	} else {
-		rc.Logger = newRaftLogger(log, level)
+		return rc, nil
 	}
-	return rc
+	sink := newRaftSink(log, level, time.Now)
+	rc.Logger = newRaftLogger(sink)
+	return rc, sink
 }
 
 // validGroupName reports whether name may name a group: 1 to 64 ASCII

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cellserver/cellserver/cluster"
 )
 
 // The directory: how the groups of one cluster learn about one another
@@ -53,6 +55,11 @@ type memberWire struct {
 	ID   string `json:"id"`
 	Raft string `json:"raft"`
 	Resp string `json:"resp"`
+	// Health is the group leader's verdict on the member
+	// (cluster.Health's word; absent where no leader's verdict is
+	// known), and Offset its applied index as that leader last heard.
+	Health string `json:"health,omitempty"`
+	Offset uint64 `json:"offset,omitempty"`
 }
 
 // peerState is what this node knows of another group.
@@ -68,6 +75,11 @@ type directory struct {
 	mu    sync.Mutex
 	peers map[string]*peerState // guarded by mu
 	kick  chan struct{}         // a nudge to ask now and rebuild
+	// leader is this group's leader's last answer, on a follower: the
+	// verdicts on the members that only the leader judges; leaderAt is
+	// when it came. Guarded by mu.
+	leader   *groupWire
+	leaderAt time.Time
 }
 
 // ownWire is this node's answer to reqGroupView: its group as it knows it.
@@ -78,19 +90,72 @@ func (n *Node) ownWire() *groupWire {
 	if !inf.Removed {
 		w.LeaderID = inf.LeaderID
 	}
+	lw := n.leaderVerdicts(&inf)
 	for _, m := range inf.Members {
 		if m.Voter && m.RespAddr != "" {
-			w.Members = append(w.Members, memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr})
+			mw := memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr}
+			if m.Health {
+				mw.Health, mw.Offset = m.State.String(), m.AppliedIndex
+			} else if lw != nil {
+				mw.Health, mw.Offset = lw[m.ID].Health, lw[m.ID].Offset
+			}
+			w.Members = append(w.Members, mw)
 		}
 	}
 	return w
+}
+
+// leaderVerdicts returns, on a follower, the verdicts of this group's
+// leader on its members, by ID, from its last answer (askLeaderView) if that
+// answer is fresh (directoryStale) and comes from the leader this node
+// follows in this term; nil otherwise.
+func (n *Node) leaderVerdicts(inf *Info) map[string]memberWire {
+	if inf.State == "leader" || inf.LeaderID == "" || inf.Removed {
+		return nil
+	}
+	n.dir.mu.Lock()
+	lw, at := n.dir.leader, n.dir.leaderAt
+	n.dir.mu.Unlock()
+	if lw == nil || time.Since(at) >= directoryStale || lw.Term != inf.Term || lw.LeaderID != inf.LeaderID {
+		return nil
+	}
+	out := make(map[string]memberWire, len(lw.Members))
+	for _, m := range lw.Members {
+		out[m.ID] = m
+	}
+	return out
+}
+
+// askLeaderView asks this group's leader, on a follower, for its view of the
+// group (reqGroupView) and keeps it for leaderVerdicts: the followers show
+// the leader's verdicts on the members, so that no node of the group
+// reports a member healthy that its leader cannot reach.
+func (n *Node) askLeaderView() {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" || string(id) == n.cfg.NodeID || n.mship.removed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, directoryInterval)
+	defer cancel()
+	body, err := n.fwd.do(ctx, string(addr), reqGroupView, nil, true)
+	if err != nil {
+		return
+	}
+	var w groupWire
+	if json.Unmarshal(body, &w) != nil || w.Group != n.cfg.Group || w.LeaderID != string(id) {
+		return
+	}
+	n.dir.mu.Lock()
+	n.dir.leader, n.dir.leaderAt = &w, time.Now()
+	n.dir.mu.Unlock()
 }
 
 // view turns w into a GroupView: the leader first, then by ID.
 func (w *groupWire) view(reachable bool) GroupView {
 	g := GroupView{Name: w.Group, Term: w.Term, Slots: w.Slots, Migrating: w.Migrating, Importing: w.Importing, Reachable: reachable}
 	for _, m := range w.Members {
-		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID}
+		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID,
+			Health: cluster.ParseHealth(m.Health), Offset: m.Offset}
 		g.Members = append(g.Members, gm)
 	}
 	slices.SortFunc(g.Members, func(a, b GroupMember) int {
@@ -182,7 +247,14 @@ func (n *Node) directoryLoop() {
 	defer t.Stop()
 	for {
 		n.syncPeers()
+		var asking sync.WaitGroup
+		asking.Add(1)
+		go func() {
+			defer asking.Done()
+			n.askLeaderView()
+		}()
 		answers := n.askGroups()
+		asking.Wait()
 		n.rebuildRouting()
 		n.learnAsync(answers)
 		select {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/cellserver/cellserver/cluster"
 )
 
 // Join adds a member: id (its NodeID), raftAddr (its raft transport
@@ -357,6 +359,16 @@ type Member struct {
 	// LastIndex is its last log index at its last answer, and Lag how many
 	// entries that is behind the leader's last index now.
 	LastIndex, Lag uint64
+	// AppliedIndex is its applied index at its last answer: its replication
+	// offset (what its own INFO replication reports as slave_repl_offset).
+	AppliedIndex uint64
+	// Silence is how long since it last answered, or since this leader
+	// began asking it when it never did (0 for this node).
+	Silence time.Duration
+	// State is the leader's verdict (cluster.JudgeHealth over the fields
+	// above and Config.NodeTimeout): the one every view shows.
+	// cluster.HealthUnknown when Health is false.
+	State cluster.Health
 }
 
 // Info is a snapshot of a node's replication status (RAFT.INFO, ROLE,
@@ -449,13 +461,16 @@ func (n *Node) Info() Info {
 			})
 			if h, ok := n.memberHealthOf(string(s.ID)); ok {
 				m := &inf.Members[len(inf.Members)-1]
-				m.Health, m.Reachable, m.LastContact, m.LastIndex = true, h.reachable, -1, h.status.LastIndex
+				m.Health, m.Reachable, m.LastContact, m.LastIndex, m.AppliedIndex = true, h.reachable, -1, h.status.LastIndex, h.status.AppliedIndex
 				if !h.lastContact.IsZero() {
 					m.LastContact = time.Since(h.lastContact)
+					m.Silence = m.LastContact
 					m.Lag = n.lagOf(h.status)
 				} else {
+					m.Silence = time.Since(h.since)
 					m.Lag = inf.LastLogIndex
 				}
+				m.State = cluster.JudgeHealth(h.reachable, m.Silence, m.Lag, n.loadingLag(), h.status.LastIndex > 0, n.cfg.NodeTimeout)
 			}
 		}
 	}

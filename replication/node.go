@@ -38,8 +38,10 @@ const (
 // All methods are safe for concurrent use. Close stops every goroutine the
 // Node started.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// raftLog is the sink of raft's log lines (nil with RaftLogOutput).
+	raftLog  *raftSink
 	clock    func() int64
 	store    *shards.Store
 	fsm      *FSM
@@ -160,10 +162,11 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	go n.run()
 	go n.complete()
 	go n.watchLeadership()
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.directoryLoop()
 	go n.autopilot()
 	go n.watchMembership()
+	go n.flushRaftLog()
 	go func() {
 		defer n.wg.Done()
 		if cfg.SweepInterval > 0 {
@@ -175,7 +178,8 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 
 func (n *Node) open() error {
 	cfg := &n.cfg
-	rc := cfg.raftConfig(n.log)
+	rc, sink := cfg.raftConfig(n.log)
+	n.raftLog = sink
 	var err error
 	n.logStore, err = openLogStore(cfg, rc.Logger, n.log)
 	if err != nil {

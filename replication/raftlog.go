@@ -7,32 +7,80 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
 // newRaftLogger returns the hclog logger raft, its transport, its snapshot
-// store and the WAL log to: each call is passed on, structured, to log
-// (lines named "raft: msg", raft's key/value pairs as attributes), at level
-// and above. Messages raft logs on every healthy start and stop are demoted
-// to debug (see raftLogLevel). Safe for concurrent use.
-func newRaftLogger(log *slog.Logger, level hclog.Level) hclog.Logger {
+// store and the WAL log to: each call is passed on to sink. Safe for
+// concurrent use.
+func newRaftLogger(sink *raftSink) hclog.Logger {
 	// The base logger writes nothing (every line goes through the sink); its
 	// level answers raft's IsDebug-style checks.
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: level, Output: io.Discard})
-	l.RegisterSink(raftSink{log: log, min: level})
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: sink.min, Output: io.Discard})
+	l.RegisterSink(sink)
 	return l
 }
 
-// raftSink is the hclog sink behind newRaftLogger.
+const (
+	// repeatReport is the most often a warning or error that raft repeats
+	// is logged again: its first occurrence is logged in full, then one
+	// line per repeatReport at most says how many more came.
+	repeatReport = time.Minute
+	// repeatQuiet is how long a repeated message must stay away for its
+	// run to end (a last line gives the count left, and its next
+	// occurrence is logged in full again). Longer than raft's longest
+	// retry backoff (about 10 s), so that a peer that stays down is one
+	// run.
+	repeatQuiet = 30 * time.Second
+	// maxRepeats bounds the runs tracked at once (a message is logged
+	// in full, untracked, while that many are).
+	maxRepeats = 256
+)
+
+// raftSink passes raft's log calls on to slog, structured (lines named
+// "raft: msg", raft's key/value pairs as attributes), at its level min and
+// above. Messages raft logs on every healthy start and stop are demoted to
+// debug (raftLogLevel). A warning or error that repeats (the same logger
+// name, message and peer, whatever its other attributes: raft retries a
+// member it cannot reach several times a second) is logged once, then at
+// most once per repeatReport as "msg (repeated N times in the last T)"
+// with the attributes of its latest occurrence, and once more when it has
+// stopped for repeatQuiet (flush, called periodically). Safe for
+// concurrent use.
 type raftSink struct {
 	log *slog.Logger
 	min hclog.Level
+	now func() time.Time
+
+	mu   sync.Mutex
+	runs map[repeatKey]*repeatRun // guarded by mu
+}
+
+// repeatKey identifies a repeated message: the hclog logger's name, the
+// message, and the peer it names ("" for none).
+type repeatKey struct{ name, msg, peer string }
+
+// repeatRun is one message's run of repeats.
+type repeatRun struct {
+	reported time.Time  // when the last line of the run was logged
+	last     time.Time  // its latest occurrence
+	count    int        // occurrences since reported, not logged
+	level    slog.Level // of the latest occurrence
+	attrs    []any      // of the latest occurrence
+}
+
+// newRaftSink returns a sink logging to log at level and above, reading
+// time from now.
+func newRaftSink(log *slog.Logger, level hclog.Level, now func() time.Time) *raftSink {
+	return &raftSink{log: log, min: level, now: now, runs: map[repeatKey]*repeatRun{}}
 }
 
 // Accept implements hclog.SinkAdapter.
-func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...any) {
+func (s *raftSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	if level < s.min || level == hclog.Off {
 		return
 	}
@@ -41,7 +89,106 @@ func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...any
 	if !s.log.Enabled(ctx, lv) {
 		return
 	}
-	attrs := make([]any, 0, len(args))
+	attrs := raftAttrs(args)
+	if lv < slog.LevelWarn {
+		s.log.Log(ctx, lv, name+": "+msg, attrs...)
+		return
+	}
+	key := repeatKey{name: name, msg: msg, peer: raftPeer(args)}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.runs[key]; r != nil {
+		r.count++
+		r.last, r.level, r.attrs = now, lv, attrs
+		if now.Sub(r.reported) >= repeatReport {
+			s.report(key, r, now, "")
+		}
+		return
+	}
+	if len(s.runs) >= maxRepeats {
+		s.flushLocked(now)
+	}
+	if len(s.runs) < maxRepeats {
+		s.runs[key] = &repeatRun{reported: now, last: now}
+	}
+	s.log.Log(ctx, lv, name+": "+msg, attrs...)
+}
+
+// flush ends the runs whose message has not come for repeatQuiet, with a
+// last line for those that repeated since their last line, and reports
+// the runs due a line. Call it periodically (once a second).
+func (s *raftSink) flush() {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked(now)
+}
+
+func (s *raftSink) flushLocked(now time.Time) {
+	for key, r := range s.runs {
+		switch {
+		case now.Sub(r.last) >= repeatQuiet:
+			if r.count > 0 {
+				s.report(key, r, r.last, ", then stopped")
+			}
+			delete(s.runs, key)
+		case r.count > 0 && now.Sub(r.reported) >= repeatReport:
+			s.report(key, r, now, "")
+		}
+	}
+}
+
+// report logs run r's line: how many times its message came since its
+// last line (up to at), with the latest occurrence's attributes. s.mu is
+// held.
+func (s *raftSink) report(key repeatKey, r *repeatRun, at time.Time, suffix string) {
+	times := "times"
+	if r.count == 1 {
+		times = "time"
+	}
+	msg := fmt.Sprintf("%s: %s (repeated %d %s in the last %s%s)", key.name, key.msg, r.count, times, at.Sub(r.reported).Round(time.Millisecond), suffix)
+	s.log.Log(context.Background(), r.level, msg, r.attrs...)
+	r.count, r.reported = 0, at
+}
+
+// flushRaftLog flushes raft's repeated log lines once a second until the
+// node closes.
+func (n *Node) flushRaftLog() {
+	defer n.wg.Done()
+	if n.raftLog == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			n.raftLog.flush()
+			return
+		case <-t.C:
+			n.raftLog.flush()
+		}
+	}
+}
+
+// raftPeerKeys are the keys under which raft's messages name the peer they
+// are about.
+var raftPeerKeys = []string{"peer", "server-id", "candidate", "from", "address", "target"}
+
+// raftPeer returns the peer raft's key/value pairs name ("" for none).
+func raftPeer(args []any) string {
+	for _, k := range raftPeerKeys {
+		if v, ok := raftArg(args, k); ok {
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
+}
+
+// raftAttrs turns raft's key/value pairs into slog attributes.
+func raftAttrs(args []any) []any {
+	attrs := make([]any, 0, len(args)/2)
 	for i := 0; i+1 < len(args); i += 2 {
 		key := fmt.Sprint(args[i])
 		switch v := args[i+1].(type) {
@@ -53,7 +200,7 @@ func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...any
 			attrs = append(attrs, slog.Any(key, v))
 		}
 	}
-	s.log.Log(ctx, lv, name+": "+msg, attrs...)
+	return attrs
 }
 
 // raftLogLevel maps raft's level onto slog's. A few warnings and errors

@@ -177,7 +177,7 @@ type RoleInfo struct {
 	Leader bool
 	// Offset is the replication offset (for Raft: the applied index).
 	Offset int64
-	// Replicas lists the followers (leader only).
+	// Replicas lists the followers the leader reaches (leader only).
 	Replicas []ReplicaInfo
 	// LeaderHost and LeaderPort locate the leader's RESP listener
 	// (follower only).
@@ -194,6 +194,7 @@ type ReplicaInfo struct {
 	Host string
 	Port int
 	// Offset is the follower's replication offset as far as the leader
-	// knows it (for Raft: the leader's commit index).
+	// knows it (for Raft: its applied index at its last answer to the
+	// leader's status request).
 	Offset int64
 }

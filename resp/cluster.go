@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
@@ -19,19 +20,27 @@ func ClusterOf(n *replication.Node) Cluster { return clusterView{n} }
 
 type clusterView struct{ n *replication.Node }
 
-// Role answers ROLE: a leader as a Redis master listing the other members'
-// RESP addresses (their offset is the leader's commit index: raft does not
-// expose each follower's position), a follower as a replica of the leader.
+// Role answers ROLE: a leader as a Redis master listing the other members
+// with their RESP addresses, except those it cannot reach (Redis lists its
+// connected replicas only), each with its applied index as the leader
+// last heard it (its own slave_repl_offset); before the leader has asked a member (the first second of
+// a leadership) the leader's commit index stands in. A follower answers as
+// a replica of the leader.
 func (v clusterView) Role() RoleInfo {
 	inf := v.n.Info()
 	if inf.State == "leader" {
 		r := RoleInfo{Leader: true, Offset: int64(inf.AppliedIndex)}
-		for _, m := range inf.Members {
-			if m.ID == inf.NodeID || m.RespAddr == "" {
+		for i := range inf.Members {
+			m := &inf.Members[i]
+			if m.ID == inf.NodeID || m.RespAddr == "" || !m.State.Reachable() {
 				continue
 			}
 			h, p := cluster.SplitHostPort(m.RespAddr)
-			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(inf.CommitIndex)})
+			off := inf.CommitIndex
+			if m.Health {
+				off = m.AppliedIndex
+			}
+			r.Replicas = append(r.Replicas, ReplicaInfo{Host: h, Port: p, Offset: int64(off)})
 		}
 		return r
 	}
@@ -80,22 +89,14 @@ func (v clusterView) ChangeSlots(ctx context.Context, changes []cluster.SlotChan
 
 // InfoFields answers INFO replication: Redis's role fields first (so that
 // tools reading role/master_host/connected_slaves work), then the raft view.
+// On the leader, slave<i> lines list every other member (replicaFields).
 func (v clusterView) InfoFields() [][2]string {
 	inf := v.n.Info()
 	u := func(x uint64) string { return strconv.FormatUint(x, 10) }
 	var f [][2]string
 	if inf.State == "leader" {
 		f = append(f, [2]string{"role", "master"})
-		n := 0
-		for _, m := range inf.Members {
-			if m.ID == inf.NodeID {
-				continue
-			}
-			h, p := cluster.SplitHostPort(m.RespAddr)
-			f = append(f, [2]string{"slave" + strconv.Itoa(n), "ip=" + h + ",port=" + strconv.Itoa(p) + ",state=online,offset=" + u(inf.CommitIndex) + ",lag=0"})
-			n++
-		}
-		f = append(f, [2]string{"connected_slaves", strconv.Itoa(n)})
+		f = append(f, replicaFields(inf.NodeID, inf.Members)...)
 	} else {
 		h, p := cluster.SplitHostPort(inf.LeaderRespAddr)
 		status := "down" // also on a removed node: no leader replicates to it
@@ -107,6 +108,66 @@ func (v clusterView) InfoFields() [][2]string {
 	}
 	f = append(f, [2]string{"master_repl_offset", u(inf.AppliedIndex)})
 	return append(f, raftFields(&inf)...)
+}
+
+// replicaFields are a leader's slave<i> lines and connected_slaves, for
+// the members other than self: the members it reaches first (slave0 to
+// slave<connected_slaves-1>, so that a tool reading that many lines sees
+// the connected ones, as Redis lists only those), then the others, each
+// in ID order. Each line is ip, port, state (replicaState), offset (the
+// member's applied index at its last answer, the slave_repl_offset its own
+// INFO replication shows, as master_repl_offset is the leader's) and lag (whole
+// seconds since it last answered the leader's status request, asked once
+// a second, as Redis's lag is seconds since the replica's last ack; -1
+// before the leader has heard from it).
+func replicaFields(self string, members []replication.Member) [][2]string {
+	var up, down []*replication.Member
+	for i := range members {
+		switch m := &members[i]; {
+		case m.ID == self:
+		case replicaConnected(m):
+			up = append(up, m)
+		default:
+			down = append(down, m)
+		}
+	}
+	f := make([][2]string, 0, len(up)+len(down)+1)
+	for i, m := range append(up, down...) {
+		h, p := cluster.SplitHostPort(m.RespAddr)
+		lag := "-1"
+		if m.Health && m.LastContact >= 0 {
+			lag = strconv.FormatInt(int64(m.Silence/time.Second), 10)
+		}
+		f = append(f, [2]string{"slave" + strconv.Itoa(i), "ip=" + h + ",port=" + strconv.Itoa(p) + ",state=" + replicaState(m.State) +
+			",offset=" + strconv.FormatUint(m.AppliedIndex, 10) + ",lag=" + lag})
+	}
+	return append(f, [2]string{"connected_slaves", strconv.Itoa(len(up))})
+}
+
+// replicaConnected reports whether the leader reaches member m (online or
+// catching up), the replicas Redis would count as connected.
+func replicaConnected(m *replication.Member) bool {
+	return m.State == cluster.HealthOnline || m.State == cluster.HealthLoading
+}
+
+// replicaState is the state= word of a member's slave<i> line: Redis's
+// "online" for a member that answers and is caught up and "send_bulk" for
+// one that answers but is catching up (it is being sent a snapshot or a
+// long run of entries; CLUSTER SHARDS loading); "disconnected" for one
+// the leader does not reach (fail? or fail in CLUSTER NODES: Redis drops a
+// lost replica's line, this one stays so that dashboards see it); and
+// "unknown" before the leader has asked it (the first second of a
+// leadership).
+func replicaState(h cluster.Health) string {
+	switch h {
+	case cluster.HealthOnline:
+		return "online"
+	case cluster.HealthLoading:
+		return "send_bulk"
+	case cluster.HealthSuspect, cluster.HealthFailed:
+		return "disconnected"
+	}
+	return "unknown"
 }
 
 // raftFields are the raft_* fields shared by INFO replication and RAFT.INFO.
@@ -157,7 +218,7 @@ func raftFields(inf *replication.Info) [][2]string {
 			if m.LastContact >= 0 {
 				contact = strconv.FormatInt(m.LastContact.Milliseconds(), 10)
 			}
-			v += ",reachable=" + b(m.Reachable) + ",last_contact_ms=" + contact + ",last_log_index=" + u(m.LastIndex) + ",lag=" + u(m.Lag)
+			v += ",reachable=" + b(m.Reachable) + ",last_contact_ms=" + contact + ",last_log_index=" + u(m.LastIndex) + ",lag=" + u(m.Lag) + ",health=" + m.State.String()
 		}
 		f = append(f, [2]string{"raft_member_" + m.ID, v})
 	}
@@ -227,7 +288,7 @@ func clusterCommands(n *replication.Node) []*Command {
 		{
 			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
 			Summary: "Returns this node's raft status.", Complexity: "O(members)",
-			Reply: "Bulk string of `field:value` lines: `raft_group_id` (the group's id, random, recorded in its raft log by its first leader; empty on a node whose log records none yet), state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index` and `lag` (entries behind the leader).",
+			Reply: "Bulk string of `field:value` lines: `raft_group_id` (the group's id, random, recorded in its raft log by its first leader; empty on a node whose log records none yet), state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index`, `lag` (entries behind the leader) and `health` (the verdict every view shows: `online`, `loading`, `pfail` once it does not answer, `fail` after `cluster-node-timeout`).",
 			Handler: func(c *Conn, _ [][]byte) error {
 				inf := n.Info()
 				var b []byte

@@ -115,7 +115,7 @@ func serverCommands() []*Command {
 		{
 			Name: "role", Arity: 1, Flags: FlagFast | FlagLoading | FlagStale | FlagNoScript, Group: "server", Since: "0.1.0",
 			Summary: "Returns the node's replication role.", Complexity: "O(1)",
-			Reply: "Array: `master`, the replication offset and an array of replicas (`[host, port, offset]`); or on a follower `slave`, the leader's host and port, the link state and the offset. A standalone server answers like a Redis master with no replicas.",
+			Reply: "Array: `master`, the replication offset (applied index) and an array of the replicas the leader reaches (`[host, port, offset]`, the offset being the member's applied index at its last answer to the leader; a member the leader cannot reach is left out, as Redis lists connected replicas only); or on a follower `slave`, the leader's host and port, the link state and the offset. A standalone server answers like a Redis master with no replicas.",
 			Handler: func(c *Conn, _ [][]byte) error {
 				var r RoleInfo
 				r.Leader = true

@@ -222,21 +222,49 @@ func appendNodeLine(b []byte, sh *cluster.Shard, i int) []byte {
 		b = append(b, "slave"...)
 		master = n.MasterID
 	}
-	link := " connected"
-	if !sh.Linked {
-		// redis-cli --cluster skips failed nodes instead of connecting.
-		b = append(b, ",fail"...)
-		link = " disconnected"
-	}
+	flag, link := nodeFailFlag(n.Health)
+	b = append(b, flag...)
 	b = append(b, ' ')
 	b = append(b, master...)
 	b = append(b, " 0 0 "...)
 	b = strconv.AppendUint(b, sh.Epoch, 10)
+	b = append(b, ' ')
 	b = append(b, link...)
 	if i == 0 && sh.Leader {
 		b = appendSlotMarks(b, sh)
 	}
 	return append(b, '\n')
+}
+
+// nodeFailFlag returns the flag a CLUSTER NODES line adds for a node of
+// health h (",fail?" for a suspected node, Redis's PFAIL; ",fail" for a
+// failed one, and for every node of a group that has not answered lately:
+// redis-cli --cluster skips such nodes instead of connecting) and its link
+// state, "disconnected" for either, else "connected".
+func nodeFailFlag(h cluster.Health) (flag, link string) {
+	switch h {
+	case cluster.HealthSuspect:
+		return ",fail?", "disconnected"
+	case cluster.HealthFailed:
+		return ",fail", "disconnected"
+	}
+	return "", "connected"
+}
+
+// shardHealth is a node's health in CLUSTER SHARDS, in Redis's words:
+// "failed" for every node of a group without a known leader or that has
+// not answered lately, and for a node its leader cannot reach (suspected
+// or failed: unlike Redis, which waits for FAIL, a node the leader cannot
+// reach is never reported online); "loading" for one that is catching up;
+// else "online".
+func shardHealth(sh *cluster.Shard, n *cluster.ViewNode) string {
+	switch {
+	case !sh.Healthy || !n.Health.Reachable():
+		return "failed"
+	case n.Health == cluster.HealthLoading:
+		return "loading"
+	}
+	return "online"
 }
 
 // writeClusterSlots answers CLUSTER SLOTS: each served range with its
@@ -276,10 +304,6 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 		}
 		c.WriteBulkString("nodes")
 		c.WriteArray(len(sh.Nodes))
-		health := "online"
-		if !sh.Healthy {
-			health = "failed"
-		}
 		for i := range sh.Nodes {
 			n := &sh.Nodes[i]
 			role := "replica"
@@ -298,9 +322,9 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 			c.WriteBulkString("role")
 			c.WriteBulkString(role)
 			c.WriteBulkString("replication-offset")
-			c.WriteInt(0)
+			c.WriteInt(int64(n.Offset))
 			c.WriteBulkString("health")
-			c.WriteBulkString(health)
+			c.WriteBulkString(shardHealth(sh, n))
 		}
 	}
 }
@@ -429,8 +453,9 @@ func clusterCommand() *Command {
 			sub(&Command{
 				Name: "shards", Arity: 2, Flags: FlagFast, Summary: "Returns the shards, their slots and nodes.", Complexity: "O(N) where N is the number of groups and members",
 				Reply: "Array of one map (a flat array in RESP2) per group with `slots` (array of integers: start and end of each range; empty while the group has no known leader) and `nodes`: " +
-					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (0) and `health` " +
-					"(`online`, or `failed` while the group has no known leader or has not answered recently), as Redis 7 answers.",
+					"one map per member with `id`, `port`, `ip`, `endpoint`, `role` (`master` or `replica`), `replication-offset` (its applied index as its leader last heard it; 0: unknown) and `health` " +
+					"as Redis 7 answers: `online`; `loading` while it catches up (no log yet, or further behind than the log kept after a snapshot); `failed` when its leader cannot reach it (`fail?` or `fail` in CLUSTER NODES), and for every member of a group with no known leader or that has not answered recently. " +
+					"The verdicts are the group leader's (status requests once a second); a follower shows its leader's.",
 				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					writeClusterShards(c, r)
 					return nil
@@ -439,7 +464,7 @@ func clusterCommand() *Command {
 			sub(&Command{
 				Name: "nodes", Arity: 2, Summary: "Returns the cluster configuration as this node sees it.", Complexity: "O(N) where N is the number of members",
 				Reply: "Bulk string, one line per member of every group in Redis 7's format: `<id> <ip:port@cport> <flags> <master-id|-> 0 0 <config-epoch> <link-state> [slots...]`, " +
-					"where cport is the node's raft port, flags are `master` or `slave` (prefixed `myself,` on this node; `,fail` with link state `disconnected` for another group that has not answered recently), " +
+					"where cport is the node's raft port, flags are `master` or `slave` (prefixed `myself,` on this node), followed by `,fail?` (Redis's PFAIL) once the group's leader cannot reach the node and by `,fail` once it has not reached it for `cluster-node-timeout` (and for every node of another group that has not answered recently), either with link state `disconnected`, " +
 					"the config epoch is the group's raft term, and the leader's line lists the group's slot ranges, then `[slot->-<target-id>]` for each slot migrating out and `[slot-<-<source-id>]` for each slot importing, as Redis prints them.",
 				Handler: clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 					var b []byte

@@ -68,6 +68,7 @@ var clusterDirectives = []directive{
 	{name: "raft-local-reads", field: func(c *Config) any { return &c.Cluster.Raft.LocalReads }},
 	{name: "raft-cleanup-dead-servers", field: func(c *Config) any { return &c.Cluster.Raft.CleanupDeadServers }},
 	{name: "raft-dead-server-timeout", field: func(c *Config) any { return &c.Cluster.Raft.DeadServerTimeout }},
+	{name: "cluster-node-timeout", field: func(c *Config) any { return &c.Cluster.Raft.NodeTimeout }},
 	{name: "tls-replication", field: func(c *Config) any { return &c.Cluster.TLSReplication }},
 	{name: "tls-cluster", field: func(c *Config) any { return &c.Cluster.TLSCluster }},
 	{name: "cluster-secret", field: func(c *Config) any { return &c.Cluster.Secret }},

@@ -59,6 +59,7 @@ var Table = []Spec{
 	{Name: "raft-local-reads", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: serve reads from local state without confirming leadership (faster, possibly stale)"},
 	{Name: "raft-cleanup-dead-servers", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: the leader removes a member it has not reached for raft-dead-server-timeout, only if the remaining voters keep a reachable majority (yes/no)"},
 	{Name: "raft-dead-server-timeout", Kind: Duration, Min: int64(time.Second), Max: NoMax, Default: "30s", Group: "cluster", Help: "cluster: how long the leader must fail to reach a member before raft-cleanup-dead-servers removes it"},
+	{Name: "cluster-node-timeout", Kind: Duration, Min: int64(time.Millisecond), Max: NoMax, Default: "15s", Group: "cluster", Help: "cluster: how long a member its leader cannot reach shows as fail? (suspected) before it shows as fail in CLUSTER NODES, like Redis's cluster-node-timeout (a duration: 15s, not 15000)"},
 	// Node-to-node security. Replication and forwarding share the raft
 	// port, so tls-replication and tls-cluster both turn TLS on for it.
 	{Name: "tls-replication", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: mutual TLS on the raft port (replication and forwarding), with tls-cert-file, tls-key-file and tls-ca-cert-file (yes/no)"},

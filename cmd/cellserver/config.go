@@ -52,6 +52,8 @@ type Config struct {
 	RLS rlsConfig
 	// Region holds the region layer's directives (regions.go).
 	Region regionConfig
+	// Secrets are the files the secrets are read from (secretfiles.go).
+	Secrets secretFiles
 	// File is the configuration file read, if any.
 	File string
 }
@@ -115,7 +117,7 @@ func bindDirectives(ds ...[]directive) []directive {
 // persist.go's (dir, dbfilename, save, snapshot-ignore-corrupt),
 // cluster.go's (node-id, raft-*) and ops.go's (tls-*, limits, maxmemory,
 // slowlog, metrics).
-var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives, regionDirectives)
+var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives, regionDirectives, secretFileDirectives)
 
 var coreDirectives = []directive{
 	{name: "bind", field: func(c *Config) any { return &c.Bind }},
@@ -217,6 +219,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.validateRegion(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateSecretFiles(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

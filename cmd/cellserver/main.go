@@ -48,6 +48,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// 1b. Secrets given as files (requirepass-file, ...), never on the
+	// command line.
+	if err := cfg.readSecretFiles(); err != nil {
+		return err
+	}
 
 	// 2. Logging, and file descriptors for maxclients clients (or fewer
 	// clients).

@@ -45,6 +45,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if opt.version || opt.genDocs || opt.genConfigDocs {
 		return printAbout(opt, stdout)
 	}
+	if opt.assignSlots != "" {
+		if err := cfg.readSecretFiles(); err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return assignSlots(ctx, opt.assignSlots, cfg.RequirePass, stdout)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

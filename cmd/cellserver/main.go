@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if opt.version || opt.genDocs || opt.genConfigDocs {
+	if opt.version || opt.genDocs || opt.genConfigDocs || opt.genSampleConfig {
 		return printAbout(opt, stdout)
 	}
 	if opt.assignSlots != "" {
@@ -83,6 +83,10 @@ func printAbout(opt options, stdout io.Writer) error {
 	}
 	if opt.genConfigDocs {
 		_, err := stdout.Write(setting.Markdown())
+		return err
+	}
+	if opt.genSampleConfig {
+		_, err := stdout.Write(setting.SampleConf())
 		return err
 	}
 	_, err := stdout.Write(resp.CommandsMarkdown())

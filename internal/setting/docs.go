@@ -18,7 +18,12 @@ func Markdown() []byte {
 		"win). A yes/no directive given alone as a flag means yes. Settings marked\n" +
 		"live can also be changed with `CONFIG SET`; `CONFIG GET` reads them.\n" +
 		"Sizes take units (`1k` = 1000, `1kb` = 1024, `mb`, `gb`); durations are Go's\n" +
-		"(`500ms`, `3s`).\n")
+		"(`500ms`, `3s`).\n\n" +
+		"A secret (`requirepass`, `cluster-secret`, `region-peer-password`) given as\n" +
+		"a flag stands on the command line, which `ps` and `/debug/pprof/cmdline`\n" +
+		"show: give it as a file instead (`requirepass-file`, `cluster-secret-file`,\n" +
+		"`region-peer-password-file`; type path), which the server reads at start,\n" +
+		"or in the configuration file (docs/operations.md, Secrets in files).\n")
 	for _, g := range Groups {
 		fmt.Fprintf(&b, "\n## %s\n\n", strings.ToUpper(g[:1])+g[1:])
 		b.WriteString("| directive | type | default | live | meaning |\n|---|---|---|---|---|\n")

@@ -193,8 +193,7 @@ func clusterCommand(ctx context.Context, addr, password string, out io.Writer, a
 }
 
 // readSlotGroup reads the group of the node at addr: its id, the slots its
-// group owns (the slots of its group's master line in CLUSTER NODES), the
-// nodes it knows and its key count.
+// group owns, the nodes it knows and its key count.
 func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, error) {
 	c, err := respclient.Dial(ctx, addr, respclient.Config{Password: password})
 	if err != nil {
@@ -215,9 +214,19 @@ func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: CLUSTER NODES: %w", addr, err)
 	}
+	if err := g.parseNodes(v.Str); err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	return g, nil
+}
+
+// parseNodes reads CLUSTER NODES as the node answered it into g: its id,
+// the ids it knows and the slots its group owns (those of its group's
+// master line).
+func (g *slotGroup) parseNodes(nodes string) error {
 	var lines [][]string
 	master := ""
-	for _, l := range strings.Split(strings.TrimSpace(v.Str), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(nodes), "\n") {
 		f := strings.Fields(l)
 		if len(f) < 8 {
 			continue
@@ -233,7 +242,7 @@ func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, erro
 		}
 	}
 	if g.id == "" || master == "-" {
-		return nil, fmt.Errorf("%s: not a cluster node, or its group has no leader yet (CLUSTER NODES names no master for it)", addr)
+		return errors.New("not a cluster node, or its group has no leader yet (CLUSTER NODES names no master for it)")
 	}
 	// The master line of the node's group lists its slots; a line of
 	// another master (or a replica of one) is another group's.
@@ -248,12 +257,12 @@ func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, erro
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("%s: its group has no leader yet (CLUSTER NODES lists no line for its master %s)", addr, master)
+		return fmt.Errorf("its group has no leader yet (CLUSTER NODES lists no line for its master %s)", master)
 	}
 	// A group that owns no slot and knows no other group serves every key,
 	// and CLUSTER NODES shows it owning 0-16383: it owns nothing yet.
 	if !others && len(own) == 1 && own[0] == "0-16383" {
-		return g, nil
+		return nil
 	}
 	for _, r := range own {
 		if strings.HasPrefix(r, "[") {
@@ -266,7 +275,7 @@ func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, erro
 		a, err1 := strconv.Atoi(lo)
 		b, err2 := strconv.Atoi(hi)
 		if err1 != nil || err2 != nil || a < 0 || b >= slotCount || a > b {
-			return nil, fmt.Errorf("%s: CLUSTER NODES: bad slot range %q", addr, r)
+			return fmt.Errorf("CLUSTER NODES: bad slot range %q", r)
 		}
 		for s := a; s <= b; s++ {
 			if !g.slots[s] {
@@ -275,5 +284,5 @@ func readSlotGroup(ctx context.Context, addr, password string) (*slotGroup, erro
 			}
 		}
 	}
-	return g, nil
+	return nil
 }

@@ -22,7 +22,8 @@ import (
 // clusterNode is one cellserver process in cluster mode.
 type clusterNode struct {
 	*server
-	id string
+	id       string
+	password string // AUTH for raftInfo, when the node has requirepass
 }
 
 // startClusterNode starts a node: bootstrap it, or join it through an
@@ -76,7 +77,7 @@ func waitMembers(t *testing.T, nodes []*clusterNode, want int) {
 
 // raftInfo returns a node's RAFT.INFO fields (empty if it does not answer).
 func raftInfo(nd *clusterNode) map[string]string {
-	c := redis.NewClient(&redis.Options{Addr: nd.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	c := redis.NewClient(&redis.Options{Addr: nd.Addr, Password: nd.password, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

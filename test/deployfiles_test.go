@@ -59,7 +59,11 @@ func TestComposeGroup(t *testing.T) {
 			Image   string   `yaml:"image"`
 			Command []string `yaml:"command"`
 			Volumes []string `yaml:"volumes"`
+			Secrets []string `yaml:"secrets"`
 		} `yaml:"services"`
+		Secrets map[string]struct {
+			File string `yaml:"file"`
+		} `yaml:"secrets"`
 	}
 	if err := yaml.Unmarshal(b, &file); err != nil {
 		t.Fatalf("compose.yaml: %v", err)
@@ -67,9 +71,21 @@ func TestComposeGroup(t *testing.T) {
 	if len(file.Services) != 3 {
 		t.Fatalf("compose.yaml has %d services, want 3", len(file.Services))
 	}
-	env := map[string]string{"CELLSERVER_PASSWORD": "pw-" + strconv.Itoa(os.Getpid()), "CELLSERVER_CLUSTER_SECRET": "secret"}
-	ports := map[string]string{"6379": strconv.Itoa(freePort(t)), "7000": strconv.Itoa(freePort(t)), "9121": strconv.Itoa(freePort(t))}
+	// The secrets: files on the host, named by the environment, mounted
+	// by compose at /run/secrets/NAME (here: the host file itself).
 	base := t.TempDir()
+	password, clusterSecret := "pw-"+strconv.Itoa(os.Getpid()), "cs-"+strconv.Itoa(os.Getpid())
+	env := map[string]string{"CELLSERVER_PASSWORD_FILE": filepath.Join(base, "requirepass"), "CELLSERVER_CLUSTER_SECRET_FILE": filepath.Join(base, "cluster-secret")}
+	for f, v := range map[string]string{env["CELLSERVER_PASSWORD_FILE"]: password, env["CELLSERVER_CLUSTER_SECRET_FILE"]: clusterSecret} {
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secretAt := map[string]string{}
+	for n, sec := range file.Secrets {
+		secretAt["/run/secrets/"+n] = interpolate(t, sec.File, env)
+	}
+	ports := map[string]string{"6379": strconv.Itoa(freePort(t)), "7000": strconv.Itoa(freePort(t)), "9121": strconv.Itoa(freePort(t))}
 	names := make([]string, 0, 3)
 	for n := range file.Services {
 		names = append(names, n)
@@ -85,6 +101,16 @@ func TestComposeGroup(t *testing.T) {
 		p := &chartPod{name: n, ip: fmt.Sprintf("127.0.0.%d", 40+i), dataDir: filepath.Join(base, n)}
 		for _, a := range svc.Command {
 			a = interpolate(t, a, env)
+			if a == password || a == clusterSecret || a == "--requirepass" || a == "--cluster-secret" {
+				t.Errorf("%s: a secret on the command line: %v", n, svc.Command)
+			}
+			if strings.HasPrefix(a, "/run/secrets/") {
+				name := strings.TrimPrefix(a, "/run/secrets/")
+				if !slices.Contains(svc.Secrets, name) || secretAt[a] == "" {
+					t.Fatalf("%s reads %s but does not mount the secret %s", n, a, name)
+				}
+				a = secretAt[a]
+			}
 			a = strings.ReplaceAll(a, "0.0.0.0", p.ip)
 			for from, to := range ports {
 				if a == from {
@@ -122,7 +148,7 @@ func TestComposeGroup(t *testing.T) {
 		})
 	}
 	for i, p := range pods {
-		c := redis.NewClient(&redis.Options{Addr: p.ip + ":" + ports["6379"], Password: env["CELLSERVER_PASSWORD"], MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: p.ip + ":" + ports["6379"], Password: password, MaxRetries: -1})
 		defer c.Close()
 		got, err := c.Do(ctxT(t), "CL.THROTTLE", "user:compose", "0", "1", "60").Int64Slice()
 		if err != nil || len(got) != 5 || got[0] != int64(min(i, 1)) {
@@ -143,6 +169,11 @@ func TestSystemdUnit(t *testing.T) {
 	for _, d := range []string{"DynamicUser=yes", "ProtectSystem=strict", "StateDirectory=cellserver", "LimitNOFILE=", "Restart=on-failure", "NoNewPrivileges=yes", "CapabilityBoundingSet=\n"} {
 		if !strings.Contains(unit, d) {
 			t.Errorf("cellserver.service lacks %q", d)
+		}
+	}
+	for _, l := range strings.Split(unit, "\n") {
+		if strings.HasPrefix(l, "ExecStart=") && (strings.Contains(l, "--requirepass ") || strings.Contains(l, "--cluster-secret ")) {
+			t.Errorf("cellserver.service puts a secret on the command line: %s", l)
 		}
 	}
 	analyze, err := exec.LookPath("systemd-analyze")

@@ -76,9 +76,11 @@ func startGroups(t *testing.T, n int, extra ...string) []*group {
 	return startGroupsEach(t, n, nil, extra...)
 }
 
-// startGroupsEach is startGroups with each(id) appended to the arguments of
-// the node with that id (nil: nothing more).
-func startGroupsEach(t *testing.T, n int, each func(id string) []string, extra ...string) []*group {
+// launchGroups starts the groups of startGroupsEach and returns once each
+// has its three members and a leader, before any slot is assigned or any
+// group introduced to another; lo and hi are the ranges startGroupsEach
+// assigns.
+func launchGroups(t *testing.T, n int, each func(id string) []string, extra ...string) []*group {
 	t.Helper()
 	if n < 1 || n > len(groupNames) {
 		t.Fatalf("startGroups: %d groups, want 1 to %d", n, len(groupNames))
@@ -118,6 +120,14 @@ func startGroupsEach(t *testing.T, n int, each func(id string) []string, extra .
 	for _, g := range groups {
 		waitMembers(t, g.nodes, 3)
 	}
+	return groups
+}
+
+// startGroupsEach is startGroups with each(id) appended to the arguments of
+// the node with that id (nil: nothing more).
+func startGroupsEach(t *testing.T, n int, each func(id string) []string, extra ...string) []*group {
+	t.Helper()
+	groups := launchGroups(t, n, each, extra...)
 	for _, g := range groups {
 		// Through a follower: any node of the group assigns its slots.
 		l := g.leader(t)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/cellserver/cellserver/internal/poll"
@@ -37,17 +38,45 @@ func helmBinary(t *testing.T) string {
 	return ""
 }
 
-// renderChart runs helm template on the chart with the --set values given
-// and returns the documents.
+// Values every render needs (the chart refuses to render without them),
+// given before the test's own.
+const (
+	chartImage         = "registry.example/team/cellserver"
+	chartRequirePass   = "chart-pw-8f3a1"
+	chartClusterSecret = "chart-cs-77b2e"
+)
+
+var chartBase = []string{"image.repository=" + chartImage, "auth.requirepass=" + chartRequirePass, "auth.clusterSecret=" + chartClusterSecret}
+
+// helmTemplate runs helm template on the chart with flags (--set ...,
+// --is-upgrade) and returns its output and error.
+func helmTemplate(helm string, flags ...string) ([]byte, error) {
+	args := append([]string{"template", "t", "../deploy/helm/cellserver", "--namespace", "ns"}, flags...)
+	return exec.Command(helm, args...).CombinedOutput()
+}
+
+// setFlags returns --set for each value.
+func setFlags(set ...string) []string {
+	var f []string
+	for _, s := range set {
+		f = append(f, "--set", s)
+	}
+	return f
+}
+
+// renderChart runs helm template on the chart with chartBase and the --set
+// values given and returns the documents.
 func renderChart(t *testing.T, helm string, set ...string) []map[string]any {
 	t.Helper()
-	args := []string{"template", "t", "../deploy/helm/cellserver", "--namespace", "ns"}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := exec.Command(helm, args...).CombinedOutput()
+	return renderChartFlags(t, helm, setFlags(append(append([]string{}, chartBase...), set...)...)...)
+}
+
+// renderChartFlags is renderChart with helm template's flags as given.
+func renderChartFlags(t *testing.T, helm string, flags ...string) []map[string]any {
+	t.Helper()
+	out, err := helmTemplate(helm, flags...)
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("helm template %s: %v\n%s", strings.Join(flags, " "), err, out)
 	}
 	var docs []map[string]any
 	dec := yaml.NewDecoder(bytes.NewReader(out))
@@ -86,10 +115,7 @@ func dig(v any, path ...any) any {
 func TestHelmLint(t *testing.T) {
 	helm := helmBinary(t)
 	for _, set := range [][]string{nil, {"groups[0].name=a,groups[0].replicas=3,groups[1].name=b,groups[1].replicas=5"}} {
-		args := []string{"lint", "--strict", "../deploy/helm/cellserver"}
-		for _, s := range set {
-			args = append(args, "--set", s)
-		}
+		args := append([]string{"lint", "--strict", "../deploy/helm/cellserver"}, setFlags(append(append([]string{}, chartBase...), set...)...)...)
 		if out, err := exec.Command(helm, args...).CombinedOutput(); err != nil {
 			t.Errorf("helm %v: %v\n%s", args, err, out)
 		}
@@ -148,22 +174,17 @@ func TestHelmTemplate(t *testing.T) {
 		if d["kind"] != "Job" {
 			continue
 		}
-		script := fmt.Sprint(dig(d, "spec", "template", "spec", "containers", 0, "command", 2))
-		ranges := regexp.MustCompile(`ADDSLOTSRANGE (\d+) (\d+)`).FindAllStringSubmatch(script, -1)
-		next := 0
-		for _, r := range ranges {
-			lo, _ := strconv.Atoi(r[1])
-			hi, _ := strconv.Atoi(r[2])
-			if lo != next || hi < lo {
-				t.Errorf("slot ranges %v: not contiguous from 0", ranges)
+		args := fmt.Sprint(dig(d, "spec", "template", "spec", "containers", 0, "args"))
+		m := regexp.MustCompile(`--assign-slots (\S+)`).FindStringSubmatch(args)
+		if m == nil || len(strings.Split(m[1], ",")) != 3 {
+			t.Errorf("slot Job args %s: want --assign-slots with one address per group (3)", args)
+			continue
+		}
+		for i, g := range []string{"a", "b", "c"} {
+			want := fmt.Sprintf("t-cellserver-%s-0.t-cellserver-%s-peers.ns.svc.cluster.local:6379", g, g)
+			if got := strings.Split(m[1], ",")[i]; got != want {
+				t.Errorf("slot Job address %d = %s, want %s (group %s's first pod, in the order listed)", i, got, want, g)
 			}
-			next = hi + 1
-		}
-		if len(ranges) != 3 || next != 16384 {
-			t.Errorf("slot ranges %v, want 3 covering 0-16383", ranges)
-		}
-		if strings.Count(script, "CLUSTER MEET") != 2 {
-			t.Errorf("Job script meets %d groups, want 2:\n%s", strings.Count(script, "CLUSTER MEET"), script)
 		}
 	}
 }
@@ -266,9 +287,16 @@ func TestHelmChartPodsAsProcesses(t *testing.T) {
 	headless := dig(sts, "spec", "serviceName").(string)
 	replicas := dig(sts, "spec", "replicas").(int)
 	c := dig(sts, "spec", "template", "spec", "containers", 0)
+	mounts := mountSecretVolumes(t, docs, dig(sts, "spec", "template", "spec"), c, filepath.Join(base, "secrets"))
 	var rawArgs []string
 	for _, a := range dig(c, "args").([]any) {
-		rawArgs = append(rawArgs, fmt.Sprint(a))
+		a := fmt.Sprint(a)
+		for from, to := range mounts {
+			if strings.HasPrefix(a, from+"/") {
+				a = to + strings.TrimPrefix(a, from)
+			}
+		}
+		rawArgs = append(rawArgs, a)
 	}
 	pods := make([]*chartPod, replicas)
 	for i := range pods {
@@ -334,18 +362,23 @@ func TestHelmChartPodsAsProcesses(t *testing.T) {
 	}
 	nodes := make([]*clusterNode, len(pods))
 	for i, p := range pods {
-		nodes[i] = &clusterNode{id: p.name, server: &server{t: t, Addr: p.ip + ":" + strconv.Itoa(resp)}}
+		nodes[i] = &clusterNode{id: p.name, server: &server{t: t, Addr: p.ip + ":" + strconv.Itoa(resp)}, password: chartRequirePass}
 	}
 	waitMembers(t, nodes, replicas)
 	ctx := ctxT(t)
 	l := waitLeader(t, nodes)
-	lc := noRetryClient(t, nodes[l].Addr)
+	authClient := func(addr string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: chartRequirePass, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 10 * time.Second})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	lc := authClient(nodes[l].Addr)
 	if r, err := throttle(ctx, lc, "user:1", 0, 1, 60); err != nil || r[0] != 0 {
 		t.Fatalf("CL.THROTTLE user:1 0 1 60 (first) = %v, %v; want allowed", r, err)
 	}
 	limited := func(via int, when string) {
 		t.Helper()
-		r, err := throttle(ctx, noRetryClient(t, nodes[via].Addr), "user:1", 0, 1, 60)
+		r, err := throttle(ctx, authClient(nodes[via].Addr), "user:1", 0, 1, 60)
 		if err != nil || r[0] != 1 {
 			t.Fatalf("%s: CL.THROTTLE user:1 via %s = %v, %v; want limited", when, pods[via].name, r, err)
 		}
@@ -408,4 +441,46 @@ func TestHelmChartPodsAsProcesses(t *testing.T) {
 	}
 	waitMembers(t, nodes, replicas)
 	limited(waitLeader(t, nodes), "after the rolling restart at new addresses")
+}
+
+// mountSecretVolumes plays the kubelet's part for the pod's Secret
+// volumes that container mounts: each item of the Secret (from the
+// rendered documents) is written as a file under dir, and the mount path
+// is mapped to where it was written.
+func mountSecretVolumes(t *testing.T, docs []map[string]any, pod, container any, dir string) map[string]string {
+	t.Helper()
+	secrets := map[string]map[string]any{}
+	for _, d := range docs {
+		if d["kind"] == "Secret" {
+			secrets[dig(d, "metadata", "name").(string)] = dig(d, "stringData").(map[string]any)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range dig(container, "volumeMounts").([]any) {
+		name := dig(m, "name").(string)
+		for _, v := range dig(pod, "volumes").([]any) {
+			if dig(v, "name") != name || dig(v, "secret") == nil {
+				continue
+			}
+			data, ok := secrets[fmt.Sprint(dig(v, "secret", "secretName"))]
+			if !ok {
+				t.Fatalf("volume %s: Secret %v not rendered", name, dig(v, "secret", "secretName"))
+			}
+			to := filepath.Join(dir, name)
+			if err := os.MkdirAll(to, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range dig(v, "secret", "items").([]any) {
+				val, ok := data[fmt.Sprint(dig(it, "key"))]
+				if !ok {
+					t.Fatalf("Secret %v has no key %v: the pod would not start", dig(v, "secret", "secretName"), dig(it, "key"))
+				}
+				if err := os.WriteFile(filepath.Join(to, fmt.Sprint(dig(it, "path"))), []byte(fmt.Sprint(val)), 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mounts[dig(m, "mountPath").(string)] = to
+		}
+	}
+	return mounts
 }

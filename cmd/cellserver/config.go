@@ -52,6 +52,8 @@ type Config struct {
 	RLS rlsConfig
 	// Region holds the region layer's directives (regions.go).
 	Region regionConfig
+	// Secrets are the files the secrets are read from (secretfiles.go).
+	Secrets secretFiles
 	// File is the configuration file read, if any.
 	File string
 }
@@ -115,7 +117,7 @@ func bindDirectives(ds ...[]directive) []directive {
 // persist.go's (dir, dbfilename, save, snapshot-ignore-corrupt),
 // cluster.go's (node-id, raft-*) and ops.go's (tls-*, limits, maxmemory,
 // slowlog, metrics).
-var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives, regionDirectives)
+var directives = bindDirectives(coreDirectives, persistDirectives, clusterDirectives, opsDirectives, rlsDirectives, regionDirectives, secretFileDirectives)
 
 var coreDirectives = []directive{
 	{name: "bind", field: func(c *Config) any { return &c.Bind }},
@@ -219,6 +221,9 @@ func (c *Config) Validate() error {
 	if err := c.validateRegion(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.validateSecretFiles(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -258,9 +263,13 @@ func (c *Config) ServerConfig(level *slog.LevelVar, logger *slog.Logger) resp.Co
 
 // options are the command line's actions besides serving.
 type options struct {
-	version       bool
-	genDocs       bool
-	genConfigDocs bool
+	version         bool
+	genDocs         bool
+	genConfigDocs   bool
+	genSampleConfig bool
+	// assignSlots: join the groups at these RESP addresses into one
+	// Redis Cluster and exit (assignslots.go).
+	assignSlots string
 }
 
 // parseArgs reads an optional configuration file (the first argument, when
@@ -291,6 +300,8 @@ func parseArgs(args []string, stderr io.Writer) (Config, options, error) {
 	fs.BoolVar(&opt.version, "version", false, "print the version and exit")
 	fs.BoolVar(&opt.genDocs, "gen-docs", false, "print docs/commands.md (generated from the command table) and exit")
 	fs.BoolVar(&opt.genConfigDocs, "gen-config-docs", false, "print docs/configuration.md (generated from the settings table) and exit")
+	fs.BoolVar(&opt.genSampleConfig, "gen-sample-config", false, "print deploy/cellserver.conf (every setting, commented out at its default; generated from the settings table) and exit")
+	fs.StringVar(&opt.assignSlots, "assign-slots", "", "HOST:PORT,HOST:PORT,...: join the groups with a node at each RESP address into one Redis Cluster (slots split evenly on a new cluster; free slots to the groups that hold keys; CLUSTER MEET), with requirepass or requirepass-file as the password, and exit (the Helm chart's slot Job)")
 	if err := fs.Parse(joinYesNoValues(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(fs, stderr)

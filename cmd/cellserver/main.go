@@ -42,10 +42,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if opt.version || opt.genDocs || opt.genConfigDocs {
+	if opt.version || opt.genDocs || opt.genConfigDocs || opt.genSampleConfig {
 		return printAbout(opt, stdout)
 	}
+	if opt.assignSlots != "" {
+		if err := cfg.readSecretFiles(); err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return assignSlots(ctx, opt.assignSlots, cfg.RequirePass, stdout)
+	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// 1b. Secrets given as files (requirepass-file, ...), never on the
+	// command line.
+	if err := cfg.readSecretFiles(); err != nil {
 		return err
 	}
 
@@ -72,6 +85,10 @@ func printAbout(opt options, stdout io.Writer) error {
 	}
 	if opt.genConfigDocs {
 		_, err := stdout.Write(setting.Markdown())
+		return err
+	}
+	if opt.genSampleConfig {
+		_, err := stdout.Write(setting.SampleConf())
 		return err
 	}
 	_, err := stdout.Write(resp.CommandsMarkdown())

@@ -132,6 +132,9 @@ func (c *Config) gateConfig(logger *slog.Logger) (region.Config, error) {
 			return gc, fmt.Errorf("region-peer-password %s: no such region-peer", p[0])
 		}
 	}
+	if err := c.Secrets.applyRegionPasswords(gc.Peers); err != nil {
+		return gc, err
+	}
 	ws, err := r.Weights.pairs("region-weight")
 	if err != nil {
 		return gc, err

@@ -27,6 +27,9 @@ func (given *Config) rewriter() func(live func(string) (string, bool)) error {
 		def := DefaultConfig()
 		values := make([]setting.Value, 0, len(directives))
 		for _, d := range directives {
+			if given.rewriteSkipsSecret(d.name) {
+				continue // read from its file: never written out
+			}
 			v, ok := live(d.name)
 			if !ok {
 				v = rawField(d.field(given))

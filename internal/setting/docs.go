@@ -26,7 +26,13 @@ func Markdown() []byte {
 		"`limit-shadow`, `metrics-class`) reads its value with the same quoting, so that in\n" +
 		"a file `region-peer-password eu \"eu's requirepass\"`, as a flag\n" +
 		"`--region-peer-password 'eu \"two words\"'` and with CONFIG SET\n" +
-		"`CONFIG SET limit-shadow '\"a b*\" c*'` each give a word holding a space.\n")
+		"`CONFIG SET limit-shadow '\"a b*\" c*'` each give a word holding a space.\n\n" +
+
+		"A secret (`requirepass`, `cluster-secret`, `region-peer-password`) given as\n" +
+		"a flag stands on the command line, which `ps` and `/debug/pprof/cmdline`\n" +
+		"show: give it as a file instead (`requirepass-file`, `cluster-secret-file`,\n" +
+		"`region-peer-password-file`; type path), which the server reads at start,\n" +
+		"or in the configuration file (docs/operations.md, Secrets in files).\n")
 	for _, g := range Groups {
 		fmt.Fprintf(&b, "\n## %s\n\n", strings.ToUpper(g[:1])+g[1:])
 		b.WriteString("| directive | type | default | live | meaning |\n|---|---|---|---|---|\n")

@@ -51,6 +51,12 @@ type Spec struct {
 	LiveErr string
 	Group   string // the docs' section
 	Help    string
+	// FileOf, on a setting whose value is a file's path, names the Secret
+	// setting the file holds (requirepass-file holds requirepass): the
+	// server reads the secret from the file at start, so that it never
+	// stands on a command line. A Repeatable one is "NAME PATH" pairs, each
+	// file holding NAME's part of the secret setting.
+	FileOf string
 }
 
 // ErrNotYesNo is returned (wrapped) for a yes/no value that is neither.

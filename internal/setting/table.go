@@ -115,11 +115,21 @@ var Table = []Spec{
 	{Name: "rls-config", Kind: String, Live: true, Group: "rate-limit service", Help: "directory of the rate-limit service's rules: envoyproxy/ratelimit YAML files (*.yaml, *.yml), reloaded when they change, on SIGHUP and on CONFIG SET; a bad file is refused and the rules in force stay (empty: no rules, every descriptor OK)"},
 	{Name: "rls-reflection", Kind: YesNo, Default: "no", Group: "rate-limit service", Help: "yes: the rate-limit service also answers gRPC server reflection (grpc.reflection.v1), so grpcurl and similar tools can list and call it without its .proto files"},
 	{Name: "rls-stats-limit", Kind: Int, Min: 1, Max: 100000, Default: "1000", Group: "rate-limit service", Help: "how many domain and descriptor pairs the rate-limit service counts on their own (INFO rls, cellserver_rls_descriptor_*), the first seen first; later ones count under domain and descriptor _overflow"},
+	// Secrets read from files, so that they never stand on a command line
+	// (visible in ps, /proc/PID/cmdline and /debug/pprof/cmdline): each
+	// names the secret setting it fills (FileOf).
+	{Name: "requirepass-file", Kind: String, FileOf: "requirepass", Group: "server", Help: "file holding requirepass: its content, less trailing newlines, is the password (a Kubernetes Secret mounted as a file, a compose secret, a systemd credential). Read once at start; an empty or unreadable file stops the start with an error naming it. Not with requirepass"},
+	{Name: "cluster-secret-file", Kind: String, FileOf: "cluster-secret", Group: "cluster", Help: "cluster: file holding cluster-secret, read as requirepass-file. Not with cluster-secret"},
+	{Name: "region-peer-password-file", Kind: String, FileOf: "region-peer-password", Repeatable: true, Group: "regions", Help: `"NAME PATH", repeatable: the requirepass of peer region NAME read from the file PATH, as requirepass-file (not with a region-peer-password for the same region)`},
+
 	{Name: "rls-response-headers", Kind: Enum, Words: []string{"off", "ietf", "legacy"}, Default: "off", Live: true, Group: "rate-limit service", Help: "headers the rate-limit service asks Envoy to add: off, ietf (RateLimit, RateLimit-Policy) or legacy (X-RateLimit-Limit, -Remaining, -Reset); Retry-After too when over the limit"},
 }
 
 // TypeText describes s's kind and range for the docs.
 func (s *Spec) TypeText() string {
+	if s.FileOf != "" {
+		return "path"
+	}
 	switch s.Kind {
 	case Secret:
 		return "secret"

@@ -31,12 +31,52 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* Name of the Secret holding requirepass and cluster-secret, "" when none. */}}
+{{/* Name of the Secret holding requirepass and cluster-secret (required). */}}
 {{- define "cellserver.authSecret" -}}
 {{- if .Values.auth.existingSecret -}}
 {{- .Values.auth.existingSecret -}}
-{{- else if or .Values.auth.requirepass .Values.auth.clusterSecret -}}
+{{- else if and .Values.auth.requirepass .Values.auth.clusterSecret -}}
 {{- printf "%s-auth" (include "cellserver.fullname" .) -}}
+{{- else -}}
+{{- fail "auth: set auth.existingSecret (a Secret with the keys requirepass and cluster-secret), or both auth.requirepass and auth.clusterSecret: every node needs a client password and the cluster secret" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the auth Secret is mounted; the server reads its keys as files. */}}
+{{- define "cellserver.secretDir" -}}/run/secrets/cellserver{{- end -}}
+
+{{/* The image of the server and of the slot Job. */}}
+{{- define "cellserver.image" -}}
+{{- $repo := required "image.repository: set it to where you pushed the cellserver image (docs/deploy.md, Build and push): no public image exists" .Values.image.repository -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* A group's replica count: replicas, or 3. Call with a group. */}}
+{{- define "cellserver.replicas" -}}
+{{- if kindIs "invalid" .replicas -}}3{{- else -}}{{- int .replicas -}}{{- end -}}
+{{- end -}}
+
+{{/* Checks what the schema cannot: unique group names, no secret among the flags. */}}
+{{- define "cellserver.validate" -}}
+{{- $seen := dict -}}
+{{- range $g := .Values.groups -}}
+{{- if hasKey $seen $g.name -}}
+{{- fail (printf "groups: the name %q is given twice: each group needs its own name" $g.name) -}}
+{{- end -}}
+{{- $_ := set $seen $g.name true -}}
+{{- end -}}
+{{- range $k, $v := .Values.config -}}
+{{- if has $k (list "requirepass" "cluster-secret" "region-peer-password" "masterauth") -}}
+{{- fail (printf "config.%s: a secret must not be a flag (it would stand on the command line, visible in ps): use auth (requirepass, cluster-secret), or a file and config.%s-file" $k $k) -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.extraArgs -}}
+{{- $a := toString . -}}
+{{- range $f := list "--requirepass" "--cluster-secret" "--region-peer-password" -}}
+{{- if or (eq $a $f) (hasPrefix (printf "%s=" $f) $a) -}}
+{{- fail (printf "extraArgs: %s: a secret must not be a flag (it would stand on the command line, visible in ps): use auth, or %s-file" $f $f) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

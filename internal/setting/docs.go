@@ -27,7 +27,6 @@ func Markdown() []byte {
 		"a file `region-peer-password eu \"eu's requirepass\"`, as a flag\n" +
 		"`--region-peer-password 'eu \"two words\"'` and with CONFIG SET\n" +
 		"`CONFIG SET limit-shadow '\"a b*\" c*'` each give a word holding a space.\n\n" +
-
 		"A secret (`requirepass`, `cluster-secret`, `region-peer-password`) given as\n" +
 		"a flag stands on the command line, which `ps` and `/debug/pprof/cmdline`\n" +
 		"show: give it as a file instead (`requirepass-file`, `cluster-secret-file`,\n" +

@@ -13,8 +13,8 @@ import (
 )
 
 // Errors of a Client. I/O failures are returned wrapped in an *IOError;
-// an error reply of the peer is a *ReplyError, not a failure of the
-// connection.
+// an error reply of the peer is a *ReplyError (replyerr.go), not a failure
+// of the connection.
 var (
 	// ErrProtocol: the peer sent something that is not a RESP2 reply.
 	ErrProtocol = errors.New("respclient: protocol error")
@@ -36,11 +36,6 @@ func (e *IOError) Error() string { return "respclient: " + e.Op + " " + e.Addr +
 
 // Unwrap returns the underlying error.
 func (e *IOError) Unwrap() error { return e.Err }
-
-// ReplyError is an error reply (-ERR ...): Msg is its text without the '-'.
-type ReplyError struct{ Msg string }
-
-func (e *ReplyError) Error() string { return e.Msg }
 
 // Defaults of Config's bounds.
 const (
@@ -114,11 +109,12 @@ type Value struct {
 	Elems []Value
 }
 
-// Err returns the reply as a *ReplyError when it is an error reply, nil
-// otherwise.
+// Err returns the reply as a *ReplyError when it is an error reply
+// (decoded by DecodeError: errors.Is and errors.As find its typed error),
+// nil otherwise.
 func (v Value) Err() error {
 	if v.Kind == Error {
-		return &ReplyError{Msg: v.Str}
+		return DecodeError(v.Str)
 	}
 	return nil
 }

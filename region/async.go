@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ const (
 	// OutOfSequenceCode is the first word of the error reply to a batch
 	// that skips some of its lane (a SequenceError); the sequence number
 	// the lane expects follows it.
-	OutOfSequenceCode = "OUTOFSEQ"
+	OutOfSequenceCode = respclient.CodeOutOfSequence
 )
 
 // slotTags holds, per hash slot, a short string hashing to it: the hash tag
@@ -591,12 +592,12 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 	}
 	now := g.cfg.Now()
 	for i, v := range replies {
-		switch {
-		case v.Kind != respclient.Error:
+		switch err := v.Err(); {
+		case err == nil:
 			o.done(slots[i], batches[i], false, now)
-		case strings.HasPrefix(v.Str, OutOfSequenceCode+" "):
-			g.resequence(l, o, slots[i], batches[i], v.Str)
-		case transientReply(v.Str), strings.HasPrefix(v.Str, "OOM "):
+		case errors.Is(err, respclient.ErrOutOfSequence):
+			g.resequence(l, o, slots[i], batches[i], err)
+		case transient(err), errors.Is(err, respclient.ErrOOM):
 			// OOM: the peer is over maxmemory and refuses new keys for
 			// now; the batch waits here (region-backlog-bytes bounds it).
 			o.retries.Add(1)
@@ -609,17 +610,20 @@ func (g *Gate) syncPeer(l *link, o *outbox) {
 }
 
 // resequence handles a peer's refusal of lane slot's batch b as out of
-// sequence (msg, the error reply): b is renumbered as the batch the peer
+// sequence (refusal, the decoded error reply): b is renumbered as the batch the peer
 // expects and goes out again next round, nothing dropped. A peer restored
 // from an older snapshot refuses the next batch of every lane it had
 // records of, so the line is logged for the first and then at most once a
 // minute per peer (resequenced counts them all); a reply it cannot act on
 // (no expected number below b's) keeps b for the next round, as a retry.
-func (g *Gate) resequence(l *link, o *outbox, slot int, b *batch, msg string) {
+func (g *Gate) resequence(l *link, o *outbox, slot int, b *batch, refusal error) {
 	seq := b.seq
-	word, _, _ := strings.Cut(msg[len(OutOfSequenceCode)+1:], " ")
-	expected, err := strconv.ParseInt(word, 10, 64)
-	ok := err == nil && o.resequence(slot, b, expected)
+	var gap *respclient.OutOfSequenceError
+	expected := int64(-1)
+	if errors.As(refusal, &gap) {
+		expected = gap.Expected
+	}
+	ok := expected >= 0 && o.resequence(slot, b, expected)
 	if !ok {
 		o.retries.Add(1)
 	}
@@ -630,22 +634,31 @@ func (g *Gate) resequence(l *link, o *outbox, slot int, b *batch, msg string) {
 	}
 	if !ok {
 		g.cfg.Logger.Warn("a region peer refused a batch as out of sequence without a usable expected batch; it is kept and sent again (logged at most once a minute per peer)",
-			"region", l.name, "slot", slot, "seq", seq, "err", msg)
+			"region", l.name, "slot", slot, "seq", seq, "err", refusal.Error())
 		return
 	}
 	g.cfg.Logger.Warn("a region peer lacks batches it had acknowledged (restored from an older snapshot, or its sequence record was evicted or deleted); the batch in flight is sent again as the one it expects (counted as resequenced, logged at most once a minute per peer)",
 		"region", l.name, "slot", slot, "seq", seq, "expected", expected, "resequenced", o.resequenced.Load())
 }
 
-// transientReply reports whether an error reply asks to try again later.
-func transientReply(msg string) bool {
-	w, _, _ := strings.Cut(msg, " ")
-	switch w {
-	case "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MOVED", "ASK", "NOAUTH", "WRONGPASS":
-		return true
+// transient reports whether a peer's error reply (decoded by respclient)
+// asks to try again later: the region is between leaders or loading, a
+// redirection was not followed, or the link's credentials are refused
+// (until an operator fixes them).
+func transient(err error) bool {
+	for _, t := range transientErrs {
+		if errors.Is(err, t) {
+			return true
+		}
 	}
 	return false
 }
+
+var transientErrs = [...]error{respclient.ErrTryAgain, respclient.ErrClusterDown, respclient.ErrLoading,
+	respclient.ErrMoved, respclient.ErrAsk, respclient.ErrNoAuth, respclient.ErrWrongPass}
+
+// transientReply is transient for the text of an error reply.
+func transientReply(msg string) bool { return transient(respclient.DecodeError(msg)) }
 
 // runSync ships to every peer every interval until ctx ends, each peer on
 // its own schedule (a peer that does not answer delays no other), then

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,12 +89,8 @@ func (l *link) callMany(calls [][][]byte) (out []respclient.Value, err error) {
 		return nil, err
 	}
 	for j, v := range out {
-		if v.Kind == respclient.Error && strings.HasPrefix(v.Str, "MOVED ") {
-			if _, to, ok := strings.Cut(v.Str[len("MOVED "):], " "); ok {
-				if w, err := l.callAt(to, calls[j]); err == nil {
-					out[j] = w
-				}
-			}
+		if w, err := l.follow(v, calls[j]); err == nil {
+			out[j] = w
 		}
 	}
 	return out, nil
@@ -151,34 +146,48 @@ func (l *link) pipeline(addr string, calls [][][]byte) ([]respclient.Value, erro
 // the region. A reply of the peer is returned with a nil error; err is the
 // failure to get one (connection, authentication, a region between leaders).
 func (l *link) callAt(addr string, args [][]byte) (respclient.Value, error) {
-	for range maxRedirects + 1 {
-		c, err := l.get(addr)
-		if err != nil {
-			return respclient.Value{}, err
-		}
-		v, err := c.Do(args...)
-		if err != nil {
-			c.Close()
-			return respclient.Value{}, err
-		}
-		l.put(addr, c)
-		if v.Kind != respclient.Error {
-			return v, nil
-		}
-		switch word, rest, _ := strings.Cut(v.Str, " "); word {
-		case "MOVED":
-			_, to, ok := strings.Cut(rest, " ")
-			if !ok || to == "" {
-				return v, nil
-			}
-			addr = to
-			continue
-		case "TRYAGAIN", "CLUSTERDOWN", "LOADING":
-			return respclient.Value{}, errors.Join(errTransient, errors.New(v.Str))
-		}
-		return v, nil
+	v, err := l.doAt(addr, args)
+	if err != nil {
+		return respclient.Value{}, err
 	}
-	return respclient.Value{}, errors.New("region: too many redirects")
+	return l.follow(v, args)
+}
+
+// follow returns the peer's reply v to args, after following MOVED to
+// other nodes of the region (respclient.Follow, up to maxRedirects). A
+// reply asking to try another node later (TRYAGAIN, CLUSTERDOWN, LOADING:
+// the region is between leaders, or loading) is an error wrapping
+// errTransient; any other reply is returned with a nil error.
+func (l *link) follow(v respclient.Value, args [][]byte) (respclient.Value, error) {
+	v, err := respclient.Follow(v, maxRedirects, func(addr string) (respclient.Value, error) {
+		return l.doAt(addr, args)
+	})
+	if errors.Is(err, respclient.ErrTooManyRedirects) {
+		return respclient.Value{}, errors.New("region: too many redirects")
+	}
+	if err != nil {
+		return respclient.Value{}, err
+	}
+	if re := v.Err(); errors.Is(re, respclient.ErrTryAgain) || errors.Is(re, respclient.ErrClusterDown) || errors.Is(re, respclient.ErrLoading) {
+		return respclient.Value{}, errors.Join(errTransient, re)
+	}
+	return v, nil
+}
+
+// doAt sends args to the node at addr and reads its reply, on a pooled
+// connection.
+func (l *link) doAt(addr string, args [][]byte) (respclient.Value, error) {
+	c, err := l.get(addr)
+	if err != nil {
+		return respclient.Value{}, err
+	}
+	v, err := c.Do(args...)
+	if err != nil {
+		c.Close()
+		return respclient.Value{}, err
+	}
+	l.put(addr, c)
+	return v, nil
 }
 
 func (l *link) get(addr string) (*respclient.Client, error) {

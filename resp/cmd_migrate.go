@@ -241,7 +241,8 @@ func (c *Conn) exchange(addr string, m *migrateArgs, timeout time.Duration, keys
 			keys[i].unknown = false
 			keys[i].restored = true
 		case respclient.Error:
-			if strings.HasPrefix(v.Str, "BUSYKEY") && (keys[i].again || keys[i].home) {
+			refusal := v.Err()
+			if errors.Is(refusal, respclient.ErrBusyKey) && (keys[i].again || keys[i].home) {
 				// Sent again, or to a group importing the slot from
 				// this one: the target has the key, so a RESTORE of it
 				// from here landed (an earlier MIGRATE's, an earlier
@@ -256,7 +257,7 @@ func (c *Conn) exchange(addr string, m *migrateArgs, timeout time.Duration, keys
 			// been applied (TRYAGAIN Leadership changed …) or whose
 			// outcome a group without a leader cannot tell: those keys
 			// stay in flight, like a lost reply.
-			keys[i].unknown = strings.HasPrefix(v.Str, "TRYAGAIN") || strings.HasPrefix(v.Str, "CLUSTERDOWN")
+			keys[i].unknown = errors.Is(refusal, respclient.ErrTryAgain) || errors.Is(refusal, respclient.ErrClusterDown)
 			keys[i].retry = keys[i].unknown
 			keys[i].err = targetError(v.Str)
 			if first == nil {

@@ -105,6 +105,19 @@ func (r *Routing) Owner(slot int) int {
 	return int(r.owner[slot])
 }
 
+// Route names the group that serves key's slot (ok false when no group
+// does) and, while that slot migrates out of it, the group importing it
+// ("" otherwise): where a front door that routes by group (Envoy's
+// rate-limit service) sends an op on key, and where it goes after ASK.
+func (r *Routing) Route(key []byte) (owner, importer string, ok bool) {
+	slot := hashslot.Of(key)
+	g := r.Owner(slot)
+	if g < 0 {
+		return "", "", false
+	}
+	return r.Groups[g].Name, r.Groups[g].Migrating[slot], true
+}
+
 // MigratingTo returns the index of the group slot migrates to from Self,
 // or -1.
 func (r *Routing) MigratingTo(slot int) int { return int(r.migrating[slot]) }

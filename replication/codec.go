@@ -137,7 +137,7 @@ var resultErrs = [...]error{
 	engine.ErrInvalidDuration, engine.ErrOverflow, engine.ErrLogLimit,
 	shards.ErrWouldGrow,
 	shards.ErrBusyKey, shards.ErrMoving,
-	ErrMoved, ErrAsk, ErrTryAgain,
+	cluster.ErrMoved, cluster.ErrAsk, cluster.ErrTryAgain,
 }
 
 // appendEntryHeader starts a log entry of type typ stamped at now.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"reflect"
 	"sync"
 	"testing"
@@ -161,7 +162,7 @@ func TestCodecMovesRefused(t *testing.T) {
 // wrapped ones too, keeps its identity across a forwarded call; the codes
 // of the errors that existed before keep their numbers.
 func TestCodecResultErrs(t *testing.T) {
-	newErrs := []error{shards.ErrBusyKey, shards.ErrMoving, ErrMoved, ErrAsk, ErrTryAgain}
+	newErrs := []error{shards.ErrBusyKey, shards.ErrMoving, cluster.ErrMoved, cluster.ErrAsk, cluster.ErrTryAgain}
 	var res []shards.Result
 	for _, err := range append(resultErrs[:], newErrs...) {
 		res = append(res, shards.Result{Err: err, N: 3}, shards.Result{Err: fmt.Errorf("slot 12: %w", err)})
@@ -181,9 +182,9 @@ func TestCodecResultErrs(t *testing.T) {
 		}
 	}
 	// Codes are 1 + index: the first twelve are on the wire already.
-	if errCode(shards.ErrWrongType) != 1 || errCode(shards.ErrWouldGrow) != 12 || errCode(shards.ErrBusyKey) != 13 || errCode(ErrTryAgain) != 17 {
+	if errCode(shards.ErrWrongType) != 1 || errCode(shards.ErrWouldGrow) != 12 || errCode(shards.ErrBusyKey) != 13 || errCode(cluster.ErrTryAgain) != 17 {
 		t.Errorf("error codes renumbered: WRONGTYPE %d, WouldGrow %d, BusyKey %d, TryAgain %d",
-			errCode(shards.ErrWrongType), errCode(shards.ErrWouldGrow), errCode(shards.ErrBusyKey), errCode(ErrTryAgain))
+			errCode(shards.ErrWrongType), errCode(shards.ErrWouldGrow), errCode(shards.ErrBusyKey), errCode(cluster.ErrTryAgain))
 	}
 }
 

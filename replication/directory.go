@@ -3,12 +3,21 @@ package replication
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
+)
+
+// Errors of Meet and Join.
+var (
+	// ErrOwnGroup: Meet named a node of this very group.
+	ErrOwnGroup = errors.New("replication: that node belongs to this group")
+	// ErrOtherGroup: a node of another group was asked to join this one.
+	ErrOtherGroup = errors.New("replication: that node belongs to another group")
 )
 
 // The directory: how the groups of one cluster learn about one another
@@ -151,14 +160,14 @@ func (n *Node) askLeaderView() {
 }
 
 // view turns w into a GroupView: the leader first, then by ID.
-func (w *groupWire) view(reachable bool) GroupView {
-	g := GroupView{Name: w.Group, Term: w.Term, Slots: w.Slots, Migrating: w.Migrating, Importing: w.Importing, Reachable: reachable}
+func (w *groupWire) view(reachable bool) cluster.GroupView {
+	g := cluster.GroupView{Name: w.Group, Term: w.Term, Slots: w.Slots, Migrating: w.Migrating, Importing: w.Importing, Reachable: reachable}
 	for _, m := range w.Members {
-		gm := GroupMember{ID: m.ID, ClusterID: ClusterNodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID,
+		gm := cluster.GroupMember{ID: m.ID, ClusterID: cluster.NodeID(w.Group, m.ID), RespAddr: m.Resp, RaftAddr: m.Raft, Leader: m.ID == w.LeaderID,
 			Health: cluster.ParseHealth(m.Health), Offset: m.Offset}
 		g.Members = append(g.Members, gm)
 	}
-	slices.SortFunc(g.Members, func(a, b GroupMember) int {
+	slices.SortFunc(g.Members, func(a, b cluster.GroupMember) int {
 		switch {
 		case a.Leader != b.Leader:
 			if a.Leader {
@@ -177,7 +186,7 @@ func (w *groupWire) view(reachable bool) GroupView {
 
 // Routing returns the current routing table (never nil). Safe for
 // concurrent use.
-func (n *Node) Routing() *Routing {
+func (n *Node) Routing() *cluster.Routing {
 	if r := n.routing.Load(); r != nil {
 		return r
 	}
@@ -186,12 +195,12 @@ func (n *Node) Routing() *Routing {
 
 // rebuildRouting builds and publishes the routing table from this group's
 // state and the directory's last answers.
-func (n *Node) rebuildRouting() *Routing {
+func (n *Node) rebuildRouting() *cluster.Routing {
 	n.routingMu.Lock()
 	defer n.routingMu.Unlock()
 	own := n.ownWire()
 	inf := own.view(own.LeaderID != "")
-	groups := []GroupView{inf}
+	groups := []cluster.GroupView{inf}
 	now := time.Now()
 	n.dir.mu.Lock()
 	for name, p := range n.dir.peers {
@@ -199,13 +208,13 @@ func (n *Node) rebuildRouting() *Routing {
 			continue
 		}
 		if p.wire == nil {
-			groups = append(groups, GroupView{Name: name})
+			groups = append(groups, cluster.GroupView{Name: name})
 			continue
 		}
 		groups = append(groups, p.wire.view(now.Sub(p.lastOK) < directoryStale))
 	}
 	n.dir.mu.Unlock()
-	slices.SortFunc(groups, func(a, b GroupView) int {
+	slices.SortFunc(groups, func(a, b cluster.GroupView) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
@@ -214,8 +223,8 @@ func (n *Node) rebuildRouting() *Routing {
 		}
 		return 0
 	})
-	self := slices.IndexFunc(groups, func(g GroupView) bool { return g.Name == n.cfg.Group })
-	r := NewRouting(self, n.cfg.NodeID, groups)
+	self := slices.IndexFunc(groups, func(g cluster.GroupView) bool { return g.Name == n.cfg.Group })
+	r := cluster.NewRouting(self, n.cfg.NodeID, groups)
 	n.routing.Store(r)
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func (c *testCluster) follower() *Node {
 
 // waitRouting polls until check accepts the routing of every running node
 // of every cluster.
-func waitRouting(t *testing.T, check func(*Routing) error, clusters ...*testCluster) {
+func waitRouting(t *testing.T, check func(*cluster.Routing) error, clusters ...*testCluster) {
 	t.Helper()
 	poll.Until(t, 15*time.Second, func() error {
 		for _, c := range clusters {
@@ -58,7 +59,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	}
 	if err := a.follower().AddSlots(ctx, []int{3, 2}); err == nil {
 		t.Fatal("ADDSLOTS of an owned slot succeeded")
-	} else if se := (*SlotError)(nil); !errors.As(err, &se) || se.Slot != 2 || !errors.Is(err, ErrSlotBusy) {
+	} else if se := (*cluster.SlotError)(nil); !errors.As(err, &se) || se.Slot != 2 || !errors.Is(err, cluster.ErrSlotBusy) {
 		t.Fatalf("ADDSLOTS of an owned slot: %#v", err)
 	}
 	if err := a.nodes[0].node.DelSlots(ctx, []int{0, 1, 2}); err != nil {
@@ -76,7 +77,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	if err := a.follower().Meet(ctx, b.nodes[0].respAddr); err != nil {
 		t.Fatalf("MEET: %v", err)
 	}
-	waitRouting(t, func(r *Routing) error {
+	waitRouting(t, func(r *cluster.Routing) error {
 		if len(r.Groups) != 2 {
 			return fmt.Errorf("%d groups", len(r.Groups))
 		}
@@ -95,38 +96,38 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 		t.Fatal("b did not record a")
 	}
 	// A slot of b is busy for a.
-	var se *SlotError
+	var se *cluster.SlotError
 	if err := a.nodes[0].node.AddSlots(ctx, []int{9000}); !errors.As(err, &se) || se.Slot != 9000 {
 		t.Fatalf("ADDSLOTS of b's slot on a: %v", err)
 	}
 	// Resharding one slot: b imports from a, a migrates to b, then b owns it.
 	aLeader, bLeader := leaderOf(a), leaderOf(b)
-	aID, bID := ClusterNodeID("a", aLeader.cfg.NodeID), ClusterNodeID("b", bLeader.cfg.NodeID)
+	aID, bID := cluster.NodeID("a", aLeader.cfg.NodeID), cluster.NodeID("b", bLeader.cfg.NodeID)
 	steps := []struct {
 		n      *Node
-		action SlotAction
+		action cluster.SlotAction
 		id     string
 	}{
-		{b.nodes[0].node, SlotImporting, aID},
-		{a.follower(), SlotMigrating, bID},
-		{b.nodes[0].node, SlotNode, bID},
-		{a.follower(), SlotNode, bID},
+		{b.nodes[0].node, cluster.SlotImporting, aID},
+		{a.follower(), cluster.SlotMigrating, bID},
+		{b.nodes[0].node, cluster.SlotNode, bID},
+		{a.follower(), cluster.SlotNode, bID},
 	}
 	for i, s := range steps {
 		if err := s.n.SetSlot(ctx, 100, s.action, s.id); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	waitRouting(t, func(r *Routing) error {
+	waitRouting(t, func(r *cluster.Routing) error {
 		if r.Owner(100) != r.Group("b") || r.Owner(99) != r.Group("a") || r.MigratingTo(100) >= 0 || r.ImportingFrom(100) >= 0 {
 			return fmt.Errorf("slot 100 owned by %d", r.Owner(100))
 		}
 		return nil
 	}, a, b)
-	if err := a.nodes[0].node.SetSlot(ctx, 5, SlotMigrating, "0000"); !errors.Is(err, ErrUnknownClusterNode) {
+	if err := a.nodes[0].node.SetSlot(ctx, 5, cluster.SlotMigrating, "0000"); !errors.Is(err, cluster.ErrUnknownNode) {
 		t.Fatalf("SETSLOT naming an unknown node: %v", err)
 	}
-	if err := a.follower().SetSlot(ctx, 100, SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, ErrSlotNotOwned) {
+	if err := a.follower().SetSlot(ctx, 100, cluster.SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotNotOwned) {
 		t.Fatalf("SETSLOT MIGRATING of a slot a does not own: %v", err)
 	}
 	// A slot whose keys are still here is not given away.
@@ -134,7 +135,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	if _, err := write(t, aLeader, throttle(string(key), 5, 1, 60, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.follower().SetSlot(ctx, 200, SlotNode, bID); !errors.As(err, &se) || !errors.Is(err, ErrSlotHasKeys) || se.Slot != 200 {
+	if err := a.follower().SetSlot(ctx, 200, cluster.SlotNode, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotHasKeys) || se.Slot != 200 {
 		t.Fatalf("SETSLOT NODE of a slot with keys: %v", err)
 	}
 }
@@ -163,7 +164,7 @@ func TestNewLeaderNamedByOtherGroups(t *testing.T) {
 	next := a.WaitForLeader(15*time.Second, old)
 	want := a.nodes[next].respAddr
 	start := time.Now()
-	waitRouting(t, func(r *Routing) error {
+	waitRouting(t, func(r *cluster.Routing) error {
 		g := r.Group("a")
 		if g < 0 {
 			return fmt.Errorf("group a unknown")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"time"
 
 	"github.com/cellserver/cellserver/shards"
@@ -58,7 +59,7 @@ func (n *Node) WriteGroup(ctx context.Context, group string, ops []shards.Op, re
 					return fmt.Errorf("replication: write in group %s: %w", group, err)
 				}
 				for i := range res {
-					if errors.Is(res[i].Err, ErrMoved) || errors.Is(res[i].Err, ErrAsk) {
+					if errors.Is(res[i].Err, cluster.ErrMoved) || errors.Is(res[i].Err, cluster.ErrAsk) {
 						n.kickDirectory() // the view of that group is stale
 						break
 					}

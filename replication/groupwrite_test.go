@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestWriteGroup(t *testing.T) {
 	if err := a.follower().Meet(ctx, b.nodes[0].respAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitRouting(t, func(r *Routing) error {
+	waitRouting(t, func(r *cluster.Routing) error {
 		if len(r.Groups) != 2 {
 			return fmt.Errorf("groups %+v", r.Groups)
 		}
@@ -80,8 +81,8 @@ func TestWriteGroup(t *testing.T) {
 	}
 	// b refuses a key of a at apply time, alone.
 	r, err := writeIn(a.follower(), "b", 10*time.Second, throttle(ka, 3, 1, 3600, 1))
-	if err != nil || !errors.Is(r.Err, ErrMoved) {
-		t.Fatalf("a key of a written in b: %+v, %v; want ErrMoved", r, err)
+	if err != nil || !errors.Is(r.Err, cluster.ErrMoved) {
+		t.Fatalf("a key of a written in b: %+v, %v; want cluster.ErrMoved", r, err)
 	}
 	if got := leaderOf(b).Store().Exists([][]byte{[]byte(ka)}, time.Now().UnixNano()); got != 0 {
 		t.Fatalf("refused key %s landed in b", ka)

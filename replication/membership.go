@@ -322,7 +322,7 @@ func definite(err error) bool {
 	var (
 		re *RemoteError
 		pe *PeerError
-		se *SlotError
+		se *cluster.SlotError
 	)
 	if errors.As(err, &re) || errors.As(err, &pe) || errors.As(err, &se) || errors.Is(err, errNotSent) {
 		return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -98,7 +99,7 @@ type Node struct {
 	// dir and routing are the cluster of groups as this node knows it
 	// (directory.go); routingMu serialises rebuilds.
 	dir       directory
-	routing   atomic.Pointer[Routing]
+	routing   atomic.Pointer[cluster.Routing]
 	routingMu sync.Mutex
 	started   atomic.Bool // n.raft is set (the FSM may run before)
 	learning  atomic.Bool // a learnAsync round is running

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"io"
 	"net"
 	"slices"
@@ -80,15 +81,20 @@ var codeErrors = [...]error{
 	8:  ErrNotPromoted,
 	9:  ErrRemoved,
 	10: ErrIDInUse,
-	11: ErrSlotBusy, // any *SlotError, with its detail
-	12: ErrUnknownClusterNode,
+	11: cluster.ErrSlotBusy, // any *SlotError, with its detail
+	12: cluster.ErrUnknownNode,
 	13: ErrOwnGroup,
 	14: ErrOtherGroup,
-	15: ErrGroupUnknown,
+	15: cluster.ErrGroupUnknown,
 	16: ErrNotVoter,
 	17: ErrAlreadyLeader,
 	18: ErrNotGroupLog, // a *LogError, with its detail
 }
+
+// slotErrs are the sentinels a *cluster.SlotError wraps, by their index in
+// the forwarding service's detail of a *SlotError (the slot, that index and
+// an unused text kept for older nodes): never renumber one.
+var slotErrs = [...]error{cluster.ErrSlotBusy, cluster.ErrSlotNotOwned, cluster.ErrSlotOwned, cluster.ErrSlotHasKeys, cluster.ErrSlotUnassigned}
 
 const (
 	frameHeaderLen = 5
@@ -373,7 +379,7 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 		q *QuorumError
 		p *PendingError
 		r *RemovedError
-		s *SlotError
+		s *cluster.SlotError
 		l *LogError
 	)
 	switch {
@@ -392,7 +398,7 @@ func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 	case errors.As(err, &s):
 		b := binary.AppendUvarint(nil, uint64(s.Slot))
 		b = append(b, byte(max(slices.Index(slotErrs[:], s.Err), 0)))
-		return errorCode(ErrSlotBusy), appendBytes(b, nil), true
+		return errorCode(cluster.ErrSlotBusy), appendBytes(b, nil), true
 	case errors.As(err, &q):
 		b := appendBytes(nil, []byte(q.ID))
 		b = binary.AppendUvarint(b, uint64(q.Reachable))
@@ -437,8 +443,8 @@ func decodeErrorDetail(status byte, body []byte) error {
 		l.Index = r.uvarint("index")
 		l.Member = r.byte1("member") == 1
 		err = l
-	case ErrSlotBusy:
-		s := &SlotError{Slot: int(r.uvarint("slot"))}
+	case cluster.ErrSlotBusy:
+		s := &cluster.SlotError{Slot: int(r.uvarint("slot"))}
 		if i := int(r.byte1("slot error")); i < len(slotErrs) {
 			s.Err = slotErrs[i]
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cellserver/cellserver/cluster"
 	"slices"
 	"testing"
 	"time"
@@ -56,24 +57,24 @@ func TestChangeSlots(t *testing.T) {
 	follower := c.nodes[(l+1)%3].node
 	for _, tc := range []struct {
 		name    string
-		changes []SlotChange
+		changes []cluster.SlotChange
 		want    []error // sentinel per change (nil: applied)
 		entries uint64
 	}{
-		{"fix", []SlotChange{
-			{Kind: SlotDel, Slots: []int{5}},
-			{Kind: SlotDel, Slots: []int{5}}, // refused: the first made it unowned
-			{Kind: SlotAdd, Slots: []int{5}},
-			{Kind: SlotSet, Slot: 5, Action: SlotStable},
-		}, []error{nil, ErrSlotUnassigned, nil, nil}, 1},
-		{"all refused", []SlotChange{
-			{Kind: SlotDel, Slots: []int{100}},
-			{Kind: SlotSet, Slot: 100, Action: SlotMigrating, NodeID: "nosuch"},
-		}, []error{ErrSlotUnassigned, ErrUnknownClusterNode}, 0},
-		{"add then refused add", []SlotChange{
-			{Kind: SlotAdd, Slots: []int{6}},
-			{Kind: SlotAdd, Slots: []int{6, 7}},
-		}, []error{nil, ErrSlotBusy}, 1},
+		{"fix", []cluster.SlotChange{
+			{Kind: cluster.SlotDel, Slots: []int{5}},
+			{Kind: cluster.SlotDel, Slots: []int{5}}, // refused: the first made it unowned
+			{Kind: cluster.SlotAdd, Slots: []int{5}},
+			{Kind: cluster.SlotSet, Slot: 5, Action: cluster.SlotStable},
+		}, []error{nil, cluster.ErrSlotUnassigned, nil, nil}, 1},
+		{"all refused", []cluster.SlotChange{
+			{Kind: cluster.SlotDel, Slots: []int{100}},
+			{Kind: cluster.SlotSet, Slot: 100, Action: cluster.SlotMigrating, NodeID: "nosuch"},
+		}, []error{cluster.ErrSlotUnassigned, cluster.ErrUnknownNode}, 0},
+		{"add then refused add", []cluster.SlotChange{
+			{Kind: cluster.SlotAdd, Slots: []int{6}},
+			{Kind: cluster.SlotAdd, Slots: []int{6, 7}},
+		}, []error{nil, cluster.ErrSlotBusy}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := leader.raft.LastIndex()
@@ -117,20 +118,20 @@ func TestChangeSlotsRetakeWhileStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, func() error {
-		if !slices.ContainsFunc(leader.Routing().Groups, func(g GroupView) bool { return g.Name == "silent" }) {
+		if !slices.ContainsFunc(leader.Routing().Groups, func(g cluster.GroupView) bool { return g.Name == "silent" }) {
 			return errors.New("the silent group is not in the routing table yet")
 		}
 		return nil
 	})
-	if err := leader.AddSlots(ctx, []int{6}); !errors.Is(err, ErrGroupUnknown) {
-		t.Fatalf("ADDSLOTS 6 with a silent group known: %v, want ErrGroupUnknown", err)
+	if err := leader.AddSlots(ctx, []int{6}); !errors.Is(err, cluster.ErrGroupUnknown) {
+		t.Fatalf("ADDSLOTS 6 with a silent group known: %v, want cluster.ErrGroupUnknown", err)
 	}
-	errs, err := leader.ChangeSlots(ctx, []SlotChange{
-		{Kind: SlotDel, Slots: []int{5}},
-		{Kind: SlotAdd, Slots: []int{5}},
-		{Kind: SlotAdd, Slots: []int{6}},
+	errs, err := leader.ChangeSlots(ctx, []cluster.SlotChange{
+		{Kind: cluster.SlotDel, Slots: []int{5}},
+		{Kind: cluster.SlotAdd, Slots: []int{5}},
+		{Kind: cluster.SlotAdd, Slots: []int{6}},
 	})
-	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrGroupUnknown) {
+	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], cluster.ErrGroupUnknown) {
 		t.Fatalf("ChangeSlots = %v, %v; want DELSLOTS 5 and ADDSLOTS 5 applied, ADDSLOTS 6 refused", errs, err)
 	}
 	if st := leader.fsm.clusterState(); !st.Owns(5) || st.Owns(6) {

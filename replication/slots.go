@@ -10,31 +10,6 @@ import (
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// SlotAction is cluster.SlotAction (SETSLOT's subcommand).
-type SlotAction = cluster.SlotAction
-
-// The SETSLOT actions.
-const (
-	SlotImporting = cluster.SlotImporting
-	SlotMigrating = cluster.SlotMigrating
-	SlotNode      = cluster.SlotNode
-	SlotStable    = cluster.SlotStable
-)
-
-// SlotChangeKind is cluster.SlotChangeKind.
-type SlotChangeKind = cluster.SlotChangeKind
-
-// The kinds of SlotChange.
-const (
-	SlotAdd = cluster.SlotAdd
-	SlotDel = cluster.SlotDel
-	SlotSet = cluster.SlotSet
-)
-
-// SlotChange is cluster.SlotChange: one slot change of a list applied
-// together (ChangeSlots).
-type SlotChange = cluster.SlotChange
-
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
 
@@ -57,7 +32,7 @@ func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 // node (ClusterNodeID) of the group the slot is imported from, migrates
 // to, or is assigned to. ErrUnknownClusterNode when no known group has
 // that node; *SlotError for a slot in the wrong state.
-func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, clusterID string) error {
+func (n *Node) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
 	c, err := n.setSlotChange(slot, action, clusterID)
 	if err != nil {
 		return err
@@ -66,8 +41,8 @@ func (n *Node) SetSlot(ctx context.Context, slot int, action SlotAction, cluster
 }
 
 // setSlotChange is the cluster change of SETSLOT slot action clusterID.
-func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*clusterChange, error) {
-	sc := SlotChange{Kind: SlotSet, Slot: slot, Action: action, NodeID: clusterID}
+func (n *Node) setSlotChange(slot int, action cluster.SlotAction, clusterID string) (*clusterChange, error) {
+	sc := cluster.SlotChange{Kind: cluster.SlotSet, Slot: slot, Action: action, NodeID: clusterID}
 	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
@@ -81,7 +56,7 @@ func (n *Node) setSlotChange(slot int, action SlotAction, clusterID string) (*cl
 // ...): then errs is nil and it is unknown whether the entry was applied
 // only when err wraps ErrLeadershipLost. On a follower the leader does it
 // (forwarded).
-func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, error) {
+func (n *Node) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
 	errs := make([]error, len(changes))
 	list := make([]clusterChange, 0, len(changes))
 	idx := make([]int, 0, len(changes))
@@ -119,7 +94,7 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []SlotChange) ([]error, 
 
 // slotChange turns a SlotChange into the cluster change it makes, checking
 // what can be checked without the leader's state.
-func (n *Node) slotChange(sc *SlotChange) (*clusterChange, error) {
+func (n *Node) slotChange(sc *cluster.SlotChange) (*clusterChange, error) {
 	return sc.Change(n.Routing(), n.cfg.Group)
 }
 

@@ -155,15 +155,15 @@ func TestSlotCheck(t *testing.T) {
 		want error
 	}{
 		{"owned stable slot", limit(owned), nil},
-		{"slot of another group", limit(foreign), ErrMoved},
-		{"imported slot without ASKING", limit(imported), ErrMoved},
+		{"slot of another group", limit(foreign), cluster.ErrMoved},
+		{"imported slot without ASKING", limit(imported), cluster.ErrMoved},
 		{"imported slot after ASKING", asking, nil},
 		{"migrating slot, key here", limit(here), nil},
 		{"migrating slot, key in flight", limit(moving), nil}, // the store answers ErrMoving
-		{"migrating slot, key away", limit(away), ErrAsk},
-		{"migrating slot, keys split", limit(here, away), ErrTryAgain},
-		{"owned and foreign keys", limit(owned, foreign), ErrMoved},
-		{"delete of a key away", shards.Op{Code: shards.OpDel, Keys: [][]byte{away}}, ErrAsk},
+		{"migrating slot, key away", limit(away), cluster.ErrAsk},
+		{"migrating slot, keys split", limit(here, away), cluster.ErrTryAgain},
+		{"owned and foreign keys", limit(owned, foreign), cluster.ErrMoved},
+		{"delete of a key away", shards.Op{Code: shards.OpDel, Keys: [][]byte{away}}, cluster.ErrAsk},
 		{"flush is not checked", shards.Op{Code: shards.OpFlush}, nil},
 		{"a move is not checked", shards.Op{Code: shards.OpMoveDone, Keys: [][]byte{foreign}}, nil},
 	}
@@ -175,11 +175,11 @@ func TestSlotCheck(t *testing.T) {
 }
 
 func TestNewRouting(t *testing.T) {
-	groups := []GroupView{
-		{Name: "a", Slots: [][2]int{{0, 8191}}, Migrating: map[int]string{5: "b"}, Members: []GroupMember{{ID: "a1", RespAddr: "h:1", Leader: true}}},
-		{Name: "b", Slots: [][2]int{{5, 5}, {8192, 16383}}, Importing: map[int]string{5: "a"}, Members: []GroupMember{{ID: "b1", ClusterID: "x", RespAddr: "h:2"}}},
+	groups := []cluster.GroupView{
+		{Name: "a", Slots: [][2]int{{0, 8191}}, Migrating: map[int]string{5: "b"}, Members: []cluster.GroupMember{{ID: "a1", RespAddr: "h:1", Leader: true}}},
+		{Name: "b", Slots: [][2]int{{5, 5}, {8192, 16383}}, Importing: map[int]string{5: "a"}, Members: []cluster.GroupMember{{ID: "b1", ClusterID: "x", RespAddr: "h:2"}}},
 	}
-	r := NewRouting(0, "a1", groups)
+	r := cluster.NewRouting(0, "a1", groups)
 	switch {
 	case !r.Sharded:
 		t.Error("not sharded")
@@ -191,16 +191,16 @@ func TestNewRouting(t *testing.T) {
 		t.Errorf("redirect addresses %q %q %q", r.RedirectAddr(0), r.RedirectAddr(1), r.RedirectAddr(2))
 	}
 	groups[1].Reachable = true // b's view is fresh: a migrating source hands over
-	if r := NewRouting(0, "a1", groups); r.Owner(5) != 1 || r.Owner(6) != 0 {
+	if r := cluster.NewRouting(0, "a1", groups); r.Owner(5) != 1 || r.Owner(6) != 0 {
 		t.Errorf("slot 5 (a migrating, b fresh) owned by %d, want b; slot 6 by %d, want a", r.Owner(5), r.Owner(6))
 	}
-	if r := NewRouting(1, "b1", groups); r.Owner(5) != 1 {
+	if r := cluster.NewRouting(1, "b1", groups); r.Owner(5) != 1 {
 		t.Errorf("b's own claim of slot 5 lost to a migrating a: owner %d", r.Owner(5))
 	}
-	if got := NewRouting(0, "a1", groups).Ranges(1); !reflect.DeepEqual(got, [][2]int{{5, 5}, {8192, 16383}}) {
+	if got := cluster.NewRouting(0, "a1", groups).Ranges(1); !reflect.DeepEqual(got, [][2]int{{5, 5}, {8192, 16383}}) {
 		t.Errorf("b's ranges %v", got)
 	}
-	if one := NewRouting(0, "a1", []GroupView{{Name: "a"}}); one.Sharded || one.Owner(123) != 0 {
+	if one := cluster.NewRouting(0, "a1", []cluster.GroupView{{Name: "a"}}); one.Sharded || one.Owner(123) != 0 {
 		t.Errorf("a lone group without slots serves every slot: sharded %v owner %d", one.Sharded, one.Owner(123))
 	}
 }
@@ -294,11 +294,11 @@ func TestTombstones(t *testing.T) {
 		change *clusterChange
 		want   error
 	}{
-		{"slot still migrating", nil, ErrAsk},
-		{"SETSLOT STABLE", &clusterChange{Action: actStable, Slot: 50}, ErrTryAgain},
-		{"DELSLOTS", &clusterChange{Action: actDelSlots, Ranges: [][2]int{{50, 50}}}, ErrMoved},
-		{"ADDSLOTS", &clusterChange{Action: actAddSlots, Ranges: [][2]int{{50, 50}}}, ErrTryAgain},
-		{"SETSLOT NODE itself", &clusterChange{Action: actOwn, Slot: 50}, ErrTryAgain},
+		{"slot still migrating", nil, cluster.ErrAsk},
+		{"SETSLOT STABLE", &clusterChange{Action: actStable, Slot: 50}, cluster.ErrTryAgain},
+		{"DELSLOTS", &clusterChange{Action: actDelSlots, Ranges: [][2]int{{50, 50}}}, cluster.ErrMoved},
+		{"ADDSLOTS", &clusterChange{Action: actAddSlots, Ranges: [][2]int{{50, 50}}}, cluster.ErrTryAgain},
+		{"SETSLOT NODE itself", &clusterChange{Action: actOwn, Slot: 50}, cluster.ErrTryAgain},
 	}
 	for _, st := range steps {
 		if st.change != nil {
@@ -326,9 +326,9 @@ func TestTombstones(t *testing.T) {
 // GroupOfAddr errs towards a match: a name on either side matches any
 // member with the same port; IP literals must be equal.
 func TestGroupOfAddr(t *testing.T) {
-	r := NewRouting(0, "a1", []GroupView{
-		{Name: "a", Members: []GroupMember{{ID: "a1", RespAddr: "127.0.0.1:7001"}}},
-		{Name: "b", Members: []GroupMember{{ID: "b1", RespAddr: "10.0.0.2:7004"}, {ID: "b2", RespAddr: "node-b2:7005"}}},
+	r := cluster.NewRouting(0, "a1", []cluster.GroupView{
+		{Name: "a", Members: []cluster.GroupMember{{ID: "a1", RespAddr: "127.0.0.1:7001"}}},
+		{Name: "b", Members: []cluster.GroupMember{{ID: "b1", RespAddr: "10.0.0.2:7004"}, {ID: "b2", RespAddr: "node-b2:7005"}}},
 	})
 	for _, tc := range []struct {
 		addr string

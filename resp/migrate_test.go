@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -291,12 +291,12 @@ func TestMigrateTargetSilent(t *testing.T) {
 func TestMigrateBetweenGroups(t *testing.T) {
 	key := "{mig}k"
 	slot := keySlot([]byte(key))
-	groups := func() []replication.GroupView {
-		return []replication.GroupView{
+	groups := func() []cluster.GroupView {
+		return []cluster.GroupView{
 			{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},
-				Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
+				Members: []cluster.GroupMember{member("a", "a1", 7001, true)}},
 			{Name: "b", Reachable: true, Importing: map[int]string{slot: "a"},
-				Members: []replication.GroupMember{member("b", "b1", 7011, true)}},
+				Members: []cluster.GroupMember{member("b", "b1", 7011, true)}},
 		}
 	}
 	src, _ := startRouted(t, newFakeCluster(0, "a1", groups()), nil)
@@ -484,11 +484,11 @@ func TestMigrateResendsWithinImportingGroup(t *testing.T) {
 				p1, got1 = scriptedTarget(t, tt.first)
 			}
 			p2, got2 := scriptedTarget(t, tt.second)
-			groups := []replication.GroupView{
+			groups := []cluster.GroupView{
 				{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},
-					Members: []replication.GroupMember{member("a", "a1", 7001, true)}},
+					Members: []cluster.GroupMember{member("a", "a1", 7001, true)}},
 				{Name: "b", Reachable: true, Importing: map[int]string{slot: "a"},
-					Members: []replication.GroupMember{member("b", "b1", p1, true), member("b", "b2", p2, false)}},
+					Members: []cluster.GroupMember{member("b", "b1", p1, true), member("b", "b2", p2, false)}},
 			}
 			src, _ := startRouted(t, newFakeCluster(0, "a1", groups), nil)
 			cs := src.client(t, 2, "")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cellserver/cellserver/replication"
+	"github.com/cellserver/cellserver/cluster"
 )
 
 // reply reads one whole reply and renders it compactly: +simple, -error,
@@ -331,7 +331,7 @@ func TestTransactionClusterRouting(t *testing.T) {
 func TestTransactionSlotChanges(t *testing.T) {
 	fc := twoGroups()
 	ts := startServer(t, func(c *Config) { c.Cluster = fc })
-	b1 := replication.ClusterNodeID("b", "b1")
+	b1 := cluster.NodeID("b", "b1")
 	rc := ts.raw(t)
 	// What redis-cli --cluster fix sends to give a slot an owner, then
 	// more: refusals answer in their place.

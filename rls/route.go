@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -24,28 +25,18 @@ type Router interface {
 	// WriteGroup is Writer.Write in the group named group: the ops go to
 	// that group's leader, which decides them in one log entry. The group
 	// decides at apply time whether it serves each op's keys; an op it
-	// does not serve fails alone, res[i].Err wrapping ErrMoved, ErrAsk or
-	// ErrTryAgain (or shards.ErrMoving), with nothing applied. The error
+	// does not serve fails alone, res[i].Err wrapping cluster.ErrMoved,
+	// cluster.ErrAsk or cluster.ErrTryAgain (or shards.ErrMoving), with
+	// nothing applied. The error
 	// is about the whole write, as Writer's (no leader within the bound,
 	// outcome unknown, ctx's error).
 	WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error
 }
 
-// Per-operation refusals of Router.WriteGroup: the group does not serve the
-// op's keys (any longer). Nothing was applied; the Service routes the op
-// again.
-var (
-	// ErrMoved: a key's slot is owned by another group.
-	ErrMoved = errors.New("rls: slot served by another group")
-	// ErrAsk: the slot migrates out of the group and the key is not
-	// there; the importing group decides it when asked with Asking set.
-	ErrAsk = errors.New("rls: slot migrating, key not in this group")
-	// ErrTryAgain: keys of a migrating slot are split between the groups,
-	// or a key is in flight; a later attempt succeeds.
-	ErrTryAgain = errors.New("rls: keys of a migrating slot are split or in flight")
-	// ErrNoGroup: no group serves the key's slot.
-	ErrNoGroup = errors.New("rls: no group serves the slot")
-)
+// ErrNoGroup is a descriptor's error when no group serves its key's slot.
+// (A group's per-operation refusals, that it does not serve the op's keys
+// any longer, are cluster's: ErrMoved, ErrAsk, ErrTryAgain.)
+var ErrNoGroup = errors.New("rls: no group serves the slot")
 
 const (
 	// maxRoutes bounds the attempts at one descriptor: the first and the
@@ -232,14 +223,14 @@ func (s *Service) settle(plans []plan, who []int, r *shards.Result, whole bool) 
 	}
 	multi := len(who) > 1
 	switch {
-	case errors.Is(err, ErrMoved):
+	case errors.Is(err, cluster.ErrMoved):
 		// The slot is another group's now (or, after an ASK, the move
 		// ended): route by owner again once this node's view follows.
 		for _, i := range who {
 			plans[i].askTo = ""
 		}
 		return true, true
-	case errors.Is(err, ErrAsk):
+	case errors.Is(err, cluster.ErrAsk):
 		if multi {
 			// Keys of several slots, one migrating: each is decided on
 			// its own, wherever it is.
@@ -252,7 +243,7 @@ func (s *Service) settle(plans []plan, who []int, r *shards.Result, whole bool) 
 			return true, false
 		}
 		return true, true // this node's view does not name the importer yet
-	case errors.Is(err, ErrTryAgain), errors.Is(err, shards.ErrMoving):
+	case errors.Is(err, cluster.ErrTryAgain), errors.Is(err, shards.ErrMoving):
 		if multi {
 			split(plans, who)
 			return true, false

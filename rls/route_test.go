@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -40,9 +41,9 @@ descriptors:
 // between them. A descriptor's group is the first letter of its value
 // ("a7" is group a's), unless moved; view is this node's (possibly stale)
 // picture of that. Each group refuses, as the FSM's slot check does, a key
-// it does not own: ErrMoved, or ErrAsk when it migrates the key's slot to
-// the importer and does not hold the key; the importer takes it only with
-// Asking. Safe for concurrent use.
+// it does not own: cluster.ErrMoved, or cluster.ErrAsk when it migrates the
+// key's slot to the importer and does not hold the key; the importer takes
+// it only with Asking. Safe for concurrent use.
 type fakeGroups struct {
 	self  string
 	clock *fakeClock
@@ -141,7 +142,7 @@ func (f *fakeGroups) refuseLocked(group string, st *shards.Store, op *shards.Op)
 		switch {
 		case owner != group && importer == group && op.Asking:
 		case owner != group:
-			return fmt.Errorf("%w: group %s", ErrMoved, group)
+			return fmt.Errorf("%w: group %s", cluster.ErrMoved, group)
 		case importer != "" && st.Exists([][]byte{k}, f.clock.Now()) == 0:
 			away++
 		default:
@@ -152,9 +153,9 @@ func (f *fakeGroups) refuseLocked(group string, st *shards.Store, op *shards.Op)
 	case away == 0:
 		return nil
 	case here == 0:
-		return fmt.Errorf("%w: group %s", ErrAsk, group)
+		return fmt.Errorf("%w: group %s", cluster.ErrAsk, group)
 	}
-	return fmt.Errorf("%w: group %s", ErrTryAgain, group)
+	return fmt.Errorf("%w: group %s", cluster.ErrTryAgain, group)
 }
 
 // has reports whether group's keyspace holds the key of descriptor k=v.

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
@@ -282,9 +281,9 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 }
 
 // rlsRouter routes the rate-limit service's decisions across the groups of
-// a cluster: rls.Router over the node's routing table and WriteGroup, with
-// the groups' per-operation refusals mapped to rls's sentinels. Safe for
-// concurrent use.
+// a cluster: rls.Router over the node's routing table (cluster.Routing's
+// Route) and WriteGroup, whose per-operation refusals are cluster's
+// sentinels, as rls expects them. Safe for concurrent use.
 type rlsRouter struct{ node *replication.Node }
 
 // regionRouter is rlsRouter with the region policy applied to every
@@ -303,31 +302,11 @@ func (r regionRouter) WriteGroup(ctx context.Context, group string, ops []shards
 func (r rlsRouter) Self() string { return r.node.Group() }
 
 func (r rlsRouter) Route(key []byte) (owner, importer string, ok bool) {
-	rt := r.node.Routing()
-	slot := hashslot.Of(key)
-	g := rt.Owner(slot)
-	if g < 0 {
-		return "", "", false
-	}
-	return rt.Groups[g].Name, rt.Groups[g].Migrating[slot], true
+	return r.node.Routing().Route(key)
 }
 
 func (r rlsRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {
-	if err := r.node.WriteGroup(ctx, group, ops, res); err != nil {
-		return err
-	}
-	for i := range res {
-		switch err := res[i].Err; {
-		case err == nil:
-		case errors.Is(err, replication.ErrMoved):
-			res[i].Err = fmt.Errorf("%w: %w", rls.ErrMoved, err)
-		case errors.Is(err, replication.ErrAsk):
-			res[i].Err = fmt.Errorf("%w: %w", rls.ErrAsk, err)
-		case errors.Is(err, replication.ErrTryAgain):
-			res[i].Err = fmt.Errorf("%w: %w", rls.ErrTryAgain, err)
-		}
-	}
-	return nil
+	return r.node.WriteGroup(ctx, group, ops, res)
 }
 
 var _ rls.Router = rlsRouter{}

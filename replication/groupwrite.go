@@ -22,8 +22,8 @@ import (
 //
 // The group's FSM checks each op's slots at apply time as for any write, so
 // an op whose keys that group does not serve (any longer) fails alone with
-// ErrMoved, ErrAsk or ErrTryAgain in res[i].Err; this node then refreshes
-// its view of the groups at once. Errors: as Write (ErrNoLeader,
+// cluster.ErrMoved, cluster.ErrAsk or cluster.ErrTryAgain in res[i].Err;
+// this node then refreshes its view of the groups at once. Errors: as Write (ErrNoLeader,
 // ErrLeadershipLost: outcome unknown, ErrRemoved, ErrShutdown, ctx's
 // error), and ErrNoLeader when no group of that name is known.
 func (n *Node) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {

@@ -24,7 +24,7 @@ func writeIn(n *Node, group string, d time.Duration, op shards.Op) (shards.Resul
 
 // TestWriteGroup: any node of group a decides ops in group b through b's
 // leader, exactly (b's limit holds whichever node of a asks); an op whose
-// key b does not serve fails alone with ErrMoved, nothing applied; when b's
+// key b does not serve fails alone with cluster.ErrMoved, nothing applied; when b's
 // leader stops, writes wait for the new one; without a quorum in b they
 // fail with ErrNoLeader within the bound, never succeed.
 func TestWriteGroup(t *testing.T) {

@@ -15,23 +15,23 @@ func (n *Node) Group() string { return n.cfg.Group }
 
 // AddSlots assigns slots to this group (CLUSTER ADDSLOTS), replicated in
 // its log. A slot this group or another known group owns fails the whole
-// call with a *SlotError wrapping ErrSlotBusy; nothing is assigned then.
-// On a follower the change is made by the leader (forwarded).
+// call with a *cluster.SlotError wrapping cluster.ErrSlotBusy; nothing is
+// assigned then. On a follower the change is made by the leader (forwarded).
 func (n *Node) AddSlots(ctx context.Context, slots []int) error {
 	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
-// owns fails with a *SlotError wrapping ErrSlotUnassigned.
+// owns fails with a *cluster.SlotError wrapping cluster.ErrSlotUnassigned.
 func (n *Node) DelSlots(ctx context.Context, slots []int) error {
 	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
-// node (ClusterNodeID) of the group the slot is imported from, migrates
-// to, or is assigned to. ErrUnknownClusterNode when no known group has
-// that node; *SlotError for a slot in the wrong state.
+// node (cluster.NodeID) of the group the slot is imported from, migrates
+// to, or is assigned to. cluster.ErrUnknownNode when no known group has
+// that node; *cluster.SlotError for a slot in the wrong state.
 func (n *Node) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
 	c, err := n.setSlotChange(slot, action, clusterID)
 	if err != nil {

@@ -30,9 +30,10 @@ type clusterState = cluster.State
 // slotCheck decides at apply time whether op may run in this group, with
 // cluster.Check in Apply mode over s and the store at now: nil when it
 // may, else the verdict's sentinel (cluster.ErrMoved, cluster.ErrAsk,
-// cluster.ErrTryAgain). A key in flight passes: the store refuses the op itself with shards.ErrMoving,
-// under the key's shard lock. Ops without keys and the moves themselves
-// (the source's own bookkeeping) are not checked.
+// cluster.ErrTryAgain). A key in flight passes: the store refuses the op
+// itself with shards.ErrMoving, under the key's shard lock. Ops without
+// keys and the moves themselves (the source's own bookkeeping) are not
+// checked.
 func slotCheck(s *clusterState, store *shards.Store, op *shards.Op, now int64) error {
 	switch op.Code {
 	case shards.OpLimit, shards.OpLimitAll, shards.OpDel, shards.OpRestore:

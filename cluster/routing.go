@@ -105,11 +105,11 @@ func (r *Routing) Owner(slot int) int {
 	return int(r.owner[slot])
 }
 
-// Route names the group that serves key's slot (ok false when no group
+// GroupOfKey names the group that serves key's slot (ok false when no group
 // does) and, while that slot migrates out of it, the group importing it
 // ("" otherwise): where a front door that routes by group (Envoy's
 // rate-limit service) sends an op on key, and where it goes after ASK.
-func (r *Routing) Route(key []byte) (owner, importer string, ok bool) {
+func (r *Routing) GroupOfKey(key []byte) (owner, importer string, ok bool) {
 	slot := hashslot.Of(key)
 	g := r.Owner(slot)
 	if g < 0 {

@@ -282,7 +282,7 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 
 // rlsRouter routes the rate-limit service's decisions across the groups of
 // a cluster: rls.Router over the node's routing table (cluster.Routing's
-// Route) and WriteGroup, whose per-operation refusals are cluster's
+// GroupOfKey) and WriteGroup, whose per-operation refusals are cluster's
 // sentinels, as rls expects them. Safe for concurrent use.
 type rlsRouter struct{ node *replication.Node }
 
@@ -302,7 +302,7 @@ func (r regionRouter) WriteGroup(ctx context.Context, group string, ops []shards
 func (r rlsRouter) Self() string { return r.node.Group() }
 
 func (r rlsRouter) Route(key []byte) (owner, importer string, ok bool) {
-	return r.node.Routing().Route(key)
+	return r.node.Routing().GroupOfKey(key)
 }
 
 func (r rlsRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {

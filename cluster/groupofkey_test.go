@@ -6,10 +6,10 @@ import (
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// TestRoute: a key's group is its slot's owner, with the importing group
+// TestGroupOfKey: a key's group is its slot's owner, with the importing group
 // while the owner migrates the slot; no group for a slot nobody owns; an
 // unsharded routing routes every key to Self.
-func TestRoute(t *testing.T) {
+func TestGroupOfKey(t *testing.T) {
 	moving, owned, unowned := []byte("{a}1"), []byte("{b}1"), []byte("{c}1")
 	sm, so, su := hashslot.Of(moving), hashslot.Of(owned), hashslot.Of(unowned)
 	if sm == so || sm == su || so == su {
@@ -29,12 +29,12 @@ func TestRoute(t *testing.T) {
 		{unowned, "", "", false},
 	}
 	for _, tt := range tests {
-		if o, i, ok := r.Route(tt.key); o != tt.owner || i != tt.importer || ok != tt.ok {
-			t.Errorf("Route(%q) = %q, %q, %v; want %q, %q, %v", tt.key, o, i, ok, tt.owner, tt.importer, tt.ok)
+		if o, i, ok := r.GroupOfKey(tt.key); o != tt.owner || i != tt.importer || ok != tt.ok {
+			t.Errorf("GroupOfKey(%q) = %q, %q, %v; want %q, %q, %v", tt.key, o, i, ok, tt.owner, tt.importer, tt.ok)
 		}
 	}
 	one := NewRouting(0, "a1", []GroupView{{Name: "a"}})
-	if o, i, ok := one.Route(unowned); o != "a" || i != "" || !ok {
-		t.Errorf("unsharded Route(%q) = %q, %q, %v; want \"a\", \"\", true", unowned, o, i, ok)
+	if o, i, ok := one.GroupOfKey(unowned); o != "a" || i != "" || !ok {
+		t.Errorf("unsharded GroupOfKey(%q) = %q, %q, %v; want \"a\", \"\", true", unowned, o, i, ok)
 	}
 }

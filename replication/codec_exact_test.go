@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/engine/codec"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -20,7 +21,7 @@ func TestCodecExact(t *testing.T) {
 		b := encodeOpsEntry(nil, 7, ops)
 		// header, op count, code, key count, two keys of one byte each,
 		// request count, then the first request's kind and flags.
-		if got := b[entryHeader+1+1+1+2*2+1+1]; (got&reqExact != 0) != exact || got&^reqExact != 0 {
+		if got := b[entryHeader+1+1+1+2*2+1+1]; (got&codec.FlagExact != 0) != exact || got&^codec.FlagExact != 0 {
 			t.Errorf("Exact=%v: flags byte = %#x", exact, got)
 		}
 		e, err := decodeEntry(b, nil)

@@ -123,3 +123,57 @@ func shadowLimited(t *testing.T, c *redis.Client) int64 {
 	}
 	return n
 }
+
+// TestMigrateShadowedKey: MIGRATE moves a key's state, never a decision:
+// a shadowed key moved to a server with the same rules keeps answering
+// allowed, its refusals counted there, and the state that arrives is what
+// the source held (its shadow refusals consumed nothing, the one request
+// its override admitted did); an overridden key that is not shadowed stays
+// refused after the move.
+func TestMigrateShadowedKey(t *testing.T) {
+	rules := []string{"--save", "", "--limit-shadow", "sh:*", "--limit-override", "sh:* 0 1 60 ov:* 0 1 60"}
+	src, dst := startServer(t, rules...), startServer(t, rules...)
+	sc := redis.NewClient(&redis.Options{Addr: src.Addr, Protocol: 2})
+	dc := redis.NewClient(&redis.Options{Addr: dst.Addr, Protocol: 2})
+	t.Cleanup(func() { sc.Close(); dc.Close() })
+	admitted := func(c *redis.Client, key string) int {
+		t.Helper()
+		got := 0
+		for range 5 {
+			v, err := regionThrottle(c, t, key, 99, 100, 60)
+			if err != nil {
+				t.Fatalf("CL.THROTTLE %s: %v", key, err)
+			}
+			if v[0] == 0 {
+				got++
+			}
+		}
+		return got
+	}
+	before := shadowLimited(t, sc)
+	if got := admitted(sc, "sh:k"); got != 5 {
+		t.Errorf("source: sh:k (shadowed) admitted %d of 5, want 5", got)
+	}
+	if got := shadowLimited(t, sc) - before; got != 4 {
+		t.Errorf("source counted %d shadow refusals, want 4", got)
+	}
+	if got := admitted(sc, "ov:k"); got != 1 {
+		t.Errorf("source: ov:k (overridden to 0 1 60) admitted %d of 5, want 1", got)
+	}
+	if err := sc.Do(ctxT(t), "MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS", "sh:k", "ov:k").Err(); err != nil {
+		t.Fatalf("MIGRATE: %v", err)
+	}
+	if n, err := sc.Exists(ctxT(t), "sh:k", "ov:k").Result(); err != nil || n != 0 {
+		t.Errorf("source EXISTS after MIGRATE = %d, %v; want 0", n, err)
+	}
+	before = shadowLimited(t, dc)
+	if got := admitted(dc, "sh:k"); got != 5 {
+		t.Errorf("target: sh:k (shadowed) admitted %d of 5 after the move, want 5", got)
+	}
+	if got := shadowLimited(t, dc) - before; got != 5 {
+		t.Errorf("target counted %d shadow refusals, want 5 (the moved state holds the source's one admitted request)", got)
+	}
+	if got := admitted(dc, "ov:k"); got != 0 {
+		t.Errorf("target: ov:k admitted %d of 5 after the move, want 0 (the moved state holds the source's admitted request)", got)
+	}
+}

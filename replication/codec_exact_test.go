@@ -37,3 +37,23 @@ func TestCodecExact(t *testing.T) {
 		}
 	}
 }
+
+// A forwarded batch's reply carries each result's Limited and Shadowed (a
+// shadow request's refusal answered allowed), so that a follower's region
+// gate never ships a shadowed refusal as async consumption.
+func TestCodecResultShadowed(t *testing.T) {
+	want := []engine.Result{
+		{Limited: true, Limit: 2, RetryAfter: 5, ResetAfter: 9, Wait: -1},
+		{Shadowed: true, Limit: 2, RetryAfter: -1, ResetAfter: 9},
+		{Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 3},
+	}
+	got := make([]shards.Result, 1)
+	if err := decodeResults(encodeResults(nil, []shards.Result{{Results: want}}), got); err != nil {
+		t.Fatalf("decodeResults = %v", err)
+	}
+	for i := range want {
+		if i >= len(got[0].Results) || got[0].Results[i] != want[i] {
+			t.Errorf("result %d round trip = %+v, want %+v", i, got[0].Results, want[i])
+		}
+	}
+}

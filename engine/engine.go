@@ -138,6 +138,10 @@ type Result struct {
 	// Wait is the leaky bucket's time until this request reaches the head
 	// of the queue; -1 when limited. Unused (0) by other kinds.
 	Wait int64
+	// Shadowed is true for a shadow request (Request.Shadow) that was
+	// refused and is answered allowed (Limited false): like any refusal it
+	// consumed nothing. Apply never sets it; the keyspace does.
+	Shadowed bool
 }
 
 // Limits on request parameters. Any combination inside them either works

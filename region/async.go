@@ -396,6 +396,8 @@ func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
 		case err != nil:
 		case req.Quantity == 0:
 			err = fmt.Errorf("quantity 0 consumes nothing")
+		case req.Shadow || req.Exact:
+			err = fmt.Errorf("a consumption carries no shadow or exact flag")
 		case hashslot.Of(f[0]) != slot:
 			err = fmt.Errorf("key hashes to slot %d, not %d", hashslot.Of(f[0]), slot)
 		case strings.HasPrefix(string(f[0]), seqKeyPrefix):
@@ -543,7 +545,11 @@ func (g *Gate) inbox(origin string) *inboxStats {
 }
 
 // enqueue queues the consumption of an async op that was admitted for
-// every peer.
+// every peer. A shadow request's refusal, answered allowed
+// (engine.Result.Shadowed), consumed nothing and ships nothing: a rule
+// only being tried (limit-shadow) never charges the peers. What a shadow
+// request did consume ships as any consumption, without the flag (a peer
+// applies it forced, enforced or not).
 func (g *Gate) enqueue(op *shards.Op, res *shards.Result) {
 	if res.Err != nil || len(res.Results) != len(op.Keys) {
 		return
@@ -555,11 +561,13 @@ func (g *Gate) enqueue(op *shards.Op, res *shards.Result) {
 	}
 	now := g.cfg.Now()
 	for i, k := range op.Keys {
-		if op.Reqs[i].Quantity == 0 {
+		if op.Reqs[i].Quantity == 0 || res.Results[i].Shadowed {
 			continue
 		}
+		req := op.Reqs[i]
+		req.Shadow, req.Exact = false, false
 		for _, o := range g.outboxes {
-			o.add(k, op.Reqs[i], now)
+			o.add(k, req, now)
 		}
 	}
 }

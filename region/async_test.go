@@ -198,7 +198,8 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 		t.Errorf("refused batches applied %d", got)
 	}
 	// Malformed on the wire: a key of another slot, a zero quantity, a
-	// sequence of 0, bad stream ids (not hex, no era, a bad era).
+	// sequence of 0, bad stream ids (not hex, no era, a bad era), a
+	// consumption flagged shadow or exact, an unknown flag.
 	good := []string{"a", "b", stream, strconv.Itoa(hashslot.Of([]byte("c:1"))), "1", "c:1", "fixed-window", "5", "0", "1000000000", "1", "0"}
 	with := func(i int, v string) [][]byte {
 		out := make([][]byte, len(good))
@@ -208,7 +209,7 @@ func TestAsyncRefusesBadBatches(t *testing.T) {
 		out[i] = []byte(v)
 		return out
 	}
-	for _, args := range [][][]byte{with(5, "c:2"), with(10, "0"), with(4, "0"), with(2, "xyz"), with(2, "00ff"), with(2, "00ff-"), with(2, "00ff--1"), with(2, "-5"), with(2, "00ff-x"), with(3, "16384"), with(5, "region:seq:a")} {
+	for _, args := range [][][]byte{with(5, "c:2"), with(10, "0"), with(4, "0"), with(2, "xyz"), with(2, "00ff"), with(2, "00ff-"), with(2, "00ff--1"), with(2, "-5"), with(2, "00ff-x"), with(3, "16384"), with(5, "region:seq:a"), with(11, "2"), with(11, "4"), with(11, "8")} {
 		if _, err := region.DecodeApply(args, 1000); !errors.Is(err, region.ErrBadBatch) {
 			t.Errorf("DecodeApply(%q) = %v, want ErrBadBatch", args, err)
 		}

@@ -183,6 +183,14 @@ func TestExecRoundTrip(t *testing.T) {
 	if err != nil || call.Op.Reqs[0] != tb.Reqs[0] {
 		t.Fatalf("token bucket round trip = %+v, %v", call.Op.Reqs, err)
 	}
+	// The shadow flag (limit-shadow where the request entered) and exact
+	// travel to the home.
+	sh := shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte("k")},
+		Reqs: []engine.Request{{Kind: engine.KindFixedWindow, Burst: 5, Period: 1e9, Quantity: 1, Shadow: true, Exact: true}}}
+	call, err = DecodeExec(encodeExec("us", "eu", &sh)[1:], engine.DefaultMaxLogLimit)
+	if err != nil || call.Op.Reqs[0] != sh.Reqs[0] {
+		t.Fatalf("shadow, exact round trip = %+v, %v", call.Op.Reqs, err)
+	}
 }
 
 func TestDecodeExecRefusesMalformed(t *testing.T) {
@@ -207,7 +215,8 @@ func TestDecodeExecRefusesMalformed(t *testing.T) {
 		{"negative period", with(7, "-1")},
 		{"quantity beyond range", with(8, "9999999999999999")},
 		{"interval on gcra", with(9, "1")},
-		{"interval not 0/1", with(9, "yes")},
+		{"flags not a number", with(9, "yes")},
+		{"unknown flag", with(9, "8")},
 		{"negative quantity in ALL", with(2, "ALL")[:0]}, // replaced below
 		{"window with a rate", []string{"us", "eu", "ONE", "k", "fixed-window", "5", "2", "1000000000", "1", "0"}},
 		{"sliding log beyond the maximum", []string{"us", "eu", "ONE", "k", "sliding-log", "1000000", "0", "1000000000", "1", "0"}},

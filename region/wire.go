@@ -2,29 +2,33 @@ package region
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/engine/codec"
 	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
 
 // The peer-facing command that carries a forwarded decision:
 //
-//	REGION.EXEC origin target ONE|ALL key kind burst rate period quantity interval [key ...]
+//	REGION.EXEC origin target ONE|ALL key kind burst rate period quantity flags [key ...]
 //
 // origin is the sending region, target the region it means to reach; ONE
 // is one limiter request (OpLimit), ALL a CL.THROTTLEALL (OpLimitAll) of one
-// or more groups of seven fields. Numbers are decimal: burst, rate, period
-// (ns) and quantity as in engine.Request, interval 0 or 1. The reply is an
-// array holding, per key, [limited, limit, remaining, retry_after,
-// reset_after, wait] with durations in nanoseconds, unrounded.
+// or more groups of seven fields. Each key's request is engine/codec's RESP
+// form: numbers are decimal, burst, rate, period (ns) and quantity as in
+// engine.Request, and flags the request's flags (bit 0 interval, bit 1
+// shadow, bit 2 exact; a request with none but interval reads 0 or 1, as
+// the field did before it carried the others). The reply is an array
+// holding, per key, [limited, limit, remaining, retry_after, reset_after,
+// wait] with durations in nanoseconds, unrounded.
 const (
 	// ExecCommand is the command's name.
 	ExecCommand = "REGION.EXEC"
-	// execFields is the number of arguments per key.
-	execFields = 7
+	// execFields is the number of arguments per key: the key and the
+	// request.
+	execFields = 1 + codec.ArgFields
 	// execHead is the number of arguments before the first key.
 	execHead = 3
 	// resultFields is the number of integers per key in the reply.
@@ -46,15 +50,9 @@ func encodeExec(origin, target string, op *shards.Op) [][]byte {
 	return args
 }
 
-// appendRequest appends the seven fields of one key's request.
+// appendRequest appends one key and its request (engine/codec's RESP form).
 func appendRequest(args [][]byte, key []byte, r *engine.Request) [][]byte {
-	iv := "0"
-	if r.Interval {
-		iv = "1"
-	}
-	return append(args, key, []byte(r.Kind.String()),
-		strconv.AppendInt(nil, r.Burst, 10), strconv.AppendInt(nil, r.Rate, 10),
-		strconv.AppendInt(nil, r.Period, 10), strconv.AppendInt(nil, r.Quantity, 10), []byte(iv))
+	return codec.AppendArgs(append(args, key), r)
 }
 
 // ExecCall is a decoded REGION.EXEC.
@@ -117,26 +115,9 @@ func decodeField(f [][]byte, maxLogLimit int64) (engine.Request, error) {
 }
 
 func decodeRequest(f [][]byte) (engine.Request, error) {
-	var r engine.Request
-	k, ok := engine.ParseKind(string(f[0]))
-	if !ok || !k.Valid() {
-		return r, fmt.Errorf("unknown kind %q", f[0])
-	}
-	r.Kind = k
-	nums := []*int64{&r.Burst, &r.Rate, &r.Period, &r.Quantity}
-	for j, p := range nums {
-		v, err := strconv.ParseInt(string(f[1+j]), 10, 64)
-		if err != nil {
-			return r, fmt.Errorf("field %d: not an integer: %q", j+2, f[1+j])
-		}
-		*p = v
-	}
-	switch string(f[5]) {
-	case "0":
-	case "1":
-		r.Interval = true
-	default:
-		return r, fmt.Errorf("interval %q is neither 0 nor 1", f[5])
+	r, err := codec.ParseArgs(f)
+	if err != nil {
+		return r, err
 	}
 	return r, r.Validate()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/engine/codec"
 	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
 	"github.com/cellserver/cellserver/snapshot"
@@ -29,8 +30,9 @@ import (
 //
 // ops is uvarint count, then per op: byte code (bit 7: NoGrow, bit 6:
 // Asking, bit 5: Dest, bit 4: Exclusive), uvarint key count, keys (uvarint length + bytes),
-// uvarint request count, requests (byte kind, byte flags (bit 0: Interval, bit 1: Shadow, bit 2: Exact),
-// varint burst, rate, period, quantity); with bit 5 the destination
+// uvarint request count, requests (engine/codec's binary form: byte kind,
+// byte flags (bit 0: Interval, bit 1: Shadow, bit 2: Exact), varint burst,
+// rate, period, quantity); with bit 5 the destination
 // (string) follows; an OpRestore then has byte flags (bit 0: Replace) and
 // the state (snapshot.AppendState).
 //
@@ -39,8 +41,9 @@ import (
 // stamps. Its reply is byte version,
 // uvarint count, then per op: uvarint error code (0 none, errOther followed
 // by a string, else 1+index in resultErrs), varint N, uvarint result count,
-// results (byte limited, varint limit, remaining, retry_after, reset_after,
-// wait).
+// results (byte limited: 1 limited, 2 a shadow request's refusal answered
+// allowed (engine.Result.Shadowed; an older node reads it as allowed), else
+// 0; varint limit, remaining, retry_after, reset_after, wait).
 
 const codecVersion = 1
 
@@ -99,20 +102,14 @@ const opAsking = 0x40
 // requests as a string.
 const opDest = 0x20
 
-// A request's flags byte: reqInterval is engine.Request.Interval;
-// reqShadow is engine.Request.Shadow (limit-shadow), added later: entries
-// written before it never set it, and a node older than it would read a
-// shadow request as enforced, so a group runs one version before using
-// limit-shadow.
-const (
-	reqInterval = 1 << 0
-	reqShadow   = 1 << 1
-	// reqExact is engine.Request.Exact (a region's in-sequence batch
-	// record), added as reqShadow was: a node older than it would record
-	// a batch that skips some as the next one, so a region's group runs
-	// one version before its peers ship async consumption to it.
-	reqExact = 1 << 2
-)
+// A request is engine/codec's binary form; its flags byte holds Interval,
+// Shadow (limit-shadow) and Exact (a region's in-sequence batch record).
+// Shadow and Exact were added later: entries written before them never set
+// them. A node older than Shadow reads a shadow request as enforced, one
+// older than Exact would record a batch that skips some as the next one, so
+// a group runs one version before using limit-shadow, and a region's group
+// before its peers ship async consumption to it. A flag this version does
+// not know makes the entry bad as a whole.
 
 // opExclusive is the op code byte's flag for shards.Op.Exclusive, added
 // as opNoGrow was.
@@ -124,6 +121,12 @@ const opFlags = opNoGrow | opAsking | opDest | opExclusive
 // restoreReplace is an OpRestore flags byte's bit for shards.Op.Replace;
 // the other bits must be 0.
 const restoreReplace = 0x01
+
+// A result's limited byte (a forwarded batch's reply).
+const (
+	resultLimited  = 1
+	resultShadowed = 2
+)
 
 // errOther marks an op error that is not in resultErrs; its text follows.
 const errOther = 255
@@ -183,22 +186,7 @@ func appendOp(dst []byte, op *shards.Op) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(op.Reqs)))
 	for j := range op.Reqs {
-		r := &op.Reqs[j]
-		var flags byte
-		if r.Interval {
-			flags |= reqInterval
-		}
-		if r.Shadow {
-			flags |= reqShadow
-		}
-		if r.Exact {
-			flags |= reqExact
-		}
-		dst = append(dst, byte(r.Kind), flags)
-		dst = binary.AppendVarint(dst, r.Burst)
-		dst = binary.AppendVarint(dst, r.Rate)
-		dst = binary.AppendVarint(dst, r.Period)
-		dst = binary.AppendVarint(dst, r.Quantity)
+		dst = codec.AppendBinary(dst, &op.Reqs[j])
 	}
 	if op.Dest != "" {
 		dst = appendBytes(dst, []byte(op.Dest))
@@ -335,6 +323,21 @@ func (r *reader) count(what string, min int) int {
 	return int(v)
 }
 
+// request decodes one request (engine/codec's binary form).
+func (r *reader) request() engine.Request {
+	if r.err != nil {
+		return engine.Request{}
+	}
+	q, n, err := codec.ReadBinary(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: request: %v", ErrBadPayload, err)
+		r.b = nil
+		return engine.Request{}
+	}
+	r.b = r.b[n:]
+	return q
+}
+
 // bytes returns a slice of the input (no copy).
 func (r *reader) bytes(what string) []byte {
 	n := r.uvarint(what)
@@ -395,21 +398,11 @@ func (r *reader) ops(s *opsScratch) []shards.Op {
 			}
 			op.Keys = keys[k0:len(keys):len(keys)]
 		}
-		nr := r.count("request count", 6)
+		nr := r.count("request count", codec.MinBinary)
 		if nr > 0 {
 			q0 := len(reqs)
 			for j := 0; j < nr; j++ {
-				var q engine.Request
-				q.Kind = engine.Kind(r.byte1("request kind"))
-				flags := r.byte1("request flags")
-				q.Interval = flags&reqInterval != 0
-				q.Shadow = flags&reqShadow != 0
-				q.Exact = flags&reqExact != 0
-				q.Burst = r.varint("burst")
-				q.Rate = r.varint("rate")
-				q.Period = r.varint("period")
-				q.Quantity = r.varint("quantity")
-				reqs = append(reqs, q)
+				reqs = append(reqs, r.request())
 			}
 			op.Reqs = reqs[q0:len(reqs):len(reqs)]
 		}
@@ -571,8 +564,11 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 		for j := range rs.Results {
 			x := &rs.Results[j]
 			var limited byte
-			if x.Limited {
-				limited = 1
+			switch {
+			case x.Limited:
+				limited = resultLimited
+			case x.Shadowed:
+				limited = resultShadowed
 			}
 			dst = append(dst, limited)
 			dst = binary.AppendVarint(dst, x.Limit)
@@ -623,7 +619,12 @@ func decodeResults(b []byte, res []shards.Result) error {
 		nr := r.count("limiter result count", 6)
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
-			x.Limited = r.byte1("limited") == 1
+			switch r.byte1("limited") {
+			case resultLimited:
+				x.Limited = true
+			case resultShadowed:
+				x.Shadowed = true
+			}
 			x.Limit = r.varint("limit")
 			x.Remaining = r.varint("remaining")
 			x.RetryAfter = r.varint("retry_after")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/engine/codec"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -20,7 +21,7 @@ func TestCodecExact(t *testing.T) {
 		b := encodeOpsEntry(nil, 7, ops)
 		// header, op count, code, key count, two keys of one byte each,
 		// request count, then the first request's kind and flags.
-		if got := b[entryHeader+1+1+1+2*2+1+1]; (got&reqExact != 0) != exact || got&^reqExact != 0 {
+		if got := b[entryHeader+1+1+1+2*2+1+1]; (got&codec.FlagExact != 0) != exact || got&^codec.FlagExact != 0 {
 			t.Errorf("Exact=%v: flags byte = %#x", exact, got)
 		}
 		e, err := decodeEntry(b, nil)
@@ -33,6 +34,26 @@ func TestCodecExact(t *testing.T) {
 		fw, err := decodeForward(encodeForward(ops))
 		if err != nil || fw[0].Reqs[0] != reqs[0] || fw[0].Reqs[1] != reqs[1] {
 			t.Errorf("decodeForward(Exact=%v) = %+v, %v", exact, fw, err)
+		}
+	}
+}
+
+// A forwarded batch's reply carries each result's Limited and Shadowed (a
+// shadow request's refusal answered allowed), so that a follower's region
+// gate never ships a shadowed refusal as async consumption.
+func TestCodecResultShadowed(t *testing.T) {
+	want := []engine.Result{
+		{Limited: true, Limit: 2, RetryAfter: 5, ResetAfter: 9, Wait: -1},
+		{Shadowed: true, Limit: 2, RetryAfter: -1, ResetAfter: 9},
+		{Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 3},
+	}
+	got := make([]shards.Result, 1)
+	if err := decodeResults(encodeResults(nil, []shards.Result{{Results: want}}), got); err != nil {
+		t.Fatalf("decodeResults = %v", err)
+	}
+	for i := range want {
+		if i >= len(got[0].Results) || got[0].Results[i] != want[i] {
+			t.Errorf("result %d round trip = %+v, want %+v", i, got[0].Results, want[i])
 		}
 	}
 }

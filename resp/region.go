@@ -19,7 +19,7 @@ func regionCommands(g *region.Gate) []*Command {
 		{
 			Name: "region.exec", Arity: -11, Flags: FlagWrite | FlagDenyOOM,
 			FirstKey: 4, LastKey: -1, KeyStep: 7, Group: "region", Since: "0.1.0",
-			Summary:    "Decides limiter requests forwarded by a peer region for keys whose home is this region (sent by cellserver itself).",
+			Summary:    "Decides limiter requests forwarded by a peer region for keys whose home is this region, under this region's limit-override and limit-shadow (sent by cellserver itself).",
 			Complexity: "O(N) where N is the number of keys",
 			Args: []Arg{
 				{Name: "origin", Type: "string", Doc: "the sending region; must be one of this server's region-peer names"},
@@ -32,7 +32,7 @@ func regionCommands(g *region.Gate) []*Command {
 					{Name: "rate", Type: "integer", Doc: "count_per_period, refill_tokens or leak_count (0 for the windows)"},
 					{Name: "period", Type: "integer", Doc: "period or window in nanoseconds"},
 					{Name: "quantity", Type: "integer", Doc: "units taken (negative: a GCRA refund)"},
-					{Name: "interval", Type: "integer", Doc: "1 for a token bucket's INTERVAL variant, else 0"},
+					{Name: "flags", Type: "integer", Doc: "the request's flags: 1 a token bucket's INTERVAL variant, 2 shadow (limit-shadow where the request entered), 4 exact; their sum, 0 for none"},
 				}},
 			},
 			Reply: "Array holding, per key, an array of six integers: `limited`, `limit`, `remaining`, `retry_after`, `reset_after`, `wait`, the durations in nanoseconds (unrounded; the forwarding region rounds them as its command does).",
@@ -46,6 +46,11 @@ func regionCommands(g *region.Gate) []*Command {
 				call, err := region.DecodeExec(args[1:], c.srv.cfg.Parse.MaxLogLimit)
 				if err != nil {
 					g.RefusedBatch(err)
+					return err
+				}
+				// The home's limit-override and limit-shadow decide a global
+				// key, whichever region the request entered by (docs/regions.md).
+				if err := c.applyPolicy(&call.Op); err != nil {
 					return err
 				}
 				c.markNoGrow(&call.Op) // maxmemory holds for a peer's decisions as for a client's
@@ -86,7 +91,7 @@ func regionCommands(g *region.Gate) []*Command {
 					{Name: "rate", Type: "integer", Doc: "as REGION.EXEC"},
 					{Name: "period", Type: "integer", Doc: "as REGION.EXEC (ns)"},
 					{Name: "quantity", Type: "integer", Doc: "units consumed (negative: a GCRA refund); never 0"},
-					{Name: "interval", Type: "integer", Doc: "as REGION.EXEC"},
+					{Name: "flags", Type: "integer", Doc: "as REGION.EXEC: 1 for INTERVAL or 0 (a consumption carries no shadow or exact flag)"},
 				}},
 			},
 			Reply: "Simple string `OK` when the batch was applied (every consumption forced, whatever the key's limit, and the lane's sequence recorded in the key `region:seq:<origin>:<digest>:{<tag>}` in the same write, the digest the first 32 hex digits of the stream's SHA-256, a key that expires 2 to 12 days after the stream's day); `DUP` when that batch had been applied before (nothing changes).",

@@ -54,11 +54,12 @@ type Store struct {
 }
 
 // unenforce turns the limited result r of a shadow request into an allowed
-// one (retry_after -1; every other field as computed: the state is what a
+// one (Shadowed, retry_after -1; every other field as computed: the state is what a
 // refusal leaves, unchanged) and counts it.
 func (s *Store) unenforce(r *engine.Result) {
 	r.Limited = false
 	r.RetryAfter = -1
+	r.Shadowed = true
 	s.shadowed.Add(1)
 }
 

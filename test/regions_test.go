@@ -30,6 +30,13 @@ type regionSet struct {
 // way.
 func startRegionSet(t *testing.T, names []string, delay time.Duration, policy string, extra ...string) *regionSet {
 	t.Helper()
+	return startRegionSetEach(t, names, delay, policy, nil, extra...)
+}
+
+// startRegionSetEach is startRegionSet with, in addition, each region's
+// own directives (each[name]).
+func startRegionSetEach(t *testing.T, names []string, delay time.Duration, policy string, each map[string][]string, extra ...string) *regionSet {
+	t.Helper()
 	rs := &regionSet{names: names, srv: map[string]*server{}, link: map[[2]string]*linkProxy{}}
 	for _, n := range names {
 		rs.srv[n] = newServer(t, "--save", "")
@@ -44,7 +51,7 @@ func startRegionSet(t *testing.T, names []string, delay time.Duration, policy st
 			rs.link[[2]string{from, to}] = p
 			args = append(args, "--region-peer", to+" "+p.Addr())
 		}
-		rs.srv[from].args = append(append(rs.srv[from].args, args...), extra...)
+		rs.srv[from].args = append(append(append(rs.srv[from].args, args...), extra...), each[from]...)
 	}
 	for _, n := range names {
 		rs.srv[n].start()

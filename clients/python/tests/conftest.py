@@ -66,3 +66,107 @@ class FakeClock:
 @pytest.fixture
 def clock():
     return FakeClock()
+
+
+class Silent:
+    """A loopback listener that accepts connections and never answers: a
+    server that hangs."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def silent():
+    s = Silent()
+    yield s
+    s.close()
+
+
+class Proxy:
+    """A loopback TCP proxy in front of the server under test that can be
+    taken down (its port then refuses connections, and the connections it
+    carried are cut) and brought back on the same port."""
+
+    def __init__(self, target):
+        import threading
+
+        self.target = target
+        self._threading = threading
+        self._conns = []
+        self._lock = threading.Lock()
+        self.sock = None
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.up()
+
+    def up(self):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(64)
+        self.sock = s
+        self._threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def down(self):
+        s, self.sock = self.sock, None
+        if s is not None:
+            s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+    def _accept(self, s):
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                c.close()
+                continue
+            u.settimeout(None)
+            with self._lock:
+                self._conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def proxy(server):
+    p = Proxy(server)
+    yield p
+    p.down()

@@ -4,7 +4,6 @@ one round trip per decision, or none when the deny cache knows the answer."""
 import asyncio
 import inspect
 import queue
-import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -315,13 +314,11 @@ def _bounded(client: Any, timeout: float) -> bool:
     return bool(st) and bool(ct) and st <= timeout and ct <= timeout
 
 
-if sys.version_info >= (3, 11):
-    async def _within(aw: Any, timeout: float) -> object:
-        async with asyncio.timeout(timeout):
-            return await aw
-else:  # pragma: no cover
-    async def _within(aw: Any, timeout: float) -> object:
-        return await asyncio.wait_for(aw, timeout)
+async def _within(aw: Any, timeout: float) -> object:
+    # asyncio.wait_for, not asyncio.timeout: redis-py 4.3's reads run
+    # under async_timeout, which keeps asyncio.timeout from turning its
+    # cancellation into TimeoutError.
+    return await asyncio.wait_for(aw, timeout)
 
 
 class AsyncLimiter(_Base):

@@ -16,12 +16,13 @@ class Counters:
     """What a limiter did, counted since it was built. Safe for use from many
     threads.
 
-    decisions: decisions returned (allowed or refused), from the server or
-    from the deny cache. local: those the deny cache decided, without a round
-    trip. round_trips: commands sent to the server (a refused connection and
-    a timeout count). errors: calls that ended without a decision (the
-    server unreachable, late, answering an error or a bad reply, the circuit
-    breaker open, a bad quantity).
+    decisions: every allow with a valid quantity, the sum of local,
+    round_trips and the calls the open circuit breaker failed at once.
+    local: the decisions the deny cache answered, without a round trip.
+    round_trips: the commands sent to the server, answered or not. errors:
+    the calls that ended without a decision (no answer in time, a refused
+    connection, an error reply, a bad reply, the circuit breaker open). The
+    deny cache's hit rate is local / decisions. Named as httplimit's Stats.
     """
 
     __slots__ = ("_lock", "decisions", "local", "round_trips", "errors")

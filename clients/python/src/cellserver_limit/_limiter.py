@@ -99,13 +99,13 @@ class _Core:
         """The deny cache's answer, or None and the breaker's (ok, probe).
         Raises InvalidQuantityError or CircuitOpenError."""
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_QUANTITY:
-            self.counters.add(errors=1)
             raise InvalidQuantityError(f"quantity {n!r} is out of range 0 to 2^40")
         if self.deny_cache is not None:
             d = self.deny_cache.get(key, n, self.clock())
             if d is not None:
                 self.counters.add(decisions=1, local=1)
                 return d, False
+        self.counters.add(decisions=1)
         probe = False
         if self.breaker is not None:
             ok, probe = self.breaker.allow()
@@ -128,7 +128,6 @@ class _Core:
             raise
         if self.breaker is not None:
             self.breaker.done(probe, Outcome.ANSWERED)
-        self.counters.add(decisions=1)
         if not d.allowed and self.deny_cache is not None:
             self.deny_cache.put(key, n, d, self.clock())
         return d

@@ -15,7 +15,7 @@
     ])
 """
 
-from typing import Any, Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from ._decision import Decision
 from ._errors import InvalidOptionError
@@ -28,7 +28,6 @@ Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_REASONS = {429: "Too Many Requests", 503: "Service Unavailable"}
 
 
 def request_of(scope: Scope) -> Request:
@@ -93,7 +92,7 @@ class RateLimitMiddleware:
         opts = self._opts
         req = request_of(scope)
         key = opts.key(req)
-        if not key:
+        if key is None:  # as httplimit: a key function's "" is a key (hashed)
             await self.app(scope, receive, send)
             return
         try:

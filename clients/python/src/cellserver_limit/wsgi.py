@@ -70,7 +70,7 @@ class RateLimitMiddleware:
         opts = self._opts
         req = request_of(environ)
         key = opts.key(req)
-        if not key:
+        if key is None:  # as httplimit: a key function's "" is a key (hashed)
             return self.app(environ, start_response)
         try:
             d = self.limiter.allow(key, quantity(opts, req))

@@ -22,16 +22,18 @@ func pythonWithWeb(t *testing.T) string {
 		if _, err := exec.LookPath(py); err != nil {
 			continue
 		}
-		out, err := exec.Command(py, "-c", `
+		args := append([]string{"-c", `
 import importlib.util, sys
-missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
-print(" ".join(missing))
-`, strings.Join(pythonPackages, " ")).Output()
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))
+`}, pythonPackages...)
+		out, err := exec.Command(py, args...).Output()
 		if err != nil {
 			continue
 		}
 		if m := strings.TrimSpace(string(out)); m != "" {
-			missing = py + " lacks " + m
+			if missing == "" {
+				missing = py + " lacks " + m
+			}
 			continue
 		}
 		return py

@@ -277,6 +277,9 @@ class Limiter(_Base):
         except FutureTimeout as e:
             if fut.done():
                 raise  # the call's own error
+            # A call still queued behind busy workers is dropped: sent
+            # later, it would consume for a request long answered.
+            fut.cancel()
             raise self._core.timed_out(args[0], e) from e
 
     def _start_worker(self) -> None:

@@ -16,6 +16,11 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # redis-py, for the client-library test (Debian's package: PyPI is not needed).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+# The Python front door (clients/python, examples/python, test/clients_python_test.go):
+# its web frameworks and pytest, Debian's packages as examples/python/requirements-debian.txt.
+for pkg in starlette:python3-starlette uvicorn:python3-uvicorn httpx:python3-httpx flask:python3-flask pytest:python3-pytest; do
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ${pkg%%:*}" >/dev/null 2>&1 || missing+=("${pkg#*:}")
+done
 # podman, to build and inspect the container image (test/image_test.go).
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 if ((${#missing[@]} > 0)); then

@@ -18,6 +18,21 @@ function writeProblem(res, p) {
   res.end(body);
 }
 
+/** refusalProblem is the body of a 429 for the refused decision d. */
+function refusalProblem(d) {
+  const wait = d.retryAfterMs();
+  return {
+    type: PROBLEM_QUOTA_EXCEEDED,
+    title: "Quota Exceeded",
+    status: 429,
+    detail:
+      wait === null
+        ? "The request is larger than the whole quota of a policy: it can never be allowed."
+        : `Too many requests: retry in ${seconds(wait)} s.`,
+    "violated-policies": d.violated(),
+  };
+}
+
 /**
  * middleware returns Express middleware, async (req, res, next), that
  * decides every request against policies with one round trip (see
@@ -66,17 +81,10 @@ function middleware(client, policies, key, options = {}) {
     for (const [name, value] of Object.entries(fields)) res.setHeader(name, value);
     if (d.allowed) return next();
     if (o.limited) return o.limited(req, res, d);
-    const wait = d.retryAfterMs();
-    const p = { type: PROBLEM_QUOTA_EXCEEDED, title: "Quota Exceeded", status: 429 };
-    p.detail =
-      wait === null
-        ? "The request is larger than the whole quota of a policy: it can never be allowed."
-        : `Too many requests: retry in ${seconds(wait)} s.`;
-    p["violated-policies"] = d.violated();
-    return writeProblem(res, p);
+    return writeProblem(res, refusalProblem(d));
   };
   limit.limiter = limiter;
   return limit;
 }
 
-module.exports = { middleware, writeProblem, PROBLEM_QUOTA_EXCEEDED };
+module.exports = { middleware, writeProblem, refusalProblem, PROBLEM_QUOTA_EXCEEDED };

@@ -51,7 +51,9 @@ TimeoutError.prototype.code = "ERR_TIMEOUT";
 
 /**
  * ServerError: the server answered an error (WRONGTYPE, OOM, CLUSTERDOWN,
- * ...), or the connection failed; cause holds the client's own error.
+ * ...), or the connection failed; cause holds the client's own error, and
+ * connectionError the connection's (its code ECONNREFUSED when nothing
+ * listens on the port), or null for an error reply.
  */
 class ServerError extends LimiterError {}
 ServerError.prototype.code = "ERR_SERVER";

@@ -250,7 +250,9 @@ class Limiter {
     const e = new errors.ServerError(`cellserver-limit: ${cmd}: ${err && err.message}`, { cause: err });
     // A command refused for want of a connection: the connection's own
     // error says why (a refused connection opens the breaker at once).
-    e.connectionError = err && err.name === "ReplyError" ? null : this.connError;
+    // connectionError is the connection's error (ECONNREFUSED...), or null.
+    e.connectionError = null;
+    if (err && err.name !== "ReplyError") e.connectionError = err.code ? err : this.connError;
     return e;
   }
 
@@ -260,8 +262,7 @@ class Limiter {
   classify(e) {
     if (e instanceof errors.BadReplyError) return Outcome.ANSWERED;
     if (e instanceof errors.ServerError && e.cause && e.cause.name === "ReplyError") return Outcome.ANSWERED;
-    const refused = (x) => x && x.code === "ECONNREFUSED";
-    if (e instanceof errors.ServerError && (refused(e.cause) || refused(e.connectionError))) return Outcome.REFUSED;
+    if (e instanceof errors.ServerError && e.connectionError && e.connectionError.code === "ECONNREFUSED") return Outcome.REFUSED;
     return Outcome.FAILED;
   }
 }

@@ -35,6 +35,13 @@ fi
 if command -v npm >/dev/null 2>&1; then
 	(cd test/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+# The Node front door (clients/node: ioredis, Express for its tests) and its
+# example (examples/node: Express), for test/clients_node_test.go, pinned by
+# their package-lock.json files.
+if command -v npm >/dev/null 2>&1; then
+	(cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	(cd examples/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 
 # helm, to lint and render the chart (test/helm_test.go), pinned.
 if [ ! -x .tools/bin/helm ]; then

@@ -87,30 +87,41 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if m.cfg.onDecision != nil {
 		m.cfg.onDecision(r, d)
 	}
+	m.answer(next, w, r, d)
+}
+
+// answer answers r by the decision d: its fields, then next for an
+// allowed request, the limited handler or a 429 problem for a refused one.
+func (m *middleware) answer(next http.Handler, w http.ResponseWriter, r *http.Request, d Decision) {
 	m.setFields(w.Header(), d)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
 		return
 	}
-	wait, retry := d.RetryAfter()
-	if retry {
-		w.Header().Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
-	}
 	if m.cfg.limited != nil {
 		m.cfg.limited.ServeHTTP(w, r)
 		return
 	}
+	writeProblem(w, limitedProblem(d))
+}
+
+// limitedProblem is the body of a 429 for the refused decision d.
+func limitedProblem(d Decision) problem {
 	p := problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests, Violated: d.Violated()}
-	if retry {
+	if wait, ok := d.RetryAfter(); ok {
 		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", seconds(wait))
 	} else {
 		p.Detail = "The request is larger than the whole quota of a policy: it can never be allowed."
 	}
-	writeProblem(w, p)
+	return p
 }
 
-// setFields sets the rate-limit fields a decision gives (docs/http.md).
+// setFields sets the rate-limit fields a decision gives (docs/http.md),
+// and Retry-After for a refused one that can be retried.
 func (m *middleware) setFields(h http.Header, d Decision) {
+	if wait, ok := d.RetryAfter(); ok {
+		h.Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
+	}
 	if m.cfg.ietf {
 		h.Set("RateLimit-Policy", m.policyField)
 		h.Set("RateLimit", RateLimitField(d))

@@ -24,12 +24,15 @@ type config struct {
 	noBreaker       bool
 	breakerFailures int
 	breakerCoolDown time.Duration
-	now             func() time.Time // the breaker's clock; tests pass a fake one
+	now             func() time.Time // the breaker's and deny cache's clock; tests pass a fake one
+	// denyMax is the deny cache's longest hold; 0 turns it off.
+	denyMax time.Duration
 }
 
 func newConfig(opts []Option) (config, error) {
 	cfg := config{timeout: DefaultTimeout, ietf: true,
-		breakerFailures: DefaultBreakerFailures, breakerCoolDown: DefaultBreakerCoolDown, now: time.Now}
+		breakerFailures: DefaultBreakerFailures, breakerCoolDown: DefaultBreakerCoolDown, now: time.Now,
+		denyMax: DefaultDenyCacheMax}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -41,6 +44,9 @@ func newConfig(opts []Option) (config, error) {
 	if cfg.breakerFailures < 1 || cfg.breakerCoolDown <= 0 {
 		return config{}, fmt.Errorf("%w: circuit breaker: %d failures (want 1 or more) and cool-down %v (want positive)",
 			ErrInvalidOption, cfg.breakerFailures, cfg.breakerCoolDown)
+	}
+	if cfg.denyMax < 0 {
+		return config{}, fmt.Errorf("%w: deny cache max %v must be 0 (off) or positive", ErrInvalidOption, cfg.denyMax)
 	}
 	if strings.ContainsAny(cfg.prefix, "{}") {
 		return config{}, fmt.Errorf("%w: key prefix %q must not hold a brace", ErrInvalidOption, cfg.prefix)
@@ -86,6 +92,20 @@ func WithCircuitBreaker(failures int, coolDown time.Duration) Option {
 // WithoutCircuitBreaker turns the circuit breaker off: every decision
 // tries the server, and waits up to the timeout when it is down.
 func WithoutCircuitBreaker() Option { return func(c *config) { c.noBreaker = true } }
+
+// WithDenyCache sets the longest time the deny cache repeats a refusal
+// without asking the server (DefaultDenyCacheMax, 1 s, when not given; 0
+// turns the cache off). After the server refuses a key and quantity with
+// a retry_after of r, the same key and quantity are refused locally until
+// min(r, max) has passed (max for a request that can never be allowed),
+// with the fields of the server's reply, their times reduced by the time
+// passed. So an abusive client hammering one key costs the server one
+// round trip per max instead of one per request, and an operator who
+// deletes or raises the key is obeyed within max. The cache only refuses
+// what the server refused: it never admits a request. It holds at most
+// DenyCacheEntries refusals, the oldest dropped first. max must not be
+// negative.
+func WithDenyCache(max time.Duration) Option { return func(c *config) { c.denyMax = max } }
 
 // WithKeyPrefix puts prefix before every key the limiter writes on the
 // server (default none), to keep several applications apart on one

@@ -31,6 +31,8 @@ type Limiter struct {
 	breaker *breaker
 	// deny is nil when WithDenyCache(0) turned it off.
 	deny *denyCache
+	// refusals ends decisions in flight when a dial is refused.
+	refusals refusals
 
 	decisions, local, roundTrips, errs atomic.Uint64
 }
@@ -87,6 +89,7 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 	if cfg.denyMax > 0 {
 		l.deny = newDenyCache(cfg.denyMax, DenyCacheEntries, cfg.now)
 	}
+	l.refusals.watchDials(client)
 	switch c := client.(type) {
 	case *redis.Client:
 		l.bounded = c.Options().ContextTimeoutEnabled
@@ -171,11 +174,19 @@ func (l *Limiter) roundTrip(ctx context.Context, key string, n int64) (Decision,
 
 // decide makes the round trip of AllowN.
 func (l *Limiter) decide(parent context.Context, key string, n int64) (Decision, error) {
-	ctx, cancel := context.WithTimeout(parent, l.timeout)
+	refusable, refuse := context.WithCancelCause(parent)
+	defer refuse(nil)
+	defer l.refusals.watch(refuse)()
+	ctx, cancel := context.WithTimeout(refusable, l.timeout)
 	defer cancel()
 	args := l.command(key, n)
 	v, err := l.do(ctx, args)
 	if err != nil {
+		if cause := context.Cause(refusable); cause != nil && isRefused(cause) {
+			// A dial was refused while this decision waited: the server
+			// is down (refusals).
+			return Decision{}, fmt.Errorf("httplimit: %s: %w", args[0], cause)
+		}
 		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 			// The client's own error for a call cut short (an i/o timeout
 			// at the deadline, a dial given up): say that the deadline is why.

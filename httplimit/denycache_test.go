@@ -2,6 +2,9 @@ package httplimit_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
@@ -131,4 +134,37 @@ func checkStats(t *testing.T, l *httplimit.Limiter, want httplimit.Stats) {
 	if got := l.Stats(); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
+}
+
+// TestLimiterMiddleware: middleware over a Limiter the caller keeps, whose
+// Stats count its requests; a Limiter's own options are refused there.
+func TestLimiterMiddleware(t *testing.T) {
+	cs := startServer(t)
+	l, err := httplimit.NewLimiter(newClient(t, cs.Addr, true), examplePolicies, httplimit.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []httplimit.Option{httplimit.WithTimeout(time.Second), httplimit.WithKeyPrefix("a:"), httplimit.WithDenyCache(0),
+		httplimit.WithCircuitBreaker(1, time.Second), httplimit.WithoutCircuitBreaker()} {
+		if _, err := l.Middleware(httplimit.ByIP(), o); !errors.Is(err, httplimit.ErrInvalidOption) {
+			t.Errorf("Limiter.Middleware with a limiter's option: %v, want ErrInvalidOption", err)
+		}
+	}
+	mw, err := l.Middleware(httplimit.ByIP(), httplimit.WithLegacyHeaders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(&okHandler{})
+	for i := range 22 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		want := http.StatusOK
+		if i >= 20 {
+			want = http.StatusTooManyRequests
+		}
+		if rec.Code != want || rec.Header().Get("X-RateLimit-Limit") != "20" {
+			t.Fatalf("request %d: %d %v, want %d with the legacy fields", i+1, rec.Code, rec.Header(), want)
+		}
+	}
+	checkStats(t, l, httplimit.Stats{Decisions: 22, Local: 1, RoundTrips: 21})
 }

@@ -48,10 +48,35 @@ func Middleware(client redis.UniversalClient, policies []Policy, key KeyFunc, op
 	if err != nil {
 		return nil, err
 	}
+	return l.middleware(key, cfg), nil
+}
+
+// Middleware returns net/http middleware deciding every request with l,
+// as the package's Middleware does, for a caller that keeps the Limiter
+// (to read its Stats, or share it between handlers). The options are the
+// middleware's (fail open or closed, fields, hooks, quantity); those that
+// configure a Limiter (WithTimeout, WithKeyPrefix, WithCircuitBreaker,
+// WithoutCircuitBreaker, WithDenyCache) belong to NewLimiter and are
+// ErrInvalidOption here.
+func (l *Limiter) Middleware(key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.limiterOpt != "" {
+		return nil, fmt.Errorf("%w: %s configures the Limiter: give it to NewLimiter", ErrInvalidOption, cfg.limiterOpt)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: nil KeyFunc", ErrInvalidOption)
+	}
+	return l.middleware(key, cfg), nil
+}
+
+func (l *Limiter) middleware(key KeyFunc, cfg config) func(http.Handler) http.Handler {
 	m := &middleware{limiter: l, key: key, cfg: cfg, policyField: l.PolicyField()}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
-	}, nil
+	}
 }
 
 type middleware struct {

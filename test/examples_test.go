@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,6 +399,40 @@ func TestExamplesFlood(t *testing.T) {
 			}
 			if e := after["errors"] - before["errors"]; e != 0 {
 				t.Errorf("%d errors", e)
+			}
+		})
+	}
+}
+
+// TestExamplesFloodFigures measures, for docs/performance.md, each
+// example under the flood of TestExamplesFlood with its deny cache on (the
+// default) and off (--deny-cache 0): requests per second, median latency
+// and round trips. It runs only with CELLSERVER_FIGURES=1:
+//
+//	CELLSERVER_FIGURES=1 go test -count=1 -run TestExamplesFloodFigures -v ./test
+func TestExamplesFloodFigures(t *testing.T) {
+	if os.Getenv("CELLSERVER_FIGURES") != "1" {
+		t.Skip("set CELLSERVER_FIGURES=1 to measure")
+	}
+	for _, app := range exampleApps {
+		t.Run(app.name, func(t *testing.T) {
+			argv := app.command(t)
+			for _, cache := range []string{"on", "off"} {
+				var extra []string
+				if cache == "off" {
+					extra = []string{"--deny-cache", "0"}
+				}
+				s := startServer(t, "--save", "")
+				p := startExample(t, argv, s.Addr, extra...)
+				before := limiterVars(t, p.URL)
+				admitted, refused, elapsed, lat := flood(t, p.URL+"/hello", 6, 3*time.Second)
+				after := limiterVars(t, p.URL)
+				slices.Sort(lat)
+				n := admitted + refused
+				trips := after["round_trips"] - before["round_trips"]
+				t.Logf("| %s | %s | %.0f | %.2f ms | %d | %d of %d (%.1f%%) | %d |", app.name, cache,
+					float64(n)/elapsed.Seconds(), float64(lat[len(lat)/2].Microseconds())/1000, admitted,
+					trips, n, 100*float64(trips)/float64(n), after["local"]-before["local"])
 			}
 		})
 	}

@@ -13,9 +13,11 @@ import (
 // dial (DialerRetries, 5 by default, 100 ms apart), so a decision waiting
 // for a connection would otherwise learn nothing before its timeout. A
 // dial hook added to the client reports each refused dial here; every
-// decision then waiting is cancelled with the refusal as its cause, which
-// also stops go-redis's retries (their context ends with the caller's),
-// and the circuit breaker opens at once (classify sees the refusal).
+// decision then waiting is cancelled with the refusal as its cause, and
+// the circuit breaker opens at once (classify sees the refusal). go-redis
+// goes on with its retries in the background (they cannot be stopped from
+// outside), but no request waits for them, and the open breaker starts no
+// new dial until its probe.
 //
 // The client's nodes are one server to the limiter, as they are to the
 // breaker: a refusal by any node ends every decision in flight. Safe for

@@ -82,12 +82,13 @@ func run() error {
 	}
 
 	// 2. The client. ContextTimeoutEnabled lets the limiter's timeout stop
-	// the call itself.
+	// the call itself. One dial attempt: while the server refuses
+	// connections, the limiter's circuit breaker probes it once a second.
 	var rdb redis.UniversalClient
 	if *cluster {
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: *password, ContextTimeoutEnabled: true})
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: *password, ContextTimeoutEnabled: true, DialerRetries: 1})
 	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: addrs[0], Dialer: dialAny(addrs), Password: *password, ContextTimeoutEnabled: true})
+		rdb = redis.NewClient(&redis.Options{Addr: addrs[0], Dialer: dialAny(addrs), Password: *password, ContextTimeoutEnabled: true, DialerRetries: 1})
 	}
 	defer rdb.Close()
 

@@ -33,9 +33,9 @@ func (c *breakerClock) Advance(d time.Duration) {
 }
 
 // TestMiddlewareServerDown: with nothing listening and a go-redis client
-// with its default options (which retries a refused dial until the
-// deadline), the first DefaultBreakerFailures requests wait at most the
-// timeout, and every later one makes no round trip: it answers in far
+// with its default options (which retries a refused dial in the
+// background), the first request learns of the refusal at once and opens
+// the breaker, and every later one makes no round trip: all answer in far
 // less than the timeout, failed open or closed as configured.
 func TestMiddlewareServerDown(t *testing.T) {
 	const timeout = httplimit.DefaultTimeout
@@ -59,14 +59,14 @@ func TestMiddlewareServerDown(t *testing.T) {
 			next := &okHandler{}
 			h := mw(next)
 			const requests = 200
-			var first, rest, slowest time.Duration // the slowest of the first failures; the others' total and slowest
+			var first, rest, slowest time.Duration // the first request; the others' total and slowest
 			for i := range requests {
 				start := time.Now()
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 				took := time.Since(start)
-				if i < httplimit.DefaultBreakerFailures {
-					first = max(first, took)
+				if i == 0 {
+					first = took
 				} else {
 					rest += took
 					slowest = max(slowest, took)
@@ -79,13 +79,13 @@ func TestMiddlewareServerDown(t *testing.T) {
 					t.Fatalf("request %d: status %d, want %d", i+1, rec.Code, want)
 				}
 			}
-			others := requests - httplimit.DefaultBreakerFailures
-			t.Logf("slowest of the first %d requests %v; the other %d: %v in all, slowest %v (timeout %v)",
-				httplimit.DefaultBreakerFailures, first, others, rest, slowest, timeout)
-			// Generous bounds for a loaded machine: a round trip each
+			others := requests - 1
+			t.Logf("the first request %v; the other %d: %v in all, slowest %v (timeout %v)", first, others, rest, slowest, timeout)
+			// Generous bounds for a loaded machine: a refused loopback
+			// dial takes well under a millisecond, and a round trip each
 			// would cost the other requests others × timeout together.
-			if first > 2*time.Second {
-				t.Errorf("one of the first requests took %v with a %v timeout", first, timeout)
+			if first >= timeout/2 {
+				t.Errorf("the first request took %v with a %v timeout, want the refusal at once", first, timeout)
 			}
 			if avg := rest / time.Duration(others); avg > timeout/10 {
 				t.Errorf("the %d requests after the breaker opened took %v each on average, want no round trip (timeout %v)", others, avg, timeout)
@@ -94,8 +94,8 @@ func TestMiddlewareServerDown(t *testing.T) {
 				t.Fatalf("error handler saw %d errors, want %d", len(errs), requests)
 			}
 			for i, err := range errs {
-				if open := errors.Is(err, httplimit.ErrCircuitOpen); open != (i >= httplimit.DefaultBreakerFailures) {
-					t.Fatalf("error %d = %v; want ErrCircuitOpen from request %d on", i+1, err, httplimit.DefaultBreakerFailures+1)
+				if open := errors.Is(err, httplimit.ErrCircuitOpen); open != (i >= 1) {
+					t.Fatalf("error %d = %v; want the refusal, then ErrCircuitOpen from request 2 on", i+1, err)
 				}
 			}
 			wantCalls := requests
@@ -210,5 +210,56 @@ func TestBreakerOptions(t *testing.T) {
 		if _, err := l.Allow(context.Background(), "k"); err == nil || errors.Is(err, httplimit.ErrCircuitOpen) {
 			t.Fatalf("decision %d without a breaker: %v, want a connection error", i+1, err)
 		}
+	}
+}
+
+// TestBreakerOpensAtOnceWhenRefused: docs/http.md says the breaker opens
+// at once when the server's port refuses the connection. With a go-redis
+// client of default options (it retries a refused dial, 100 ms apart, in
+// the background), the first decision must come back with the refusal
+// well within the 100 ms timeout, not at the deadline, and the next one
+// must fail at once with ErrCircuitOpen, for a *redis.Client and a
+// *redis.ClusterClient alike.
+func TestBreakerOpensAtOnceWhenRefused(t *testing.T) {
+	const bound = 50 * time.Millisecond // a refused loopback dial takes well under 1 ms
+	for _, tc := range []struct {
+		name   string
+		client func(addr string) redis.UniversalClient
+	}{
+		{"client", func(addr string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		}},
+		{"client without context timeout", func(addr string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: addr})
+		}},
+		{"cluster client", func(addr string) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := tc.client(deadAddr(t))
+			t.Cleanup(func() { rdb.Close() })
+			l, err := httplimit.NewLimiter(rdb, []httplimit.Policy{{Name: "p", Burst: 9, Count: 10, Period: time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = l.Allow(context.Background(), "k")
+			took := time.Since(start)
+			if err == nil || errors.Is(err, httplimit.ErrCircuitOpen) {
+				t.Fatalf("first decision against a closed port: %v, want the refusal", err)
+			}
+			if took > bound {
+				t.Errorf("first decision against a closed port took %v (%v), want the refusal within %v, not the %v timeout",
+					took, err, bound, httplimit.DefaultTimeout)
+			}
+			start = time.Now()
+			if _, err := l.Allow(context.Background(), "k"); !errors.Is(err, httplimit.ErrCircuitOpen) {
+				t.Errorf("second decision: %v, want ErrCircuitOpen: the breaker opens at once on a refused connection", err)
+			}
+			if took := time.Since(start); took > bound {
+				t.Errorf("second decision took %v, want at once", took)
+			}
+		})
 	}
 }

@@ -67,5 +67,19 @@
 // stops trying a server that failed several decisions in a row, or
 // refused a connection: while it is open a decision fails at once with
 // ErrCircuitOpen instead of waiting for the timeout, and one probe after
-// each cool-down finds out when the server is back.
+// each cool-down finds out when the server is back. A refused connection
+// is seen at once whatever the client's dial retries: NewLimiter adds a
+// dial hook to the client that ends the decisions waiting for a
+// connection when a dial is refused.
+//
+// # Deny cache and counters
+//
+// A refusal holds for its retry_after, so the limiter repeats it: after
+// the server refuses a key and quantity, the same key and quantity are
+// refused locally, without a round trip, until min(retry_after, 1 s) has
+// passed (WithDenyCache sets the 1 s; 0 turns the cache off), with the
+// cached reply's fields, their times reduced by the time passed. The
+// cache never admits a request. Limiter.Stats counts decisions, local
+// ones, round trips and errors; Limiter.Middleware builds the middleware
+// over a Limiter the caller keeps, to read them.
 package httplimit

@@ -2,5 +2,5 @@ package httplimit
 
 import "time"
 
-// WithClock gives the circuit breaker a fake clock.
+// WithClock gives the circuit breaker and the deny cache a fake clock.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }

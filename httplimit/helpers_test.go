@@ -28,6 +28,9 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) Now() int64              { return c.ns.Load() }
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// Time is Now as a time.Time, for WithClock.
+func (c *fakeClock) Time() time.Time { return time.Unix(0, c.ns.Load()) }
+
 // cellserver is a real cellserver (resp.Server over a shards.Store) on a
 // loopback port, in this process.
 type cellserver struct {

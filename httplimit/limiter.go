@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +29,34 @@ type Limiter struct {
 	bounded bool
 	// breaker is nil when WithoutCircuitBreaker turned it off.
 	breaker *breaker
+	// deny is nil when WithDenyCache(0) turned it off.
+	deny *denyCache
+	// refusals ends decisions in flight when a dial is refused.
+	refusals refusals
+
+	decisions, local, roundTrips, errs atomic.Uint64
+}
+
+// Stats counts a Limiter's work since it was made. Hit rate of the deny
+// cache: Local / Decisions; round trips saved: Local.
+type Stats struct {
+	// Decisions is every call of Allow and AllowN with a valid quantity:
+	// the sum of Local, RoundTrips and the calls the open circuit breaker
+	// failed at once.
+	Decisions uint64 `json:"decisions"`
+	// Local is the decisions the deny cache answered, without a round trip.
+	Local uint64 `json:"local"`
+	// RoundTrips is the commands sent to the server, answered or not.
+	RoundTrips uint64 `json:"round_trips"`
+	// Errors is the decisions that ended without a decision: no answer in
+	// time, an error reply, a bad reply, or an open circuit breaker.
+	Errors uint64 `json:"errors"`
+}
+
+// Stats returns the limiter's counters. Each is read atomically, the four
+// not together: under load they may be a few decisions apart.
+func (l *Limiter) Stats() Stats {
+	return Stats{Decisions: l.decisions.Load(), Local: l.local.Load(), RoundTrips: l.roundTrips.Load(), Errors: l.errs.Load()}
 }
 
 // NewLimiter returns a Limiter deciding with client (a *redis.Client, a
@@ -35,8 +64,8 @@ type Limiter struct {
 // order. One policy is decided with its own command; several (all GCRA)
 // with one CL.THROTTLEALL, so that a request consumes from every policy
 // or from none. Of the options, WithTimeout, WithKeyPrefix,
-// WithCircuitBreaker and WithoutCircuitBreaker apply; the others concern
-// the middleware and are ignored here.
+// WithCircuitBreaker, WithoutCircuitBreaker and WithDenyCache apply; the
+// others concern the middleware and are ignored here.
 func NewLimiter(client redis.UniversalClient, policies []Policy, opts ...Option) (*Limiter, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -57,6 +86,10 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 	if !cfg.noBreaker {
 		l.breaker = &breaker{failures: cfg.breakerFailures, coolDown: cfg.breakerCoolDown, now: cfg.now}
 	}
+	if cfg.denyMax > 0 {
+		l.deny = newDenyCache(cfg.denyMax, DenyCacheEntries, cfg.now)
+	}
+	l.refusals.watchDials(client)
 	switch c := client.(type) {
 	case *redis.Client:
 		l.bounded = c.Options().ContextTimeoutEnabled
@@ -92,7 +125,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // for key from every policy, atomically: either every policy allows and
 // all are consumed, or the decision refuses and nothing is. It makes one
 // round trip, bounded by the limiter's timeout (and by ctx), unless the
-// circuit breaker is open: then it returns ErrCircuitOpen at once.
+// deny cache still holds the server's refusal of the same key and
+// quantity (WithDenyCache): then it refuses at once, with the cached
+// decision's times reduced by the time passed; or unless the circuit
+// breaker is open: then it returns ErrCircuitOpen at once.
 //
 // A non-nil error means there is no decision: the server could not be
 // reached in time, answered an error (WRONGTYPE, CLUSTERDOWN, OOM, …),
@@ -102,13 +138,35 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 	if n < 0 || n > MaxQuantity {
 		return Decision{}, fmt.Errorf("%w: %d is out of range 0 to 2^40", ErrInvalidQuantity, n)
 	}
+	l.decisions.Add(1)
+	if l.deny != nil {
+		if d, ok := l.deny.get(key, n); ok {
+			l.local.Add(1)
+			return d, nil
+		}
+	}
+	d, err := l.roundTrip(ctx, key, n)
+	if err != nil {
+		l.errs.Add(1)
+		return Decision{}, err
+	}
+	if l.deny != nil && !d.Allowed {
+		l.deny.put(key, n, d)
+	}
+	return d, nil
+}
+
+// roundTrip asks the server, through the circuit breaker.
+func (l *Limiter) roundTrip(ctx context.Context, key string, n int64) (Decision, error) {
 	if l.breaker == nil {
+		l.roundTrips.Add(1)
 		return l.decide(ctx, key, n)
 	}
 	ok, probe := l.breaker.allow()
 	if !ok {
 		return Decision{}, ErrCircuitOpen
 	}
+	l.roundTrips.Add(1)
 	d, err := l.decide(ctx, key, n)
 	l.breaker.done(probe, classify(ctx, err))
 	return d, err
@@ -116,11 +174,19 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 
 // decide makes the round trip of AllowN.
 func (l *Limiter) decide(parent context.Context, key string, n int64) (Decision, error) {
-	ctx, cancel := context.WithTimeout(parent, l.timeout)
+	refusable, refuse := context.WithCancelCause(parent)
+	defer refuse(nil)
+	defer l.refusals.watch(refuse)()
+	ctx, cancel := context.WithTimeout(refusable, l.timeout)
 	defer cancel()
 	args := l.command(key, n)
 	v, err := l.do(ctx, args)
 	if err != nil {
+		if cause := context.Cause(refusable); cause != nil && isRefused(cause) {
+			// A dial was refused while this decision waited: the server
+			// is down (refusals).
+			return Decision{}, fmt.Errorf("httplimit: %s: %w", args[0], cause)
+		}
 		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 			// The client's own error for a call cut short (an i/o timeout
 			// at the deadline, a dial given up): say that the deadline is why.

@@ -202,6 +202,7 @@ func TestNewLimiterInvalid(t *testing.T) {
 		{"several, not all GCRA", []httplimit.Policy{ok, {Name: "tb", Algorithm: httplimit.TokenBucket, Burst: 1, Count: 1, Period: time.Second}}, nil, httplimit.ErrInvalidPolicy},
 		{"zero timeout", []httplimit.Policy{ok}, []httplimit.Option{httplimit.WithTimeout(0)}, httplimit.ErrInvalidOption},
 		{"brace in prefix", []httplimit.Policy{ok}, []httplimit.Option{httplimit.WithKeyPrefix("{x}")}, httplimit.ErrInvalidOption},
+		{"negative deny cache", []httplimit.Policy{ok}, []httplimit.Option{httplimit.WithDenyCache(-time.Second)}, httplimit.ErrInvalidOption},
 	} {
 		if _, err := httplimit.NewLimiter(rdb, tc.policies, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("%s: NewLimiter = %v, want %v", tc.name, err, tc.want)

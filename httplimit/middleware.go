@@ -48,10 +48,35 @@ func Middleware(client redis.UniversalClient, policies []Policy, key KeyFunc, op
 	if err != nil {
 		return nil, err
 	}
+	return l.middleware(key, cfg), nil
+}
+
+// Middleware returns net/http middleware deciding every request with l,
+// as the package's Middleware does, for a caller that keeps the Limiter
+// (to read its Stats, or share it between handlers). The options are the
+// middleware's (fail open or closed, fields, hooks, quantity); those that
+// configure a Limiter (WithTimeout, WithKeyPrefix, WithCircuitBreaker,
+// WithoutCircuitBreaker, WithDenyCache) belong to NewLimiter and are
+// ErrInvalidOption here.
+func (l *Limiter) Middleware(key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.limiterOpt != "" {
+		return nil, fmt.Errorf("%w: %s configures the Limiter: give it to NewLimiter", ErrInvalidOption, cfg.limiterOpt)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: nil KeyFunc", ErrInvalidOption)
+	}
+	return l.middleware(key, cfg), nil
+}
+
+func (l *Limiter) middleware(key KeyFunc, cfg config) func(http.Handler) http.Handler {
 	m := &middleware{limiter: l, key: key, cfg: cfg, policyField: l.PolicyField()}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
-	}, nil
+	}
 }
 
 type middleware struct {
@@ -87,30 +112,41 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if m.cfg.onDecision != nil {
 		m.cfg.onDecision(r, d)
 	}
+	m.answer(next, w, r, d)
+}
+
+// answer answers r by the decision d: its fields, then next for an
+// allowed request, the limited handler or a 429 problem for a refused one.
+func (m *middleware) answer(next http.Handler, w http.ResponseWriter, r *http.Request, d Decision) {
 	m.setFields(w.Header(), d)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
 		return
 	}
-	wait, retry := d.RetryAfter()
-	if retry {
-		w.Header().Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
-	}
 	if m.cfg.limited != nil {
 		m.cfg.limited.ServeHTTP(w, r)
 		return
 	}
+	writeProblem(w, limitedProblem(d))
+}
+
+// limitedProblem is the body of a 429 for the refused decision d.
+func limitedProblem(d Decision) problem {
 	p := problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests, Violated: d.Violated()}
-	if retry {
+	if wait, ok := d.RetryAfter(); ok {
 		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", seconds(wait))
 	} else {
 		p.Detail = "The request is larger than the whole quota of a policy: it can never be allowed."
 	}
-	writeProblem(w, p)
+	return p
 }
 
-// setFields sets the rate-limit fields a decision gives (docs/http.md).
+// setFields sets the rate-limit fields a decision gives (docs/http.md),
+// and Retry-After for a refused one that can be retried.
 func (m *middleware) setFields(h http.Header, d Decision) {
+	if wait, ok := d.RetryAfter(); ok {
+		h.Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
+	}
 	if m.cfg.ietf {
 		h.Set("RateLimit-Policy", m.policyField)
 		h.Set("RateLimit", RateLimitField(d))

@@ -187,8 +187,10 @@ func TestMiddlewareFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := startServer(t)
 			rdb := newClient(t, cs.Addr, true)
+			// The deny cache reads the server's clock, so that a step
+			// that advances it finds the cache as the server finds the key.
 			opts := append([]httplimit.Option{httplimit.WithQuantity(costFromHeader), httplimit.WithFailClosed(),
-				httplimit.WithTimeout(10 * time.Second)}, tc.opts...)
+				httplimit.WithTimeout(10 * time.Second), httplimit.WithClock(cs.Clock.Time)}, tc.opts...)
 			mw, err := httplimit.Middleware(rdb, tc.policies, httplimit.ByIP(), opts...)
 			if err != nil {
 				t.Fatal(err)

@@ -24,12 +24,18 @@ type config struct {
 	noBreaker       bool
 	breakerFailures int
 	breakerCoolDown time.Duration
-	now             func() time.Time // the breaker's clock; tests pass a fake one
+	now             func() time.Time // the breaker's and deny cache's clock; tests pass a fake one
+	// denyMax is the deny cache's longest hold; 0 turns it off.
+	denyMax time.Duration
+	// limiterOpt names an option given that configures the Limiter
+	// itself, which Limiter.Middleware cannot take.
+	limiterOpt string
 }
 
 func newConfig(opts []Option) (config, error) {
 	cfg := config{timeout: DefaultTimeout, ietf: true,
-		breakerFailures: DefaultBreakerFailures, breakerCoolDown: DefaultBreakerCoolDown, now: time.Now}
+		breakerFailures: DefaultBreakerFailures, breakerCoolDown: DefaultBreakerCoolDown, now: time.Now,
+		denyMax: DefaultDenyCacheMax}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -41,6 +47,9 @@ func newConfig(opts []Option) (config, error) {
 	if cfg.breakerFailures < 1 || cfg.breakerCoolDown <= 0 {
 		return config{}, fmt.Errorf("%w: circuit breaker: %d failures (want 1 or more) and cool-down %v (want positive)",
 			ErrInvalidOption, cfg.breakerFailures, cfg.breakerCoolDown)
+	}
+	if cfg.denyMax < 0 {
+		return config{}, fmt.Errorf("%w: deny cache max %v must be 0 (off) or positive", ErrInvalidOption, cfg.denyMax)
 	}
 	if strings.ContainsAny(cfg.prefix, "{}") {
 		return config{}, fmt.Errorf("%w: key prefix %q must not hold a brace", ErrInvalidOption, cfg.prefix)
@@ -65,7 +74,9 @@ func WithFailClosed() Option { return func(c *config) { c.failClosed = true } }
 // *redis.ClusterClient with ContextTimeoutEnabled, the client stops the
 // call itself; otherwise the decision stops waiting at d and the
 // abandoned call ends at the client's read timeout.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout, c.limiterOpt = d, "WithTimeout" }
+}
 
 // WithCircuitBreaker sets the circuit breaker that keeps a dead server
 // from costing every request the whole timeout (on by default, with
@@ -80,17 +91,39 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // CLUSTERDOWN) comes from a server that is up and does not count.
 // failures must be at least 1 and coolDown positive.
 func WithCircuitBreaker(failures int, coolDown time.Duration) Option {
-	return func(c *config) { c.breakerFailures, c.breakerCoolDown = failures, coolDown }
+	return func(c *config) {
+		c.breakerFailures, c.breakerCoolDown, c.limiterOpt = failures, coolDown, "WithCircuitBreaker"
+	}
 }
 
 // WithoutCircuitBreaker turns the circuit breaker off: every decision
 // tries the server, and waits up to the timeout when it is down.
-func WithoutCircuitBreaker() Option { return func(c *config) { c.noBreaker = true } }
+func WithoutCircuitBreaker() Option {
+	return func(c *config) { c.noBreaker, c.limiterOpt = true, "WithoutCircuitBreaker" }
+}
+
+// WithDenyCache sets the longest time the deny cache repeats a refusal
+// without asking the server (DefaultDenyCacheMax, 1 s, when not given; 0
+// turns the cache off). After the server refuses a key and quantity with
+// a retry_after of r, the same key and quantity are refused locally until
+// min(r, max) has passed (max for a request that can never be allowed),
+// with the fields of the server's reply, their times reduced by the time
+// passed. So an abusive client hammering one key costs the server one
+// round trip per max instead of one per request, and an operator who
+// deletes or raises the key is obeyed within max. The cache only refuses
+// what the server refused: it never admits a request. It holds at most
+// DenyCacheEntries refusals, the oldest dropped first. max must not be
+// negative.
+func WithDenyCache(max time.Duration) Option {
+	return func(c *config) { c.denyMax, c.limiterOpt = max, "WithDenyCache" }
+}
 
 // WithKeyPrefix puts prefix before every key the limiter writes on the
 // server (default none), to keep several applications apart on one
 // server. It must hold no brace.
-func WithKeyPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.prefix, c.limiterOpt = prefix, "WithKeyPrefix" }
+}
 
 // WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (delta seconds) for the most restrictive policy

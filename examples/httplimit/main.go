@@ -1,18 +1,27 @@
 // Command httplimit is an HTTP service behind cellserver rate limits, to
 // copy from: every request is limited per client IP by two policies decided
 // in one round trip, answered 429 with Retry-After and the RateLimit fields
-// when over, and failed open (or closed, with -fail-closed) when cellserver
-// does not answer within 100 ms.
+// when over, and failed open (or closed, with --fail-closed) when cellserver
+// does not answer within 100 ms. A client hammering its key past the limit
+// is refused from the deny cache, without a round trip, for up to 1 s
+// (--deny-cache).
 //
-//	go run ./examples/httplimit -cellserver 127.0.0.1:6379
-//	curl -i localhost:8080/hello
+//	go run ./examples/httplimit --listen 127.0.0.1:8080 --cellserver 127.0.0.1:6379
+//	curl -i 127.0.0.1:8080/hello
 //
-// -cellserver takes one address, or the nodes of one Raft group separated
+// The Python (examples/python/app.py) and Node (examples/node/app.js)
+// examples take the same command line and answer alike. It prints
+// "listening on HOST:PORT" once it serves (--listen 127.0.0.1:0 picks a
+// free port).
+//
+// --cellserver takes one address, or the nodes of one Raft group separated
 // by commas: any node accepts every command, so the client dials them in
-// turn until one answers. -cluster instead treats the addresses as a
+// turn until one answers. --cluster instead treats the addresses as a
 // cluster of groups routed by hash slot (redis.ClusterClient).
 //
-// Counters of decisions and failures are served at /debug/vars.
+// The limiter's counters (decisions, local, round_trips, errors: the deny
+// cache's hit rate is local / decisions) are the expvar "limiter" at
+// /debug/vars.
 package main
 
 import (
@@ -53,51 +62,52 @@ func run() error {
 	password := flag.String("password", "", "cellserver's requirepass")
 	trusted := flag.String("trusted-proxies", "", "comma-separated prefixes (10.0.0.0/8) of proxies whose X-Forwarded-For is believed")
 	failClosed := flag.Bool("fail-closed", false, "answer 503 when cellserver does not answer, instead of letting requests through")
+	denyCache := flag.Duration("deny-cache", httplimit.DefaultDenyCacheMax, "longest a refusal is repeated without asking cellserver (0: off)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags are --listen, --cellserver, --fail-closed, …)", flag.Arg(0))
+	}
 
 	var proxies []netip.Prefix
 	for _, s := range splitList(*trusted) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return fmt.Errorf("-trusted-proxies: %w", err)
+			return fmt.Errorf("--trusted-proxies: %w", err)
 		}
 		proxies = append(proxies, p)
 	}
 	addrs := splitList(*servers)
 	if len(addrs) == 0 {
-		return errors.New("-cellserver: no address")
+		return errors.New("--cellserver: no address")
 	}
 
 	// 2. The client. ContextTimeoutEnabled lets the limiter's timeout stop
-	// the call itself.
+	// the call itself. One dial attempt: while the server refuses
+	// connections, the limiter's circuit breaker probes it once a second.
 	var rdb redis.UniversalClient
 	if *cluster {
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: *password, ContextTimeoutEnabled: true})
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: *password, ContextTimeoutEnabled: true, DialerRetries: 1})
 	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: addrs[0], Dialer: dialAny(addrs), Password: *password, ContextTimeoutEnabled: true})
+		rdb = redis.NewClient(&redis.Options{Addr: addrs[0], Dialer: dialAny(addrs), Password: *password, ContextTimeoutEnabled: true, DialerRetries: 1})
 	}
 	defer rdb.Close()
 
-	// 3. The policies and the middleware.
+	// 3. The policies, the limiter and the middleware.
 	policies := []httplimit.Policy{
 		{Name: "burst", Burst: 19, Count: 10, Period: time.Second},         // 20 at once, 10 per second
 		{Name: "daily", Burst: 9999, Count: 10000, Period: 24 * time.Hour}, // 10000 a day
 	}
-	allowed, refused, failed := expvar.NewInt("ratelimit_allowed"), expvar.NewInt("ratelimit_refused"), expvar.NewInt("ratelimit_errors")
+	limiter, err := httplimit.NewLimiter(rdb, policies, httplimit.WithDenyCache(*denyCache))
+	if err != nil {
+		return err
+	}
+	expvar.Publish("limiter", expvar.Func(func() any { return limiter.Stats() }))
 	opts := []httplimit.Option{
 		httplimit.WithLegacyHeaders(),
-		httplimit.WithOnDecision(func(_ *http.Request, d httplimit.Decision) {
-			if d.Allowed {
-				allowed.Add(1)
-			} else {
-				refused.Add(1)
-			}
-		}),
 		httplimit.WithErrorHandler(func(r *http.Request, err error) {
-			failed.Add(1)
 			if errors.Is(err, httplimit.ErrCircuitOpen) {
-				// Every request while the server is down: the failures
-				// that opened the breaker were logged already.
+				// Every request while the server is down: the failure
+				// that opened the breaker was logged already.
 				slog.Debug("rate limiter unavailable", "path", r.URL.Path, "err", err)
 				return
 			}
@@ -107,7 +117,7 @@ func run() error {
 	if *failClosed {
 		opts = append(opts, httplimit.WithFailClosed())
 	}
-	limit, err := httplimit.Middleware(rdb, policies, httplimit.ByIP(proxies...), opts...)
+	limit, err := limiter.Middleware(httplimit.ByIP(proxies...), opts...)
 	if err != nil {
 		return err
 	}
@@ -124,10 +134,14 @@ func run() error {
 	// 5. Serve until SIGINT or SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	slog.Info("serving", "addr", *listen, "cellserver", addrs)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Println("listening on", ln.Addr())
 	select {
 	case err := <-errc:
 		return err

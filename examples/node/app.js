@@ -12,11 +12,11 @@
 const express = require("express");
 const limit = require("cellserver-limit");
 
-const USAGE = "usage: node app.js [--listen HOST:PORT] [--cellserver HOST:PORT] [--fail-closed] [--trusted-proxies CIDR,...] [--deny-cache-ms MS]";
+const USAGE = "usage: node app.js [--listen HOST:PORT] [--cellserver HOST:PORT] [--fail-closed] [--trusted-proxies CIDR,...] [--deny-cache DURATION] [--deny-cache-ms MS]";
 
 // parseArgs reads --name value, --name=value and -name value.
 function parseArgs(argv) {
-  const opts = { listen: "127.0.0.1:8080", cellserver: "127.0.0.1:6379", "fail-closed": false, "trusted-proxies": "", "deny-cache-ms": "1000" };
+  const opts = { listen: "127.0.0.1:8080", cellserver: "127.0.0.1:6379", "fail-closed": false, "trusted-proxies": "", "deny-cache-ms": "1000", "deny-cache": "" };
   for (let i = 0; i < argv.length; i++) {
     const m = argv[i].match(/^--?([a-z-]+)(?:=(.*))?$/);
     if (!m || !(m[1] in opts)) throw new Error(`unknown argument ${JSON.stringify(argv[i])}\n${USAGE}`);
@@ -62,7 +62,14 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const listen = splitHostPort(opts.listen, "listen");
   const trusted = opts["trusted-proxies"].split(",").map((s) => s.trim()).filter(Boolean);
-  const denyCacheMs = Number(opts["deny-cache-ms"]);
+  // --deny-cache takes what the Go and Python examples take: seconds, or
+  // a number with the unit ms or s ("0" turns the cache off).
+  let denyCacheMs = Number(opts["deny-cache-ms"]);
+  if (opts["deny-cache"] !== "") {
+    const m = opts["deny-cache"].match(/^(\d+(?:\.\d+)?)(ms|s)?$/);
+    if (!m) throw new Error(`--deny-cache ${JSON.stringify(opts["deny-cache"])}: want seconds, or a number with ms or s\n${USAGE}`);
+    denyCacheMs = Number(m[1]) * (m[2] === "ms" ? 1 : 1000);
+  }
 
   // 2. The client: no offline queue, so a closed port fails at once.
   const client = limit.createClient(opts.cellserver);

@@ -61,7 +61,7 @@ var exampleApps = []exampleApp{
 		if err != nil {
 			t.Skip("no node in PATH")
 		}
-		check := exec.Command(node, "-e", "require.resolve('express'); require.resolve('ioredis')")
+		check := exec.Command(node, "-e", "require.resolve('express'); require.resolve('cellserver-limit')")
 		check.Dir = dir
 		if out, err := check.CombinedOutput(); err != nil {
 			t.Skipf("examples/node's packages are not installed (scripts/test.sh runs npm ci there): %v\n%s", err, out)
@@ -299,7 +299,8 @@ func TestExamplesServerDown(t *testing.T) {
 	}
 }
 
-// limiterVars reads the example's counters from /debug/vars.
+// limiterVars reads the example's counters from /debug/vars (an example
+// may publish more, such as a hit rate, beside the four counters).
 func limiterVars(t *testing.T, url string) map[string]int64 {
 	t.Helper()
 	res, err := http.Get(url + "/debug/vars")
@@ -308,17 +309,26 @@ func limiterVars(t *testing.T, url string) map[string]int64 {
 	}
 	defer res.Body.Close()
 	var vars struct {
-		Limiter map[string]int64 `json:"limiter"`
+		Limiter map[string]json.Number `json:"limiter"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&vars); err != nil {
+	dec := json.NewDecoder(res.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&vars); err != nil {
 		t.Fatalf("/debug/vars: %v", err)
 	}
+	counters := make(map[string]int64, 4)
 	for _, k := range []string{"decisions", "local", "round_trips", "errors"} {
-		if _, ok := vars.Limiter[k]; !ok {
+		v, ok := vars.Limiter[k]
+		if !ok {
 			t.Fatalf("/debug/vars has no limiter.%s: %v", k, vars.Limiter)
 		}
+		n, err := v.Int64()
+		if err != nil {
+			t.Fatalf("/debug/vars limiter.%s = %s: want an integer", k, v)
+		}
+		counters[k] = n
 	}
-	return vars.Limiter
+	return counters
 }
 
 // flood sends GET url from conns connections, each its own, for d, and

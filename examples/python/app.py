@@ -96,7 +96,10 @@ def main(argv=None) -> int:
     # accepted (queued until the loop runs) and port 0 gives the real port.
     host, port = args.listen
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose
+    # proto says TCP, and without it a kept-alive client waits ~40 ms per
+    # request (Nagle's algorithm against the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -56,7 +57,7 @@ func startCellserverAt(addr string) (*cellserver, error) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Now = clock.Now
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := resp.NewServer(cfg, resp.NewLocal(store, clock.Now))
+	srv, err := resp.NewServer(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
@@ -94,7 +95,7 @@ func TestScrape(t *testing.T) {
 	cfg.MaxClients = 3
 	cfg.MetricsClasses = keyclass.Rules{{Name: "hot", Pattern: "hot"}}
 	now := func() int64 { return time.Now().UnixNano() }
-	srv, err := resp.NewServer(cfg, resp.NewLocal(store, now))
+	srv, err := resp.NewServer(cfg, decide.NewLocal(store, now))
 	if err != nil {
 		t.Fatal(err)
 	}

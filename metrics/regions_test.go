@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/region"
-	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -24,7 +24,7 @@ func TestRegionMetrics(t *testing.T) {
 	now := func() int64 { return time.Now().UnixNano() }
 	pol, _ := region.ParsePolicy(strings.Fields("g:* global eu a:* async"))
 	g, err := region.New(region.Config{Name: "us", Peers: []region.PeerConfig{{Name: "eu", Addrs: []string{"127.0.0.1:1"}}},
-		Timeout: time.Second, Policy: pol, Unreachable: region.UnreachableDeny, Logger: discard(), Now: now}, resp.NewLocal(store, now))
+		Timeout: time.Second, Policy: pol, Unreachable: region.UnreachableDeny, Logger: discard(), Now: now}, decide.NewLocal(store, now))
 	if err != nil {
 		t.Fatal(err)
 	}

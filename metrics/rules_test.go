@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
@@ -144,7 +145,7 @@ func liveMetricNames(t *testing.T) map[string]bool {
 	}
 	now := func() int64 { return time.Now().UnixNano() }
 	gate, err := region.New(region.Config{Name: "us", Peers: []region.PeerConfig{{Name: "eu", Addrs: []string{"127.0.0.1:1"}}},
-		Timeout: time.Second, Logger: discard(), Now: now}, resp.NewLocal(store, now))
+		Timeout: time.Second, Logger: discard(), Now: now}, decide.NewLocal(store, now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@
 // it and pay one round trip).
 //
 // The package holds no replicated state and runs no consensus of its own: a
-// Gate sits in front of the deployment's Backend (the standalone store or
+// Gate is the region stage of the decision path (package decide): it sits
+// in front of the deployment's decide.Backend (the standalone store or
 // the replicated node), rewrites, forwards or ships limiter operations, and
 // talks to peer regions through bounded RESP links (internal/respclient).
 // What it applies for a peer goes through that Backend, and so is

@@ -11,21 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
-
-// Backend is what a Gate sits in front of: the deployment's own keyspace
-// operations (resp.Local standalone, the replicated node in a group). Its
-// methods have resp.Backend's contract; a Gate has the same methods, so
-// that it serves as the server's Backend.
-type Backend interface {
-	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
-	WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Result) error
-	ReadNow(ctx context.Context) (int64, error)
-	Store() *shards.Store
-}
 
 // Unreachable is what a global key answers when its home region does not.
 type Unreachable uint8
@@ -152,7 +142,8 @@ func (c *Config) checkPolicy(p *Policy) error {
 	return nil
 }
 
-// Gate applies the region policy in front of a Backend: local keys pass
+// Gate is the decision path's region stage (package decide): it applies
+// the region policy in front of a decide.Backend: local keys pass
 // through, split keys are scaled to this region's share, async keys are
 // decided here and their consumption shipped to every peer, global keys of
 // another home are forwarded there; and it applies what peers forward and
@@ -160,7 +151,7 @@ func (c *Config) checkPolicy(p *Policy) error {
 // changes live (SetPolicy).
 type Gate struct {
 	cfg    Config
-	inner  Backend
+	inner  decide.Backend
 	policy atomic.Pointer[Policy]
 	links  map[string]*link
 	share  int64 // this region's weight
@@ -183,8 +174,15 @@ type Gate struct {
 	refused   atomic.Int64 // peer calls refused (wrong region, unknown origin, malformed)
 }
 
+// A Gate is itself the Backend the doors call, and the region stage
+// decide.Groups writes through.
+var (
+	_ decide.Backend = (*Gate)(nil)
+	_ decide.Gate    = (*Gate)(nil)
+)
+
 // New returns a Gate over inner. Close releases its peer connections.
-func New(cfg Config, inner Backend) (*Gate, error) {
+func New(cfg Config, inner decide.Backend) (*Gate, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -324,16 +322,12 @@ func (g *Gate) WriteAtomic(ctx context.Context, ops []shards.Op, res []shards.Re
 	return g.write(ctx, ops, res, true)
 }
 
-// WriteFunc is a Backend's Write (or a group's WriteGroup bound to its
-// group).
-type WriteFunc func(ctx context.Context, ops []shards.Op, res []shards.Result) error
-
 // WriteThrough is Write with w in place of the inner Backend's Write: the
 // policy applies alike (split scaled, async shipped, global forwarded),
 // and what this region decides goes through w. It serves front doors that
 // route ops themselves (the rate-limit service across the groups of a
 // cluster).
-func (g *Gate) WriteThrough(ctx context.Context, ops []shards.Op, res []shards.Result, w WriteFunc) error {
+func (g *Gate) WriteThrough(ctx context.Context, ops []shards.Op, res []shards.Result, w decide.WriteFunc) error {
 	return g.writeWith(ctx, ops, res, false, w)
 }
 
@@ -341,7 +335,7 @@ func (g *Gate) write(ctx context.Context, ops []shards.Op, res []shards.Result, 
 	return g.writeWith(ctx, ops, res, atomicTx, nil)
 }
 
-func (g *Gate) writeWith(ctx context.Context, ops []shards.Op, res []shards.Result, atomicTx bool, w WriteFunc) error {
+func (g *Gate) writeWith(ctx context.Context, ops []shards.Op, res []shards.Result, atomicTx bool, w decide.WriteFunc) error {
 	innerWrite := func(ops []shards.Op, res []shards.Result) error {
 		switch {
 		case w != nil:

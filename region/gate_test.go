@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/resp"
@@ -98,7 +99,7 @@ func serveRegion(t *testing.T, clock *fakeClock, cfg region.Config, password str
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := region.New(cfg, resp.NewLocal(store, clock.Now))
+	g, err := region.New(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -57,7 +58,7 @@ func BenchmarkPipeline(b *testing.B) {
 			case "rules3":
 				cfg.MetricsClasses, _ = keyclass.ParseRules("vip user:vip-* login login:* api *:api:*")
 			}
-			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
+			srv, err := NewServer(cfg, decide.NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -106,7 +107,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Logger = discardLogger()
 			cfg.EventLoops = loops
-			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
+			srv, err := NewServer(cfg, decide.NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -405,7 +406,7 @@ func TestAcceptOutOfDescriptors(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Logger = discardLogger()
-	srv, err := NewServer(cfg, NewLocal(store, time.Now().UnixNano))
+	srv, err := NewServer(cfg, decide.NewLocal(store, time.Now().UnixNano))
 	if err != nil {
 		t.Fatal(err)
 	}

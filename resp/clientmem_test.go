@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/poll"
 )
 
@@ -406,7 +407,7 @@ func TestClientEviction(t *testing.T) {
 func BenchmarkTrackMem(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Logger = discardLogger()
-	srv, err := NewServer(cfg, NewLocal(nil, func() int64 { return 0 }))
+	srv, err := NewServer(cfg, decide.NewLocal(nil, func() int64 { return 0 }))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -80,7 +81,7 @@ func runInput(t testing.TB, input []byte, mutate func(*Config)) *memConn {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
+	srv, err := NewServer(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func FuzzConn(f *testing.F) {
 // it ("client setname").
 func commandNames(t testing.TB) [][]string {
 	t.Helper()
-	srv, err := NewServer(DefaultConfig(), NewLocal(nil, func() int64 { return 0 }))
+	srv, err := NewServer(DefaultConfig(), decide.NewLocal(nil, func() int64 { return 0 }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -82,7 +83,7 @@ func startServerWith(t *testing.T, mutate func(*Config, *shards.Store, *fakeCloc
 	t.Helper()
 	cfg, store, clock := testBase(t)
 	mutate(&cfg, store, clock)
-	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
+	srv, err := NewServer(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

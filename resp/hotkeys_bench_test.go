@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -32,7 +33,7 @@ func BenchmarkCountKey(b *testing.B) {
 					case "rules3":
 						cfg.MetricsClasses, _ = keyclass.ParseRules("vip user:vip-* login login:* api *:api:*")
 					}
-					srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
+					srv, err := NewServer(cfg, decide.NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -3,6 +3,7 @@ package resp
 import (
 	"strconv"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -62,20 +63,20 @@ func (s *Server) policySettings() []Setting {
 	}
 }
 
-// applyPolicy rewrites the requests of op (parsed, on keys) by the
-// limit-override and limit-shadow rules, before the op is submitted: the
-// logged op carries the final parameters, so every replica applies the
-// same (limitpolicy's DESIGN.md).
+// applyPolicy runs the decision path's first stage (decide.Rules: the
+// limit-override and limit-shadow rules) on op (parsed, on keys), before
+// the op is submitted: the logged op carries the final parameters, so
+// every replica applies the same (limitpolicy's DESIGN.md).
 func (c *Conn) applyPolicy(op *shards.Op) error {
-	for i := range op.Reqs {
-		if err := c.srv.cfg.Policy.Apply(op.Keys[i], &op.Reqs[i], c.srv.cfg.Parse); err != nil {
-			if op.Code == shards.OpLimitAll {
-				return &textError{"ERR limit " + strconv.Itoa(i+1) + ": " + err.Error()}
-			}
-			return &textError{"ERR " + err.Error()}
-		}
+	if err := c.srv.rules().Apply(op); err != nil {
+		return &textError{"ERR " + err.Error()}
 	}
 	return nil
+}
+
+// rules is the decision path's rules stage over this server's Policy.
+func (s *Server) rules() decide.Rules {
+	return decide.Rules{Policy: s.cfg.Policy, Parse: s.cfg.Parse}
 }
 
 // violation writes a limited decision on key to the violations log.

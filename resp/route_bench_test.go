@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkRoute(b *testing.B) {
 			if bc.cl != nil {
 				cfg.Cluster = bc.cl
 			}
-			srv, err := NewServer(cfg, NewLocal(store, func() int64 { return t0 }))
+			srv, err := NewServer(cfg, decide.NewLocal(store, func() int64 { return t0 }))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -17,7 +18,7 @@ import (
 // slot decision stood in by errs (key → the error its ops fail with); it
 // records whether each op came with Asking.
 type fsmBackend struct {
-	*Local
+	*decide.Local
 	mu     sync.Mutex
 	errs   map[string]error
 	asking map[string]bool
@@ -53,7 +54,7 @@ func startRouted(t *testing.T, fc *fakeCluster, errs map[string]error) (*testSer
 	t.Helper()
 	cfg, store, clock := testBase(t)
 	cfg.Cluster = fc
-	be := &fsmBackend{Local: NewLocal(store, clock.Now), errs: errs, asking: map[string]bool{}}
+	be := &fsmBackend{Local: decide.NewLocal(store, clock.Now), errs: errs, asking: map[string]bool{}}
 	srv, err := NewServer(cfg, be)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/testcert"
 	"github.com/cellserver/cellserver/internal/testnet"
 	"github.com/cellserver/cellserver/shards"
@@ -59,7 +60,7 @@ func startPeerServer(t *testing.T, mutate func(*Config)) (ts *testServer, dial f
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
+	srv, err := NewServer(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func contains(list []string, s string) bool {
 // non-loopback interface of this machine (refused), when it has one.
 func TestProtectedModeRealPeers(t *testing.T) {
 	t.Run("unix socket", func(t *testing.T) {
-		srv, err := NewServer(func() Config { c := DefaultConfig(); c.Logger = discardLogger(); return c }(), NewLocal(nil, func() int64 { return t0 }))
+		srv, err := NewServer(func() Config { c := DefaultConfig(); c.Logger = discardLogger(); return c }(), decide.NewLocal(nil, func() int64 { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestProtectedModeRealPeers(t *testing.T) {
 		if ip == nil {
 			t.Skip("no non-loopback interface address")
 		}
-		srv, err := NewServer(func() Config { c := DefaultConfig(); c.Logger = discardLogger(); return c }(), NewLocal(nil, func() int64 { return t0 }))
+		srv, err := NewServer(func() Config { c := DefaultConfig(); c.Logger = discardLogger(); return c }(), decide.NewLocal(nil, func() int64 { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -575,7 +576,7 @@ func TestProtectedModeTLS(t *testing.T) {
 	ca := testcert.NewCA(t, "test CA")
 	cfg := DefaultConfig()
 	cfg.Logger = discardLogger()
-	srv, err := NewServer(cfg, NewLocal(nil, func() int64 { return t0 }))
+	srv, err := NewServer(cfg, decide.NewLocal(nil, func() int64 { return t0 }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -255,7 +256,7 @@ func (c *Config) Validate() error {
 // one.
 type Server struct {
 	cfg     Config
-	backend Backend
+	backend decide.Backend
 	log     *slog.Logger
 	now     func() int64
 	table   *table
@@ -313,7 +314,7 @@ type Server struct {
 
 // NewServer returns a server for cfg executing commands on backend. It does
 // not listen yet: call ListenAndServe or Serve.
-func NewServer(cfg Config, backend Backend) (*Server, error) {
+func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

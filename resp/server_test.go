@@ -11,10 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -140,7 +140,7 @@ func TestStartStop(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Addr = "127.0.0.1:0"
 		cfg.Logger = discardLogger()
-		srv, err := NewServer(cfg, NewLocal(store, func() int64 { return time.Now().UnixNano() }))
+		srv, err := NewServer(cfg, decide.NewLocal(store, func() int64 { return time.Now().UnixNano() }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestRegistration(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Now = clock.Now
 	cfg.Logger = discardLogger()
-	srv, err := NewServer(cfg, NewLocal(store, clock.Now))
+	srv, err := NewServer(cfg, decide.NewLocal(store, clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,13 +325,5 @@ func TestEventLoopsFor(t *testing.T) {
 		if got := eventLoopsFor(tc.procs); got != tc.want {
 			t.Errorf("eventLoopsFor(%d) = %d, want %d", tc.procs, got, tc.want)
 		}
-	}
-}
-
-// TestLocalStripeLine pins the transaction locks' padding: one cache line
-// each, so that loops taking different stripes share no line.
-func TestLocalStripeLine(t *testing.T) {
-	if got := unsafe.Sizeof(txStripe{}); got != 64 {
-		t.Errorf("sizeof(txStripe) = %d, want 64", got)
 	}
 }

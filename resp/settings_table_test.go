@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestSettingsMatchTable(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.LogLevel = new(slog.LevelVar)
-	srv, err := NewServer(cfg, NewLocal(nil, func() int64 { return 0 }))
+	srv, err := NewServer(cfg, decide.NewLocal(nil, func() int64 { return 0 }))
 	if err != nil {
 		t.Fatal(err)
 	}

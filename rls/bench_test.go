@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -29,7 +30,7 @@ func BenchmarkDecisions(b *testing.B) {
 		b.Fatal(err)
 	}
 	now := func() int64 { return time.Now().UnixNano() }
-	backend := resp.NewLocal(store, now)
+	backend := decide.NewLocal(store, now)
 
 	dir := b.TempDir()
 	writeFile(b, dir, "bench.yaml", "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n")
@@ -75,7 +76,7 @@ func BenchmarkDecisions(b *testing.B) {
 
 // serveRESP serves a RESP server over backend on a loopback port until the
 // benchmark ends, and returns its address.
-func serveRESP(b *testing.B, backend *resp.Local) string {
+func serveRESP(b *testing.B, backend *decide.Local) string {
 	b.Helper()
 	cfg := resp.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -53,7 +53,7 @@ func newHarness(t testing.TB, dir string, opt Options) *harness {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
-	opt.Writer = resp.NewLocal(store, clock.Now)
+	opt.Writer = decide.NewLocal(store, clock.Now)
 	svc := New(opt)
 	if err := svc.Load(dir); err != nil {
 		t.Fatalf("Load(%q) = %v", dir, err)

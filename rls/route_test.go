@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cellserver/cellserver/cluster"
-	"github.com/cellserver/cellserver/resp"
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -125,7 +125,7 @@ func (f *fakeGroups) WriteGroup(ctx context.Context, group string, ops []shards.
 		at = append(at, i)
 	}
 	out := make([]shards.Result, len(run))
-	if err := resp.NewLocal(st, f.clock.Now).Write(ctx, run, out); err != nil {
+	if err := decide.NewLocal(st, f.clock.Now).Write(ctx, run, out); err != nil {
 		return err
 	}
 	for j, i := range at {

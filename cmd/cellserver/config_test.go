@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/resp"
 )
@@ -184,7 +185,7 @@ func TestConfigGetEverySetting(t *testing.T) {
 	c.Shards = 64
 	c.Cluster.Secret = "s3cret"
 	c.Cluster.Raft.HeartbeatTimeout = 750 * time.Millisecond
-	srv, err := resp.NewServer(c.ServerConfig(new(slog.LevelVar), slog.New(slog.DiscardHandler)), resp.NewLocal(nil, func() int64 { return 0 }))
+	srv, err := resp.NewServer(c.ServerConfig(new(slog.LevelVar), slog.New(slog.DiscardHandler)), decide.NewLocal(nil, func() int64 { return 0 }))
 	if err != nil {
 		t.Fatal(err)
 	}

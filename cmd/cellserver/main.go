@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/metrics"
 	"github.com/cellserver/cellserver/replication"
@@ -151,6 +153,9 @@ func serve(cfg *Config, level *slog.LevelVar, logger *slog.Logger) error {
 		return st.abort(err, logger)
 	}
 	defer stopRegion()
+	// 4a. The decision path, assembled once: every front door below gets
+	// this same one (decide.Path).
+	st.assemble(cfg)
 
 	// 4b. Envoy's rate-limit service over the same backend, on its own
 	// port (rls.go); before the RESP server, which reaches it through
@@ -228,7 +233,8 @@ func startBackground(cfg *Config, store *shards.Store, clock func() int64, logge
 // or, in cluster mode, the raft node in front of it.
 type storage struct {
 	store    *shards.Store
-	backend  resp.Backend
+	backend  decide.Backend    // below the rules: the region gate, the node or Local
+	path     *decide.Path      // the decision path every door is handed (assemble)
 	node     *replication.Node // nil standalone
 	persist  *persistence      // nil in cluster mode and in memory only
 	inMemory bool              // standalone without persistence (save "")
@@ -248,7 +254,7 @@ func startStorage(cfg *Config, store *shards.Store, clock func() int64, logger *
 		}
 		return &storage{store: store, backend: node, node: node}, nil
 	}
-	st := &storage{store: store, backend: resp.NewLocal(store, clock), inMemory: cfg.InMemory}
+	st := &storage{store: store, backend: decide.NewLocal(store, clock), inMemory: cfg.InMemory}
 	if cfg.InMemory {
 		logger.Info(`running in memory only (save ""): no snapshot is loaded or written`)
 		return st, nil
@@ -259,6 +265,26 @@ func startStorage(cfg *Config, store *shards.Store, clock func() int64, logger *
 	}
 	st.persist = persist
 	return st, nil
+}
+
+// assemble builds the decision path over what startStorage and
+// startRegion started: the rules of limit-override and limit-shadow, the
+// region gate (when a region is configured) in front of the node or the
+// local keyspace, and, in a cluster, the routing across its groups through
+// that gate.
+func (st *storage) assemble(cfg *Config) {
+	p := &decide.Path{
+		Rules:   decide.Rules{Policy: cfg.Ops.limitPolicy(), Parse: engine.ParseOptions{MaxLogLimit: cfg.SLMaxLimit}},
+		Backend: st.backend,
+	}
+	if st.node != nil {
+		var gate decide.Gate
+		if g := cfg.Region.gate; g != nil {
+			gate = g
+		}
+		p.Groups = decide.NewGroups(st.node, gate)
+	}
+	st.path = p
 }
 
 // abort returns err joined with whatever stopping the persistence, without a
@@ -286,7 +312,8 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 		rc.ReplicateSetting = replicateSetting(st.node, cfg.Cluster.Raft.NoLeaderTimeout+5*time.Second)
 	}
 	rc.Regions = cfg.Region.gate
-	srv, err := resp.NewServer(rc, st.backend)
+	rc.Policy, rc.Parse = st.path.Rules.Policy, st.path.Rules.Parse
+	srv, err := resp.NewServer(rc, st.path.Backend)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/resp"
 )
 
@@ -49,7 +50,7 @@ func TestProtectedModeLiveSetting(t *testing.T) {
 		if rc.ProtectedMode != on {
 			t.Errorf("protected-mode %v: resp.Config.ProtectedMode = %v", on, rc.ProtectedMode)
 		}
-		if _, err := resp.NewServer(rc, resp.NewLocal(nil, func() int64 { return 0 })); err != nil {
+		if _, err := resp.NewServer(rc, decide.NewLocal(nil, func() int64 { return 0 })); err != nil {
 			t.Errorf("protected-mode %v: NewServer: %v", on, err)
 		}
 	}

@@ -18,12 +18,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/setting"
-	"github.com/cellserver/cellserver/region"
-	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
-	"github.com/cellserver/cellserver/shards"
 )
 
 // rlsWatchInterval is how often the rate-limit service's configuration
@@ -186,7 +184,7 @@ func (st *storage) followMemory(srv *resp.Server) {
 
 // startRLS builds the rate-limit service over st's backend, so its
 // decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are —
-// in a cluster each in the group that serves its key (rlsRouter) — and
+// in a cluster each in the group that serves its key (decide.Groups) — and
 // loads rls-config: a bad directory stops the start. With rls-port
 // set it serves gRPC there (with TLS when tls-port is set, sharing its
 // certificate and client policy), reloads the rules when their files change
@@ -197,13 +195,10 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	opt := rls.Options{Writer: st.backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit,
+	opt := rls.Options{Writer: st.path.Backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit,
 		Decided: s.countDecision}
-	if st.node != nil {
-		opt.Router = rlsRouter{st.node}
-		if g := cfg.Region.gate; g != nil {
-			opt.Router = regionRouter{rlsRouter{st.node}, g}
-		}
+	if st.path.Groups != nil {
+		opt.Router = st.path.Groups
 	}
 	svc := rls.New(opt)
 	if err := svc.Load(cfg.RLS.ConfigDir); err != nil {
@@ -280,33 +275,6 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 	})
 }
 
-// rlsRouter routes the rate-limit service's decisions across the groups of
-// a cluster: rls.Router over the node's routing table (cluster.Routing's
-// GroupOfKey) and WriteGroup, whose per-operation refusals are cluster's
-// sentinels, as rls expects them. Safe for concurrent use.
-type rlsRouter struct{ node *replication.Node }
-
-// regionRouter is rlsRouter with the region policy applied to every
-// group's writes, as the RESP server has it through the Backend.
-type regionRouter struct {
-	rlsRouter
-	gate *region.Gate
-}
-
-func (r regionRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {
-	return r.gate.WriteThrough(ctx, ops, res, func(ctx context.Context, ops []shards.Op, res []shards.Result) error {
-		return r.rlsRouter.WriteGroup(ctx, group, ops, res)
-	})
-}
-
-func (r rlsRouter) Self() string { return r.node.Group() }
-
-func (r rlsRouter) Route(key []byte) (owner, importer string, ok bool) {
-	return r.node.Routing().GroupOfKey(key)
-}
-
-func (r rlsRouter) WriteGroup(ctx context.Context, group string, ops []shards.Op, res []shards.Result) error {
-	return r.node.WriteGroup(ctx, group, ops, res)
-}
-
-var _ rls.Router = rlsRouter{}
+// The rate-limit service routes across a cluster's groups through the
+// decision path's routing stage.
+var _ rls.Router = (*decide.Groups)(nil)

@@ -27,7 +27,7 @@ type fakeClock struct{ ns atomic.Int64 }
 
 func (c *fakeClock) Now() int64 { return c.ns.Load() }
 
-// testRegion is one region: a standalone server (resp.Local) with a Gate in
+// testRegion is one region: a standalone server (decide.Local) with a Gate in
 // front, serving RESP on loopback, as cmd/cellserver wires it.
 type testRegion struct {
 	name  string

@@ -3,8 +3,10 @@
 // documentation). COMMAND, COMMAND INFO/DOCS and docs/commands.md are
 // generated from that table.
 //
-// Commands execute on a Backend: Local applies them to a shards.Store
-// directly (standalone); the cluster's node replicates writes through Raft.
+// Commands execute on a decide.Backend, the decision path every front
+// door shares (package decide): decide.Local applies them to a
+// shards.Store directly (standalone); the cluster's node replicates writes
+// through Raft; a region gate may sit in front of either.
 // A connection's pipelined write commands are gathered into one
 // Backend.Write call, so that the cluster can commit them as one log entry;
 // replies keep the order of the commands.

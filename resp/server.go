@@ -145,7 +145,8 @@ type Config struct {
 	// call at a time.
 	RewriteConfig func(live func(name string) (value string, ok bool)) error
 	// Policy holds the limit-override and limit-shadow rules applied to
-	// every limiter request this node receives; nil: a fresh, empty one.
+	// every limiter request this node receives, the decision path's rules
+	// stage (decide.Rules, with Parse); nil: a fresh, empty one.
 	Policy *limitpolicy.Policy
 	// ReplicateSetting, when set, makes CONFIG SET of limit-override and
 	// limit-shadow group-wide: it is called with the checked value in its

@@ -45,7 +45,7 @@ type harness struct {
 }
 
 // newHarness serves a Service that loads dir ("" for none) with opt
-// (Writer filled in: a resp.Local over a new keyspace at a fake clock).
+// (Writer filled in: a decide.Local over a new keyspace at a fake clock).
 func newHarness(t testing.TB, dir string, opt Options) *harness {
 	t.Helper()
 	store, err := shards.New(shards.Config{Shards: 4})

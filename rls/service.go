@@ -21,7 +21,7 @@ import (
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Writer executes keyspace operations: resp.Backend's Write, implemented
+// Writer executes keyspace operations: decide.Backend's Write, implemented
 // by the standalone keyspace and by the cluster's replicated node. It must
 // be safe for concurrent use, fill res[i] for ops[i], and return a non-nil
 // error only when the ops may not have been applied.

@@ -182,7 +182,8 @@ func (st *storage) followMemory(srv *resp.Server) {
 	}
 }
 
-// startRLS builds the rate-limit service over st's backend, so its
+// startRLS builds the rate-limit service over st's decision path (its
+// Backend, and in a cluster its Groups), so its
 // decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are —
 // in a cluster each in the group that serves its key (decide.Groups) — and
 // loads rls-config: a bad directory stops the start. With rls-port

@@ -11,9 +11,11 @@
 // more than MaxClasses (MaxRules rules, MaxLimit prefixes, Other) whatever
 // the configuration: that bounds the label values of the class metrics.
 //
-// The rules' patterns are compiled into one glob.Table when the classes
-// are made, so a key is matched against every rule in one pass over the
-// key, whatever their number.
+// The rules are one rules.Table (internal/rules: the parse loop, caps,
+// formatter and compiled first-match lookup shared with limit-override,
+// limit-shadow and region-policy), made when the classes are made, so a
+// key is matched against every rule in one pass over the key, whatever
+// their number.
 //
 // Classify never allocates and takes no lock once a prefix is known: the
 // prefix table is an immutable map swapped whole (copy on write) when a

@@ -49,6 +49,8 @@ var Rules = []Rule{
 		Why: "Envoy's service is a front door beside RESP: it is handed a backend and router, it does not own them"},
 	{Package: "httplimit", Never: append([]string{"engine", "shards", "snapshot"}, servers...),
 		Why: "the net/http middleware is a client of a limiter: it runs in the user's process"},
+	{Package: "metrics", OnlyImportedBy: []string{"cmd/..."},
+		Why: "metrics reads every layer's counters for the binary; a layer keeps its own counters and never imports metrics"},
 	{Package: "resp", OnlyImportedBy: []string{"cmd/...", "metrics"},
 		Why: "the wire layer is the top of the server: only the binary wires it, and metrics reads its figures for the binary"},
 }

@@ -25,4 +25,8 @@
 // decisions in plain counters, with its last prefix cached, and adds them
 // at Flush (a connection flushes once per command or pipelined run of
 // writes), so that a decision costs no atomic operation of its own.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package keyclass

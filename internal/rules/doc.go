@@ -14,6 +14,6 @@
 // replicated setting).
 //
 // It owns no setting and no wording for the wire; it imports only
-// internal/glob and internal/setting (DESIGN.md of the module: internal
-// packages import nothing above them).
+// internal/glob and internal/setting (like every internal package, nothing
+// of the project but engine and internal packages: internal/layers).
 package rules

@@ -5,10 +5,11 @@
 // RateLimit fields of draft-ietf-httpapi-ratelimit-headers, and optionally
 // the legacy X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
 //
-// The package depends only on go-redis and the standard library. It takes
-// a redis.UniversalClient, so the same code works against a standalone
-// server, a Raft group (a client listing the group's nodes) or a cluster
-// of groups routed by hash slot.
+// The package depends only on go-redis, the standard library and
+// internal/ratepolicy (DESIGN.md: it never imports the server's
+// packages). It takes a redis.UniversalClient, so the same code works
+// against a standalone server, a Raft group (a client listing the group's
+// nodes) or a cluster of groups routed by hash slot.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	limit, err := httplimit.Middleware(rdb, []httplimit.Policy{

@@ -6,8 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cellserver/cellserver/internal/glob"
-	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/rules"
 )
 
 // Mode is how the regions share one key's limit.
@@ -60,87 +59,85 @@ type Rule struct {
 
 // String writes r as a region-policy value: "PATTERN MODE [HOME]", the
 // pattern quoted when it holds a space, a quote or is empty.
-func (r Rule) String() string {
-	s := quote(r.Pattern) + " " + r.Mode.String()
+func (r Rule) String() string { return string(appendRule(nil, r)) }
+
+func appendRule(b []byte, r Rule) []byte {
+	b = append(append(append(b, rules.QuotePattern(r.Pattern)...), ' '), r.Mode.String()...)
 	if r.Mode == ModeGlobal {
-		s += " " + r.Home
+		b = append(append(b, ' '), r.Home...)
 	}
-	return s
+	return b
 }
 
-// quote writes a pattern as ParsePolicy's caller reads it back (the
-// configuration file's quoting, setting.SplitLine).
-func quote(s string) string { return setting.Quote(s) }
-
 // Policy is an ordered list of rules: a key is decided by the first rule
-// whose pattern matches it, and is ModeLocal when none does. The patterns
-// are compiled into one glob.Table, so a key is matched against every rule
-// in one pass over the key. A Policy is immutable once built and safe for
-// concurrent use; the zero Policy has no rules.
+// whose pattern matches it, and is ModeLocal when none does. The rules are
+// one rules.Table (internal/rules: the parse loop, caps, formatter and
+// compiled first-match lookup shared with limit-override, limit-shadow and
+// metrics-class), so a key is matched against every rule in one pass over
+// the key. A Policy is immutable once built and safe for concurrent use;
+// the zero Policy has no rules.
 type Policy struct {
-	rules []Rule
-	table *glob.Table // the rules' patterns
+	rules []Rule // table's rules, in order (not to be modified)
+	table *rules.Table[Rule]
 }
 
 // errPolicySyntax is wrapped by every ParsePolicy error.
 var errPolicySyntax = errors.New("region-policy: expected PATTERN local|split|async|global HOME, repeated")
+
+// policySyntax is region-policy's: PATTERN MODE, or PATTERN global HOME,
+// repeated.
+var policySyntax = rules.Syntax[Rule]{
+	Pattern: func(r Rule) string { return r.Pattern },
+	Read:    readRule,
+	Append:  appendRule,
+	Wrap:    func(err error) error { return fmt.Errorf("region-policy: %w", err) },
+}
+
+func readRule(w []string, _ int) (Rule, int, error) {
+	if len(w) < 2 {
+		return Rule{}, 0, fmt.Errorf("%w: pattern %q has no mode", errPolicySyntax, w[0])
+	}
+	m, ok := ParseMode(w[1])
+	if !ok {
+		return Rule{}, 0, fmt.Errorf("%w: unknown mode %q", errPolicySyntax, w[1])
+	}
+	r := Rule{Pattern: w[0], Mode: m}
+	if m != ModeGlobal {
+		return r, 2, nil
+	}
+	if len(w) < 3 {
+		return Rule{}, 0, fmt.Errorf("%w: global rule %q names no home region", errPolicySyntax, r.Pattern)
+	}
+	r.Home = w[2]
+	return r, 3, nil
+}
 
 // ParsePolicy reads rules from words (a region-policy value split into
 // words, quotes removed): PATTERN MODE, or PATTERN global HOME, repeated.
 // Zero words give the empty policy (every key local). At most
 // glob.MaxRules rules, of patterns of at most glob.MaxPatternLen bytes.
 func ParsePolicy(words []string) (*Policy, error) {
-	p := &Policy{}
-	for i := 0; i < len(words); {
-		if i+1 >= len(words) {
-			return nil, fmt.Errorf("%w: pattern %q has no mode", errPolicySyntax, words[i])
-		}
-		m, ok := ParseMode(words[i+1])
-		if !ok {
-			return nil, fmt.Errorf("%w: unknown mode %q", errPolicySyntax, words[i+1])
-		}
-		r := Rule{Pattern: words[i], Mode: m}
-		i += 2
-		if m == ModeGlobal {
-			if i >= len(words) {
-				return nil, fmt.Errorf("%w: global rule %q names no home region", errPolicySyntax, r.Pattern)
-			}
-			r.Home = words[i]
-			i++
-		}
-		p.rules = append(p.rules, r)
+	rs, err := policySyntax.ParseWords(words)
+	if err != nil {
+		return nil, err
 	}
-	patterns := make([]string, len(p.rules))
-	for i, r := range p.rules {
-		patterns[i] = r.Pattern
-	}
-	if err := glob.CheckRules(patterns); err != nil {
-		return nil, fmt.Errorf("region-policy: %w", err)
-	}
-	p.table = glob.Compile(patterns)
-	return p, nil
+	return &Policy{rules: rs, table: policySyntax.Compile(rs)}, nil
 }
 
 // Rules returns a copy of the rules, in order.
-func (p *Policy) Rules() []Rule { return append([]Rule(nil), p.rules...) }
+func (p *Policy) Rules() []Rule { return append([]Rule(nil), p.table.Rules()...) }
 
 // Len is the number of rules.
-func (p *Policy) Len() int { return len(p.rules) }
+func (p *Policy) Len() int { return p.table.Len() }
 
 // String writes the policy as one region-policy value (CONFIG GET).
-func (p *Policy) String() string {
-	s := make([]string, len(p.rules))
-	for i, r := range p.rules {
-		s[i] = r.String()
-	}
-	return strings.Join(s, " ")
-}
+func (p *Policy) String() string { return policySyntax.Format(p.table.Rules()) }
 
 // Match returns the rule deciding key: the first whose pattern matches, or
 // a ModeLocal rule when none does.
 func (p *Policy) Match(key []byte) Rule {
-	if i := p.table.Match(key); i >= 0 {
-		return p.rules[i]
+	if r := p.table.Lookup(key); r != nil {
+		return *r
 	}
 	return Rule{Mode: ModeLocal}
 }

@@ -46,8 +46,9 @@ import (
 // A response's status is statusOK (the payload is the answer) or the code
 // of a whole-request error: one of the sentinels in codeErrors, with an
 // empty payload or, for the sentinels that carry figures (QuorumError,
-// PendingError, RemovedError), their fields (encodeErrorDetail); or
-// codeOther with the error's reply text. Per-operation errors travel
+// PendingError, RemovedError, cluster.SlotError, LogError), their fields
+// (encodeErrorDetail); or codeOther with the error's reply text (a
+// *PeerError on the other side). Per-operation errors travel
 // inside the results (codec.go).
 
 const (

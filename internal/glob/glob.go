@@ -2,6 +2,10 @@
 // the key patterns of limit-override and limit-shadow, and region-policy).
 // Match tests one pattern; a Table tests an ordered list of them (a rule
 // table) in one pass over the key. Safe for concurrent use.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package glob
 
 // Match reports whether s matches the Redis glob pattern p: '*' any

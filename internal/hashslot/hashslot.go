@@ -1,6 +1,10 @@
 // Package hashslot computes Redis Cluster hash slots: CRC16-XMODEM
 // (polynomial 0x1021, initial value 0, no reflection) of a key, or of its
 // hash tag, modulo 16384, exactly as Redis does (Of("foo") = 12182).
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package hashslot
 
 // Count is the number of hash slots of the Redis Cluster protocol.

@@ -4,4 +4,8 @@
 // A key's estimated count is never below its true count and exceeds it by
 // at most the returned error bound; a key whose true count is above
 // N/capacity (N the stream's length) is always in the summary.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package hotkeys

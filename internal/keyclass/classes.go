@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cellserver/cellserver/internal/glob"
+	"github.com/cellserver/cellserver/internal/rules"
 )
 
 // DefaultLimit is metrics-class-limit's default: prefix classes.
@@ -99,8 +99,8 @@ type prefixes struct {
 type Classes struct {
 	cfg     Config
 	stripes int
-	rules   []*Class    // the rules' classes, in order
-	table   *glob.Table // the rules' patterns
+	rules   []*Class // the rules' classes, in order
+	table   *rules.Table[Rule]
 	other   *Class
 
 	mu   sync.Mutex // serialises learning
@@ -135,14 +135,12 @@ func New(cfg Config, prev *Classes) *Classes {
 		}
 		return &Class{name: name, n: make([]counter, stripes)}
 	}
-	patterns := make([]string, len(cfg.Rules))
-	for i, r := range cfg.Rules {
+	for _, r := range cfg.Rules {
 		cl := old(r.Name)
 		c.rules = append(c.rules, cl)
-		patterns[i] = r.Pattern
 		p.m[r.Name] = cl
 	}
-	c.table = glob.Compile(patterns)
+	c.table = ruleSyntax.Compile(cfg.Rules)
 	c.other = old(Other)
 	p.m[Other] = c.other
 	if prev != nil {
@@ -250,7 +248,7 @@ func (t *Tally) Pending() bool { return len(t.pend) > 0 }
 // ClassifyCached is Classify with cc (nil: none) remembering the last
 // prefix: a prefix's class never changes within one Classes.
 func (c *Classes) ClassifyCached(key []byte, cc *Cache) *Class {
-	if i := c.table.Match(key); i >= 0 {
+	if i := c.table.Index(key); i >= 0 {
 		return c.rules[i]
 	}
 	if cc != nil && cc.owner == c {

@@ -11,9 +11,11 @@
 // more than MaxClasses (MaxRules rules, MaxLimit prefixes, Other) whatever
 // the configuration: that bounds the label values of the class metrics.
 //
-// The rules' patterns are compiled into one glob.Table when the classes
-// are made, so a key is matched against every rule in one pass over the
-// key, whatever their number.
+// The rules are one rules.Table (internal/rules: the parse loop, caps,
+// formatter and compiled first-match lookup shared with limit-override,
+// limit-shadow and region-policy), made when the classes are made, so a
+// key is matched against every rule in one pass over the key, whatever
+// their number.
 //
 // Classify never allocates and takes no lock once a prefix is known: the
 // prefix table is an immutable map swapped whole (copy on write) when a
@@ -23,4 +25,8 @@
 // decisions in plain counters, with its last prefix cached, and adds them
 // at Flush (a connection flushes once per command or pipelined run of
 // writes), so that a decision costs no atomic operation of its own.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package keyclass

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/cellserver/cellserver/internal/glob"
-	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/rules"
 )
 
 // Other is the class of every key no rule and no prefix class takes.
@@ -38,30 +38,33 @@ type Rule struct {
 // directive is repeatable); CONFIG SET replaces them whole (ParseRules).
 type Rules []Rule
 
+// ruleSyntax is metrics-class's: NAME PATTERN, repeated.
+var ruleSyntax = rules.Syntax[Rule]{
+	Pattern: func(r Rule) string { return r.Pattern },
+	Read: func(w []string, _ int) (Rule, int, error) {
+		if len(w) < 2 {
+			return Rule{}, 0, fmt.Errorf("%w: expected NAME PATTERN pairs; class %q has no pattern", ErrRule, w[0])
+		}
+		r := Rule{Name: w[0], Pattern: w[1]}
+		return r, 2, r.check()
+	},
+	Append: func(b []byte, r Rule) []byte {
+		return append(append(append(b, r.Name...), ' '), rules.QuotePattern(r.Pattern)...)
+	},
+	Check: checkNames,
+	Wrap:  func(err error) error { return fmt.Errorf("%w: %w", ErrRule, err) },
+}
+
 // ParseRules reads "NAME PATTERN [NAME PATTERN ...]" (words separated by
 // spaces and quoted as in the configuration file, setting.SplitLine; "" is
 // no rules). A name is 1 to MaxNameLen letters, digits, '_',
 // '-' or '.', not Other, and given once; a pattern is not empty.
 func ParseRules(v string) (Rules, error) {
-	f, err := setting.SplitLine(v)
+	f, err := ruleSyntax.Parse(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRule, err)
-	}
-	if len(f)%2 != 0 {
-		return nil, fmt.Errorf("%w: expected NAME PATTERN pairs, got %d words", ErrRule, len(f))
-	}
-	if err := checkCount(len(f) / 2); err != nil {
 		return nil, err
 	}
-	var out Rules
-	for i := 0; i < len(f); i += 2 {
-		r := Rule{Name: f[i], Pattern: f[i+1]}
-		if err := r.check(); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, out.checkNames()
+	return Rules(f), nil
 }
 
 func (r Rule) check() error {
@@ -76,15 +79,7 @@ func (r Rule) check() error {
 	return nil
 }
 
-// checkCount refuses more than MaxRules rules.
-func checkCount(n int) error {
-	if n > MaxRules {
-		return fmt.Errorf("%w: too many rules: %d, at most %d", ErrRule, n, MaxRules)
-	}
-	return nil
-}
-
-func (rs Rules) checkNames() error {
+func checkNames(rs []Rule) error {
 	seen := make(map[string]bool, len(rs))
 	for _, r := range rs {
 		if seen[r.Name] {
@@ -107,10 +102,7 @@ func (rs *Rules) Set(v string) error {
 		return err
 	}
 	all := append(append(Rules(nil), *rs...), add...)
-	if err := checkCount(len(all)); err != nil {
-		return err
-	}
-	if err := all.checkNames(); err != nil {
+	if err := ruleSyntax.Validate(all); err != nil {
 		return err
 	}
 	*rs = all
@@ -118,18 +110,7 @@ func (rs *Rules) Set(v string) error {
 }
 
 // String writes the rules as ParseRules reads them.
-func (rs Rules) String() string {
-	var b strings.Builder
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(r.Name)
-		b.WriteByte(' ')
-		b.WriteString(setting.Quote(r.Pattern))
-	}
-	return b.String()
-}
+func (rs Rules) String() string { return ruleSyntax.Format(rs) }
 
 func validRuleName(s string) bool {
 	if s == "" || len(s) > MaxNameLen {

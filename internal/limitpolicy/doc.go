@@ -6,7 +6,9 @@
 //
 // The rules are applied where a request is parsed, before it is logged, so
 // a replicated op carries the final parameters and shadow flag and every
-// replica applies it alike whatever its own rules (DESIGN.md). A Policy is
-// safe for concurrent use: Apply reads one immutable rule set through an
-// atomic pointer, and a Set replaces it whole.
+// replica applies it alike whatever its own rules (DESIGN.md). Each list is
+// a rules.Table (internal/rules: the parse loop, caps, formatter and
+// first-match lookup shared with metrics-class and region-policy). A
+// Policy is safe for concurrent use: Apply reads each immutable list
+// through an atomic pointer (rules.Live), and a Set replaces it whole.
 package limitpolicy

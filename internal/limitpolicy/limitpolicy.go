@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/glob"
-	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/rules"
 )
 
 // MaxRules bounds each list (glob.MaxRules), and glob.MaxPatternLen each
@@ -51,54 +49,57 @@ type Override struct {
 // String is the rule as the setting writes it: pattern (quoted when it
 // holds a space or quote), burst, rate, period (seconds, or ms when not
 // whole).
-func (o Override) String() string {
-	return quote(o.Pattern) + " " + strconv.FormatInt(o.Burst, 10) + " " + strconv.FormatInt(o.Rate, 10) + " " + formatPeriod(o.Period)
-}
+func (o Override) String() string { return string(appendOverride(nil, o)) }
 
-func formatPeriod(ns int64) string {
-	if ns%int64(time.Second) == 0 {
-		return strconv.FormatInt(ns/int64(time.Second), 10)
+func appendOverride(b []byte, o Override) []byte {
+	b = append(b, rules.QuotePattern(o.Pattern)...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, o.Burst, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, o.Rate, 10)
+	b = append(b, ' ')
+	if o.Period%int64(time.Second) == 0 {
+		return strconv.AppendInt(b, o.Period/int64(time.Second), 10)
 	}
-	return strconv.FormatInt(ns/int64(time.Millisecond), 10) + "ms"
+	return append(strconv.AppendInt(b, o.Period/int64(time.Millisecond), 10), "ms"...)
 }
 
-// quote writes a pattern as ParseOverrides and ParseShadow read it back.
-func quote(p string) string { return setting.Quote(p) }
+// overrideSyntax is limit-override's: "pattern burst rate period",
+// repeated.
+var overrideSyntax = rules.Syntax[Override]{
+	Pattern: func(o Override) string { return o.Pattern },
+	Read:    readOverride,
+	Append:  appendOverride,
+}
+
+// shadowSyntax is limit-shadow's: patterns.
+var shadowSyntax = rules.Syntax[string]{
+	Pattern: func(p string) string { return p },
+	Read:    func(w []string, _ int) (string, int, error) { return w[0], 1, nil },
+	Append:  func(b []byte, p string) []byte { return append(b, rules.QuotePattern(p)...) },
+}
 
 // ParseOverrides reads limit-override's value: zero or more rules, each
 // "pattern burst rate period" (words separated by spaces; a pattern with a
 // space is quoted). The period is a duration as the limiter commands take
 // it: whole seconds, or a number with a unit ms, s, m, h, d.
-func ParseOverrides(v string) ([]Override, error) {
-	words, err := setting.SplitLine(strings.TrimSpace(v))
+func ParseOverrides(v string) ([]Override, error) { return overrideSyntax.Parse(v) }
+
+func readOverride(w []string, n int) (Override, int, error) {
+	if len(w) < 4 {
+		return Override{}, 0, ErrRuleArity
+	}
+	o := Override{Pattern: w[0]}
+	var err error
+	if o.Burst, err = count(w[1], "burst", 0); err == nil {
+		if o.Rate, err = count(w[2], "rate", 1); err == nil {
+			o.Period, err = period(w[3])
+		}
+	}
 	if err != nil {
-		return nil, err
+		return Override{}, 0, fmt.Errorf("rule %d (%s): %w", n, rules.QuotePattern(o.Pattern), err)
 	}
-	if len(words)%4 != 0 {
-		return nil, ErrRuleArity
-	}
-	patterns := make([]string, 0, len(words)/4)
-	for i := 0; i < len(words); i += 4 {
-		patterns = append(patterns, words[i])
-	}
-	if err := glob.CheckRules(patterns); err != nil {
-		return nil, err
-	}
-	var out []Override
-	for i := 0; i < len(words); i += 4 {
-		o := Override{Pattern: words[i]}
-		var err error
-		if o.Burst, err = count(words[i+1], "burst", 0); err == nil {
-			if o.Rate, err = count(words[i+2], "rate", 1); err == nil {
-				o.Period, err = period(words[i+3])
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rule %d (%s): %w", i/4+1, quote(o.Pattern), err)
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return o, 4, nil
 }
 
 func count(w, name string, least int64) (int64, error) {
@@ -125,102 +126,37 @@ func period(w string) (int64, error) {
 
 // ParseShadow reads limit-shadow's value: zero or more patterns separated
 // by spaces (quoted when they hold one).
-func ParseShadow(v string) ([]string, error) {
-	words, err := setting.SplitLine(strings.TrimSpace(v))
-	if err != nil {
-		return nil, err
-	}
-	if err := glob.CheckRules(words); err != nil {
-		return nil, err
-	}
-	return words, nil
-}
+func ParseShadow(v string) ([]string, error) { return shadowSyntax.Parse(v) }
 
 // FormatOverrides writes rules as ParseOverrides reads them.
-func FormatOverrides(rules []Override) string {
-	s := make([]string, len(rules))
-	for i, o := range rules {
-		s[i] = o.String()
-	}
-	return strings.Join(s, " ")
-}
+func FormatOverrides(rules []Override) string { return overrideSyntax.Format(rules) }
 
 // FormatShadow writes patterns as ParseShadow reads them.
-func FormatShadow(patterns []string) string {
-	s := make([]string, len(patterns))
-	for i, p := range patterns {
-		s[i] = quote(p)
-	}
-	return strings.Join(s, " ")
-}
-
-// rules is one immutable rule set, each list with its patterns compiled
-// into one table.
-type rules struct {
-	overrides []Override
-	shadow    []string
-	otab      *glob.Table // the overrides' patterns
-	stab      *glob.Table // shadow
-}
-
-// newRules compiles o and s, which a setter keeps as they are: a list
-// longer than MaxRules (which Parse refuses) still works, at the cost of
-// its compilation.
-func newRules(o []Override, s []string, otab, stab *glob.Table) *rules {
-	r := &rules{overrides: o, shadow: s, otab: otab, stab: stab}
-	if otab == nil {
-		patterns := make([]string, len(o))
-		for i, x := range o {
-			patterns[i] = x.Pattern
-		}
-		r.otab = glob.Compile(patterns)
-	}
-	if stab == nil {
-		r.stab = glob.Compile(s)
-	}
-	return r
-}
+func FormatShadow(patterns []string) string { return shadowSyntax.Format(patterns) }
 
 // Policy is a node's rule set and its counters. The zero Policy has no
-// rules.
+// rules. Each list is a rules.Table in force, replaced whole by its setter
+// (a list longer than MaxRules, which Parse refuses, still works, at the
+// cost of its compilation).
 type Policy struct {
-	cur atomic.Pointer[rules]
-	mu  sync.Mutex // serialises the setters
+	overrides rules.Live[Override]
+	shadow    rules.Live[string]
 
 	overridden atomic.Uint64 // requests whose parameters a rule replaced
 	shadowed   atomic.Uint64 // requests sent as shadow
 }
 
 // SetOverrides replaces the override rules.
-func (p *Policy) SetOverrides(o []Override) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r := p.load()
-	p.cur.Store(newRules(o, r.shadow, nil, r.stab))
-}
+func (p *Policy) SetOverrides(o []Override) { p.overrides.Store(overrideSyntax.Compile(o)) }
 
 // SetShadow replaces the shadow patterns.
-func (p *Policy) SetShadow(s []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r := p.load()
-	p.cur.Store(newRules(r.overrides, s, r.otab, nil))
-}
-
-var empty rules
-
-func (p *Policy) load() *rules {
-	if r := p.cur.Load(); r != nil {
-		return r
-	}
-	return &empty
-}
+func (p *Policy) SetShadow(s []string) { p.shadow.Store(shadowSyntax.Compile(s)) }
 
 // Overrides returns the override rules in force (not to be modified).
-func (p *Policy) Overrides() []Override { return p.load().overrides }
+func (p *Policy) Overrides() []Override { return p.overrides.Load().Rules() }
 
 // Shadow returns the shadow patterns in force (not to be modified).
-func (p *Policy) Shadow() []string { return p.load().shadow }
+func (p *Policy) Shadow() []string { return p.shadow.Load().Rules() }
 
 // Match is what the rules say of one key.
 type Match struct {
@@ -234,13 +170,10 @@ type Match struct {
 
 // Lookup returns the rules matching key.
 func (p *Policy) Lookup(key []byte) Match {
-	r := p.load()
 	var m Match
-	if i := r.otab.Match(key); i >= 0 {
-		m.Override = &r.overrides[i]
-	}
-	if i := r.stab.Match(key); i >= 0 {
-		m.Shadow, m.ShadowOK = r.shadow[i], true
+	m.Override = p.overrides.Load().Lookup(key)
+	if s := p.shadow.Load().Lookup(key); s != nil {
+		m.Shadow, m.ShadowOK = *s, true
 	}
 	return m
 }
@@ -251,15 +184,10 @@ func (p *Policy) Lookup(key []byte) Match {
 // kind (a limit of 0 for a window limiter, a sliding log's limit above
 // opt's maximum, a span beyond engine.MaxSpan) fails with that error,
 // wrapped with the rule's pattern; req is then unchanged. With no rules
-// Apply costs one atomic load; with rules, one pass over the key per list
+// Apply costs two atomic loads; with rules, one pass over the key per list
 // (glob.Table), whatever their number.
 func (p *Policy) Apply(key []byte, req *engine.Request, opt engine.ParseOptions) error {
-	r := p.cur.Load()
-	if r == nil || (len(r.overrides) == 0 && len(r.shadow) == 0) {
-		return nil
-	}
-	if i := r.otab.Match(key); i >= 0 {
-		o := &r.overrides[i]
+	if o := p.overrides.Load().Lookup(key); o != nil {
 		next := *req
 		next.Burst, next.Period = o.Burst, o.Period
 		if req.Kind == engine.KindFixedWindow || req.Kind == engine.KindSlidingWindow || req.Kind == engine.KindSlidingLog {
@@ -278,12 +206,12 @@ func (p *Policy) Apply(key []byte, req *engine.Request, opt engine.ParseOptions)
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("limit-override %s: %w", quote(o.Pattern), err)
+			return fmt.Errorf("limit-override %s: %w", rules.QuotePattern(o.Pattern), err)
 		}
 		*req = next
 		p.overridden.Add(1)
 	}
-	if r.stab.Match(key) >= 0 {
+	if p.shadow.Load().Index(key) >= 0 {
 		req.Shadow = true
 		p.shadowed.Add(1)
 	}
@@ -300,6 +228,5 @@ type Stats struct {
 
 // Stats returns the rule counts and counters.
 func (p *Policy) Stats() Stats {
-	r := p.load()
-	return Stats{Overrides: len(r.overrides), Shadows: len(r.shadow), Overridden: p.overridden.Load(), ShadowRequests: p.shadowed.Load()}
+	return Stats{Overrides: p.overrides.Load().Len(), Shadows: p.shadow.Load().Len(), Overridden: p.overridden.Load(), ShadowRequests: p.shadowed.Load()}
 }

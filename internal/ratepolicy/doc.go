@@ -10,4 +10,8 @@
 // limit). w is the time an exhausted key takes to get all of q back at the
 // sustained rate, so q/w is that rate; for a window limiter, w is the
 // window. Every function is pure and safe for concurrent use.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package ratepolicy

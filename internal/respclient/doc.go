@@ -22,4 +22,8 @@
 // *OutOfSequenceError: the batch a region peer's lane expects). Callers
 // act on those, never on the text; Follow is the one place MOVED is
 // followed.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package respclient

@@ -1,6 +1,10 @@
 // Package testcert makes throwaway certificate authorities and certificates
 // for tests (no private key is committed). Certificates are valid from an
 // hour ago for a day, for localhost and 127.0.0.1.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package testcert
 
 import (

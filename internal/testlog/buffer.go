@@ -1,5 +1,9 @@
 // Package testlog holds what the tests of several packages use to collect
 // the output of servers they run.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package testlog
 
 import (

@@ -1,5 +1,9 @@
 // Package testnet holds network helpers shared by the tests of several
 // packages.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package testnet
 
 import "net"

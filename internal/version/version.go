@@ -8,6 +8,10 @@
 // Any other build falls back to what the Go toolchain recorded in the
 // binary: the module version when installed with go install at a tag, or
 // the VCS revision of a build inside a git checkout.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package version
 
 import (

@@ -5,6 +5,10 @@
 // ("suppressed"). It is off until turned on (violations-log), and both
 // settings change live. A Log is safe for concurrent use; while off, a
 // limited decision costs one atomic load.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages, so any layer may use it (the rule
+// is checked by internal/layers).
 package violations
 
 import (

@@ -8,9 +8,10 @@
 // The direction, from the bottom: engine (the limiter maths) imports
 // nothing of the project; internal/* imports nothing above engine; shards
 // and snapshot sit on engine; cluster (the Redis Cluster model) on
-// internal/hashslot; replication on cluster, shards and snapshot; region
-// beside replication; rls and httplimit are front doors that never import
-// the RESP server; resp sits above all of them, and only the binary
+// internal/hashslot; replication on cluster, shards and snapshot; decide
+// (the decision path: the backend interface, rules, routing across groups)
+// on replication; region on decide, never on raft directly; rls and
+// httplimit are front doors that never import the RESP server; resp sits above all of them, and only the binary
 // (cmd/cellserver) and metrics, which reads every layer's figures for the
 // binary, import it. Tests are not held to the rules (a package's test may
 // start a RESP server).

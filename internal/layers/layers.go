@@ -25,7 +25,7 @@ type Rule struct {
 
 // servers are the packages above the keyspace: none of the lower layers
 // may reach them.
-var servers = []string{"replication", "cluster", "region", "resp", "rls", "httplimit", "metrics", "cmd/..."}
+var servers = []string{"replication", "cluster", "decide", "region", "resp", "rls", "httplimit", "metrics", "cmd/..."}
 
 // Rules are the module's import rules.
 var Rules = []Rule{
@@ -43,8 +43,10 @@ var Rules = []Rule{
 		Why: "the Redis Cluster model and behaviour, consumed by replication, region, rls and resp; it never calls them"},
 	{Package: "replication", Never: without(servers, "replication", "cluster"),
 		Why: "one raft group; the wire, regions and the Envoy service sit in front of it"},
-	{Package: "region", Never: without(servers, "region", "cluster"),
-		Why: "regions sit in front of a backend interface and reach peers with internal/respclient, not the RESP server or raft"},
+	{Package: "decide", Never: []string{"region", "resp", "rls", "httplimit", "metrics", "cmd/..."},
+		Why: "the decision path below the front doors: the backend interface once, the rules, the routing across groups; the doors and the region gate call it, it calls none of them"},
+	{Package: "region", Never: without(servers, "region", "cluster", "decide", "replication"), NeverDirect: []string{"replication"},
+		Why: "regions sit in front of the backend interface (decide) and reach peers with internal/respclient, not the RESP server or raft"},
 	{Package: "rls", Never: []string{"resp", "httplimit", "metrics", "cmd/..."}, NeverDirect: []string{"replication", "region"},
 		Why: "Envoy's service is a front door beside RESP: it is handed a backend and router, it does not own them"},
 	{Package: "httplimit", Never: append([]string{"engine", "shards", "snapshot"}, servers...),

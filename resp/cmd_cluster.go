@@ -801,13 +801,19 @@ func clusterConnCommands() []*Command {
 
 // abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
 // group go back into its keyspace (shards.OpMoveAbort), when each was sent
-// to no member of a known group, or when force. It holds the server's
-// MIGRATE lock, so that it never races a MIGRATE of this node.
+// to no member of a known group, or when force. It holds the group's move
+// lease, so that it never races a MIGRATE of any node of the group.
 func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	c.srv.migrateMu.Lock()
-	defer c.srv.migrateMu.Unlock()
+	return c.runMove(5*time.Second, func() error { return c.abortMoveHeld(cl, r, slot, force) })
+}
+
+// abortMoveHeld is abortMove's work, run holding the group's move lease.
+func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force bool) error {
 	if _, err := c.readNow(); err != nil {
 		return err
+	}
+	if now := cl.Routing(); now != nil {
+		r = now // as it is once the lease is held
 	}
 	var keys [][]byte
 	blocked, where := 0, ""

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
@@ -31,6 +34,44 @@ var (
 	errMigrateRead    = &textError{"IOERR error or timeout reading to target instance"}
 	errMigrateKeysArg = &textError{"ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"}
 )
+
+// newMover returns the server's Mover: over the group's log in a cluster
+// (its Cluster is a cluster.MoveLog, as ClusterOf's is), over a lease in
+// memory on a standalone server (one process is the whole group). Its
+// holder id is random per server, so that two nodes of a group never
+// share one.
+func newMover(cl Cluster) *cluster.Mover {
+	var id [8]byte
+	rand.Read(id[:])
+	var log cluster.MoveLog = cluster.NewLocalMoves(nil)
+	if ml, ok := cl.(cluster.MoveLog); ok {
+		log = ml
+	}
+	return cluster.NewMover(log, hex.EncodeToString(id[:]))
+}
+
+// moveLease is how long a MIGRATE of timeout holds the group's move lease:
+// its longest run (the exchange, the resend, each bounded by timeout; the
+// take and the settle, each a log write bounded by the no-leader timeout)
+// with a margin. A MIGRATE whose node dies leaves it to lapse that long.
+func moveLease(timeout time.Duration) time.Duration { return 3*timeout + 30*time.Second }
+
+// moveWait is how long a MIGRATE or ABORTMOVE waits for the group's move
+// lease held by another: at least 5 s, or its own timeout.
+func moveWait(timeout time.Duration) time.Duration { return max(timeout, 5*time.Second) }
+
+// runMove runs fn holding the group's move lease (see moveLease): two
+// MIGRATEs or ABORTMOVEs sent to two nodes of one group run one after the
+// other, as on one node. A lease still held by another after moveWait is
+// refused with TRYAGAIN.
+func (c *Conn) runMove(timeout time.Duration, fn func() error) error {
+	err := c.srv.mover.Run(c.srv.ctx, moveLease(timeout), moveWait(timeout), fn)
+	var busy *cluster.MoveBusyError
+	if errors.As(err, &busy) {
+		return &textError{"TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (" + busy.Holder + "): retry once it is done"}
+	}
+	return err
+}
 
 // targetError is an error reply of MIGRATE's target, relayed as Redis does.
 func targetError(msg string) error {
@@ -431,13 +472,16 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	if m.copy {
 		return c.migrateCopy(m)
 	}
-	// One MIGRATE at a time per server, and the keys already in flight
-	// read after a read barrier: a key an earlier MIGRATE left in flight
-	// is never put back by this one (its RESTORE may have landed). Across
-	// the group's nodes, takeKeys' Exclusive take decides which MIGRATE
-	// owns a key.
-	c.srv.migrateMu.Lock()
-	defer c.srv.migrateMu.Unlock()
+	// One MIGRATE at a time per group (the move lease, through the
+	// group's log), and the keys already in flight read after a read
+	// barrier: a key an earlier MIGRATE left in flight is never put back
+	// by this one (its RESTORE may have landed). takeKeys' Exclusive take
+	// still decides which MIGRATE owns a key should a lease lapse.
+	return c.runMove(m.timeout, func() error { return c.migrateHeld(m) })
+}
+
+// migrateHeld is migrate's move, run holding the group's move lease.
+func (c *Conn) migrateHeld(m *migrateArgs) error {
 	store := c.srv.backend.Store()
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
 	if err := c.takeKeys(m, store, again); err != nil {

@@ -596,11 +596,12 @@ func clusterCommand() *Command {
 				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
 					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
 					"(a server that is not a cellserver, a dead or standalone one: clients of this cluster never reach it, so the key is served in one place only), " +
-					"or to a member of a group that neither owns nor imports the slot and whose leader, asked now, counts no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
+					"or to a member of a group that neither owns nor imports the slot (as this node's view of the groups shows it; a group not heard from within 2 s counts as one that may) and whose members, asked now, count no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
 					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
-						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
+						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`.",
+					"`TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (<holder>): retry once it is done` when a `MIGRATE` on any node of the group still holds the group's move lease after 5 s; nothing is put back."},
 				Handler: clusterHandler(func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
 					slot, err := parseSlotArg(args[2])
 					if err != nil {

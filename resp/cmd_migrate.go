@@ -781,12 +781,15 @@ func migrateCommands() []*Command {
 					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is sent again first (see the notes); a key still so answered stays in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
+				"`TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (<holder>): retry once it is done` when another node (or connection) of the group still holds the group's move lease after this `MIGRATE` waited its timeout (at least 5 s) for it; nothing moved.",
 				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
-			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
-				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
-				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
-				"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
-				"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
+			Notes: []string{"A group runs one `MIGRATE` (without `COPY`) or `CLUSTER ABORTMOVE` at a time, whichever of its nodes each is sent to: each holds the group's move lease, taken and dropped through the group's log, and another waits for it. " +
+				"So two `MIGRATE`s of one key sent to two nodes at once run one after the other and the key ends in one place. The lease of a node that dies mid-`MIGRATE` lapses after three times its timeout plus 30 s.",
+				"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
+					"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
+					"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
+					"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
+					"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +

@@ -59,3 +59,20 @@ func (e *SlotError) Error() string { return fmt.Sprintf("%v: slot %d", e.Err, e.
 
 // Unwrap returns the sentinel.
 func (e *SlotError) Unwrap() error { return e.Err }
+
+// ErrMoveBusy: the group's move lease is held by another MIGRATE or CLUSTER
+// ABORTMOVE (on this node or another of the group), carried by a
+// *MoveBusyError naming the holder.
+var ErrMoveBusy = errors.New("cluster: another move of this group is running")
+
+// MoveBusyError is a TakeMove's refusal: who holds the lease, and until
+// when (Unix ns of the group's log time).
+type MoveBusyError struct {
+	Holder string
+	Until  int64
+}
+
+func (e *MoveBusyError) Error() string { return fmt.Sprintf("%v (held by %s)", ErrMoveBusy, e.Holder) }
+
+// Unwrap returns ErrMoveBusy.
+func (e *MoveBusyError) Unwrap() error { return ErrMoveBusy }

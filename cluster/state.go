@@ -32,6 +32,17 @@ type State struct {
 	// MovingTo maps a key in flight to the RESP address its move named
 	// (empty: unknown), for CLUSTER ABORTMOVE.
 	MovingTo map[string]string
+	// Lease is the group's one move in progress (MIGRATE or CLUSTER
+	// ABORTMOVE on any of its nodes), taken and dropped through the log
+	// (TakeMove, DropMove): see Mover.
+	Lease MoveLease
+}
+
+// MoveLease is who holds a group's move lease and until when. The zero
+// value is free.
+type MoveLease struct {
+	Holder string // the Mover's holder id (node and call), "" when free
+	Until  int64  // Unix ns of the log entry time after which it lapses
 }
 
 // Seeds are where another group can be reached: raft addresses for the
@@ -133,6 +144,11 @@ const (
 	Disown    Action = 7 // SETSLOT NODE naming another group: disown, stop migrating
 	Meet      Action = 8 // record another group (Group) and where to reach it (Seeds)
 	List      Action = 9 // several changes, in order (a MULTI/EXEC's slot changes)
+	// TakeMove takes the move lease for Holder, for Lease ns from the
+	// entry's time; DropMove frees it if Holder holds it. Neither is ever
+	// part of a List. See ApplyMove.
+	TakeMove Action = 10
+	DropMove Action = 11
 )
 
 // Change is one change of a State, as one log entry carries it.
@@ -143,6 +159,8 @@ type Change struct {
 	Group  string   // Migrating, Importing: the other group; Meet: the group met
 	Seeds  Seeds    // Meet
 	List   []Change // List (none of them a List)
+	Holder string   // TakeMove, DropMove: the lease's holder id
+	Lease  int64    // TakeMove: how long the lease lasts, ns (> 0)
 }
 
 // Apply changes s as c says. self is this group's name (a Meet of it is
@@ -191,6 +209,27 @@ func (s *State) Apply(c *Change, self string) {
 			s.Apply(&c.List[i], self)
 		}
 	}
+}
+
+// ApplyMove applies a TakeMove or DropMove change at now (the entry's
+// time, Unix ns), alike on every replica. A TakeMove is refused with a
+// *MoveBusyError, changing nothing, while another holder's lease has not
+// lapsed (Until > now); the holder taking it again renews it. A DropMove
+// by anyone but the holder changes nothing (its lease lapsed and another
+// took it). Other actions are Apply's and change nothing here.
+func (s *State) ApplyMove(c *Change, now int64) error {
+	switch c.Action {
+	case TakeMove:
+		if l := s.Lease; l.Holder != "" && l.Holder != c.Holder && l.Until > now {
+			return &MoveBusyError{Holder: l.Holder, Until: l.Until}
+		}
+		s.Lease = MoveLease{Holder: c.Holder, Until: now + c.Lease}
+	case DropMove:
+		if s.Lease.Holder == c.Holder {
+			s.Lease = MoveLease{}
+		}
+	}
+	return nil
 }
 
 // The move notes: what an applied op changed in the moves.

@@ -668,6 +668,8 @@ const (
 	actDisown    = cluster.Disown
 	actMeet      = cluster.Meet
 	actList      = cluster.List
+	actTakeMove  = cluster.TakeMove
+	actDropMove  = cluster.DropMove
 )
 
 // clusterChange is one entryCluster entry, decoded.
@@ -706,6 +708,11 @@ func encodeClusterChange(c *clusterChange) []byte {
 		b = appendString(b, c.Group)
 		b = appendStrings(b, c.Seeds.Raft)
 		b = appendStrings(b, c.Seeds.Resp)
+	case actTakeMove:
+		b = appendString(b, c.Holder)
+		b = binary.AppendUvarint(b, uint64(c.Lease))
+	case actDropMove:
+		b = appendString(b, c.Holder)
 	case actList:
 		b = binary.AppendUvarint(b, uint64(len(c.List)))
 		for i := range c.List {
@@ -768,6 +775,14 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 		if r.err == nil && len(c.Seeds.Raft) == 0 {
 			r.err = fmt.Errorf("%w: meet of group %s without a raft address", ErrBadPayload, c.Group)
 		}
+	case actTakeMove, actDropMove:
+		c.Holder = string(r.bytes("move holder"))
+		if c.Action == actTakeMove {
+			c.Lease = int64(r.uvarint("move lease"))
+		}
+		if r.err == nil && (c.Holder == "" || c.Action == actTakeMove && c.Lease <= 0) {
+			r.err = fmt.Errorf("%w: move lease without a holder or a duration", ErrBadPayload)
+		}
 	case actList:
 		n := r.count("cluster changes", 2)
 		for i := 0; i < n && r.err == nil; i++ {
@@ -776,8 +791,8 @@ func decodeClusterChange(b []byte) (clusterChange, error) {
 				break
 			}
 			sub, err := decodeClusterChange(body)
-			if err == nil && sub.Action == actList {
-				err = fmt.Errorf("%w: nested cluster change list", ErrBadPayload)
+			if err == nil && (sub.Action == actList || sub.Action == actTakeMove || sub.Action == actDropMove) {
+				err = fmt.Errorf("%w: cluster change %d inside a list", ErrBadPayload, sub.Action)
 			}
 			if err != nil {
 				r.err = err

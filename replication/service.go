@@ -89,7 +89,8 @@ var codeErrors = [...]error{
 	15: cluster.ErrGroupUnknown,
 	16: ErrNotVoter,
 	17: ErrAlreadyLeader,
-	18: ErrNotGroupLog, // a *LogError, with its detail
+	18: ErrNotGroupLog,      // a *LogError, with its detail
+	19: cluster.ErrMoveBusy, // a *cluster.MoveBusyError, with its holder
 }
 
 // slotErrs are the sentinels a *cluster.SlotError wraps, by their index in
@@ -377,13 +378,17 @@ func encodeRemove(id string) []byte { return appendBytes(nil, []byte(id)) }
 // for errorStatus; ok is false for any other error.
 func encodeErrorDetail(err error) (code byte, body []byte, ok bool) {
 	var (
-		q *QuorumError
-		p *PendingError
-		r *RemovedError
-		s *cluster.SlotError
-		l *LogError
+		q  *QuorumError
+		p  *PendingError
+		r  *RemovedError
+		s  *cluster.SlotError
+		l  *LogError
+		mb *cluster.MoveBusyError
 	)
 	switch {
+	case errors.As(err, &mb):
+		b := appendBytes(nil, []byte(mb.Holder))
+		return errorCode(cluster.ErrMoveBusy), binary.AppendUvarint(b, uint64(mb.Until)), true
 	case errors.As(err, &l):
 		b := appendBytes(nil, []byte(l.ID))
 		b = appendBytes(b, []byte(l.Addr))
@@ -444,6 +449,8 @@ func decodeErrorDetail(status byte, body []byte) error {
 		l.Index = r.uvarint("index")
 		l.Member = r.byte1("member") == 1
 		err = l
+	case cluster.ErrMoveBusy:
+		err = &cluster.MoveBusyError{Holder: string(r.bytes("holder")), Until: int64(r.uvarint("until"))}
 	case cluster.ErrSlotBusy:
 		s := &cluster.SlotError{Slot: int(r.uvarint("slot"))}
 		if i := int(r.byte1("slot error")); i < len(slotErrs) {

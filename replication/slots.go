@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
@@ -139,7 +140,7 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 		return err
 	}
 	err := n.submit(ctx, &pending{control: encodeClusterChange(c)})
-	if err == nil {
+	if err == nil && c.Action != actTakeMove && c.Action != actDropMove {
 		n.kickDirectory()
 	}
 	return err
@@ -171,6 +172,28 @@ func (n *Node) slotHasKeys(slot int) bool {
 	}
 	return found
 }
+
+// TakeMove takes (or renews) the group's move lease for holder for lease
+// from the leader's log time, through the log (cluster.State.ApplyMove
+// decides at apply time, alike on every replica); while another holder's
+// has not lapsed it answers a *cluster.MoveBusyError. On a follower the
+// leader does it (forwarded). It is cluster.MoveLog's.
+func (n *Node) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
+	if holder == "" || lease <= 0 {
+		return fmt.Errorf("replication: move lease needs a holder and a positive duration")
+	}
+	return n.changeCluster(ctx, &clusterChange{Action: actTakeMove, Holder: holder, Lease: int64(lease)})
+}
+
+// DropMove frees the group's move lease if holder holds it (cluster.MoveLog's).
+func (n *Node) DropMove(ctx context.Context, holder string) error {
+	if holder == "" {
+		return fmt.Errorf("replication: move lease needs a holder")
+	}
+	return n.changeCluster(ctx, &clusterChange{Action: actDropMove, Holder: holder})
+}
+
+var _ cluster.MoveLog = (*Node)(nil)
 
 // MoveDest returns where the key in flight out of this group was sent (the
 // RESP address its MIGRATE named), as this node's replica knows it; empty

@@ -116,7 +116,12 @@ func (f *FSM) applyCluster(l *raft.Log) {
 	now := max(int64(binary.LittleEndian.Uint64(l.Data[2:])), f.lastTime.Load())
 	f.lastTime.Store(now)
 	f.mu.Lock()
-	f.cluster.Apply(&c, f.group)
+	var moveErr error
+	if c.Action == actTakeMove || c.Action == actDropMove {
+		moveErr = f.cluster.ApplyMove(&c, now)
+	} else {
+		f.cluster.Apply(&c, f.group)
+	}
 	f.sharded.Store(f.cluster.Sharded())
 	f.tombstones.Store(int64(len(f.cluster.Moved)))
 	f.mu.Unlock()
@@ -125,7 +130,7 @@ func (f *FSM) applyCluster(l *raft.Log) {
 	if f.onCluster != nil {
 		f.onCluster()
 	}
-	f.applied(l, nil, nil)
+	f.applied(l, nil, moveErr)
 }
 
 // clusterState returns a copy of the replicated cluster state.
@@ -146,6 +151,8 @@ type clusterMeta struct {
 	Moving []movingMeta `json:"moving,omitempty"`
 	// Moved are the tombstones (cluster.State.Moved).
 	Moved [][]byte `json:"moved,omitempty"`
+	// Lease is the group's move lease (cluster.State.Lease), when held.
+	Lease *cluster.MoveLease `json:"lease,omitempty"`
 }
 
 type movingMeta struct {
@@ -160,6 +167,9 @@ func (f *FSM) snapshotCluster() *clusterMeta {
 	f.mu.Lock()
 	m := &clusterMeta{Slots: f.cluster.Ranges(), Migrating: maps.Clone(f.cluster.Migrating),
 		Importing: maps.Clone(f.cluster.Importing), Groups: maps.Clone(f.cluster.Groups)}
+	if l := f.cluster.Lease; l.Holder != "" {
+		m.Lease = &l
+	}
 	for k := range f.cluster.Moved {
 		m.Moved = append(m.Moved, []byte(k))
 	}
@@ -170,7 +180,7 @@ func (f *FSM) snapshotCluster() *clusterMeta {
 		m.Moving = append(m.Moving, movingMeta{Key: slices.Clone(key), State: snapshot.EncodeDump(&st), Dest: dests[string(key)]})
 		return true
 	})
-	if len(m.Slots) == 0 && len(m.Migrating) == 0 && len(m.Importing) == 0 && len(m.Groups) == 0 && len(m.Moving) == 0 && len(m.Moved) == 0 {
+	if len(m.Slots) == 0 && len(m.Migrating) == 0 && len(m.Importing) == 0 && len(m.Groups) == 0 && len(m.Moving) == 0 && len(m.Moved) == 0 && m.Lease == nil {
 		return nil
 	}
 	return m
@@ -202,6 +212,9 @@ func (f *FSM) restoreCluster(m *clusterMeta) error {
 		}
 		for _, k := range m.Moved {
 			cs.Moved[string(k)] = struct{}{}
+		}
+		if m.Lease != nil {
+			cs.Lease = *m.Lease
 		}
 	}
 	f.mu.Lock()

@@ -32,6 +32,8 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 			{Action: actAddSlots, Ranges: [][2]int{{300, 300}}},
 			{Action: actStable, Slot: 300},
 		}},
+		{Action: actTakeMove, Holder: "n1/7", Lease: int64(90 * time.Second)},
+		{Action: actDropMove, Holder: "n1/7"},
 	}
 	for _, c := range changes {
 		got, err := decodeClusterChange(encodeClusterChange(&c))
@@ -56,6 +58,11 @@ func TestClusterChangeRoundTrip(t *testing.T) {
 			{Action: actList, List: []clusterChange{{Action: actStable, Slot: 1}}}}}),
 		"bad change in list": encodeClusterChange(&clusterChange{Action: actList, List: []clusterChange{{Action: 99}}}),
 		"list too long":      {byte(actList), 5, 2, byte(actStable), 1},
+		"lease, no holder":   encodeClusterChange(&clusterChange{Action: actTakeMove, Lease: 1}),
+		"lease, no duration": encodeClusterChange(&clusterChange{Action: actTakeMove, Holder: "n1/1"}),
+		"drop, no holder":    encodeClusterChange(&clusterChange{Action: actDropMove}),
+		"lease in a list": encodeClusterChange(&clusterChange{Action: actList, List: []clusterChange{
+			{Action: actTakeMove, Holder: "n1/1", Lease: 1}}}),
 	}
 	for name, b := range bad {
 		if _, err := decodeClusterChange(b); !errors.Is(err, ErrBadPayload) {
@@ -222,6 +229,12 @@ func TestClusterStateSurvivesSnapshot(t *testing.T) {
 	f.Apply(&raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{out})})
 	gone := keyOfSlot(t, 3, "g")
 	f.Apply(&raft.Log{Index: 6, Term: 1, Type: raft.LogCommand, Data: encodeOpsEntry(nil, base, []shards.Op{{Code: shards.OpMoveDone, Keys: [][]byte{gone}}})})
+	// A MIGRATE holding the move lease when the snapshot is taken: a
+	// replica restored from it refuses another holder alike.
+	f.Apply(entry(7, clusterChange{Action: actTakeMove, Holder: "n1/1", Lease: int64(time.Minute)}))
+	if l := f.cluster.Lease; l.Holder != "n1/1" || l.Until != base+int64(time.Minute) {
+		t.Fatalf("lease after TakeMove = %+v", l)
+	}
 	want := f.clusterState()
 	wantTo, wantMoved := maps.Clone(f.cluster.MovingTo), maps.Clone(f.cluster.Moved)
 	if wantTo[string(key)] != "h:9" || len(wantMoved) != 1 {

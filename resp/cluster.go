@@ -76,6 +76,18 @@ func (v clusterView) SetSlot(ctx context.Context, slot int, action cluster.SlotA
 	return v.n.SetSlot(ctx, slot, action, clusterID)
 }
 
+// TakeMove takes the group's move lease through its log (cluster.MoveLog).
+func (v clusterView) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
+	return v.n.TakeMove(ctx, holder, lease)
+}
+
+// DropMove frees the group's move lease (cluster.MoveLog).
+func (v clusterView) DropMove(ctx context.Context, holder string) error {
+	return v.n.DropMove(ctx, holder)
+}
+
+var _ cluster.MoveLog = clusterView{}
+
 // MoveDest returns where a key in flight was sent.
 func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
 

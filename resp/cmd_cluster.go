@@ -596,11 +596,12 @@ func clusterCommand() *Command {
 				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
 					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
 					"(a server that is not a cellserver, a dead or standalone one: clients of this cluster never reach it, so the key is served in one place only), " +
-					"or to a member of a group that neither owns nor imports the slot and whose leader, asked now, counts no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
+					"or to a member of a group that neither owns nor imports the slot (as this node's view of the groups shows it; a group not heard from within 2 s counts as one that may) and whose members, asked now, count no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
 					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
-						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`."},
+						"that group may hold the key and serve it, so putting it back could let both admit for it. Run the `MIGRATE` again (a target that already has the key answers `BUSYKEY`, which completes the move) or, once sure the target does not have the key, `CLUSTER ABORTMOVE <slot> FORCE`.",
+					"`TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (<holder>): retry once it is done` when a `MIGRATE` on any node of the group still holds the group's move lease after 5 s; nothing is put back."},
 				Handler: clusterHandler(func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
 					slot, err := parseSlotArg(args[2])
 					if err != nil {
@@ -801,13 +802,19 @@ func clusterConnCommands() []*Command {
 
 // abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
 // group go back into its keyspace (shards.OpMoveAbort), when each was sent
-// to no member of a known group, or when force. It holds the server's
-// MIGRATE lock, so that it never races a MIGRATE of this node.
+// to no member of a known group, or when force. It holds the group's move
+// lease, so that it never races a MIGRATE of any node of the group.
 func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	c.srv.migrateMu.Lock()
-	defer c.srv.migrateMu.Unlock()
+	return c.runMove(5*time.Second, func() error { return c.abortMoveHeld(cl, r, slot, force) })
+}
+
+// abortMoveHeld is abortMove's work, run holding the group's move lease.
+func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force bool) error {
 	if _, err := c.readNow(); err != nil {
 		return err
+	}
+	if now := cl.Routing(); now != nil {
+		r = now // as it is once the lease is held
 	}
 	var keys [][]byte
 	blocked, where := 0, ""
@@ -863,29 +870,27 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 }
 
 // groupLacksSlot reports whether group g of r can neither hold nor take a
-// key of slot: it does not own the slot (this node's routing) and every
-// member, asked now, counts no key of it (CLUSTER COUNTKEYSINSLOT, keys in
-// flight included) and shows no group importing it (CLUSTER NODES). A
-// RESTORE of the slot's key arriving there late is then refused by its
-// log (not importing). Any doubt (a member that does not answer) is false.
+// key of slot: the routing model rules it out (cluster.Routing.MayTakeSlot:
+// it does not own the slot, no group's view shows it importing, and its
+// view is fresh), and every member, asked now, counts no key of it
+// (CLUSTER COUNTKEYSINSLOT, keys in flight included: a count only the
+// members know). A RESTORE of the slot's key arriving there late is then
+// refused by its log (not importing). Any doubt (a member that does not
+// answer, or answers anything but an integer) is false.
 func (c *Conn) groupLacksSlot(r *cluster.Routing, g, slot int) bool {
-	gv := &r.Groups[g]
-	if r.Owner(slot) == g || len(gv.Members) == 0 {
+	if r.MayTakeSlot(g, slot) {
 		return false
 	}
 	// The groups of a cluster share requirepass (a node joins with it).
 	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
-	importing := []byte("[" + strconv.Itoa(slot) + "-<-")
-	for _, m := range gv.Members {
+	for _, m := range r.Groups[g].Members {
 		rc, err := respclient.Dial(c.srv.ctx, m.RespAddr, cfg)
 		if err != nil {
 			return false
 		}
 		n, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
-		nodes, err2 := rc.Do([]byte("CLUSTER"), []byte("NODES"))
 		rc.Close()
-		if err != nil || err2 != nil || n.Kind != respclient.Integer || n.Int != 0 ||
-			nodes.Kind != respclient.Bulk || strings.Contains(nodes.Str, string(importing)) {
+		if err != nil || n.Kind != respclient.Integer || n.Int != 0 {
 			return false
 		}
 	}

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
@@ -31,6 +34,44 @@ var (
 	errMigrateRead    = &textError{"IOERR error or timeout reading to target instance"}
 	errMigrateKeysArg = &textError{"ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"}
 )
+
+// newMover returns the server's Mover: over the group's log in a cluster
+// (its Cluster is a cluster.MoveLog, as ClusterOf's is), over a lease in
+// memory on a standalone server (one process is the whole group). Its
+// holder id is random per server, so that two nodes of a group never
+// share one.
+func newMover(cl Cluster) *cluster.Mover {
+	var id [8]byte
+	rand.Read(id[:])
+	var log cluster.MoveLog = cluster.NewLocalMoves(nil)
+	if ml, ok := cl.(cluster.MoveLog); ok {
+		log = ml
+	}
+	return cluster.NewMover(log, hex.EncodeToString(id[:]))
+}
+
+// moveLease is how long a MIGRATE of timeout holds the group's move lease:
+// its longest run (the exchange, the resend, each bounded by timeout; the
+// take and the settle, each a log write bounded by the no-leader timeout)
+// with a margin. A MIGRATE whose node dies leaves it to lapse that long.
+func moveLease(timeout time.Duration) time.Duration { return 3*timeout + 30*time.Second }
+
+// moveWait is how long a MIGRATE or ABORTMOVE waits for the group's move
+// lease held by another: at least 5 s, or its own timeout.
+func moveWait(timeout time.Duration) time.Duration { return max(timeout, 5*time.Second) }
+
+// runMove runs fn holding the group's move lease (see moveLease): two
+// MIGRATEs or ABORTMOVEs sent to two nodes of one group run one after the
+// other, as on one node. A lease still held by another after moveWait is
+// refused with TRYAGAIN.
+func (c *Conn) runMove(timeout time.Duration, fn func() error) error {
+	err := c.srv.mover.Run(c.srv.ctx, moveLease(timeout), moveWait(timeout), fn)
+	var busy *cluster.MoveBusyError
+	if errors.As(err, &busy) {
+		return &textError{"TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (" + busy.Holder + "): retry once it is done"}
+	}
+	return err
+}
 
 // targetError is an error reply of MIGRATE's target, relayed as Redis does.
 func targetError(msg string) error {
@@ -431,13 +472,16 @@ func (c *Conn) migrate(m *migrateArgs) error {
 	if m.copy {
 		return c.migrateCopy(m)
 	}
-	// One MIGRATE at a time per server, and the keys already in flight
-	// read after a read barrier: a key an earlier MIGRATE left in flight
-	// is never put back by this one (its RESTORE may have landed). Across
-	// the group's nodes, takeKeys' Exclusive take decides which MIGRATE
-	// owns a key.
-	c.srv.migrateMu.Lock()
-	defer c.srv.migrateMu.Unlock()
+	// One MIGRATE at a time per group (the move lease, through the
+	// group's log), and the keys already in flight read after a read
+	// barrier: a key an earlier MIGRATE left in flight is never put back
+	// by this one (its RESTORE may have landed). takeKeys' Exclusive take
+	// still decides which MIGRATE owns a key should a lease lapse.
+	return c.runMove(m.timeout, func() error { return c.migrateHeld(m) })
+}
+
+// migrateHeld is migrate's move, run holding the group's move lease.
+func (c *Conn) migrateHeld(m *migrateArgs) error {
 	store := c.srv.backend.Store()
 	again := make([]bool, len(m.keys)) // moving from an earlier failed MIGRATE
 	if err := c.takeKeys(m, store, again); err != nil {
@@ -737,12 +781,15 @@ func migrateCommands() []*Command {
 					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is sent again first (see the notes); a key still so answered stays in flight, and the error says so as above.",
 				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
 				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
+				"`TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (<holder>): retry once it is done` when another node (or connection) of the group still holds the group's move lease after this `MIGRATE` waited its timeout (at least 5 s) for it; nothing moved.",
 				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
-			Notes: []string{"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
-				"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
-				"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
-				"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
-				"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
+			Notes: []string{"A group runs one `MIGRATE` (without `COPY`) or `CLUSTER ABORTMOVE` at a time, whichever of its nodes each is sent to: each holds the group's move lease, taken and dropped through the group's log, and another waits for it. " +
+				"So two `MIGRATE`s of one key sent to two nodes at once run one after the other and the key ends in one place. The lease of a node that dies mid-`MIGRATE` lapses after three times its timeout plus 30 s.",
+				"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
+					"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
+					"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
+					"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
+					"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
 				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
 				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
 				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +

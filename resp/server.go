@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
@@ -282,9 +283,9 @@ type Server struct {
 	txMaxBytes  atomic.Int64 // transaction-max-bytes
 	queryTime   atomic.Int64 // ns
 	maxMemory   atomic.Int64
-	policy      atomic.Int32 // MemoryPolicy
-	oom         atomic.Bool  // over maxmemory: refuse new keys
-	migrateMu   sync.Mutex   // one MIGRATE at a time (cmd_migrate.go)
+	policy      atomic.Int32   // MemoryPolicy
+	oom         atomic.Bool    // over maxmemory: refuse new keys
+	mover       *cluster.Mover // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
 	outLimits   atomic.Pointer[OutputLimits]
 	cmem        clientMemory // maxmemory-clients (clientmem.go)
 	slowlog     slowlog
@@ -325,6 +326,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		backend:  backend,
+		mover:    newMover(cfg.Cluster),
 		log:      cfg.Logger,
 		now:      cfg.Now,
 		table:    newTable(),

@@ -65,12 +65,8 @@ func moveWait(timeout time.Duration) time.Duration { return max(timeout, 5*time.
 // other, as on one node. A lease still held by another after moveWait is
 // refused with TRYAGAIN.
 func (c *Conn) runMove(timeout time.Duration, fn func() error) error {
-	err := c.srv.mover.Run(c.srv.ctx, moveLease(timeout), moveWait(timeout), fn)
-	var busy *cluster.MoveBusyError
-	if errors.As(err, &busy) {
-		return &textError{"TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (" + busy.Holder + "): retry once it is done"}
-	}
-	return err
+	// A refusal is a *cluster.MoveBusyError, worded in errors.go.
+	return c.srv.mover.Run(c.srv.ctx, moveLease(timeout), moveWait(timeout), fn)
 }
 
 // targetError is an error reply of MIGRATE's target, relayed as Redis does.

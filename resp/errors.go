@@ -219,6 +219,7 @@ func appendErrorText(b []byte, err error) []byte {
 		redir  *redirectError
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
+		busy   *cluster.MoveBusyError
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
@@ -301,6 +302,10 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
 	case errors.As(err, &logE):
 		return appendLogError(b, logE)
+	case errors.As(err, &busy):
+		b = append(b, "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running ("...)
+		b = appendLine(b, busy.Holder)
+		return append(b, "): retry once it is done"...)
 	case errors.As(err, &arity):
 		b = append(b, "ERR wrong number of arguments for '"...)
 		b = appendLine(b, arity.name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -18,6 +19,7 @@ func TestErrorWording(t *testing.T) {
 		want string
 	}{
 		{replication.ErrNoLeader, "CLUSTERDOWN The cluster is down: no leader"},
+		{fmt.Errorf("forward: %w", &cluster.MoveBusyError{Holder: "n2/5f1c"}), "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (n2/5f1c): retry once it is done"},
 		{replication.ErrNotLeader, "TRYAGAIN This node is not the leader"},
 		{replication.ErrLeadershipLost, "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},
 		{replication.ErrShutdown, "CLUSTERDOWN This node is shutting down"},

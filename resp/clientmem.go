@@ -274,8 +274,7 @@ func (s *Server) evictLoop() {
 // reports whether the total is within the limit.
 func (s *Server) evictClients() bool {
 	limit := s.cmem.limit.Load()
-	total := s.cmem.total.Load()
-	if limit <= 0 || total <= limit {
+	if limit <= 0 || s.cmem.total.Load() <= limit {
 		return true
 	}
 	type candidate struct {
@@ -283,7 +282,11 @@ func (s *Server) evictClients() bool {
 		mem int64
 	}
 	var cands []candidate
+	// The total is read under the lock that removeConn holds while a
+	// connection leaves the set and the total together, so every byte of
+	// it belongs to a connection seen here.
 	s.mu.Lock()
+	total := s.cmem.total.Load()
 	for c := range s.conns {
 		m := c.mem.Load()
 		switch {

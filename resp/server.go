@@ -519,10 +519,13 @@ func (s *Server) loopable(nc net.Conn) bool {
 }
 
 func (s *Server) removeConn(c *Conn) {
+	// Its memory leaves the total as it leaves the set, under one lock:
+	// an eviction pass between the two would count memory no connection
+	// holds and close another client for it.
 	s.mu.Lock()
 	delete(s.conns, c)
-	s.mu.Unlock()
 	c.untrackMem()
+	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
 }

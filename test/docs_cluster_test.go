@@ -230,6 +230,21 @@ func (w *docWorld) prepare(b docBlock) {
 			out, err := w.cli([]string{"-p", p, "CLUSTER", "FAILOVER"})
 			return fmt.Errorf("%s:%d: the node on the guide's port %s does not lead yet (CLUSTER FAILOVER: %v %s)", b.file, b.line, p, err, out)
 		})
+		// A follower learns a new leader's address from its first
+		// contact, a moment after the election: wait until every node
+		// that answers names a leader (ROLE's second line not empty).
+		poll.Until(t, 60*time.Second, func() error {
+			for q := range w.procs {
+				out, err := w.cli([]string{"-p", q, "ROLE"})
+				if err != nil || !strings.HasPrefix(out, `1) "slave"`) {
+					continue // the leader, or a node not running
+				}
+				if strings.Contains(out, `2) ""`) {
+					return fmt.Errorf("%s:%d: the node on the guide's port %s does not name its leader yet", b.file, b.line, q)
+				}
+			}
+			return nil
+		})
 	}
 	if ps := b.opts["kill"]; ps != "" {
 		for _, p := range strings.Split(ps, ",") {

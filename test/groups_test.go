@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/cellserver/cellserver/internal/poll"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -40,6 +41,24 @@ func testGroupsTopology(t *testing.T, groups []*group) {
 			byID[g.cid(nd)] = g
 		}
 	}
+	// Member health comes from each leader's status rounds, once a
+	// second: right after a start a member may not have answered its
+	// leader's first round yet (shown fail? and disconnected). Wait until
+	// every node sees every member answering.
+	poll.Until(t, 60*time.Second, func() error {
+		for _, g := range groups {
+			for _, nd := range g.nodes {
+				text, err := noRetryClient(t, nd.Addr).ClusterNodes(ctx).Result()
+				if err != nil {
+					return err
+				}
+				if strings.Contains(text, "fail") || strings.Contains(text, "disconnected") {
+					return fmt.Errorf("%s: CLUSTER NODES shows a member down:\n%s", nd.id, text)
+				}
+			}
+		}
+		return nil
+	})
 	for _, g := range groups {
 		for _, nd := range g.nodes {
 			c := noRetryClient(t, nd.Addr)

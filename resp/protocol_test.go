@@ -67,6 +67,7 @@ func TestReader(t *testing.T) {
 		{in: `ECHO "" ''` + "\r\n", want: [][]string{{"ECHO", "", ""}}},
 		{in: `ECHO "abc` + "\r\n", err: "Protocol error: unbalanced quotes in request"},
 		{in: `ECHO "abc"def` + "\r\n", err: "Protocol error: unbalanced quotes in request"},
+		{in: `ECHO a"b c"` + "\r\n", want: [][]string{{"ECHO", "ab c"}}}, // a quote opening inside a word, as sdssplitargs reads it
 		{in: "*x\r\n", err: "Protocol error: invalid multibulk length"},
 		{in: "*2147483648\r\n", err: "Protocol error: invalid multibulk length"},
 		{in: "*99999999999999999999999\r\n", err: "Protocol error: invalid multibulk length"},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/splitargs"
 )
 
 // Protocol limits. Input beyond them is a protocol error: the client gets an
@@ -323,7 +325,7 @@ func printable(c byte) string {
 }
 
 // parseInline parses one line of space-separated arguments, with Redis's
-// quoting rules ("..." with \n \r \t \b \a \\ \" \xHH escapes, '...' with \').
+// quoting rules (internal/splitargs, shared with configuration lines).
 // Unescaping happens in place: the output never outgrows the input.
 func (rd *reader) parseInline(b []byte) (int, error) {
 	nl := bytes.IndexByte(b[rd.scanned:], '\n')
@@ -339,105 +341,13 @@ func (rd *reader) parseInline(b []byte) (int, error) {
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	i := 0
-	for {
-		for i < len(line) && isSpace(line[i]) {
-			i++
-		}
-		if i == len(line) {
-			return nl + 1, nil
-		}
-		start, out := i, i
-		switch line[i] {
-		case '"':
-			i++
-			for {
-				if i >= len(line) {
-					return 0, errUnbalanced
-				}
-				c := line[i]
-				if c == '"' {
-					i++
-					break
-				}
-				if c == '\\' && i+1 < len(line) {
-					i++
-					switch e := line[i]; e {
-					case 'n':
-						c = '\n'
-					case 'r':
-						c = '\r'
-					case 't':
-						c = '\t'
-					case 'b':
-						c = '\b'
-					case 'a':
-						c = '\a'
-					case 'x':
-						if i+2 < len(line) && isHex(line[i+1]) && isHex(line[i+2]) {
-							c = unhex(line[i+1])<<4 | unhex(line[i+2])
-							i += 2
-						} else {
-							c = 'x'
-						}
-					default:
-						c = e
-					}
-				}
-				line[out] = c
-				out++
-				i++
-			}
-			if i < len(line) && !isSpace(line[i]) {
-				return 0, errUnbalanced
-			}
-		case '\'':
-			i++
-			for {
-				if i >= len(line) {
-					return 0, errUnbalanced
-				}
-				c := line[i]
-				if c == '\'' {
-					i++
-					break
-				}
-				if c == '\\' && i+1 < len(line) && line[i+1] == '\'' {
-					i++
-					c = '\''
-				}
-				line[out] = c
-				out++
-				i++
-			}
-			if i < len(line) && !isSpace(line[i]) {
-				return 0, errUnbalanced
-			}
-		default:
-			for i < len(line) && !isSpace(line[i]) {
-				i++
-			}
-			out = i
-		}
-		rd.args = append(rd.args, line[start:out:out])
-		if len(rd.args) > rd.maxArgs {
-			return 0, errInvalidMultibulk
-		}
+	args, err := splitargs.Split(rd.args, line)
+	if err != nil {
+		return 0, errUnbalanced // Redis words both quote errors so
 	}
-}
-
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
-}
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c >= 'a':
-		return c - 'a' + 10
+	rd.args = args
+	if len(rd.args) > rd.maxArgs {
+		return 0, errInvalidMultibulk
 	}
-	return c - 'A' + 10
+	return nl + 1, nil
 }

@@ -2,11 +2,12 @@ package setting
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cellserver/cellserver/internal/splitargs"
 )
 
 // This file is the configuration file's syntax, redis.conf's: one directive
@@ -22,108 +23,25 @@ import (
 // CONFIG SET value quotes a word the way a file line does.
 
 // ErrUnbalancedQuotes is returned by SplitLine for a quote never closed.
-var ErrUnbalancedQuotes = errors.New("unbalanced quotes")
+var ErrUnbalancedQuotes = splitargs.ErrUnbalancedQuotes
 
 // ErrQuoteFollowed is returned by SplitLine for a closing quote followed
 // by something other than a space or the end of the line.
-var ErrQuoteFollowed = errors.New("a closing quote must be followed by a space or the end of the line")
+var ErrQuoteFollowed = splitargs.ErrQuoteFollowed
 
 // SplitLine splits a directive line (trimmed, not a comment), or a
-// list-valued setting's value, into words.
+// list-valued setting's value, into words (internal/splitargs: the one
+// reader of quoted words, shared with inline commands on the wire).
 func SplitLine(s string) ([]string, error) {
-	var words []string
-	for i := 0; ; {
-		for i < len(s) && isBlank(s[i]) {
-			i++
-		}
-		if i == len(s) {
-			return words, nil
-		}
-		var w strings.Builder
-		inDouble, inSingle := false, false
-	word:
-		for ; ; i++ {
-			switch {
-			case inDouble:
-				switch {
-				case i == len(s):
-					return nil, ErrUnbalancedQuotes
-				case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && isHex(s[i+2]) && isHex(s[i+3]):
-					w.WriteByte(unhex(s[i+2])<<4 | unhex(s[i+3]))
-					i += 3
-				case s[i] == '\\' && i+1 < len(s):
-					i++
-					w.WriteByte(unescape(s[i]))
-				case s[i] == '"':
-					if i+1 < len(s) && !isBlank(s[i+1]) {
-						return nil, ErrQuoteFollowed
-					}
-					i++
-					break word
-				default:
-					w.WriteByte(s[i])
-				}
-			case inSingle:
-				switch {
-				case i == len(s):
-					return nil, ErrUnbalancedQuotes
-				case s[i] == '\\' && i+1 < len(s) && s[i+1] == '\'':
-					i++
-					w.WriteByte('\'')
-				case s[i] == '\'':
-					if i+1 < len(s) && !isBlank(s[i+1]) {
-						return nil, ErrQuoteFollowed
-					}
-					i++
-					break word
-				default:
-					w.WriteByte(s[i])
-				}
-			case i == len(s) || isBlank(s[i]):
-				break word
-			case s[i] == '"':
-				inDouble = true
-			case s[i] == '\'':
-				inSingle = true
-			default:
-				w.WriteByte(s[i])
-			}
-		}
-		words = append(words, w.String())
+	words, err := splitargs.Split(nil, []byte(s))
+	if err != nil {
+		return nil, err
 	}
-}
-
-func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c >= 'a':
-		return c - 'a' + 10
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = string(w)
 	}
-	return c - 'A' + 10
-}
-
-// unescape is the byte a backslash escape inside double quotes stands for.
-func unescape(c byte) byte {
-	switch c {
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	case 'b':
-		return '\b'
-	case 'a':
-		return '\a'
-	}
-	return c
+	return out, nil
 }
 
 // Quote writes w as one word SplitLine reads back: as it is when it needs

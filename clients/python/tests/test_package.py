@@ -34,3 +34,12 @@ def test_pip_installs_it(tmp_path):
     meta = next(target.glob("cellserver_limit-*.dist-info")) / "METADATA"
     requires = [l for l in meta.read_text().splitlines() if l.startswith("Requires-Dist:")]
     assert requires == ["Requires-Dist: redis (>=4.3)"]
+
+
+def test_limiters_document_their_options():
+    # The options text is shared, so the classes set __doc__ (a docstring
+    # must be a literal: "..." + _OPTIONS_DOC alone would leave it None).
+    import cellserver_limit
+
+    for cls in (cellserver_limit.Limiter, cellserver_limit.AsyncLimiter):
+        assert cls.__doc__ and "key_prefix" in cls.__doc__, cls

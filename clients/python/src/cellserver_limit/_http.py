@@ -1,7 +1,7 @@
 """What the ASGI and WSGI middlewares share: options, and the answer a
 decision (or its absence) gives, as httplimit's middleware answers."""
 
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ._decision import Decision, decision_fields, refused_body, unavailable_body
 from ._errors import InvalidOptionError
@@ -51,6 +51,42 @@ class Options:
         self.on_error = on_error
         self.on_decision = on_decision
         self.quantity = quantity
+
+
+class Middleware:
+    """The constructor and the answer both middlewares share; a subclass
+    names the limiter class it takes (_LIMITER, _LIMITER_WANT) and calls
+    the limiter its own way (awaited or not)."""
+
+    _LIMITER: type = object
+    _LIMITER_WANT = ""
+
+    def __init__(
+        self,
+        app: Any,
+        limiter: Any,
+        key: Optional[KeyFunc] = None,
+        *,
+        fail_closed: bool = False,
+        legacy_headers: bool = False,
+        ietf_headers: bool = True,
+        on_error: Optional[Callable[[Request, BaseException], None]] = None,
+        on_decision: Optional[Callable[[Request, Decision], None]] = None,
+        quantity: Optional[Callable[[Request], int]] = None,
+        limited_app: Optional[Any] = None,
+    ):
+        if not isinstance(limiter, self._LIMITER):
+            raise InvalidOptionError(f"limiter {limiter!r} must be {self._LIMITER_WANT}")
+        self.app = app
+        self.limiter = limiter
+        self.limited_app = limited_app
+        self._opts = Options(key, fail_closed, legacy_headers, ietf_headers, on_error, on_decision, quantity)
+
+    def _answer(self, req: Request, d: Optional[Decision], exc: Optional[BaseException]) -> Answer:
+        """The answer to req: to decision d, or to exc when there is none."""
+        if exc is not None:
+            return no_decision(self._opts, req, exc)
+        return decided(self._opts, req, d, self.limiter._core.policies)
 
 
 def quantity(opts: Options, req: Request) -> int:

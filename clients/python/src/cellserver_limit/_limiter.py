@@ -141,6 +141,41 @@ class _Core:
 class _Base:
     _core: _Core
 
+    def __init__(
+        self,
+        client: Any,
+        policies: Sequence[Policy],
+        *,
+        key_prefix: str = "",
+        timeout: float = DEFAULT_TIMEOUT,
+        circuit_breaker: bool = True,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
+        deny_cache: float = DEFAULT_DENY_CACHE_MAX,
+        deny_cache_size: int = DEFAULT_DENY_CACHE_SIZE,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ):
+        execute = getattr(client, "execute_command", None)
+        if execute is None:
+            raise InvalidOptionError(f"client {client!r} has no execute_command: want a {self._CLIENT}")
+        self._check_client(execute)
+        self._core = _Core(
+            policies, key_prefix=key_prefix, timeout=timeout, circuit_breaker=circuit_breaker,
+            breaker_failures=breaker_failures, breaker_cool_down=breaker_cool_down,
+            deny_cache=deny_cache, deny_cache_size=deny_cache_size, clock=clock,
+        )
+        self._client = client
+        self._started()
+
+    # The client the class speaks through, for error messages.
+    _CLIENT = ""
+
+    def _check_client(self, execute: Any) -> None:
+        """Raises InvalidOptionError for a client of the other kind."""
+
+    def _started(self) -> None:
+        """Sets up what the class needs beyond the core."""
+
     @property
     def policies(self) -> List[Policy]:
         """The limiter's policies, in order."""
@@ -198,7 +233,8 @@ _OPTIONS_DOC = """
 
 
 class Limiter(_Base):
-    """Decides requests against policies with redis-py's synchronous client
+    # A docstring must be a literal; the options are shared, so __doc__ is set.
+    __doc__ = """Decides requests against policies with redis-py's synchronous client
     (redis.Redis): one round trip per decision, one policy with its own
     command, several (all GCRA) with one atomic CL.THROTTLEALL. Safe for use
     from many threads.
@@ -210,33 +246,14 @@ class Limiter(_Base):
     """ + _OPTIONS_DOC
 
     _WORKERS = 8
+    _CLIENT = "redis.Redis"
 
-    def __init__(
-        self,
-        client: Any,
-        policies: Sequence[Policy],
-        *,
-        key_prefix: str = "",
-        timeout: float = DEFAULT_TIMEOUT,
-        circuit_breaker: bool = True,
-        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
-        breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
-        deny_cache: float = DEFAULT_DENY_CACHE_MAX,
-        deny_cache_size: int = DEFAULT_DENY_CACHE_SIZE,
-        clock: Callable[[], int] = time.monotonic_ns,
-    ):
-        execute = getattr(client, "execute_command", None)
-        if execute is None:
-            raise InvalidOptionError(f"client {client!r} has no execute_command: want a redis.Redis")
+    def _check_client(self, execute: Any) -> None:
         if inspect.iscoroutinefunction(execute):
             raise InvalidOptionError("client is asynchronous (redis.asyncio): use AsyncLimiter")
-        self._core = _Core(
-            policies, key_prefix=key_prefix, timeout=timeout, circuit_breaker=circuit_breaker,
-            breaker_failures=breaker_failures, breaker_cool_down=breaker_cool_down,
-            deny_cache=deny_cache, deny_cache_size=deny_cache_size, clock=clock,
-        )
-        self._client = client
-        self._bounded = _bounded(client, self._core.timeout)
+
+    def _started(self) -> None:
+        self._bounded = _bounded(self._client, self._core.timeout)
         self._jobs: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._workers = 0
         self._workers_lock = threading.Lock()
@@ -324,37 +341,18 @@ async def _within(aw: Any, timeout: float) -> object:
 
 
 class AsyncLimiter(_Base):
-    """Decides requests against policies with redis-py's asyncio client
+    # A docstring must be a literal; the options are shared, so __doc__ is set.
+    __doc__ = """Decides requests against policies with redis-py's asyncio client
     (redis.asyncio.Redis), as Limiter does: one round trip per decision,
     bounded by the timeout (the call is cancelled at it, and redis-py drops
     the connection it was on).
     """ + _OPTIONS_DOC
 
-    def __init__(
-        self,
-        client: Any,
-        policies: Sequence[Policy],
-        *,
-        key_prefix: str = "",
-        timeout: float = DEFAULT_TIMEOUT,
-        circuit_breaker: bool = True,
-        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
-        breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
-        deny_cache: float = DEFAULT_DENY_CACHE_MAX,
-        deny_cache_size: int = DEFAULT_DENY_CACHE_SIZE,
-        clock: Callable[[], int] = time.monotonic_ns,
-    ):
-        execute = getattr(client, "execute_command", None)
-        if execute is None:
-            raise InvalidOptionError(f"client {client!r} has no execute_command: want a redis.asyncio.Redis")
+    _CLIENT = "redis.asyncio.Redis"
+
+    def _check_client(self, execute: Any) -> None:
         if not inspect.iscoroutinefunction(execute):
             raise InvalidOptionError("client is synchronous (redis.Redis): use Limiter, or redis.asyncio.Redis")
-        self._core = _Core(
-            policies, key_prefix=key_prefix, timeout=timeout, circuit_breaker=circuit_breaker,
-            breaker_failures=breaker_failures, breaker_cool_down=breaker_cool_down,
-            deny_cache=deny_cache, deny_cache_size=deny_cache_size, clock=clock,
-        )
-        self._client = client
 
     async def allow(self, key: str, n: int = 1) -> Decision:
         """As Limiter.allow, awaited."""

@@ -15,12 +15,10 @@
     ])
 """
 
-from typing import Awaitable, Callable, Optional
+from typing import Awaitable, Callable
 
-from ._decision import Decision
-from ._errors import InvalidOptionError
-from ._http import PROBLEM_JSON, Answer, Options, decided, merge, no_decision, quantity
-from ._keys import KeyFunc, Request
+from ._http import PROBLEM_JSON, Answer, Middleware, merge, quantity
+from ._keys import Request
 from ._limiter import AsyncLimiter
 
 Scope = dict
@@ -46,7 +44,7 @@ def _encode(fields) -> list:
     return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in fields]
 
 
-class RateLimitMiddleware:
+class RateLimitMiddleware(Middleware):
     """Decides every HTTP request against an AsyncLimiter under the key that
     key (by_ip() by default) gives it; a request without a key, and every
     scope that is not HTTP (websocket, lifespan), passes unlimited.
@@ -64,26 +62,8 @@ class RateLimitMiddleware:
     quantity(request) is what a request costs (default 1; 0 peeks).
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        limiter: AsyncLimiter,
-        key: Optional[KeyFunc] = None,
-        *,
-        fail_closed: bool = False,
-        legacy_headers: bool = False,
-        ietf_headers: bool = True,
-        on_error: Optional[Callable[[Request, BaseException], None]] = None,
-        on_decision: Optional[Callable[[Request, Decision], None]] = None,
-        quantity: Optional[Callable[[Request], int]] = None,
-        limited_app: Optional[ASGIApp] = None,
-    ):
-        if not isinstance(limiter, AsyncLimiter):
-            raise InvalidOptionError(f"limiter {limiter!r} must be an AsyncLimiter (redis.asyncio)")
-        self.app = app
-        self.limiter = limiter
-        self.limited_app = limited_app
-        self._opts = Options(key, fail_closed, legacy_headers, ietf_headers, on_error, on_decision, quantity)
+    _LIMITER = AsyncLimiter
+    _LIMITER_WANT = "an AsyncLimiter (redis.asyncio)"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,9 +78,9 @@ class RateLimitMiddleware:
         try:
             d = await self.limiter.allow(key, quantity(opts, req))
         except Exception as e:  # no decision: fail open or closed, as httplimit
-            answer = no_decision(opts, req, e)
+            answer = self._answer(req, None, e)
         else:
-            answer = decided(opts, req, d, self.limiter._core.policies)
+            answer = self._answer(req, d, None)
         if answer.status == 0:
             await self.app(scope, receive, _adding(send, answer.fields))
         elif answer.status == 429 and self.limited_app is not None:

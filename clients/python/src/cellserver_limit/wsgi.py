@@ -11,12 +11,10 @@
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, limiter, by_ip("10.0.0.0/8"))
 """
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable
 
-from ._decision import Decision
-from ._errors import InvalidOptionError
-from ._http import PROBLEM_JSON, Options, decided, merge, no_decision, quantity
-from ._keys import KeyFunc, Request
+from ._http import PROBLEM_JSON, Middleware, merge, quantity
+from ._keys import Request
 from ._limiter import Limiter
 
 WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
@@ -36,7 +34,7 @@ def request_of(environ: dict) -> Request:
     return Request(environ.get("REMOTE_ADDR") or None, headers, environ)
 
 
-class RateLimitMiddleware:
+class RateLimitMiddleware(Middleware):
     """Decides every request against a Limiter under the key that key
     (by_ip() by default) gives it, as the ASGI middleware does (see
     cellserver_limit.asgi.RateLimitMiddleware for the answers and options);
@@ -45,26 +43,8 @@ class RateLimitMiddleware:
     A WSGI server calls it from many threads: the Limiter is safe for that.
     """
 
-    def __init__(
-        self,
-        app: WSGIApp,
-        limiter: Limiter,
-        key: Optional[KeyFunc] = None,
-        *,
-        fail_closed: bool = False,
-        legacy_headers: bool = False,
-        ietf_headers: bool = True,
-        on_error: Optional[Callable[[Request, BaseException], None]] = None,
-        on_decision: Optional[Callable[[Request, Decision], None]] = None,
-        quantity: Optional[Callable[[Request], int]] = None,
-        limited_app: Optional[WSGIApp] = None,
-    ):
-        if not isinstance(limiter, Limiter):
-            raise InvalidOptionError(f"limiter {limiter!r} must be a Limiter (redis.Redis)")
-        self.app = app
-        self.limiter = limiter
-        self.limited_app = limited_app
-        self._opts = Options(key, fail_closed, legacy_headers, ietf_headers, on_error, on_decision, quantity)
+    _LIMITER = Limiter
+    _LIMITER_WANT = "a Limiter (redis.Redis)"
 
     def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
         opts = self._opts
@@ -75,9 +55,9 @@ class RateLimitMiddleware:
         try:
             d = self.limiter.allow(key, quantity(opts, req))
         except Exception as e:  # no decision: fail open or closed, as httplimit
-            answer = no_decision(opts, req, e)
+            answer = self._answer(req, None, e)
         else:
-            answer = decided(opts, req, d, self.limiter._core.policies)
+            answer = self._answer(req, d, None)
         if answer.status == 0:
             return self.app(environ, _adding(start_response, answer.fields))
         if answer.status == 429 and self.limited_app is not None:

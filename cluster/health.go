@@ -11,7 +11,8 @@ type Health uint8
 
 const (
 	// HealthUnknown: not judged here. Only a group's ready leader judges
-	// its members (and a member it has not asked yet is unknown); the
+	// its members (and a member whose first status request has not
+	// completed yet is unknown); the
 	// views show such a member as online, as they show a group they have
 	// no verdict for.
 	HealthUnknown Health = iota
@@ -58,14 +59,19 @@ func ParseHealth(s string) Health {
 func (h Health) Reachable() bool { return h < HealthSuspect }
 
 // JudgeHealth is the one rule that turns what a leader knows of a member
-// into its Health: answered tells whether it answered the last status
-// request, silence how long since its last answer (or since the leader
+// into its Health: asked tells whether any status request to it has
+// completed (answered or failed) since this leader began asking — until
+// then there is no verdict (HealthUnknown), so a member whose first
+// answer is on its way is not shown fail? —, answered whether it answered
+// the last status request, silence how long since its last answer (or since the leader
 // began asking, when it never answered), lag how many entries it was
 // behind at that answer, loadingLag the lag past which it counts as
 // catching up (> 0), hasLog whether it reported any log at all, and
 // nodeTimeout how long a member stays suspected before it is failed.
-func JudgeHealth(answered bool, silence time.Duration, lag, loadingLag uint64, hasLog bool, nodeTimeout time.Duration) Health {
+func JudgeHealth(asked, answered bool, silence time.Duration, lag, loadingLag uint64, hasLog bool, nodeTimeout time.Duration) Health {
 	switch {
+	case !asked:
+		return HealthUnknown
 	case !answered && silence >= nodeTimeout:
 		return HealthFailed
 	case !answered:

@@ -9,24 +9,27 @@ import (
 func TestJudgeHealth(t *testing.T) {
 	const timeout = 15 * time.Second
 	tests := []struct {
+		asked    bool
 		answered bool
 		silence  time.Duration
 		lag      uint64
 		hasLog   bool
 		want     Health
 	}{
-		{true, 0, 0, true, HealthOnline},
-		{true, 900 * time.Millisecond, 256, true, HealthOnline}, // at the loading lag: still online
-		{true, 0, 257, true, HealthLoading},
-		{true, 0, 0, false, HealthLoading}, // answers, but has no log yet
-		{false, 0, 0, true, HealthSuspect},
-		{false, timeout - time.Millisecond, 0, true, HealthSuspect},
-		{false, timeout, 0, true, HealthFailed},
-		{false, time.Hour, 999, false, HealthFailed},
+		{true, true, 0, 0, true, HealthOnline},
+		{false, false, 0, 0, true, HealthUnknown},                     // its first answer is on its way: no verdict
+		{false, false, time.Hour, 0, false, HealthUnknown},            // however long the first request takes
+		{true, true, 900 * time.Millisecond, 256, true, HealthOnline}, // at the loading lag: still online
+		{true, true, 0, 257, true, HealthLoading},
+		{true, true, 0, 0, false, HealthLoading}, // answers, but has no log yet
+		{true, false, 0, 0, true, HealthSuspect},
+		{true, false, timeout - time.Millisecond, 0, true, HealthSuspect},
+		{true, false, timeout, 0, true, HealthFailed},
+		{true, false, time.Hour, 999, false, HealthFailed},
 	}
 	for _, tc := range tests {
-		if got := JudgeHealth(tc.answered, tc.silence, tc.lag, 256, tc.hasLog, timeout); got != tc.want {
-			t.Errorf("JudgeHealth(%v, %v, lag %d, 256, log %v, %v) = %v, want %v", tc.answered, tc.silence, tc.lag, tc.hasLog, timeout, got, tc.want)
+		if got := JudgeHealth(tc.asked, tc.answered, tc.silence, tc.lag, 256, tc.hasLog, timeout); got != tc.want {
+			t.Errorf("JudgeHealth(asked %v, %v, %v, lag %d, 256, log %v, %v) = %v, want %v", tc.asked, tc.answered, tc.silence, tc.lag, tc.hasLog, timeout, got, tc.want)
 		}
 	}
 }

@@ -470,7 +470,7 @@ func (n *Node) Info() Info {
 					m.Silence = time.Since(h.since)
 					m.Lag = inf.LastLogIndex
 				}
-				m.State = cluster.JudgeHealth(h.reachable, m.Silence, m.Lag, n.loadingLag(), h.status.LastIndex > 0, n.cfg.NodeTimeout)
+				m.State = cluster.JudgeHealth(!h.lastContact.IsZero() || !h.downSince.IsZero(), h.reachable, m.Silence, m.Lag, n.loadingLag(), h.status.LastIndex > 0, n.cfg.NodeTimeout)
 			}
 		}
 	}

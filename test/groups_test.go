@@ -42,9 +42,10 @@ func testGroupsTopology(t *testing.T, groups []*group) {
 		}
 	}
 	// Member health comes from each leader's status rounds, once a
-	// second: right after a start a member may not have answered its
-	// leader's first round yet (shown fail? and disconnected). Wait until
-	// every node sees every member answering.
+	// second: right after a start a member may still be starting when its
+	// leader's first request reaches it (then shown fail? and
+	// disconnected until the next round). Wait until every node sees
+	// every member answering.
 	poll.Until(t, 60*time.Second, func() error {
 		for _, g := range groups {
 			for _, nd := range g.nodes {

@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// The metadata first (resp/commands/*.json → commands_gen.go), then the
+// reference generated from the table it makes (go generate runs a file's
+// directives in order).
+//go:generate go run ../internal/cmdmeta/gen -dir commands -out commands_gen.go
 //go:generate sh -c "go run ../cmd/cellserver --gen-docs > ../docs/commands.md"
 
 // CommandsMarkdown returns docs/commands.md: the reference of every built-in
@@ -13,17 +17,12 @@ import (
 // the repository differs, so the two cannot drift).
 func CommandsMarkdown() []byte {
 	t := newTable()
-	for _, cmd := range builtinCommands() {
-		t.add(cmd)
-	}
-	// The cluster's commands, registered by RegisterCluster in cluster mode
-	// (their handlers are not called here, so no node is needed).
-	for _, cmd := range clusterCommands(nil) {
-		t.add(cmd)
-	}
-	// The region commands, registered by RegisterRegions with a region.
-	for _, cmd := range regionCommands(nil) {
-		t.add(cmd)
+	// Every set: the cluster's commands (RegisterCluster) and the region
+	// commands (RegisterRegions) too; no handler is called here.
+	for _, set := range []string{registerBuiltin, registerRaft, registerRegion} {
+		for _, cmd := range commands(set) {
+			t.add(cmd)
+		}
 	}
 	var b bytes.Buffer
 	b.WriteString(docsIntro)

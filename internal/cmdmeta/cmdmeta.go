@@ -168,11 +168,11 @@ func decodeError(file string, data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		line, col := position(data, se.Offset)
+		line, col := position(data, se.Offset-1) // Offset is just past the faulty byte
 		return &Error{File: file, Msg: fmt.Sprintf("line %d, column %d: %v", line, col, se)}
 	case errors.As(err, &te):
 		line, col := position(data, te.Offset)
-		return &Error{File: file, Field: te.Field, Msg: fmt.Sprintf("line %d, column %d: a JSON %s where %s is expected", line, col, te.Value, te.Type)}
+		return &Error{File: file, Field: te.Field, Msg: fmt.Sprintf("near line %d, column %d: a JSON %s where %s is expected", line, col, te.Value, te.Type)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return &Error{File: file, Field: f, Msg: "unknown field (known: the json names of cmdmeta.Command and cmdmeta.Arg)"}

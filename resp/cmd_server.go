@@ -136,7 +136,7 @@ func validName(b []byte) error {
 	return nil
 }
 
-func clientIdHandler(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil }
+func clientIDHandler(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil }
 
 func clientSetnameHandler(c *Conn, args [][]byte) error {
 	if err := validName(args[2]); err != nil {

@@ -43,7 +43,7 @@ func bindings() map[string]binding {
 		"cl.throttle":             {Prepare: prepareLimit(engine.KindGCRA), Finish: finishThrottle},
 		"cl.throttleall":          {Prepare: prepareThrottleAll, Finish: finishThrottleAll},
 		"client|getname":          {Handler: clientGetnameHandler},
-		"client|id":               {Handler: clientIdHandler},
+		"client|id":               {Handler: clientIDHandler},
 		"client|info":             {Handler: clientInfoHandler},
 		"client|kill":             {Handler: clientKillHandler},
 		"client|list":             {Handler: clientListHandler},

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -107,35 +108,90 @@ func (e *Error) Error() string {
 	return e.File + ": field " + e.Field + ": " + e.Msg
 }
 
+// SharedFile is the file of dir that holds the shared error lists; it is
+// not a command.
+const SharedFile = "_shared.json"
+
+// Shared holds prose several commands share. An entry "@name" of a
+// command's errors stands for the list Errors[name], in its place (the
+// limiter commands share their parameter errors this way, the CLUSTER
+// subcommands the standalone server's refusal).
+type Shared struct {
+	Errors map[string][]string `json:"errors"`
+}
+
 // Load reads every *.json file of fsys's directory dir, in name order, and
 // checks each. A file holds one top-level command named as the file
-// (cl.throttle.json holds "cl.throttle"). The errors are *Error values,
-// joined; Load stops at none, so that one run reports every fault.
+// (cl.throttle.json holds "cl.throttle"), except _shared.json (Shared),
+// whose lists replace the references to them. The errors are *Error
+// values, joined; Load stops at none, so that one run reports every fault.
 func Load(fsys fs.FS, dir string) ([]Command, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
-	if len(names) == 0 {
-		return nil, &Error{File: dir, Msg: "no *.json command files"}
-	}
 	sort.Strings(names)
-	var cmds []Command
 	var errs []error
+	var shared Shared
+	if data, err := fs.ReadFile(fsys, path.Join(dir, SharedFile)); err == nil {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&shared); err != nil {
+			errs = append(errs, decodeError(path.Join(dir, SharedFile), data, err))
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	var cmds []Command
 	for _, name := range names {
+		if path.Base(name) == SharedFile {
+			continue
+		}
 		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		cmd, err := Parse(name, data)
+		if err == nil {
+			err = expand(&cmd, name, "", &shared)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		cmds = append(cmds, cmd)
 	}
+	if len(cmds) == 0 && len(errs) == 0 {
+		return nil, &Error{File: dir, Msg: "no *.json command files"}
+	}
 	return cmds, errors.Join(errs...)
+}
+
+// expand replaces each "@name" entry of cmd's errors (and its
+// subcommands') with the shared list it names.
+func expand(cmd *Command, file, prefix string, shared *Shared) error {
+	var errs []error
+	var out []string
+	for i, e := range cmd.Errors {
+		name, ok := strings.CutPrefix(e, "@")
+		if !ok {
+			out = append(out, e)
+			continue
+		}
+		list, ok := shared.Errors[name]
+		if !ok {
+			errs = append(errs, &Error{File: file, Field: fmt.Sprintf("%serrors[%d]", prefix, i),
+				Msg: fmt.Sprintf("%q names no list of %s (known: %s)", e, SharedFile, strings.Join(slices.Sorted(maps.Keys(shared.Errors)), ", "))})
+			continue
+		}
+		out = append(out, list...)
+	}
+	cmd.Errors = out
+	for i := range cmd.Subcommands {
+		errs = append(errs, expand(&cmd.Subcommands[i], file, fmt.Sprintf("%ssubcommands[%d].", prefix, i), shared))
+	}
+	return errors.Join(errs...)
 }
 
 // Parse decodes and checks one file's contents; file names it in errors

@@ -122,3 +122,31 @@ func TestLoadReportsEveryFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedErrors checks that "@name" entries expand to _shared.json's
+// list in place, and that an unknown one is reported with its field.
+func TestSharedErrors(t *testing.T) {
+	cmd := func(errs string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte(`{"name": "c", "arity": -2, "group": "server", "since": "1", "summary": "s", "complexity": "c",
+			"subcommands": [{"name": "go", "arity": 2, "group": "server", "since": "1", "summary": "s", "complexity": "c", "errors": ` + errs + `}]}`)}
+	}
+	fsys := fstest.MapFS{
+		"cmds/_shared.json": {Data: []byte(`{"errors": {"two": ["a", "b"]}}`)},
+		"cmds/c.json":       cmd(`["first", "@two", "last"]`),
+	}
+	cmds, err := Load(fsys, "cmds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cmds[0].Subcommands[0].Errors, ","); got != "first,a,b,last" {
+		t.Errorf("errors = %s, want first,a,b,last", got)
+	}
+	fsys["cmds/c.json"] = cmd(`["first", "@three"]`)
+	if _, err := Load(fsys, "cmds"); err == nil || !strings.Contains(err.Error(), `cmds/c.json: field subcommands[0].errors[1]: "@three" names no list of _shared.json (known: two)`) {
+		t.Errorf("Load(unknown shared list) = %v", err)
+	}
+	fsys["cmds/_shared.json"] = &fstest.MapFile{Data: []byte(`{"errors": {"two": "a"}}`)}
+	if _, err := Load(fsys, "cmds"); err == nil || !strings.Contains(err.Error(), `cmds/_shared.json: field errors: near line 1, column 23: a JSON string where []string is expected`) {
+		t.Errorf("Load(bad _shared.json) = %v", err)
+	}
+}

@@ -1,11 +1,3 @@
-// Package cmdmeta reads the RESP command metadata kept as data in
-// resp/commands/*.json (one file per command or command family, as Redis
-// keeps src/commands/*.json), checks it, and generates from it the Go
-// source of resp's command table metadata (resp/commands_gen.go). The
-// handlers stay Go code in package resp, bound to the metadata by name.
-//
-// It imports nothing of the project: it runs at `go generate` time (the
-// gen command) and in resp's tests, never in the server.
 package cmdmeta
 
 import (

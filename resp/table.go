@@ -78,7 +78,9 @@ type Arg struct {
 
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
-// see a well-formed argument count.
+// see a well-formed argument count. The built-in commands' metadata comes
+// from resp/commands/*.json (commands_gen.go) and their code from
+// bindings() (handlers.go); Server.Handle takes a whole entry.
 type Command struct {
 	// Name is the command name in lower case ("cl.throttle"; for a
 	// subcommand, its own word: "setname").

@@ -3,7 +3,6 @@ package resp
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
@@ -242,77 +241,51 @@ func raftFields(inf *replication.Info) [][2]string {
 // through the replication package's own service on the raft port, not
 // through RESP. Call it once, before s serves.
 func RegisterCluster(s *Server, n *replication.Node) {
-	for _, cmd := range clusterCommands(n) {
+	s.raft = n
+	for _, cmd := range commands(registerRaft) {
 		s.Handle(cmd)
 	}
 }
 
-func clusterCommands(n *replication.Node) []*Command {
-	return []*Command{
-		{
-			Name: strings.ToLower(replication.CmdJoin), Arity: 4, Flags: FlagAdmin | FlagStale, Group: "cluster", Since: "0.1.0",
-			Summary: "Adds a node to the raft cluster (forwarded to the leader).", Complexity: "O(1)",
-			Args: []Arg{{Name: "id", Type: "string"}, {Name: "raft-addr", Type: "string", Doc: "host:port of the node's raft transport"},
-				{Name: "resp-addr", Type: "string", Doc: "host:port of the node's RESP listener"}},
-			Reply: "Simple string `OK` once the node is a voting member and its RESP address is replicated; joining again with the same addresses is a no-op. The leader adds the node as a non-voter and promotes it to voter once it has caught up with the log, so a node that dies while joining never counts towards the quorum.",
-			Errors: []string{"`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
-				"`ERR replication: join <id>: cannot connect to its raft address …` when the leader cannot complete the node-to-node handshake with the new node's raft address (unreachable, or its TLS or cluster secret differ); nothing is changed.",
-				"`ERR <id> was added as a non-voter and will be promoted to voter once it catches up (…)` when it has not caught up within the no-leader timeout: the node is a non-voting member, promoted by the leader once it catches up; `RAFT.INFO` on the leader shows its lag.",
-				"`ERR refusing <id> at <raft-addr>: that node has the raft log of another group (its raft_group_id is …, this group's is …) …` when the node there holds a log of its own (it bootstrapped alone, or belongs to another group); `ERR refusing … has no group id past index …` for a log that is not the group's either; `ERR refusing … has no raft state …` when a new or wiped node claims a member's id. Each names what to do; nothing is changed."},
-			Handler: func(c *Conn, args [][]byte) error {
-				if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
-					return err
-				}
-				c.WriteOK()
-				return nil
-			},
-		},
-		{
-			Name: strings.ToLower(replication.CmdRemove), Arity: 2, Flags: FlagAdmin | FlagStale, Group: "cluster", Since: "0.1.0",
-			Summary: "Removes a node from the raft cluster (forwarded to the leader).", Complexity: "O(1)",
-			Args:  []Arg{{Name: "id", Type: "string"}},
-			Reply: "Simple string `OK` once the change is committed. A removed leader steps down and stays up as a removed node until it is joined again.",
-			Errors: []string{"`ERR no such cluster member` for an unknown id.", "`CLUSTERDOWN …` when no leader answers within the no-leader timeout.",
-				"`ERR refusing to remove <id>: <r> of the remaining <n> voters would be reachable, a majority needs <m>` when the voters left would not include a reachable majority (the leader asks each for its status first); nothing is changed."},
-			Handler: func(c *Conn, args [][]byte) error {
-				if err := n.Remove(c.srv.ctx, string(args[1])); err != nil {
-					return err
-				}
-				c.WriteOK()
-				return nil
-			},
-		},
-		{
-			Name: strings.ToLower(replication.CmdHello), Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
-			Summary: "Returns who this node is and whether it belongs to a cluster (asked by nodes that start without raft state).", Complexity: "O(1)",
-			Reply: "Map of bulk strings (a flat array of name, value pairs in RESP2): `id`, `raft-addr`, `resp-addr`, `member` (`1` when the node has raft state, a configuration or a known leader), `leader-id` (empty when none is known), `bootstrap-expect` and `bootstrap` (`1` when it would bootstrap a cluster of its own). " +
-				"A node started with `--bootstrap-expect` or `--bootstrap yes --join …` sends it to every node it lists, and bootstraps only when none answers `member` 1.",
-			Handler: func(c *Conn, _ [][]byte) error {
-				f := n.Hello().Fields()
-				c.WriteMap(len(f))
-				for _, kv := range f {
-					c.WriteBulkString(kv[0])
-					c.WriteBulkString(kv[1])
-				}
-				return nil
-			},
-		},
-		{
-			Name: "raft.info", Arity: 1, Flags: FlagFast | FlagStale, Group: "cluster", Since: "0.1.0",
-			Summary: "Returns this node's raft status.", Complexity: "O(members)",
-			Reply: "Bulk string of `field:value` lines: `raft_group_id` (the group's id, random, recorded in its raft log by its first leader; empty on a node whose log records none yet), state (`removed` on a node removed from the cluster), term, leader, commit and applied index, last applied stamped time, leader changes, group-commit figures, and one `raft_member_<id>` line per member with its raft and RESP addresses, whether it votes and leads, and on the leader its health: `reachable`, `last_contact_ms` (-1: never), `last_log_index`, `lag` (entries behind the leader) and `health` (the verdict every view shows: `online`, `loading`, `pfail` once it does not answer, `fail` after `cluster-node-timeout`).",
-			Handler: func(c *Conn, _ [][]byte) error {
-				inf := n.Info()
-				var b []byte
-				for _, f := range raftFields(&inf) {
-					b = append(b, f[0]...)
-					b = append(b, ':')
-					b = append(b, f[1]...)
-					b = append(b, "\r\n"...)
-				}
-				c.WriteBulk(b)
-				return nil
-			},
-		},
+func raftJoinHandler(c *Conn, args [][]byte) error {
+	n := c.srv.raft
+	if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
+		return err
 	}
+	c.WriteOK()
+	return nil
+}
+
+func raftRemoveHandler(c *Conn, args [][]byte) error {
+	n := c.srv.raft
+	if err := n.Remove(c.srv.ctx, string(args[1])); err != nil {
+		return err
+	}
+	c.WriteOK()
+	return nil
+}
+
+func raftHelloHandler(c *Conn, _ [][]byte) error {
+	n := c.srv.raft
+	f := n.Hello().Fields()
+	c.WriteMap(len(f))
+	for _, kv := range f {
+		c.WriteBulkString(kv[0])
+		c.WriteBulkString(kv[1])
+	}
+	return nil
+}
+
+func raftInfoHandler(c *Conn, _ [][]byte) error {
+	n := c.srv.raft
+	inf := n.Info()
+	var b []byte
+	for _, f := range raftFields(&inf) {
+		b = append(b, f[0]...)
+		b = append(b, ':')
+		b = append(b, f[1]...)
+		b = append(b, "\r\n"...)
+	}
+	c.WriteBulk(b)
+	return nil
 }

@@ -2,88 +2,66 @@ package resp
 
 import "strings"
 
-func commandCommand() *Command {
-	return &Command{
-		Name: "command", Arity: -1, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-		Summary: "Describes the server's commands (generated from the command table).", Complexity: "O(N) where N is the number of commands",
-		Reply: "Array with one COMMAND INFO entry per command.",
-		Handler: func(c *Conn, _ [][]byte) error {
-			cmds := c.srv.table.sorted()
-			c.WriteArray(len(cmds))
-			for _, cmd := range cmds {
-				c.writeCommandInfo(cmd)
-			}
-			return nil
-		},
-		Subcommands: []*Command{
-			{
-				Name: "count", Arity: 2, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Returns the number of commands.", Complexity: "O(1)", Reply: "Integer.",
-				Handler: func(c *Conn, _ [][]byte) error { c.WriteInt(int64(len(c.srv.table.byName))); return nil },
-			},
-			{
-				Name: "list", Arity: 2, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Returns the command names.", Complexity: "O(N) where N is the number of commands", Reply: "Array of bulk strings.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					cmds := c.srv.table.sorted()
-					c.WriteArray(len(cmds))
-					for _, cmd := range cmds {
-						c.WriteBulkString(cmd.Name)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "info", Arity: -2, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Describes commands: name, arity, flags, key positions, subcommands.", Complexity: "O(N) where N is the number of commands asked for",
-				Args:  []Arg{{Name: "command-name", Type: "string", Optional: true, Multiple: true}},
-				Reply: "Array with one entry per name (all commands when none is given): `[name, arity, flags, first key, last key, key step, ACL categories, tips, key specs, subcommands]`; nil for an unknown name.",
-				Handler: func(c *Conn, args [][]byte) error {
-					if len(args) == 2 {
-						cmds := c.srv.table.sorted()
-						c.WriteArray(len(cmds))
-						for _, cmd := range cmds {
-							c.writeCommandInfo(cmd)
-						}
-						return nil
-					}
-					c.WriteArray(len(args) - 2)
-					for _, name := range args[2:] {
-						if cmd := c.srv.table.lookupName(name); cmd != nil {
-							c.writeCommandInfo(cmd)
-						} else {
-							c.WriteNullArray()
-						}
-					}
-					return nil
-				},
-			},
-			{
-				Name: "docs", Arity: -2, Flags: FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Documents commands: summary, since, group, complexity, arguments (used by redis-cli for hints).", Complexity: "O(N) where N is the number of commands asked for",
-				Args:  []Arg{{Name: "command-name", Type: "string", Optional: true, Multiple: true}},
-				Reply: "Map (flat array in RESP2) of command names to their documentation maps, as Redis 7 answers; unknown names are left out.",
-				Handler: func(c *Conn, args [][]byte) error {
-					var cmds []*Command
-					if len(args) == 2 {
-						cmds = c.srv.table.sorted()
-					} else {
-						for _, name := range args[2:] {
-							if cmd := c.srv.table.lookupName(name); cmd != nil {
-								cmds = append(cmds, cmd)
-							}
-						}
-					}
-					c.WriteMap(len(cmds))
-					for _, cmd := range cmds {
-						c.WriteBulkString(cmd.fullName)
-						c.writeCommandDocs(cmd)
-					}
-					return nil
-				},
-			},
-		},
+func commandHandler(c *Conn, _ [][]byte) error {
+	cmds := c.srv.table.sorted()
+	c.WriteArray(len(cmds))
+	for _, cmd := range cmds {
+		c.writeCommandInfo(cmd)
 	}
+	return nil
+}
+
+func commandCountHandler(c *Conn, _ [][]byte) error {
+	c.WriteInt(int64(len(c.srv.table.byName)))
+	return nil
+}
+
+func commandListHandler(c *Conn, _ [][]byte) error {
+	cmds := c.srv.table.sorted()
+	c.WriteArray(len(cmds))
+	for _, cmd := range cmds {
+		c.WriteBulkString(cmd.Name)
+	}
+	return nil
+}
+
+func commandInfoHandler(c *Conn, args [][]byte) error {
+	if len(args) == 2 {
+		cmds := c.srv.table.sorted()
+		c.WriteArray(len(cmds))
+		for _, cmd := range cmds {
+			c.writeCommandInfo(cmd)
+		}
+		return nil
+	}
+	c.WriteArray(len(args) - 2)
+	for _, name := range args[2:] {
+		if cmd := c.srv.table.lookupName(name); cmd != nil {
+			c.writeCommandInfo(cmd)
+		} else {
+			c.WriteNullArray()
+		}
+	}
+	return nil
+}
+
+func commandDocsHandler(c *Conn, args [][]byte) error {
+	var cmds []*Command
+	if len(args) == 2 {
+		cmds = c.srv.table.sorted()
+	} else {
+		for _, name := range args[2:] {
+			if cmd := c.srv.table.lookupName(name); cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+	}
+	c.WriteMap(len(cmds))
+	for _, cmd := range cmds {
+		c.WriteBulkString(cmd.fullName)
+		c.writeCommandDocs(cmd)
+	}
+	return nil
 }
 
 // lookupName finds a command by name, or a subcommand by "container|sub".

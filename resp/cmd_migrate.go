@@ -710,98 +710,29 @@ func checkRestoreOption(name, value []byte) error {
 	return nil
 }
 
-func migrateCommands() []*Command {
-	return []*Command{
-		{
-			Name: "dump", Arity: 2, Flags: FlagReadonly, FirstKey: 1, LastKey: 1, KeyStep: 1,
-			Group: "generic", Summary: "Returns a key's limiter state as a payload RESTORE accepts.",
-			Complexity: "O(1), O(N) for a sliding log of N entries",
-			Args:       []Arg{{Name: "key", Type: "key"}},
-			Reply: "Bulk string: cellserver's DUMP payload (a magic `\\xceCELL`, a version byte, the state with its absolute expiry, and a CRC-32C), " +
-				"which only cellserver's `RESTORE` reads; nil when the key does not exist (or is being moved out by `MIGRATE`).",
-			Handler: func(c *Conn, args [][]byte) error {
-				st, ok, err := c.lookup(args[1])
-				if err != nil {
-					return err
-				}
-				if !ok {
-					c.WriteNull()
-					return nil
-				}
-				c.WriteBulk(snapshot.EncodeDump(&st))
-				return nil
-			},
-		},
-		{
-			Name: "restore", Arity: -4, Flags: FlagWrite | FlagDenyOOM, FirstKey: 1, LastKey: 1, KeyStep: 1,
-			Group: "generic", Summary: "Creates a key from a DUMP payload.",
-			Complexity: "O(1), O(N) for a sliding log of N entries",
-			Args: []Arg{{Name: "key", Type: "key"}, {Name: "ttl", Type: "integer", Doc: "accepted and ignored: the key expires when its limiter state says"},
-				{Name: "serialized-value", Type: "string"},
-				{Name: "replace", Type: "pure-token", Token: "REPLACE", Optional: true},
-				{Name: "absttl", Type: "pure-token", Token: "ABSTTL", Optional: true, Doc: "accepted and ignored"},
-				{Name: "seconds", Type: "integer", Token: "IDLETIME", Optional: true, Doc: "accepted and ignored"},
-				{Name: "frequency", Type: "integer", Token: "FREQ", Optional: true, Doc: "accepted and ignored"}},
-			Reply: "Simple string `OK`. A state that has expired by now stores nothing (with `REPLACE` the key is then deleted).",
-			Errors: []string{"`BUSYKEY Target key name already exists.` for an existing key without `REPLACE`.",
-				"`ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)` for any payload not made by cellserver's `DUMP`.",
-				"`ERR DUMP payload version or checksum are wrong` for a cellserver payload that is damaged or of a version this build does not read.",
-				"`ERR Invalid TTL value, must be >= 0` for a negative ttl.",
-				"`TRYAGAIN Key is being migrated, retry` for a key `MIGRATE` is moving out of this group."},
-			Notes: []string{"The ttl argument is accepted and ignored: a limiter key's expiry follows from its state (the instant it is fresh again), which the payload carries as an absolute time, so the restored key expires when the dumped one would have."},
-			Prepare: func(c *Conn, args [][]byte, op *shards.Op) error {
-				return prepareRestore(args, op)
-			},
-			Finish: func(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() },
-		},
-		{
-			Name: "migrate", Arity: -6, Flags: FlagWrite, FirstKey: 3, LastKey: 3, KeyStep: 1, MovableKeys: migrateKeys, OpenSlot: true,
-			Group: "generic", Summary: "Moves keys to another cellserver (resharding), atomically per key.",
-			Complexity: "O(N) where N is the number of keys, plus a round trip to the target",
-			Args: []Arg{{Name: "host", Type: "string"}, {Name: "port", Type: "integer"},
-				{Name: "key-selector", Type: "oneof", Args: []Arg{{Name: "key", Type: "key"}, {Name: "empty-string", Type: "pure-token", Token: `""`}}},
-				{Name: "destination-db", Type: "integer", Doc: "0 (a database other than 0 is selected on the target, which refuses it)"},
-				{Name: "timeout", Type: "integer", Doc: "milliseconds for the connection and each exchange with the target (0 or less: 1000)"},
-				{Name: "copy", Type: "pure-token", Token: "COPY", Optional: true},
-				{Name: "replace", Type: "pure-token", Token: "REPLACE", Optional: true},
-				{Name: "authentication", Type: "oneof", Optional: true, Args: []Arg{
-					{Name: "password", Type: "string", Token: "AUTH"},
-					{Name: "username-password", Type: "block", Token: "AUTH2", Args: []Arg{{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}}}},
-				{Name: "key", Type: "key", Token: "KEYS", Optional: true, Multiple: true}},
-			Reply: "Simple string `OK` when every key that exists reached the target, `NOKEY` when none of them exists.",
-			Errors: []string{"`IOERR error or timeout connecting to the client`: no key moved.",
-				"`IOERR error or timeout writing to target instance` or `IOERR error or timeout reading to target instance`: the keys the target confirmed moved; those it refused stay here; " +
-					"those whose reply did not come whole within the timeout, or was not RESP (a server that is not a cellserver), may or may not be on the target, so they stay in flight here (answering `TRYAGAIN`) " +
-					"until a `MIGRATE` naming them again completes the move or `CLUSTER ABORTMOVE` puts them back; the error then ends with `; <n> key(s) are in flight: …`.",
-				"`ERR Target instance replied with error: <error>` when the target refused `AUTH`, `SELECT` or a `RESTORE` (for example `BUSYKEY` without `REPLACE`): the keys it did not take stay here. " +
-					"A `TRYAGAIN` or `CLUSTERDOWN` answer to a `RESTORE` (the target group lost its leader: the key may have been applied) is sent again first (see the notes); a key still so answered stays in flight, and the error says so as above.",
-				"`ERR When using MIGRATE KEYS option, the key argument must be set to the empty string`.",
-				"`TRYAGAIN Key is being migrated, retry` for a key another `MIGRATE` is moving.",
-				"`TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (<holder>): retry once it is done` when another node (or connection) of the group still holds the group's move lease after this `MIGRATE` waited its timeout (at least 5 s) for it; nothing moved.",
-				"`ERR key <key> is in flight to <address>, a member of group <name>: …` when a key an earlier `MIGRATE` left in flight to a member of one group is sent to another group (it could land in both); nothing moves."},
-			Notes: []string{"A group runs one `MIGRATE` (without `COPY`) or `CLUSTER ABORTMOVE` at a time, whichever of its nodes each is sent to: each holds the group's move lease, taken and dropped through the group's log, and another waits for it. " +
-				"So two `MIGRATE`s of one key sent to two nodes at once run one after the other and the key ends in one place. The lease of a node that dies mid-`MIGRATE` lapses after three times its timeout plus 30 s.",
-				"Each key moves atomically: it first leaves this server's keyspace (while in flight every command on it answers `TRYAGAIN`), then the target restores it " +
-					"(after `ASKING` in a cluster), and only then is it dropped here; a key the target did not take comes back unchanged. Its limiter state exists in exactly one place at every instant, " +
-					"so a key exhausted before the move is exhausted after it and no instant exists at which both servers admit for it. A key left in flight by a MIGRATE that failed midway is sent again by the next MIGRATE naming it; " +
-					"if the target answers `BUSYKEY`, the earlier `RESTORE` had landed and the move is complete (without `REPLACE`, so uses of the key on the target since then are kept). " +
-					"So does a `BUSYKEY` from a group that imports the slot from this one: the key can only have come from this group.",
-				"With `COPY` the target gets a copy of each key's state and this server keeps its own: from then on the two limiters are independent, and each admits up to the key's bound.",
-				"The keys move to a cellserver only: the payload is cellserver's `DUMP` payload, which Redis does not read.",
-				"In a cluster, `MIGRATE` runs on a node of either group of an open slot (migrating or importing), as Redis Cluster allows, so keys can be moved back to the source; " +
-					"the target may be any member of the importing group (a follower forwards the `RESTORE`, with its `ASKING`, to its leader). An error answering `ASKING` is ignored (a standalone cellserver gives one, and restores).",
-				"To a member of the group the slot moves to (it imports the slot from this group, or this group migrates it there), each `RESTORE` goes without `REPLACE`, whatever `MIGRATE` says: " +
-					"that group holds a key of the slot only if it came from here, so its copy is the one clients used since, and `BUSYKEY` means the key landed. " +
-					"A `RESTORE` that member answers with `TRYAGAIN` or `CLUSTERDOWN` (its group changed leader, or has none yet) is sent again, to the same member (a deposed leader forwards it to the new one), " +
-					"and keys that could not be sent because the member refused the connection go to the group's next member, for up to one more timeout. So a leader change in the target group costs `MIGRATE` a retry, not an abandoned move. " +
-					"A `RESTORE` whose reply did not come within the timeout (a stopped member) is not sent again by the same `MIGRATE`: it may still land, so its key stays in flight until the next `MIGRATE` naming it."},
-			Handler: func(c *Conn, args [][]byte) error {
-				m, err := parseMigrate(args)
-				if err != nil {
-					return err
-				}
-				return c.migrate(m)
-			},
-		},
+func dumpHandler(c *Conn, args [][]byte) error {
+	st, ok, err := c.lookup(args[1])
+	if err != nil {
+		return err
 	}
+	if !ok {
+		c.WriteNull()
+		return nil
+	}
+	c.WriteBulk(snapshot.EncodeDump(&st))
+	return nil
+}
+
+func restorePrepare(c *Conn, args [][]byte, op *shards.Op) error {
+	return prepareRestore(args, op)
+}
+
+func restoreFinish(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() }
+
+func migrateHandler(c *Conn, args [][]byte) error {
+	m, err := parseMigrate(args)
+	if err != nil {
+		return err
+	}
+	return c.migrate(m)
 }

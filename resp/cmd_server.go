@@ -8,97 +8,41 @@ import (
 	"github.com/cellserver/cellserver/engine"
 )
 
-func connectionCommands() []*Command {
-	return []*Command{
-		{
-			Name: "ping", Arity: -1, MaxArgs: 2, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-			Summary: "Returns PONG, or the message given.", Complexity: "O(1)",
-			Args:  []Arg{{Name: "message", Type: "string", Optional: true}},
-			Reply: "Simple string PONG, or the message as a bulk string.",
-			Handler: func(c *Conn, args [][]byte) error {
-				if len(args) == 2 {
-					c.WriteBulk(args[1])
-				} else {
-					c.WriteSimple("PONG")
-				}
-				return nil
-			},
-		},
-		{
-			Name: "echo", Arity: 2, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-			Summary: "Returns the message given.", Complexity: "O(1)",
-			Args:    []Arg{{Name: "message", Type: "string"}},
-			Reply:   "Bulk string: the message.",
-			Handler: func(c *Conn, args [][]byte) error { c.WriteBulk(args[1]); return nil },
-		},
-		{
-			Name: "quit", Arity: -1, Flags: FlagFast | FlagNoAuth | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-			Summary: "Closes the connection after replying OK.", Complexity: "O(1)",
-			Reply:   "Simple string OK; then the server closes the connection.",
-			Handler: func(c *Conn, _ [][]byte) error { c.WriteOK(); c.quit = true; return nil },
-		},
-		{
-			Name: "hello", Arity: -1, Flags: FlagFast | FlagNoAuth | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-			Summary:    "Selects the protocol version (2 or 3), optionally authenticates and names the connection, and describes the server.",
-			Complexity: "O(1)",
-			Args: []Arg{{Name: "arguments", Type: "block", Optional: true, Args: []Arg{
-				{Name: "protover", Type: "integer", Doc: "2 (RESP2) or 3 (RESP3)"},
-				{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Args: []Arg{
-					{Name: "username", Type: "string", Doc: "`default`"}, {Name: "password", Type: "string"},
-				}},
-				{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true},
-			}}},
-			Reply: "Map (flat array in RESP2): `server`, `version`, `proto`, `id`, `mode`, `role`, `modules`.",
-			Errors: []string{"`NOPROTO unsupported protocol version`.", "`WRONGPASS invalid username-password pair or user is disabled.`",
-				"`NOAUTH HELLO must be called with the client already authenticated, ...` when a password is required and AUTH is not given."},
-			Handler: helloHandler,
-		},
-		{
-			Name: "auth", Arity: -2, MaxArgs: 3, Flags: FlagFast | FlagNoAuth | FlagStale | FlagLoading | FlagNoScript, Group: "connection", Since: "0.1.0",
-			Summary: "Authenticates the connection.", Complexity: "O(1)",
-			Args: []Arg{
-				{Name: "username", Type: "string", Optional: true, Doc: "`default` (the only user)"},
-				{Name: "password", Type: "string", Doc: "the server's requirepass"},
-			},
-			Reply: "Simple string OK.",
-			Errors: []string{"`WRONGPASS invalid username-password pair or user is disabled.`", "`ERR AUTH <password> called without any password configured for the default user. ...` when no password is configured.",
-				"`ERR too many failed authentication attempts from this address; try again later` when the address's attempts are already scheduled 5 s ahead: the password is not checked and the connection is closed."},
-			Notes: []string{"Failed attempts (here and in HELLO ... AUTH) are counted per client address (IP; an IPv6 client's /64): after 3 failures, every attempt " +
-				"from the address waits before its password is checked, 10 ms doubling with each further failure up to 1 s; a success forgets the address, " +
-				"and so does a minute without failures. 10 failures in a row close the connection after the last error. Each failure is counted in INFO's " +
-				"`acl_access_denied_auth` and logged in ACL LOG."},
-			Handler: func(c *Conn, args [][]byte) error {
-				user, pass := []byte("default"), args[1]
-				if len(args) == 3 {
-					user, pass = args[1], args[2]
-				}
-				if err := c.authenticate(user, pass, len(args) == 2); err != nil {
-					return err
-				}
-				c.WriteOK()
-				return nil
-			},
-		},
-		{
-			Name: "select", Arity: 2, Flags: FlagFast | FlagLoading | FlagStale, Group: "connection", Since: "0.1.0",
-			Summary: "Selects the database: only database 0 exists.", Complexity: "O(1)",
-			Args:   []Arg{{Name: "index", Type: "integer", Doc: "0"}},
-			Reply:  "Simple string OK.",
-			Errors: []string{"`ERR DB index is out of range` for any index but 0."},
-			Handler: func(c *Conn, args [][]byte) error {
-				n, err := engine.ParseInt(args[1])
-				if err != nil {
-					return err
-				}
-				if n != 0 {
-					return ErrDBIndex
-				}
-				c.WriteOK()
-				return nil
-			},
-		},
-		clientCommand(),
+func pingHandler(c *Conn, args [][]byte) error {
+	if len(args) == 2 {
+		c.WriteBulk(args[1])
+	} else {
+		c.WriteSimple("PONG")
 	}
+	return nil
+}
+
+func echoHandler(c *Conn, args [][]byte) error { c.WriteBulk(args[1]); return nil }
+
+func quitHandler(c *Conn, _ [][]byte) error { c.WriteOK(); c.quit = true; return nil }
+
+func authHandler(c *Conn, args [][]byte) error {
+	user, pass := []byte("default"), args[1]
+	if len(args) == 3 {
+		user, pass = args[1], args[2]
+	}
+	if err := c.authenticate(user, pass, len(args) == 2); err != nil {
+		return err
+	}
+	c.WriteOK()
+	return nil
+}
+
+func selectHandler(c *Conn, args [][]byte) error {
+	n, err := engine.ParseInt(args[1])
+	if err != nil {
+		return err
+	}
+	if n != 0 {
+		return ErrDBIndex
+	}
+	c.WriteOK()
+	return nil
 }
 
 // authenticate checks a user name and password against requirepass (any
@@ -192,146 +136,70 @@ func validName(b []byte) error {
 	return nil
 }
 
-func clientCommand() *Command {
-	return &Command{
-		Name: "client", Arity: -2, Flags: FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-		Summary: "Inspects and names client connections.", Complexity: "Depends on the subcommand",
-		Subcommands: []*Command{
-			{
-				Name: "id", Arity: 2, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Returns the connection's unique id.", Complexity: "O(1)", Reply: "Integer: the id.",
-				Handler: func(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil },
-			},
-			{
-				Name: "setname", Arity: 3, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Names the connection (an empty name clears it).", Complexity: "O(1)",
-				Args:  []Arg{{Name: "connection-name", Type: "string", Doc: "printable ASCII without spaces"}},
-				Reply: "Simple string OK.",
-				Handler: func(c *Conn, args [][]byte) error {
-					if err := validName(args[2]); err != nil {
-						return err
-					}
-					c.mu.Lock()
-					c.name = string(args[2])
-					c.mu.Unlock()
-					c.WriteOK()
-					return nil
-				},
-			},
-			{
-				Name: "getname", Arity: 2, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Returns the connection's name.", Complexity: "O(1)", Reply: "Bulk string: the name; nil when none is set.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					c.mu.Lock()
-					name := c.name
-					c.mu.Unlock()
-					if name == "" {
-						c.WriteNull()
-					} else {
-						c.WriteBulkString(name)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "setinfo", Arity: 4, Flags: FlagFast | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Records the client library's name or version (shown by CLIENT LIST).", Complexity: "O(1)",
-				Args: []Arg{{Name: "attr", Type: "oneof", Args: []Arg{
-					{Name: "libname", Type: "string", Token: "LIB-NAME"}, {Name: "libver", Type: "string", Token: "LIB-VER"},
-				}}},
-				Reply: "Simple string OK.",
-				Handler: func(c *Conn, args [][]byte) error {
-					var field *string
-					switch {
-					case equalFoldString(args[2], "lib-name"):
-						field = &c.libName
-					case equalFoldString(args[2], "lib-ver"):
-						field = &c.libVer
-					default:
-						return &textError{"ERR Unrecognized option '" + string(clip(args[2])) + "'"}
-					}
-					for _, ch := range args[3] {
-						if ch < '!' || ch > '~' {
-							return &textError{"ERR " + strings.ToLower(string(args[2])) + " cannot contain spaces, newlines or special characters."}
-						}
-					}
-					c.mu.Lock()
-					*field = string(args[3])
-					c.mu.Unlock()
-					c.WriteOK()
-					return nil
-				},
-			},
-			{
-				Name: "list", Arity: -2, Flags: FlagAdmin | FlagNoScript | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Lists the client connections.", Complexity: "O(N) where N is the number of clients",
-				Args: []Arg{
-					{Name: "client-type", Type: "oneof", Token: "TYPE", Optional: true, Args: []Arg{
-						{Name: "normal", Type: "pure-token", Token: "NORMAL"}, {Name: "master", Type: "pure-token", Token: "MASTER"},
-						{Name: "replica", Type: "pure-token", Token: "REPLICA"}, {Name: "pubsub", Type: "pure-token", Token: "PUBSUB"},
-					}},
-					{Name: "client-id", Type: "integer", Token: "ID", Optional: true, Multiple: true},
-				},
-				Reply:   "Bulk string: one line per client, `field=value` pairs as Redis writes them.",
-				Handler: clientListHandler,
-			},
-			{
-				Name: "kill", Arity: -3, Flags: FlagAdmin | FlagNoScript | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Closes client connections.", Complexity: "O(N) where N is the number of clients",
-				Args: []Arg{{Name: "filter", Type: "oneof", Args: []Arg{
-					{Name: "ip:port", Type: "string", Doc: "the old form: one client by its address"},
-					{Name: "new-format", Type: "oneof", Multiple: true, Args: []Arg{
-						{Name: "client-id", Type: "integer", Token: "ID"},
-						{Name: "client-type", Type: "oneof", Token: "TYPE", Args: []Arg{
-							{Name: "normal", Type: "pure-token", Token: "NORMAL"}, {Name: "master", Type: "pure-token", Token: "MASTER"},
-							{Name: "replica", Type: "pure-token", Token: "REPLICA"}, {Name: "pubsub", Type: "pure-token", Token: "PUBSUB"},
-						}},
-						{Name: "username", Type: "string", Token: "USER"},
-						{Name: "addr", Type: "string", Token: "ADDR", Doc: "ip:port of the client"},
-						{Name: "laddr", Type: "string", Token: "LADDR", Doc: "ip:port of the server's side"},
-						{Name: "skipme", Type: "oneof", Token: "SKIPME", Args: []Arg{
-							{Name: "yes", Type: "pure-token", Token: "YES"}, {Name: "no", Type: "pure-token", Token: "NO"},
-						}},
-						{Name: "maxage", Type: "integer", Token: "MAXAGE", Doc: "only clients connected at least this many seconds"},
-					}},
-				}}},
-				Reply:   "Simple string OK for the old form; otherwise Integer: the clients closed.",
-				Errors:  []string{"`ERR No such client` (old form).", "`ERR syntax error`, `ERR Unknown client type '...'`, `ERR client-id should be greater than 0`."},
-				Handler: clientKillHandler,
-			},
-			{
-				Name: "no-evict", Arity: 3, Flags: FlagAdmin | FlagNoScript | FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Excludes this connection from client eviction (maxmemory-clients), or includes it again.", Complexity: "O(1)",
-				Args: []Arg{{Name: "enabled", Type: "oneof", Args: []Arg{
-					{Name: "on", Type: "pure-token", Token: "ON"}, {Name: "off", Type: "pure-token", Token: "OFF"},
-				}}},
-				Reply:  "Simple string OK. With ON the connection is never closed for maxmemory-clients (its memory still counts in the total; CLIENT LIST shows flag `e`); OFF makes it a candidate again.",
-				Errors: []string{"`ERR syntax error` for anything but ON or OFF."},
-				Handler: func(c *Conn, args [][]byte) error {
-					switch {
-					case equalFoldString(args[2], "on"):
-						c.noEvict.Store(true)
-					case equalFoldString(args[2], "off"):
-						c.noEvict.Store(false)
-						c.srv.requestEviction() // it may be over the limit already
-					default:
-						return engine.ErrSyntax
-					}
-					c.WriteOK()
-					return nil
-				},
-			},
-			{
-				Name: "info", Arity: 2, Flags: FlagStale | FlagLoading, Group: "connection", Since: "0.1.0",
-				Summary: "Describes this connection (one CLIENT LIST line).", Complexity: "O(1)",
-				Reply: "Bulk string: the connection's `field=value` line.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					c.WriteBulk(c.srv.appendClientLine(nil, c, c.srv.now()))
-					return nil
-				},
-			},
-		},
+func clientIDHandler(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil }
+
+func clientSetnameHandler(c *Conn, args [][]byte) error {
+	if err := validName(args[2]); err != nil {
+		return err
 	}
+	c.mu.Lock()
+	c.name = string(args[2])
+	c.mu.Unlock()
+	c.WriteOK()
+	return nil
+}
+
+func clientGetnameHandler(c *Conn, _ [][]byte) error {
+	c.mu.Lock()
+	name := c.name
+	c.mu.Unlock()
+	if name == "" {
+		c.WriteNull()
+	} else {
+		c.WriteBulkString(name)
+	}
+	return nil
+}
+
+func clientSetinfoHandler(c *Conn, args [][]byte) error {
+	var field *string
+	switch {
+	case equalFoldString(args[2], "lib-name"):
+		field = &c.libName
+	case equalFoldString(args[2], "lib-ver"):
+		field = &c.libVer
+	default:
+		return &textError{"ERR Unrecognized option '" + string(clip(args[2])) + "'"}
+	}
+	for _, ch := range args[3] {
+		if ch < '!' || ch > '~' {
+			return &textError{"ERR " + strings.ToLower(string(args[2])) + " cannot contain spaces, newlines or special characters."}
+		}
+	}
+	c.mu.Lock()
+	*field = string(args[3])
+	c.mu.Unlock()
+	c.WriteOK()
+	return nil
+}
+
+func clientNoEvictHandler(c *Conn, args [][]byte) error {
+	switch {
+	case equalFoldString(args[2], "on"):
+		c.noEvict.Store(true)
+	case equalFoldString(args[2], "off"):
+		c.noEvict.Store(false)
+		c.srv.requestEviction() // it may be over the limit already
+	default:
+		return engine.ErrSyntax
+	}
+	c.WriteOK()
+	return nil
+}
+
+func clientInfoHandler(c *Conn, _ [][]byte) error {
+	c.WriteBulk(c.srv.appendClientLine(nil, c, c.srv.now()))
+	return nil
 }
 
 // killFilter is CLIENT KILL's selection; zero fields match every client.

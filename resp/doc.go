@@ -1,7 +1,9 @@
 // Package resp is cellserver's wire layer: a RESP2/RESP3 server whose
-// commands come from one table (name, arity, flags, key positions, handler,
-// documentation). COMMAND, COMMAND INFO/DOCS and docs/commands.md are
-// generated from that table.
+// commands come from one table. A command's metadata (name, arity, flags,
+// key positions, documentation) is data in resp/commands/*.json, generated
+// into commands_gen.go; its handler is bound to it by name in handlers.go.
+// COMMAND, COMMAND INFO/DOCS and docs/commands.md are generated from that
+// table.
 //
 // Commands execute on a decide.Backend, the decision path every front
 // door shares (package decide): decide.Local applies them to a

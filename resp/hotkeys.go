@@ -191,41 +191,6 @@ func (s *Server) hotkeysSetting() Setting {
 // summaries are off (Redis's OBJECT FREQ words its own refusal alike).
 var errHotkeysOff = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
 
-func hotkeyCommands() []*Command {
-	return []*Command{
-		{
-			Name: "limiter", Arity: -2, Flags: FlagAdmin | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-			Summary: "Reports on the limiter's keys.", Complexity: "Depends on the subcommand",
-			Subcommands: []*Command{{
-				Name: "top", Arity: -2, Flags: FlagAdmin | FlagReadonly | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary:    "Lists the keys limiter commands named most often (REQUESTED, the default) or limited most often (LIMITED), from a summary of hotkeys-capacity keys per list.",
-				Complexity: "O(C log C) where C is hotkeys-capacity",
-				Args: []Arg{
-					{Name: "list", Type: "oneof", Optional: true, Args: []Arg{
-						{Name: "requested", Type: "pure-token", Token: "REQUESTED"}, {Name: "limited", Type: "pure-token", Token: "LIMITED"}}},
-					{Name: "count", Type: "integer", Token: "COUNT", Optional: true, Doc: "keys listed, 1 up to hotkeys-capacity (default 10)"},
-				},
-				Reply:   "Array of entries, most counted first, each an array: key, command (`rls` for the Envoy rate-limit service's keys), estimated count, error bound: the true count since the summary started lies within count ± error with about 99.99% confidence (one decision in 32 is sampled, at random); a key taking more than 1/hotkeys-capacity of the sampled decisions is always listed.",
-				Errors:  []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`.", "`ERR syntax error`; `ERR value is not an integer or out of range` for a bad COUNT."},
-				Handler: limiterTop,
-			}},
-		},
-		{
-			Name: "object", Arity: -2, Flags: FlagReadonly | FlagLoading | FlagStale, Group: "generic", Since: "0.1.0",
-			Summary: "Inspects keys (FREQ only).", Complexity: "Depends on the subcommand",
-			Subcommands: []*Command{{
-				Name: "freq", Arity: 3, Flags: FlagReadonly | FlagLoading | FlagStale, FirstKey: 2, LastKey: 2, KeyStep: 1, Group: "generic", Since: "0.1.0",
-				Summary:    "Returns how many limiter requests named the key, as estimated by the requested summary, for redis-cli --hotkeys.",
-				Complexity: "O(1)",
-				Args:       []Arg{{Name: "key", Type: "key"}},
-				Reply:      "Integer: the estimated count of limiter requests on the key since the summary started, all commands (and the Envoy rate-limit service) together; 0 for a key the summary does not hold (a missing key included). Not Redis's logarithmic LFU counter: counts, whatever maxmemory-policy is.",
-				Errors:     []string{"`ERR hotkeys-capacity is 0: access frequency not tracked`."},
-				Handler:    objectFreq,
-			}},
-		},
-	}
-}
-
 func limiterTop(c *Conn, args [][]byte) error {
 	h := c.srv.hot.Load()
 	if h == nil {

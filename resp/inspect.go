@@ -86,26 +86,6 @@ func (c *Conn) violation(key []byte) {
 	}
 }
 
-func inspectCommand() *Command {
-	return &Command{
-		Name: "cl.inspect", Arity: 2, Flags: FlagReadonly | FlagFast,
-		FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
-		Summary:    "Shows a limiter key's state in plain units without changing it: algorithm, the parameters it was last used with, remaining, reset and TTL, and the limit-override and limit-shadow rules that match it.",
-		Complexity: "O(1) (O(N) for a sliding log of N entries)",
-		Args:       []Arg{{Name: "key", Type: "key", Doc: "any key, live or not"}},
-		Reply: "Null for a missing key. Otherwise a map (flat array in RESP2), in order: " +
-			"`algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log); " +
-			"`params` (`known`, or `unknown` for a key restored from a snapshot, RESTORE or a move and not used since, or past a shard's 255 distinct parameter sets); " +
-			"`burst` (max_burst, capacity or limit), `rate` (count_per_period, refill_tokens or leak_count; 0 for the windows), `period_ms` (period, refill or leak period, or window, in milliseconds), `interval` (1 for TB.TAKE … INTERVAL): the parameters of the last request applied to the key (an override's, when one matched), null when unknown; " +
-			"`limit`, `remaining`: what a peek (quantity 0) with those parameters answers now, null when unknown; " +
-			"`reset_ms`: milliseconds until the key is back to fresh (rounded up); `ttl_ms`: the same instant as PTTL reads it (the key is deleted then); " +
-			"`override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none.",
-		Notes: []string{"A read: nothing is consumed and the TTL does not change; a follower answers it as it answers GET. " +
-			"Keeping the parameters costs one byte a key (a reference into a per-shard table of the distinct parameter sets in use)."},
-		Handler: inspectHandler,
-	}
-}
-
 func inspectHandler(c *Conn, args [][]byte) error {
 	now, err := c.readNow()
 	if err != nil {

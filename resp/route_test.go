@@ -182,7 +182,7 @@ func TestRoutingUnsharded(t *testing.T) {
 
 func TestCommandKeys(t *testing.T) {
 	tab := map[string]*Command{}
-	for _, c := range append(append(keyCommands(), limiterCommands()...), migrateCommands()...) {
+	for _, c := range commands(registerBuiltin) {
 		tab[c.Name] = c
 	}
 	for _, tc := range []struct {

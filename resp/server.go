@@ -21,6 +21,7 @@ import (
 	"github.com/cellserver/cellserver/internal/version"
 	"github.com/cellserver/cellserver/internal/violations"
 	"github.com/cellserver/cellserver/region"
+	"github.com/cellserver/cellserver/replication"
 )
 
 // Version is cellserver's version, reported by HELLO, INFO and --version:
@@ -283,9 +284,11 @@ type Server struct {
 	txMaxBytes  atomic.Int64 // transaction-max-bytes
 	queryTime   atomic.Int64 // ns
 	maxMemory   atomic.Int64
-	policy      atomic.Int32   // MemoryPolicy
-	oom         atomic.Bool    // over maxmemory: refuse new keys
-	mover       *cluster.Mover // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
+	policy      atomic.Int32      // MemoryPolicy
+	oom         atomic.Bool       // over maxmemory: refuse new keys
+	mover       *cluster.Mover    // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
+	raft        *replication.Node // the RAFT.* commands' node (RegisterCluster); nil otherwise
+	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[OutputLimits]
 	cmem        clientMemory // maxmemory-clients (clientmem.go)
 	slowlog     slowlog
@@ -368,7 +371,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
 	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	for _, cmd := range builtinCommands() {
+	for _, cmd := range commands(registerBuiltin) {
 		s.table.add(cmd)
 	}
 	if err := s.initSettings(); err != nil {

@@ -285,122 +285,89 @@ func LogLevelName(l slog.Level) string {
 	return "warning"
 }
 
-func configCommand() *Command {
-	return &Command{
-		Name: "config", Arity: -2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-		Summary: "Reads and changes the server's settings.", Complexity: "Depends on the subcommand",
-		Subcommands: []*Command{
-			{
-				Name: "get", Arity: -3, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Returns the settings matching glob patterns.", Complexity: "O(N) where N is the number of settings",
-				Args:  []Arg{{Name: "parameter", Type: "string", Multiple: true, Doc: "a glob pattern over setting names"}},
-				Reply: "Map (flat array in RESP2) of setting names to values.",
-				Handler: func(c *Conn, args [][]byte) error {
-					var match []*Setting
-					for _, st := range c.srv.setlist {
-						for _, p := range args[2:] {
-							if globMatch([]byte(strings.ToLower(string(p))), []byte(st.Name)) {
-								match = append(match, st)
-								break
-							}
-						}
-					}
-					c.WriteMap(len(match))
-					for _, st := range match {
-						c.WriteBulkString(st.Name)
-						c.WriteBulkString(st.Get())
-					}
-					return nil
-				},
-			},
-			{
-				Name: "set", Arity: -4, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Changes settings live: " + liveSettings() + " (docs/configuration.md).", Complexity: "O(N) where N is the number of settings",
-				Args: []Arg{{Name: "data", Type: "block", Multiple: true, Args: []Arg{
-					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"},
-				}}},
-				Reply: "Simple string OK.",
-				Errors: []string{"`ERR Unknown option or number of arguments for CONFIG SET - '<name>'`.",
-					"`ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>` for a read-only setting, a bad value, or a parameter named twice (`duplicate parameter`); nothing is changed."},
-				Handler: func(c *Conn, args [][]byte) error {
-					if len(args)%2 != 0 {
-						return &arityError{"config|set"}
-					}
-					// Check every pair first so that a bad one changes nothing.
-					sts := make([]*Setting, 0, len(args)/2)
-					for i := 2; i < len(args); i += 2 {
-						name := strings.ToLower(string(args[i]))
-						st := c.srv.setting[name]
-						if st == nil {
-							return &textError{"ERR Unknown option or number of arguments for CONFIG SET - '" + string(clip(args[i])) + "'"}
-						}
-						if st.Set == nil {
-							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config"}
-						}
-						if slices.Contains(sts, st) {
-							// Redis 7 refuses a parameter named twice (and
-							// names it as given).
-							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + string(clip(args[i])) + "') - duplicate parameter"}
-						}
-						sts = append(sts, st)
-					}
-					// Apply in order; a value refused after others were
-					// applied puts those back, as Redis 7 does.
-					old := make([]string, len(sts))
-					for k, st := range sts {
-						old[k] = st.Get()
-						if err := st.Set(string(args[2+2*k+1])); err != nil {
-							for j := k - 1; j >= 0; j-- {
-								if rerr := sts[j].Set(old[j]); rerr != nil {
-									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
-								}
-							}
-							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
-						}
-					}
-					// Settings that change together take effect once,
-					// after all their values are recorded.
-					var applied []*SettingBatch
-					for _, st := range sts {
-						if st.Batch == nil || slices.Contains(applied, st.Batch) {
-							continue
-						}
-						applied = append(applied, st.Batch)
-						if err := st.Batch.Apply(); err != nil {
-							for j := len(sts) - 1; j >= 0; j-- {
-								if rerr := sts[j].Set(old[j]); rerr != nil {
-									c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
-								}
-							}
-							return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
-						}
-					}
-					c.WriteOK()
-					return nil
-				},
-			},
-			{
-				Name: "rewrite", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Writes the settings in force, CONFIG SET's changes and the flags included, into the configuration file the server started with, keeping its comments and order.", Complexity: "O(N) where N is the number of settings",
-				Reply: "Simple string OK.",
-				Errors: []string{"`ERR The server is running without a config file`.",
-					"`ERR Rewriting config file: <reason>` when the file cannot be read or replaced; it is left as it was."},
-				Handler: func(c *Conn, _ [][]byte) error {
-					return c.srv.rewriteConfig(c)
-				},
-			},
-			{
-				Name: "resetstat", Arity: 2, Flags: FlagAdmin | FlagNoScript | FlagLoading | FlagStale, Group: "server", Since: "0.1.0",
-				Summary: "Resets the statistics INFO reports.", Complexity: "O(N) where N is the number of clients",
-				Reply: "Simple string OK.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					c.srv.resetStats()
-					c.WriteOK()
-					return nil
-				},
-			},
-		},
+func configGetHandler(c *Conn, args [][]byte) error {
+	var match []*Setting
+	for _, st := range c.srv.setlist {
+		for _, p := range args[2:] {
+			if globMatch([]byte(strings.ToLower(string(p))), []byte(st.Name)) {
+				match = append(match, st)
+				break
+			}
+		}
 	}
+	c.WriteMap(len(match))
+	for _, st := range match {
+		c.WriteBulkString(st.Name)
+		c.WriteBulkString(st.Get())
+	}
+	return nil
+}
+
+func configSetHandler(c *Conn, args [][]byte) error {
+	if len(args)%2 != 0 {
+		return &arityError{"config|set"}
+	}
+	// Check every pair first so that a bad one changes nothing.
+	sts := make([]*Setting, 0, len(args)/2)
+	for i := 2; i < len(args); i += 2 {
+		name := strings.ToLower(string(args[i]))
+		st := c.srv.setting[name]
+		if st == nil {
+			return &textError{"ERR Unknown option or number of arguments for CONFIG SET - '" + string(clip(args[i])) + "'"}
+		}
+		if st.Set == nil {
+			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config"}
+		}
+		if slices.Contains(sts, st) {
+			// Redis 7 refuses a parameter named twice (and
+			// names it as given).
+			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + string(clip(args[i])) + "') - duplicate parameter"}
+		}
+		sts = append(sts, st)
+	}
+	// Apply in order; a value refused after others were
+	// applied puts those back, as Redis 7 does.
+	old := make([]string, len(sts))
+	for k, st := range sts {
+		old[k] = st.Get()
+		if err := st.Set(string(args[2+2*k+1])); err != nil {
+			for j := k - 1; j >= 0; j-- {
+				if rerr := sts[j].Set(old[j]); rerr != nil {
+					c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
+				}
+			}
+			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
+		}
+	}
+	// Settings that change together take effect once,
+	// after all their values are recorded.
+	var applied []*SettingBatch
+	for _, st := range sts {
+		if st.Batch == nil || slices.Contains(applied, st.Batch) {
+			continue
+		}
+		applied = append(applied, st.Batch)
+		if err := st.Batch.Apply(); err != nil {
+			for j := len(sts) - 1; j >= 0; j-- {
+				if rerr := sts[j].Set(old[j]); rerr != nil {
+					c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
+				}
+			}
+			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
+		}
+	}
+	c.WriteOK()
+	return nil
+}
+
+func configRewriteHandler(c *Conn, _ [][]byte) error {
+	return c.srv.rewriteConfig(c)
+}
+
+func configResetstatHandler(c *Conn, _ [][]byte) error {
+	c.srv.resetStats()
+	c.WriteOK()
+	return nil
 }
 
 // rewriteConfig runs CONFIG REWRITE: one at a time (two would race on the

@@ -145,77 +145,49 @@ func redacted(cmd *Command, args [][]byte, i int) bool {
 	return false
 }
 
-func slowlogCommand() *Command {
-	flags := FlagAdmin | FlagLoading | FlagStale
-	return &Command{
-		Name: "slowlog", Arity: -2, Flags: flags, Group: "server", Since: "0.1.0",
-		Summary: "Reads or resets the log of slow commands.", Complexity: "Depends on the subcommand",
-		Notes: []string{"A command is logged when its execution took at least `slowlog-log-slower-than` microseconds (negative: off, 0: every command); " +
-			"the log keeps the newest `slowlog-max-len` entries. Both can change live with CONFIG SET. The time is the server's execution time, without I/O; " +
-			"a pipelined run of limiter writes shares its time evenly among its commands. Passwords (AUTH, HELLO AUTH, CONFIG SET requirepass) are logged as `(redacted)`."},
-		Subcommands: []*Command{
-			{
-				Name: "get", Arity: -2, MaxArgs: 3, Flags: flags, Group: "server", Since: "0.1.0",
-				Summary: "Returns the newest entries of the slow log.", Complexity: "O(N) where N is the number of entries returned",
-				Args: []Arg{{Name: "count", Type: "integer", Optional: true, Doc: "how many entries (default 10; -1: all)"}},
-				Reply: "Array of entries, newest first; each an array of the entry id, the Unix time it was logged, the execution time in microseconds, " +
-					"the arguments (at most 32; each at most 128 bytes, then `... (N more bytes)`), the client's address and its name.",
-				Errors: []string{"`ERR count should be greater than or equal to -1`."},
-				Handler: func(c *Conn, args [][]byte) error {
-					n := int64(10)
-					if len(args) == 3 {
-						v, err := engine.ParseInt(args[2])
-						if err != nil {
-							return err
-						}
-						if v < -1 {
-							return &textError{"ERR count should be greater than or equal to -1"}
-						}
-						n = v
-					}
-					l := &c.srv.slowlog
-					kept := max(l.maxLen.Load(), 0) // a lowered slowlog-max-len applies at once
-					if n < 0 || n > kept {
-						n = kept
-					}
-					l.mu.Lock()
-					entries := l.newest(int(n))
-					l.mu.Unlock()
-					c.WriteArray(len(entries))
-					for _, e := range entries {
-						c.WriteArray(6)
-						c.WriteInt(e.id)
-						c.WriteInt(e.at)
-						c.WriteInt(e.usec)
-						c.WriteArray(len(e.args))
-						for _, a := range e.args {
-							c.WriteBulk(a)
-						}
-						c.WriteBulkString(e.addr)
-						c.WriteBulkString(e.name)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "len", Arity: 2, Flags: flags | FlagFast, Group: "server", Since: "0.1.0",
-				Summary: "Returns the number of entries in the slow log.", Complexity: "O(1)",
-				Reply: "Integer.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					c.WriteInt(int64(c.srv.slowlog.len()))
-					return nil
-				},
-			},
-			{
-				Name: "reset", Arity: 2, Flags: flags, Group: "server", Since: "0.1.0",
-				Summary: "Empties the slow log.", Complexity: "O(N) where N is the number of entries",
-				Reply: "Simple string OK.",
-				Handler: func(c *Conn, _ [][]byte) error {
-					c.srv.slowlog.reset()
-					c.WriteOK()
-					return nil
-				},
-			},
-		},
+func slowlogGetHandler(c *Conn, args [][]byte) error {
+	n := int64(10)
+	if len(args) == 3 {
+		v, err := engine.ParseInt(args[2])
+		if err != nil {
+			return err
+		}
+		if v < -1 {
+			return &textError{"ERR count should be greater than or equal to -1"}
+		}
+		n = v
 	}
+	l := &c.srv.slowlog
+	kept := max(l.maxLen.Load(), 0) // a lowered slowlog-max-len applies at once
+	if n < 0 || n > kept {
+		n = kept
+	}
+	l.mu.Lock()
+	entries := l.newest(int(n))
+	l.mu.Unlock()
+	c.WriteArray(len(entries))
+	for _, e := range entries {
+		c.WriteArray(6)
+		c.WriteInt(e.id)
+		c.WriteInt(e.at)
+		c.WriteInt(e.usec)
+		c.WriteArray(len(e.args))
+		for _, a := range e.args {
+			c.WriteBulk(a)
+		}
+		c.WriteBulkString(e.addr)
+		c.WriteBulkString(e.name)
+	}
+	return nil
+}
+
+func slowlogLenHandler(c *Conn, _ [][]byte) error {
+	c.WriteInt(int64(c.srv.slowlog.len()))
+	return nil
+}
+
+func slowlogResetHandler(c *Conn, _ [][]byte) error {
+	c.srv.slowlog.reset()
+	c.WriteOK()
+	return nil
 }

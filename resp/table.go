@@ -78,7 +78,9 @@ type Arg struct {
 
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
-// see a well-formed argument count.
+// see a well-formed argument count. The built-in commands' metadata comes
+// from resp/commands/*.json (commands_gen.go) and their code from
+// bindings() (handlers.go); Server.Handle takes a whole entry.
 type Command struct {
 	// Name is the command name in lower case ("cl.throttle"; for a
 	// subcommand, its own word: "setname").
@@ -98,10 +100,16 @@ type Command struct {
 	// above (Redis's movablekeys: MIGRATE's keys after KEYS), appending
 	// them to dst. The cluster routing check uses it.
 	MovableKeys func(dst, args [][]byte) [][]byte
+	// movable is the metadata's movable_keys: MovableKeys must be bound
+	// exactly when it is set.
+	movable bool
 	// OpenSlot lets the command run on a node whose group is migrating or
 	// importing its keys' slot, whoever owns it (MIGRATE, as in Redis
 	// Cluster: keys move freely between the two groups of an open slot).
 	OpenSlot bool
+	// register is the command set (registerBuiltin, registerRaft,
+	// registerRegion) its JSON file puts it in.
+	register string
 	// Group is the COMMAND DOCS group ("ratelimit", "generic", "server",
 	// "connection").
 	Group string
@@ -283,6 +291,8 @@ func (t *table) check(cmd *Command, container string) {
 		panic("resp: subcommand " + full + " has subcommands")
 	case cmd.Summary == "":
 		panic("resp: command " + full + " has no summary")
+	case cmd.movable != (cmd.MovableKeys != nil):
+		panic("resp: command " + full + ": movable_keys in its metadata and a bound MovableKeys go together")
 	}
 }
 

@@ -443,85 +443,41 @@ func (c *Conn) execSlots(q []queued) map[int]error {
 	return out
 }
 
-// transactionCommands are MULTI, EXEC, DISCARD, WATCH and UNWATCH.
-func transactionCommands() []*Command {
-	const flags = FlagNoScript | FlagLoading | FlagStale | FlagFast
-	return []*Command{
-		{
-			Name: "multi", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
-			Summary: "Starts a transaction.", Complexity: "O(1)",
-			Reply: "Simple string `OK`. Until `EXEC` or `DISCARD`, every command but `EXEC`, `DISCARD`, `MULTI`, `WATCH` and `QUIT` is queued and answered `+QUEUED`, or refused at once " +
-				"(unknown command, wrong number of arguments, a command not allowed in a transaction, in a cluster `CROSSSLOT` or `MOVED` for its own keys, the queue over `transaction-max-commands` or `transaction-max-bytes`); a refusal makes `EXEC` answer `EXECABORT`.",
-			Errors: []string{"`ERR MULTI calls can not be nested` inside a transaction (the transaction goes on)."},
-			Notes: []string{
-				"A transaction's keyspace writes (the limiter commands, `DEL`, `RESTORE`, `FLUSHALL`, `FLUSHDB`) are applied as one step: no other client's write lands between them, and in a replication group they are one log entry, so a failover applies all of them or none.",
-				"Commands that read the keyspace (`GET`, `TTL`, `EXISTS`, …) see the writes queued before them and none queued after: they may come before the first write or after the last one. A write queued after such a read that itself follows a write is refused at queue time (`ERR … reads the keyspace between two writes …`) and the transaction aborts. Reads before the first write are not isolated from other clients' writes made before the transaction's write.",
-				"Queued `CLUSTER ADDSLOTS`, `DELSLOTS`, `ADDSLOTSRANGE`, `DELSLOTSRANGE` and `SETSLOT` are one change of the group's log, applied when the first of them is reached: each is checked against the slot state as the ones before it leave it; a refused one answers its error in its place and changes nothing, the others apply.",
-				"Other commands (`CONFIG SET`, `CLIENT …`, `MIGRATE`, …) run at `EXEC`, each on its own, in order; one queued between two writes runs after the writes' step.",
-				"Size: a transaction queues at most `transaction-max-commands` commands (default 10000) and `transaction-max-bytes` bytes of arguments (default 1mb, about the size of its log entry); its queue's memory (argument bytes, plus 24 bytes an argument and 64 a command) also counts against `client-query-buffer-limit`. The command past a bound is answered `ERR transaction discarded: more than <n> commands queued (transaction-max-commands); …` (or `… bytes queued (transaction-max-bytes)`, `(client-query-buffer-limit)`), the queue is dropped at once, later commands are answered `QUEUED` without being kept, and `EXEC` answers `EXECABORT`. The bounds keep the transaction's one log entry small enough that other clients' writes are not held up for long while it commits (docs/performance.md, \"The largest transaction\").",
-			},
-			Handler: func(c *Conn, _ [][]byte) error {
-				if c.tx.on {
-					return errNestedMulti
-				}
-				c.resetTx()
-				c.tx.on = true
-				c.publishTx()
-				c.WriteOK()
-				return nil
-			},
-		},
-		{
-			Name: "exec", Arity: 1, Flags: FlagNoScript | FlagLoading | FlagStale, Group: "transactions", Since: "0.1.0",
-			Summary: "Runs the commands queued since MULTI.", Complexity: "Depends on the queued commands",
-			Reply: "Array: the reply of each queued command, in order. A command that fails when it runs answers its error in its place; the others still run (as Redis).",
-			Errors: []string{"`ERR EXEC without MULTI`.",
-				"`EXECABORT Transaction discarded because of previous errors.` when a command was refused while queuing; nothing runs.",
-				"`ERR transaction discarded: its reply would be about <n> bytes, over client-output-buffer-limit's hard limit of <hard> bytes; nothing was run: …` when the replies of the queued commands, estimated before anything runs (each key of a limiter write counts 142 bytes, the most a decision takes; another command 32 bytes plus its arguments' bytes), and the replies already pending for the client would pass the hard limit: the transaction is discarded rather than applied and its client closed.",
-				"In a cluster, `CROSSSLOT Keys in request don't hash to the same slot` when the queued commands' keys are in several slots, `MOVED <slot> <host>:<port>` when their slot is served by another group, and for a slot migrating out `ASK <slot> <host>:<port>` when none of the keys is here any more, `TRYAGAIN …` when some are and some are not (or are in flight); nothing runs."},
-			Handler: func(c *Conn, _ [][]byte) error {
-				if !c.tx.on {
-					return errExecNoMulti
-				}
-				return c.execTx(c.cmdAsking)
-			},
-		},
-		{
-			Name: "discard", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
-			Summary: "Discards the commands queued since MULTI.", Complexity: "O(N) where N is the number of queued commands",
-			Reply:  "Simple string `OK`. Nothing queued runs.",
-			Errors: []string{"`ERR DISCARD without MULTI`."},
-			Handler: func(c *Conn, _ [][]byte) error {
-				if !c.tx.on {
-					return errDiscardNo
-				}
-				c.resetTx()
-				c.WriteOK()
-				return nil
-			},
-		},
-		{
-			Name: "watch", Arity: -2, Flags: flags, FirstKey: 1, LastKey: -1, KeyStep: 1, Group: "transactions", Since: "0.1.0",
-			Summary: "Not supported: answers an error.", Complexity: "O(1)",
-			Args:  []Arg{{Name: "key", Type: "key", Multiple: true}},
-			Reply: "Never succeeds.",
-			Errors: []string{"`ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set` outside a transaction.",
-				"`ERR WATCH inside MULTI is not allowed` inside one (the transaction goes on)."},
-			Handler: func(c *Conn, _ [][]byte) error {
-				if c.tx.on {
-					return errWatchInMulti
-				}
-				return errWatch
-			},
-		},
-		{
-			Name: "unwatch", Arity: 1, Flags: flags, Group: "transactions", Since: "0.1.0",
-			Summary: "Forgets watched keys (there never are any: WATCH is not supported).", Complexity: "O(1)",
-			Reply: "Simple string `OK`.",
-			Handler: func(c *Conn, _ [][]byte) error {
-				c.WriteOK()
-				return nil
-			},
-		},
+func multiHandler(c *Conn, _ [][]byte) error {
+	if c.tx.on {
+		return errNestedMulti
 	}
+	c.resetTx()
+	c.tx.on = true
+	c.publishTx()
+	c.WriteOK()
+	return nil
+}
+
+func execHandler(c *Conn, _ [][]byte) error {
+	if !c.tx.on {
+		return errExecNoMulti
+	}
+	return c.execTx(c.cmdAsking)
+}
+
+func discardHandler(c *Conn, _ [][]byte) error {
+	if !c.tx.on {
+		return errDiscardNo
+	}
+	c.resetTx()
+	c.WriteOK()
+	return nil
+}
+
+func watchHandler(c *Conn, _ [][]byte) error {
+	if c.tx.on {
+		return errWatchInMulti
+	}
+	return errWatch
+}
+
+func unwatchHandler(c *Conn, _ [][]byte) error {
+	c.WriteOK()
+	return nil
 }

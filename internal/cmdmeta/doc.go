@@ -1,0 +1,12 @@
+// Package cmdmeta reads the RESP command metadata kept as data in
+// resp/commands/*.json (one file per command or command family, as Redis
+// keeps src/commands/*.json), checks it, and generates from it the Go
+// source of resp's command table metadata (resp/commands_gen.go). The
+// handlers stay Go code in package resp, bound to the metadata by name.
+//
+// It imports nothing of the project and must never import resp (which it
+// generates for) or any server package: it runs at `go generate` time (the
+// gen command) and in resp's tests, never in the server. The schema is
+// Command and Arg; Load reports every fault as an *Error naming the file
+// and the JSON field to fix.
+package cmdmeta

@@ -34,6 +34,8 @@ const (
 
 // membership is a Node's membership state. Its zero value is ready to use.
 type membership struct {
+	n *Node
+
 	// changeMu serialises the configuration changes this node makes as
 	// leader (join, promotion, removal, cleanup), so that each quorum
 	// check holds until its change is made.
@@ -67,7 +69,8 @@ type memberHealth struct {
 }
 
 // status is this node's answer to a status request from asker.
-func (n *Node) status(asker string) nodeStatus {
+func (mp *membership) status(asker string) nodeStatus {
+	n := mp.n
 	addr, id := n.raft.LeaderWithID()
 	st := nodeStatus{
 		ID:           n.cfg.NodeID,
@@ -79,13 +82,13 @@ func (n *Node) status(asker string) nodeStatus {
 		Ready:        n.ready.Load(),
 		Group:        n.cfg.Group,
 		Instance:     n.origin,
-		GroupID:      n.groupID(),
+		GroupID:      n.gid.groupID(),
 	}
-	st.OwnLog = st.GroupID == "" && n.ownLog.Load()
+	st.OwnLog = st.GroupID == "" && n.gid.ownLog.Load()
 	if id != "" {
-		st.LeaderResp, _ = n.leaderResp()
+		st.LeaderResp, _ = n.lead.leaderResp()
 	}
-	if s := n.mship.servers.Load(); s != nil {
+	if s := mp.servers.Load(); s != nil {
 		st.Member = serverIndex(*s, asker) >= 0
 	} else {
 		st.Member = true // not read yet: accuse nobody
@@ -94,7 +97,8 @@ func (n *Node) status(asker string) nodeStatus {
 }
 
 // askStatus sends a status request to the node at raftAddr.
-func (n *Node) askStatus(ctx context.Context, raftAddr string) (nodeStatus, error) {
+func (mp *membership) askStatus(ctx context.Context, raftAddr string) (nodeStatus, error) {
+	n := mp.n
 	body, err := n.fwd.do(ctx, raftAddr, reqStatus, appendBytes(nil, []byte(n.cfg.NodeID)), true)
 	if err != nil {
 		return nodeStatus{}, err
@@ -103,7 +107,8 @@ func (n *Node) askStatus(ctx context.Context, raftAddr string) (nodeStatus, erro
 }
 
 // statusTimeout bounds one status request.
-func (n *Node) statusTimeout() time.Duration {
+func (mp *membership) statusTimeout() time.Duration {
+	n := mp.n
 	return max(n.cfg.NoLeaderTimeout/2, 100*time.Millisecond)
 }
 
@@ -113,7 +118,8 @@ func serverIndex(servers []raft.Server, id string) int {
 }
 
 // configuration returns the latest raft configuration and its index.
-func (n *Node) configuration() ([]raft.Server, uint64, error) {
+func (mp *membership) configuration() ([]raft.Server, uint64, error) {
+	n := mp.n
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return nil, 0, translate("configuration", err)
@@ -124,9 +130,10 @@ func (n *Node) configuration() ([]raft.Server, uint64, error) {
 // healthRound asks every member other than this node for its status, in
 // parallel, records the answers, and returns which members answered (this
 // node counts as reachable). Only meaningful on the leader.
-func (n *Node) healthRound(ctx context.Context, servers []raft.Server) map[string]bool {
+func (mp *membership) healthRound(ctx context.Context, servers []raft.Server) map[string]bool {
+	n := mp.n
 	gen := n.leadGen.Load()
-	ch, asked := n.askOthers(ctx, servers)
+	ch, asked := mp.askOthers(ctx, servers)
 	reach := map[string]bool{n.cfg.NodeID: true}
 	now := time.Now()
 	m := &n.mship
@@ -196,7 +203,8 @@ func quorumAfterRemoval(id string, servers []raft.Server, reach map[string]bool)
 
 // lagOf returns how many entries a member that answered st is behind this
 // node's last index.
-func (n *Node) lagOf(st nodeStatus) uint64 {
+func (mp *membership) lagOf(st nodeStatus) uint64 {
+	n := mp.n
 	last := n.raft.LastIndex()
 	if st.LastIndex >= last {
 		return 0
@@ -208,23 +216,28 @@ func (n *Node) lagOf(st nodeStatus) uint64 {
 // as catching up (cluster.HealthLoading): more than the leader keeps after
 // a snapshot, so it is being sent a snapshot or a long run of entries; at
 // least promoteMaxLag, the lag a non-voter is promoted at.
-func (n *Node) loadingLag() uint64 { return max(promoteMaxLag, n.cfg.TrailingLogs) }
+func (mp *membership) loadingLag() uint64 {
+	n := mp.n
+	return max(promoteMaxLag, n.cfg.TrailingLogs)
+}
 
 // caughtUp reports whether a member that answered st may be promoted: it
 // follows this leader's term and is at most promoteMaxLag entries behind.
-func (n *Node) caughtUp(st nodeStatus) bool {
-	return st.Term == n.raft.CurrentTerm() && n.lagOf(st) <= promoteMaxLag
+func (mp *membership) caughtUp(st nodeStatus) bool {
+	n := mp.n
+	return st.Term == n.raft.CurrentTerm() && mp.lagOf(st) <= promoteMaxLag
 }
 
 // promote promotes non-voter id to voter if it answers a status request
 // and has caught up. promoted is true once id is a voter (also when it
 // already was); otherwise pend says how far it is. ErrUnknownNode if id is
 // no longer a member.
-func (n *Node) promote(ctx context.Context, id string) (promoted bool, pend *PendingError, err error) {
+func (mp *membership) promote(ctx context.Context, id string) (promoted bool, pend *PendingError, err error) {
+	n := mp.n
 	m := &n.mship
 	m.changeMu.Lock()
 	defer m.changeMu.Unlock()
-	servers, index, err := n.configuration()
+	servers, index, err := mp.configuration()
 	if err != nil {
 		return false, nil, err
 	}
@@ -236,16 +249,16 @@ func (n *Node) promote(ctx context.Context, id string) (promoted bool, pend *Pen
 	if s.Suffrage == raft.Voter {
 		return true, nil, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
-	st, serr := n.askStatus(cctx, string(s.Address))
+	cctx, cancel := context.WithTimeout(ctx, mp.statusTimeout())
+	st, serr := mp.askStatus(cctx, string(s.Address))
 	cancel()
 	pend = &PendingError{ID: id, Reachable: serr == nil && st.ID == id}
 	if !pend.Reachable {
 		pend.Lag = n.raft.LastIndex()
 		return false, pend, nil
 	}
-	pend.Lag = n.lagOf(st)
-	if !n.caughtUp(st) {
+	pend.Lag = mp.lagOf(st)
+	if !mp.caughtUp(st) {
 		return false, pend, nil
 	}
 	if err := n.raft.AddVoter(s.ID, s.Address, index, n.cfg.NoLeaderTimeout).Error(); err != nil {
@@ -256,7 +269,8 @@ func (n *Node) promote(ctx context.Context, id string) (promoted bool, pend *Pen
 }
 
 // autopilot runs the leader-side rounds until the node closes.
-func (n *Node) autopilot() {
+func (mp *membership) autopilot() {
+	n := mp.n
 	defer n.wg.Done()
 	t := time.NewTicker(autopilotInterval)
 	defer t.Stop()
@@ -269,41 +283,43 @@ func (n *Node) autopilot() {
 		if !n.ready.Load() {
 			continue
 		}
-		n.autopilotRound()
+		mp.autopilotRound()
 	}
 }
 
 // autopilotRound is one round on the ready leader: refresh every member's
 // health, promote caught-up non-voters, and clean up dead members when
 // configured to.
-func (n *Node) autopilotRound() {
-	servers, _, err := n.configuration()
+func (mp *membership) autopilotRound() {
+	n := mp.n
+	servers, _, err := mp.configuration()
 	if err != nil {
 		return
 	}
-	reach := n.healthRound(n.ctx, servers)
+	reach := mp.healthRound(n.ctx, servers)
 	for _, s := range servers {
 		if s.Suffrage == raft.Voter || !reach[string(s.ID)] || n.ctx.Err() != nil {
 			continue
 		}
 		id := string(s.ID)
-		promoted, _, err := n.promote(n.ctx, id)
+		promoted, _, err := mp.promote(n.ctx, id)
 		if err != nil {
 			n.log.Warn("replication: promote non-voter", "member", id, "err", err)
 			continue
 		}
 		if promoted {
-			n.recordPending(id)
+			mp.recordPending(id)
 		}
 	}
 	if n.cfg.CleanupDeadServers {
-		n.cleanupDead()
+		mp.cleanupDead()
 	}
 }
 
 // recordPending replicates the RESP address a join left for id, once id
 // is a voter.
-func (n *Node) recordPending(id string) {
+func (mp *membership) recordPending(id string) {
+	n := mp.n
 	m := &n.mship
 	m.mu.Lock()
 	addr, ok := m.pending[id]
@@ -313,7 +329,7 @@ func (n *Node) recordPending(id string) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
-	if err := n.recordResp(ctx, id, addr); err != nil {
+	if err := n.members.recordResp(ctx, id, addr); err != nil {
 		n.log.Warn("replication: record a promoted member's RESP address", "member", id, "err", err)
 	}
 }
@@ -321,7 +337,8 @@ func (n *Node) recordPending(id string) {
 // cleanupDead removes the members this leader has not reached for
 // DeadServerTimeout, each only if the voters left keep a reachable
 // majority.
-func (n *Node) cleanupDead() {
+func (mp *membership) cleanupDead() {
+	n := mp.n
 	m := &n.mship
 	now := time.Now()
 	var dead []string
@@ -342,7 +359,7 @@ func (n *Node) cleanupDead() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
-		err := n.removeMember(ctx, id, "dead-server cleanup")
+		err := n.members.removeMember(ctx, id, "dead-server cleanup")
 		cancel()
 		var q *QuorumError
 		switch {
@@ -369,7 +386,8 @@ func (n *Node) cleanupDead() {
 
 // memberHealthOf returns the leader's view of member id (ok false when
 // this node is not the ready leader or has not tracked id).
-func (n *Node) memberHealthOf(id string) (memberHealth, bool) {
+func (mp *membership) memberHealthOf(id string) (memberHealth, bool) {
+	n := mp.n
 	if !n.ready.Load() {
 		return memberHealth{}, false
 	}
@@ -392,7 +410,8 @@ func (n *Node) memberHealthOf(id string) (memberHealth, bool) {
 // watchInterval it re-reads the configuration; while removed, or while no
 // leader is known, it asks the other members once a second who leads and
 // whether this node is still a member.
-func (n *Node) watchMembership() {
+func (mp *membership) watchMembership() {
+	n := mp.n
 	defer n.wg.Done()
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
@@ -404,11 +423,11 @@ func (n *Node) watchMembership() {
 		case <-t.C:
 		case <-n.leaderChanged():
 		}
-		servers, index, err := n.configuration()
+		servers, index, err := mp.configuration()
 		if err != nil {
 			continue
 		}
-		n.mship.servers.Store(&servers)
+		mp.servers.Store(&servers)
 		in := serverIndex(servers, n.cfg.NodeID) >= 0
 		_, leader := n.raft.LeaderWithID()
 		otherLeader := leader != "" && string(leader) != n.cfg.NodeID
@@ -417,7 +436,7 @@ func (n *Node) watchMembership() {
 		// its leader): only a committed one is trusted alone; otherwise
 		// the leader's own answer (askLeader) decides.
 		committed := index <= n.raft.CommitIndex()
-		was := n.mship.removed.Load()
+		was := mp.removed.Load()
 		removed := was
 		switch {
 		case !in && len(servers) > 0 && !otherLeader && committed:
@@ -427,13 +446,13 @@ func (n *Node) watchMembership() {
 		}
 		if leader == "" && len(servers) > 0 && time.Since(lastAsk) >= autopilotInterval {
 			lastAsk = time.Now()
-			if ref, member, ok := n.askLeader(servers); ok {
-				n.mship.leader.Store(ref)
+			if ref, member, ok := mp.askLeader(servers); ok {
+				mp.leader.Store(ref)
 				removed = removed || !member
 			}
 		}
 		if removed != was {
-			n.mship.removed.Store(removed)
+			mp.removed.Store(removed)
 			if removed {
 				n.log.Warn("replication: this node is not a member of the cluster any more; RAFT.JOIN it again to rejoin")
 			} else {
@@ -455,7 +474,8 @@ type statusAnswer struct {
 // once, each bounded by statusTimeout and ctx. Exactly asked answers come on
 // the channel, which is buffered for them all, so every asker ends even if
 // nobody reads.
-func (n *Node) askOthers(ctx context.Context, servers []raft.Server) (answers <-chan statusAnswer, asked int) {
+func (mp *membership) askOthers(ctx context.Context, servers []raft.Server) (answers <-chan statusAnswer, asked int) {
+	n := mp.n
 	ch := make(chan statusAnswer, len(servers))
 	for _, s := range servers {
 		if string(s.ID) == n.cfg.NodeID {
@@ -463,9 +483,9 @@ func (n *Node) askOthers(ctx context.Context, servers []raft.Server) (answers <-
 		}
 		asked++
 		go func(id, addr string) {
-			cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
+			cctx, cancel := context.WithTimeout(ctx, mp.statusTimeout())
 			defer cancel()
-			st, err := n.askStatus(cctx, addr)
+			st, err := mp.askStatus(cctx, addr)
 			if err == nil && st.ID != id {
 				err = fmt.Errorf("%s answered as %q", addr, st.ID)
 			}
@@ -480,10 +500,11 @@ func (n *Node) askOthers(ctx context.Context, servers []raft.Server) (answers <-
 // leader's own verdict on this node when the leader answered, true
 // otherwise. It takes at most one status timeout, however many members are
 // down.
-func (n *Node) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool) {
+func (mp *membership) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool) {
+	n := mp.n
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
-	answers, asked := n.askOthers(ctx, servers)
+	answers, asked := mp.askOthers(ctx, servers)
 	// Every answer is awaited (the askers end at once when cancelled), so
 	// that none outlives the watcher that Close waits for.
 	member = true
@@ -506,12 +527,12 @@ func (n *Node) askLeader(servers []raft.Server) (ref *leaderRef, member, ok bool
 
 // removedErr is ErrRemoved (a *RemovedError naming the last known leader)
 // while this node is removed, nil otherwise. It reads cached state only.
-func (n *Node) removedErr() error {
-	if !n.mship.removed.Load() {
+func (mp *membership) removedErr() error {
+	if !mp.removed.Load() {
 		return nil
 	}
 	e := &RemovedError{}
-	if l := n.mship.leader.Load(); l != nil {
+	if l := mp.leader.Load(); l != nil {
 		e.LeaderID, e.LeaderRespAddr = l.id, l.resp
 	}
 	return e
@@ -520,11 +541,12 @@ func (n *Node) removedErr() error {
 // membershipTarget is where a membership request goes when this node is
 // not the leader: the leader's raft address, or while removed the leader
 // other members named.
-func (n *Node) membershipTarget() (string, bool) {
+func (mp *membership) membershipTarget() (string, bool) {
+	n := mp.n
 	if addr, ok := n.forwardTarget(); ok {
 		return addr, true
 	}
-	if l := n.mship.leader.Load(); l != nil && n.mship.removed.Load() && l.raft != "" {
+	if l := mp.leader.Load(); l != nil && mp.removed.Load() && l.raft != "" {
 		return l.raft, true
 	}
 	return "", false

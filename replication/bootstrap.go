@@ -114,7 +114,7 @@ func decodeHello(v []string) (Hello, error) {
 // the network.
 func (n *Node) Hello() Hello {
 	_, leaderID := n.raft.LeaderWithID()
-	member := leaderID != "" || n.raft.LastIndex() > 0 || n.hasConfiguration()
+	member := leaderID != "" || n.raft.LastIndex() > 0 || n.boot.hasConfiguration()
 	return Hello{
 		ID:              n.cfg.NodeID,
 		RaftAddr:        string(n.trans.LocalAddr()),
@@ -127,9 +127,15 @@ func (n *Node) Hello() Hello {
 	}
 }
 
+// bootstrap is how a Node starts: it opens the raft state (open,
+// recover.go), and finds or forms its group — bootstrap alone, with the
+// expected peers, or join through one of them (discoverLoop).
+type bootstrap struct{ n *Node }
+
 // hasConfiguration reports whether this node's raft configuration lists any
 // server: it bootstrapped, or a leader has replicated a configuration to it.
-func (n *Node) hasConfiguration() bool {
+func (bt *bootstrap) hasConfiguration() bool {
+	n := bt.n
 	cf := n.raft.GetConfiguration()
 	return cf.Error() == nil && len(cf.Configuration().Servers) > 0
 }
@@ -242,7 +248,8 @@ const startPatience = 15 * time.Second
 // every round until it is a member or the node closes. Plain Join (neither
 // Bootstrap nor BootstrapExpect) only joins: it sends RAFT.JOIN to each
 // peer in turn.
-func (n *Node) discoverLoop() {
+func (bt *bootstrap) discoverLoop() {
+	n := bt.n
 	defer n.wg.Done()
 	peers := n.cfg.joinPeers()
 	bootstrapping := n.cfg.Bootstrap || n.cfg.BootstrapExpect > 0
@@ -251,18 +258,18 @@ func (n *Node) discoverLoop() {
 	started := time.Now()
 	backoff := 100 * time.Millisecond
 	for round := 1; ; round++ {
-		if n.hasConfiguration() {
+		if bt.hasConfiguration() {
 			n.log.Info("replication: this node is a member (a configuration was replicated to it)", "rounds", round-1)
-			n.announce()
+			bt.announce()
 			return
 		}
 		d := decision{act: actJoin, via: peers[(round-1)%len(peers)]}
 		if bootstrapping {
-			d = decide(n.Hello(), n.askPeers(peers))
+			d = decide(n.Hello(), bt.askPeers(peers))
 		}
 		switch d.act {
 		case actJoin:
-			if err := n.joinThrough(d.via); err != nil {
+			if err := bt.joinThrough(d.via); err != nil {
 				n.log.Warn("replication: join attempt failed; retrying", "via", d.via, "round", round, "err", err)
 				break
 			}
@@ -276,7 +283,7 @@ func (n *Node) discoverLoop() {
 			case err != nil:
 				d.why = fmt.Sprintf("bootstrap failed: %v", err)
 			default:
-				n.markOwnLog()
+				n.gid.markOwnLog()
 				ids := make([]string, len(d.servers))
 				for i, s := range d.servers {
 					ids[i] = string(s.ID)
@@ -284,7 +291,7 @@ func (n *Node) discoverLoop() {
 				n.log.Info("replication: bootstrapped a new cluster", "servers", strings.Join(ids, ","))
 			}
 			if d.why == "" {
-				n.announce()
+				bt.announce()
 				return
 			}
 		}
@@ -298,7 +305,7 @@ func (n *Node) discoverLoop() {
 			n.log.Log(context.Background(), level, "replication: not in a cluster yet; retrying", "reason", d.why, "round", round)
 			lastWhy, lastLog = d.why, time.Now()
 		}
-		if !n.pause(backoff) {
+		if !bt.pause(backoff) {
 			return
 		}
 		backoff = min(2*backoff, time.Second)
@@ -310,18 +317,19 @@ func (n *Node) discoverLoop() {
 // others, or by a leader replicating to it, never sent RAFT.JOIN with it.
 // Join is a no-op for a voter already present, except that it records the
 // address; it retries until that is done or the node closes.
-func (n *Node) announce() {
+func (bt *bootstrap) announce() {
+	n := bt.n
 	backoff := 100 * time.Millisecond
 	for {
 		if addr, ok := n.fsm.member(n.cfg.NodeID); ok && addr == n.cfg.RespAddr {
 			return
 		}
-		err := n.Join(n.ctx, n.cfg.NodeID, string(n.trans.LocalAddr()), n.cfg.RespAddr)
+		err := n.members.Join(n.ctx, n.cfg.NodeID, string(n.trans.LocalAddr()), n.cfg.RespAddr)
 		if err == nil {
 			return
 		}
 		n.log.Debug("replication: recording this node's RESP address; retrying", "err", err)
-		if !n.pause(backoff) {
+		if !bt.pause(backoff) {
 			return
 		}
 		backoff = min(2*backoff, time.Second)
@@ -329,7 +337,8 @@ func (n *Node) announce() {
 }
 
 // joinThrough sends RAFT.JOIN for this node to the RESP server at addr.
-func (n *Node) joinThrough(addr string) error {
+func (bt *bootstrap) joinThrough(addr string) error {
+	n := bt.n
 	// The member may forward to the leader, which probes this node before
 	// adding it: up to three NoLeaderTimeouts in all.
 	ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.NoLeaderTimeout)
@@ -340,7 +349,8 @@ func (n *Node) joinThrough(addr string) error {
 // askPeers sends RAFT.HELLO to every peer at once, each bounded by
 // NoLeaderTimeout (a stopped process accepts connections and never
 // answers), and returns their answers in the order of peers.
-func (n *Node) askPeers(peers []string) []peerAnswer {
+func (bt *bootstrap) askPeers(peers []string) []peerAnswer {
+	n := bt.n
 	out := make([]peerAnswer, len(peers))
 	var wg sync.WaitGroup
 	for i, addr := range peers {
@@ -358,7 +368,8 @@ func (n *Node) askPeers(peers []string) []peerAnswer {
 }
 
 // pause waits d; false when the node closes first.
-func (n *Node) pause(d time.Duration) bool {
+func (bt *bootstrap) pause(d time.Duration) bool {
+	n := bt.n
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

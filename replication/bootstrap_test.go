@@ -297,7 +297,7 @@ func TestBootstrapExpectFormsOneCluster(t *testing.T) {
 						}
 						return nil
 					})
-					if n.hasConfiguration() || n.raft.State() == raft.Leader {
+					if n.boot.hasConfiguration() || n.raft.State() == raft.Leader {
 						t.Fatalf("%s alone: configuration %v, state %v; want none, follower", c.nodes[i].id, memberIDs(n), n.raft.State())
 					}
 				}
@@ -436,7 +436,7 @@ func testWipedNodeWaits(t *testing.T, edit func(c *testCluster) func(*Config)) {
 	if bound := n.cfg.NoLeaderTimeout + 5*time.Second; took > bound {
 		t.Errorf("write while waiting failed after %v, want within %v", took, bound)
 	}
-	if n.hasConfiguration() || n.Info().LeaderID != "" {
+	if n.boot.hasConfiguration() || n.Info().LeaderID != "" {
 		t.Fatalf("waiting node has a configuration %v or a leader %q; want neither", memberIDs(n), n.Info().LeaderID)
 	}
 	c.restart(1)

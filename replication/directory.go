@@ -78,9 +78,11 @@ type peerState struct {
 	lastOK time.Time
 }
 
-// directory is this node's view of the other groups. Safe for concurrent
-// use.
-type directory struct {
+// Directory is this node's view of the other groups, and the loop that
+// keeps it (asking every known group, MEET): a Node's directory concern
+// (Node.Directory). Safe for concurrent use.
+type Directory struct {
+	n     *Node
 	mu    sync.Mutex
 	peers map[string]*peerState // guarded by mu
 	kick  chan struct{}         // a nudge to ask now and rebuild
@@ -92,14 +94,15 @@ type directory struct {
 }
 
 // ownWire is this node's answer to reqGroupView: its group as it knows it.
-func (n *Node) ownWire() *groupWire {
+func (dr *Directory) ownWire() *groupWire {
+	n := dr.n
 	inf := n.Info()
 	st := n.fsm.clusterState()
 	w := &groupWire{Group: n.cfg.Group, Term: inf.Term, Slots: st.Ranges(), Migrating: st.Migrating, Importing: st.Importing, Groups: st.Groups, Applied: inf.AppliedIndex}
 	if !inf.Removed {
 		w.LeaderID = inf.LeaderID
 	}
-	lw := n.leaderVerdicts(&inf)
+	lw := dr.leaderVerdicts(&inf)
 	for _, m := range inf.Members {
 		if m.Voter && m.RespAddr != "" {
 			mw := memberWire{ID: m.ID, Raft: m.RaftAddr, Resp: m.RespAddr}
@@ -118,13 +121,13 @@ func (n *Node) ownWire() *groupWire {
 // leader on its members, by ID, from its last answer (askLeaderView) if that
 // answer is fresh (directoryStale) and comes from the leader this node
 // follows in this term; nil otherwise.
-func (n *Node) leaderVerdicts(inf *Info) map[string]memberWire {
+func (dr *Directory) leaderVerdicts(inf *Info) map[string]memberWire {
 	if inf.State == "leader" || inf.LeaderID == "" || inf.Removed {
 		return nil
 	}
-	n.dir.mu.Lock()
-	lw, at := n.dir.leader, n.dir.leaderAt
-	n.dir.mu.Unlock()
+	dr.mu.Lock()
+	lw, at := dr.leader, dr.leaderAt
+	dr.mu.Unlock()
 	if lw == nil || time.Since(at) >= directoryStale || lw.Term != inf.Term || lw.LeaderID != inf.LeaderID {
 		return nil
 	}
@@ -139,7 +142,8 @@ func (n *Node) leaderVerdicts(inf *Info) map[string]memberWire {
 // group (reqGroupView) and keeps it for leaderVerdicts: the followers show
 // the leader's verdicts on the members, so that no node of the group
 // reports a member healthy that its leader cannot reach.
-func (n *Node) askLeaderView() {
+func (dr *Directory) askLeaderView() {
+	n := dr.n
 	addr, id := n.raft.LeaderWithID()
 	if id == "" || string(id) == n.cfg.NodeID || n.mship.removed.Load() {
 		return
@@ -154,9 +158,9 @@ func (n *Node) askLeaderView() {
 	if json.Unmarshal(body, &w) != nil || w.Group != n.cfg.Group || w.LeaderID != string(id) {
 		return
 	}
-	n.dir.mu.Lock()
-	n.dir.leader, n.dir.leaderAt = &w, time.Now()
-	n.dir.mu.Unlock()
+	dr.mu.Lock()
+	dr.leader, dr.leaderAt = &w, time.Now()
+	dr.mu.Unlock()
 }
 
 // view turns w into a GroupView: the leader first, then by ID.
@@ -190,20 +194,21 @@ func (n *Node) Routing() *cluster.Routing {
 	if r := n.routing.Load(); r != nil {
 		return r
 	}
-	return n.rebuildRouting()
+	return n.dir.rebuildRouting()
 }
 
 // rebuildRouting builds and publishes the routing table from this group's
 // state and the directory's last answers.
-func (n *Node) rebuildRouting() *cluster.Routing {
+func (dr *Directory) rebuildRouting() *cluster.Routing {
+	n := dr.n
 	n.routingMu.Lock()
 	defer n.routingMu.Unlock()
-	own := n.ownWire()
+	own := dr.ownWire()
 	inf := own.view(own.LeaderID != "")
 	groups := []cluster.GroupView{inf}
 	now := time.Now()
-	n.dir.mu.Lock()
-	for name, p := range n.dir.peers {
+	dr.mu.Lock()
+	for name, p := range dr.peers {
 		if name == n.cfg.Group {
 			continue
 		}
@@ -213,7 +218,7 @@ func (n *Node) rebuildRouting() *cluster.Routing {
 		}
 		groups = append(groups, p.wire.view(now.Sub(p.lastOK) < directoryStale))
 	}
-	n.dir.mu.Unlock()
+	dr.mu.Unlock()
 	slices.SortFunc(groups, func(a, b cluster.GroupView) int {
 		switch {
 		case a.Name < b.Name:
@@ -233,9 +238,10 @@ func (n *Node) rebuildRouting() *cluster.Routing {
 // state changed: the routing table is rebuilt before the next entry
 // applies, so that this node's own redirections follow its log at once
 // (other groups' views follow within a directory interval).
-func (n *Node) clusterChanged() {
+func (dr *Directory) clusterChanged() {
+	n := dr.n
 	if n.started.Load() {
-		n.rebuildRouting()
+		dr.rebuildRouting()
 	}
 	n.kickDirectory()
 }
@@ -250,52 +256,54 @@ func (n *Node) kickDirectory() {
 
 // directoryLoop asks every known group for its view every
 // directoryInterval (or when kicked) and rebuilds the routing table.
-func (n *Node) directoryLoop() {
+func (dr *Directory) directoryLoop() {
+	n := dr.n
 	defer n.wg.Done()
 	t := time.NewTicker(directoryInterval)
 	defer t.Stop()
 	for {
-		n.syncPeers()
+		dr.syncPeers()
 		var asking sync.WaitGroup
 		asking.Add(1)
 		go func() {
 			defer asking.Done()
-			n.askLeaderView()
+			dr.askLeaderView()
 		}()
-		answers := n.askGroups()
+		answers := dr.askGroups()
 		asking.Wait()
-		n.rebuildRouting()
-		n.learnAsync(answers)
+		dr.rebuildRouting()
+		dr.learnAsync(answers)
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-		case <-n.dir.kick:
+		case <-dr.kick:
 		}
 	}
 }
 
 // syncPeers makes the directory hold every group the log records, with
 // the seeds the log has for it.
-func (n *Node) syncPeers() {
+func (dr *Directory) syncPeers() {
+	n := dr.n
 	st := n.fsm.clusterState()
-	n.dir.mu.Lock()
-	defer n.dir.mu.Unlock()
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
 	for name, seeds := range st.Groups {
-		if p, ok := n.dir.peers[name]; ok {
+		if p, ok := dr.peers[name]; ok {
 			p.seeds = seeds
 		} else {
-			n.dir.peers[name] = &peerState{seeds: seeds}
+			dr.peers[name] = &peerState{seeds: seeds}
 		}
 	}
 }
 
 // askGroups asks every known group for its view, all at once, records
 // the answers and returns them.
-func (n *Node) askGroups() []*groupWire {
-	n.dir.mu.Lock()
+func (dr *Directory) askGroups() []*groupWire {
+	dr.mu.Lock()
 	targets := map[string][]string{}
-	for name, p := range n.dir.peers {
+	for name, p := range dr.peers {
 		addrs := slices.Clone(p.seeds.Raft)
 		if p.wire != nil {
 			for _, m := range p.wire.Members {
@@ -305,7 +313,7 @@ func (n *Node) askGroups() []*groupWire {
 		slices.Sort(addrs)
 		targets[name] = slices.Compact(addrs)
 	}
-	n.dir.mu.Unlock()
+	dr.mu.Unlock()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -315,15 +323,15 @@ func (n *Node) askGroups() []*groupWire {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := n.askGroup(name, addrs)
+			w := dr.askGroup(name, addrs)
 			if w == nil {
 				return
 			}
-			n.dir.mu.Lock()
-			if p, ok := n.dir.peers[name]; ok {
+			dr.mu.Lock()
+			if p, ok := dr.peers[name]; ok {
 				p.wire, p.lastOK = w, time.Now()
 			}
-			n.dir.mu.Unlock()
+			dr.mu.Unlock()
 			mu.Lock()
 			answers = append(answers, w)
 			mu.Unlock()
@@ -336,7 +344,8 @@ func (n *Node) askGroups() []*groupWire {
 // learnAsync runs learnFrom over answers on a goroutine of its own, on the
 // ready leader, unless the previous round's is still running: its log
 // writes and requests to other leaders must not hold up the directory.
-func (n *Node) learnAsync(answers []*groupWire) {
+func (dr *Directory) learnAsync(answers []*groupWire) {
+	n := dr.n
 	if len(answers) == 0 || !n.ready.Load() || !n.learning.CompareAndSwap(false, true) {
 		return
 	}
@@ -345,7 +354,7 @@ func (n *Node) learnAsync(answers []*groupWire) {
 		defer n.wg.Done()
 		defer n.learning.Store(false)
 		for _, w := range answers {
-			n.learnFrom(w)
+			dr.learnFrom(w)
 		}
 	}()
 }
@@ -354,7 +363,8 @@ func (n *Node) learnAsync(answers []*groupWire) {
 // answer with the highest term, preferring one that names a leader, then
 // the one that has applied the most; nil when none answered as that
 // group.
-func (n *Node) askGroup(name string, addrs []string) *groupWire {
+func (dr *Directory) askGroup(name string, addrs []string) *groupWire {
+	n := dr.n
 	ctx, cancel := context.WithTimeout(n.ctx, directoryInterval)
 	defer cancel()
 	answers := make([]*groupWire, len(addrs))
@@ -399,7 +409,8 @@ func fresher(w, best *groupWire) bool {
 // learnFrom runs on the ready leader after another group answered: it
 // records the groups that group knows and this one does not, and tells
 // that group about this one if it does not know it.
-func (n *Node) learnFrom(w *groupWire) {
+func (dr *Directory) learnFrom(w *groupWire) {
+	n := dr.n
 	if !n.ready.Load() {
 		return
 	}
@@ -407,7 +418,7 @@ func (n *Node) learnFrom(w *groupWire) {
 	for name, seeds := range w.Groups {
 		_, known := st.Groups[name]
 		if !known && name != n.cfg.Group && validGroupName(name) && len(seeds.Raft) > 0 && len(st.Groups) < maxGroups {
-			n.record(name, seeds)
+			dr.record(name, seeds)
 			st.Groups[name] = seeds
 		}
 	}
@@ -423,7 +434,7 @@ func (n *Node) learnFrom(w *groupWire) {
 	if leaderRaft == "" {
 		return
 	}
-	c := clusterChange{Action: actMeet, Group: n.cfg.Group, Seeds: n.ownSeeds()}
+	c := clusterChange{Action: actMeet, Group: n.cfg.Group, Seeds: dr.ownSeeds()}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
 	if _, err := n.fwd.do(ctx, leaderRaft, reqMeet, encodeClusterChange(&c), true); err != nil {
@@ -432,7 +443,8 @@ func (n *Node) learnFrom(w *groupWire) {
 }
 
 // record commits that group name is reachable at seeds.
-func (n *Node) record(name string, seeds peerSeeds) {
+func (dr *Directory) record(name string, seeds peerSeeds) {
+	n := dr.n
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
 	c := &clusterChange{Action: actMeet, Group: name, Seeds: seeds}
@@ -442,9 +454,10 @@ func (n *Node) record(name string, seeds peerSeeds) {
 }
 
 // ownSeeds is where this group can be reached: its members' addresses.
-func (n *Node) ownSeeds() peerSeeds {
+func (dr *Directory) ownSeeds() peerSeeds {
+	n := dr.n
 	var s peerSeeds
-	for _, m := range n.ownWire().Members {
+	for _, m := range dr.ownWire().Members {
 		s.Raft = append(s.Raft, m.Raft)
 		s.Resp = append(s.Resp, m.Resp)
 	}
@@ -456,7 +469,8 @@ func (n *Node) ownSeeds() peerSeeds {
 
 // serveMeet handles reqMeet on the leader: another group asks to be
 // recorded.
-func (n *Node) serveMeet(ctx context.Context, payload []byte) error {
+func (dr *Directory) serveMeet(ctx context.Context, payload []byte) error {
+	n := dr.n
 	c, err := decodeClusterChange(payload)
 	if err != nil {
 		return err
@@ -484,7 +498,8 @@ func (n *Node) serveMeet(ctx context.Context, payload []byte) error {
 // group learns about this one from this group's leader within a directory
 // interval. ErrOwnGroup when the node belongs to this group. Meeting a
 // known group again updates where it is reached.
-func (n *Node) Meet(ctx context.Context, respAddr string) error {
+func (dr *Directory) Meet(ctx context.Context, respAddr string) error {
+	n := dr.n
 	hctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
 	h, err := helloViaRESP(hctx, respAddr, n.cfg.Password)
 	cancel()
@@ -502,7 +517,7 @@ func (n *Node) Meet(ctx context.Context, respAddr string) error {
 		c.Seeds.Raft = appendNew(cur.Raft, h.RaftAddr)
 		c.Seeds.Resp = appendNew(cur.Resp, respAddr)
 	}
-	return n.onLeader(ctx, "meet", func() error { return n.serveMeet(ctx, encodeClusterChange(c)) }, reqMeet, encodeClusterChange(c), nil)
+	return n.lead.onLeader(ctx, "meet", func() error { return dr.serveMeet(ctx, encodeClusterChange(c)) }, reqMeet, encodeClusterChange(c), nil)
 }
 
 // appendNew returns v with s appended unless v holds it.
@@ -514,6 +529,6 @@ func appendNew(v []string, s string) []string {
 }
 
 // newDirectory returns an empty directory.
-func newDirectory() directory {
-	return directory{peers: map[string]*peerState{}, kick: make(chan struct{}, 1)}
+func newDirectory(n *Node) Directory {
+	return Directory{n: n, peers: map[string]*peerState{}, kick: make(chan struct{}, 1)}
 }

@@ -54,27 +54,27 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	if r := a.nodes[0].node.Routing(); r.Sharded || r.Owner(42) != r.Self {
 		t.Fatalf("a lone group without slots must serve every slot")
 	}
-	if err := a.follower().AddSlots(ctx, []int{0, 1, 2}); err != nil {
+	if err := a.follower().Slots().AddSlots(ctx, []int{0, 1, 2}); err != nil {
 		t.Fatalf("ADDSLOTS through a follower: %v", err)
 	}
-	if err := a.follower().AddSlots(ctx, []int{3, 2}); err == nil {
+	if err := a.follower().Slots().AddSlots(ctx, []int{3, 2}); err == nil {
 		t.Fatal("ADDSLOTS of an owned slot succeeded")
 	} else if se := (*cluster.SlotError)(nil); !errors.As(err, &se) || se.Slot != 2 || !errors.Is(err, cluster.ErrSlotBusy) {
 		t.Fatalf("ADDSLOTS of an owned slot: %#v", err)
 	}
-	if err := a.nodes[0].node.DelSlots(ctx, []int{0, 1, 2}); err != nil {
+	if err := a.nodes[0].node.Slots().DelSlots(ctx, []int{0, 1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.nodes[0].node.AddSlots(ctx, toSlots(0, 8191)); err != nil {
+	if err := a.nodes[0].node.Slots().AddSlots(ctx, toSlots(0, 8191)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.nodes[0].node.AddSlots(ctx, toSlots(8192, 16383)); err != nil {
+	if err := b.nodes[0].node.Slots().AddSlots(ctx, toSlots(8192, 16383)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.follower().Meet(ctx, a.nodes[0].respAddr); !errors.Is(err, ErrOwnGroup) {
+	if err := a.follower().Directory().Meet(ctx, a.nodes[0].respAddr); !errors.Is(err, ErrOwnGroup) {
 		t.Fatalf("MEET of this group: %v", err)
 	}
-	if err := a.follower().Meet(ctx, b.nodes[0].respAddr); err != nil {
+	if err := a.follower().Directory().Meet(ctx, b.nodes[0].respAddr); err != nil {
 		t.Fatalf("MEET: %v", err)
 	}
 	waitRouting(t, func(r *cluster.Routing) error {
@@ -97,7 +97,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	}
 	// A slot of b is busy for a.
 	var se *cluster.SlotError
-	if err := a.nodes[0].node.AddSlots(ctx, []int{9000}); !errors.As(err, &se) || se.Slot != 9000 {
+	if err := a.nodes[0].node.Slots().AddSlots(ctx, []int{9000}); !errors.As(err, &se) || se.Slot != 9000 {
 		t.Fatalf("ADDSLOTS of b's slot on a: %v", err)
 	}
 	// Resharding one slot: b imports from a, a migrates to b, then b owns it.
@@ -114,7 +114,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 		{a.follower(), cluster.SlotNode, bID},
 	}
 	for i, s := range steps {
-		if err := s.n.SetSlot(ctx, 100, s.action, s.id); err != nil {
+		if err := s.n.clusterSlots.SetSlot(ctx, 100, s.action, s.id); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
@@ -124,10 +124,10 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 		}
 		return nil
 	}, a, b)
-	if err := a.nodes[0].node.SetSlot(ctx, 5, cluster.SlotMigrating, "0000"); !errors.Is(err, cluster.ErrUnknownNode) {
+	if err := a.nodes[0].node.Slots().SetSlot(ctx, 5, cluster.SlotMigrating, "0000"); !errors.Is(err, cluster.ErrUnknownNode) {
 		t.Fatalf("SETSLOT naming an unknown node: %v", err)
 	}
-	if err := a.follower().SetSlot(ctx, 100, cluster.SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotNotOwned) {
+	if err := a.follower().Slots().SetSlot(ctx, 100, cluster.SlotMigrating, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotNotOwned) {
 		t.Fatalf("SETSLOT MIGRATING of a slot a does not own: %v", err)
 	}
 	// A slot whose keys are still here is not given away.
@@ -135,7 +135,7 @@ func TestGroupsMeetAndRoute(t *testing.T) {
 	if _, err := write(t, aLeader, throttle(string(key), 5, 1, 60, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.follower().SetSlot(ctx, 200, cluster.SlotNode, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotHasKeys) || se.Slot != 200 {
+	if err := a.follower().Slots().SetSlot(ctx, 200, cluster.SlotNode, bID); !errors.As(err, &se) || !errors.Is(err, cluster.ErrSlotHasKeys) || se.Slot != 200 {
 		t.Fatalf("SETSLOT NODE of a slot with keys: %v", err)
 	}
 }
@@ -156,7 +156,7 @@ func toSlots(first, last int) []int {
 func TestNewLeaderNamedByOtherGroups(t *testing.T) {
 	a, b := newGroup(t, "a", 3), newGroup(t, "b", 1)
 	ctx := context.Background()
-	if err := b.nodes[0].node.Meet(ctx, a.nodes[1].respAddr); err != nil {
+	if err := b.nodes[0].node.Directory().Meet(ctx, a.nodes[1].respAddr); err != nil {
 		t.Fatal(err)
 	}
 	old := a.WaitForLeader(10 * time.Second)
@@ -181,12 +181,12 @@ func TestNewLeaderNamedByOtherGroups(t *testing.T) {
 
 func TestJoinOfAnotherGroupRefused(t *testing.T) {
 	a := newGroup(t, "a", 1)
-	err := a.nodes[0].node.Join(context.Background(), "x1", "127.0.0.1:1", "127.0.0.1:2")
+	err := a.nodes[0].node.Members().Join(context.Background(), "x1", "127.0.0.1:1", "127.0.0.1:2")
 	if err == nil {
 		t.Fatal("join of an unreachable node succeeded")
 	}
 	b := newGroup(t, "b", 1)
-	err = a.nodes[0].node.Join(context.Background(), "b-node", b.nodes[0].raftAddr, b.nodes[0].respAddr)
+	err = a.nodes[0].node.Members().Join(context.Background(), "b-node", b.nodes[0].raftAddr, b.nodes[0].respAddr)
 	if !errors.Is(err, ErrOtherGroup) || !strings.Contains(err.Error(), `group "b"`) {
 		t.Fatalf("join of a node of group b into a: %v", err)
 	}

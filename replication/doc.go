@@ -23,11 +23,12 @@
 // shards.Store at the entry's stamped time. No replica reads its clock
 // while applying, and time never runs backwards across leader changes, so
 // every replica computes the same decisions. Membership (each node's RESP
-// address) also goes through the log; Join, Remove and Info manage and
-// report it. So do the hash slots the group owns when several groups form
-// one Redis Cluster (a cluster.State kept in the log, slotstate.go; every
-// keyed op is decided by cluster.Check at apply time); Routing tells which
-// group serves each slot, from this group's log and the other groups'
-// answers (directory.go).
+// address) also goes through the log; Node.Members (Join, Remove) and
+// Node.Info manage and report it. So do the hash slots the group owns
+// when several groups form one Redis Cluster (a cluster.State kept in the
+// log, slotstate.go; every keyed op is decided by cluster.Check at apply
+// time), changed through Node.Slots; Routing tells which group serves each
+// slot, from this group's log and the other groups' answers
+// (Node.Directory, directory.go).
 // See DESIGN.md for the reasoning.
 package replication

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,20 +50,31 @@ var (
 	stableOwnLog  = []byte("cellserver_own_log")
 )
 
+// groupIDs is a Node's group id: the one kept in its stable store, and
+// whether this node bootstrapped its log.
+type groupIDs struct {
+	n *Node
+	// stored is the group id kept in the stable store, ownLog whether
+	// this node bootstrapped its log.
+	stored atomic.Pointer[string]
+	ownLog atomic.Bool
+}
+
 // loadGroupState reads stableGroupID and stableOwnLog (open, before raft
 // starts).
-func (n *Node) loadGroupState() error {
+func (gi *groupIDs) loadGroupState() error {
+	n := gi.n
 	id, err := n.logStore.stable.Get(stableGroupID)
 	if err != nil && !notFound(err) {
 		return fmt.Errorf("replication: read the stored group id: %w", err)
 	}
 	s := string(id)
-	n.storedGroupID.Store(&s)
+	gi.stored.Store(&s)
 	own, err := n.logStore.stable.GetUint64(stableOwnLog)
 	if err != nil && !notFound(err) {
 		return fmt.Errorf("replication: read the stored bootstrap mark: %w", err)
 	}
-	n.ownLog.Store(own == 1)
+	gi.ownLog.Store(own == 1)
 	return nil
 }
 
@@ -73,33 +85,36 @@ func notFound(err error) bool { return err.Error() == "not found" }
 // storeGroupID is the FSM's hook when it applies or restores a group id:
 // the id is kept in the stable store for the next start. On the apply
 // goroutine; a failure is logged (the log still has the id).
-func (n *Node) storeGroupID(id string) {
-	if p := n.storedGroupID.Load(); p != nil && *p == id {
+func (gi *groupIDs) storeGroupID(id string) {
+	n := gi.n
+	if p := gi.stored.Load(); p != nil && *p == id {
 		return
 	}
 	if err := n.logStore.stable.Set(stableGroupID, []byte(id)); err != nil {
 		n.log.Warn("replication: cannot store the group id; it stays in the log", "err", err)
 		return
 	}
-	n.storedGroupID.Store(&id)
+	gi.stored.Store(&id)
 }
 
 // markOwnLog records that this node bootstrapped its log (stableOwnLog).
-func (n *Node) markOwnLog() {
+func (gi *groupIDs) markOwnLog() {
+	n := gi.n
 	if err := n.logStore.stable.SetUint64(stableOwnLog, 1); err != nil {
 		n.log.Warn("replication: cannot store the bootstrap mark", "err", err)
 	}
-	n.ownLog.Store(true)
+	gi.ownLog.Store(true)
 }
 
 // groupID is this node's group id: its FSM's, else the one it stored when
 // it last applied one ("" when neither: a new node, or a log from before
 // group ids).
-func (n *Node) groupID() string {
+func (gi *groupIDs) groupID() string {
+	n := gi.n
 	if id := n.fsm.GroupID(); id != "" {
 		return id
 	}
-	if p := n.storedGroupID.Load(); p != nil {
+	if p := gi.stored.Load(); p != nil {
 		return *p
 	}
 	return ""
@@ -145,7 +160,8 @@ func (f *FSM) GroupID() string {
 // when the log records no group id yet, it commits one. Every entry of
 // earlier terms is applied by then (the barrier), so a log that has one
 // shows it. Retried while this node leads; a successor does the same.
-func (n *Node) recordGroupID(gen uint64) {
+func (gi *groupIDs) recordGroupID(gen uint64) {
+	n := gi.n
 	for n.leadGen.Load() == gen && n.ctx.Err() == nil && n.fsm.groupID.Load() == nil {
 		id := newGroupID()
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
@@ -156,7 +172,7 @@ func (n *Node) recordGroupID(gen uint64) {
 			return
 		}
 		n.log.Warn("replication: recording the group id failed; retrying while this node leads", "err", err)
-		if !n.pause(time.Second) {
+		if !n.boot.pause(time.Second) {
 			return
 		}
 	}

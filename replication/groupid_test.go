@@ -276,7 +276,7 @@ func TestLogErrorByCode(t *testing.T) {
 		{ID: "n1", Addr: "127.0.0.1:7", Reason: LogOtherGroup, GroupID: "aaaa", NodeGroupID: "bbbb", Index: 3, Member: true},
 		{ID: "x", Addr: "127.0.0.1:8", Reason: LogNoGroupID, GroupID: "aaaa", Index: 3},
 	} {
-		code, body := n.errorStatus(fmt.Errorf("wrapped: %w", want))
+		code, body := n.svc.errorStatus(fmt.Errorf("wrapped: %w", want))
 		err := statusError(code, body)
 		var got *LogError
 		if !errors.As(err, &got) || *got != *want {
@@ -326,7 +326,7 @@ func TestOwnLogRefused(t *testing.T) {
 		id     string
 		member bool
 	}{{member.id, true}, {"x9", false}} {
-		err := c.nodes[l].node.Join(t.Context(), tt.id, lone.RaftAddr(), "127.0.0.1:1")
+		err := c.nodes[l].node.Members().Join(t.Context(), tt.id, lone.RaftAddr(), "127.0.0.1:1")
 		var le *LogError
 		if !errors.As(err, &le) || le.Reason != LogOtherGroup || le.GroupID != group || le.NodeGroupID != other || le.Member != tt.member {
 			t.Fatalf("Join(%s at the lone node) = %v, want a LogError (other group %s, this group %s, member %v)", tt.id, err, other, group, tt.member)
@@ -400,7 +400,7 @@ func TestLogBeforeGroupIDsGetsOne(t *testing.T) {
 	if len(g.ID) != groupIDLen || g.Index <= 2 {
 		t.Fatalf("group id %+v, want %d hex digits recorded after the old entries (index > 2)", g, groupIDLen)
 	}
-	if st := n.status("x"); st.GroupID != g.ID || st.OwnLog {
+	if st := n.mship.status("x"); st.GroupID != g.ID || st.OwnLog {
 		t.Fatalf("status: group id %q, own log %v; want %q, false (the log was not bootstrapped by this version)", st.GroupID, st.OwnLog, g.ID)
 	}
 	if addr, ok := n.fsm.member("n1"); !ok || addr != "127.0.0.1:1" {
@@ -412,7 +412,7 @@ func TestLogBeforeGroupIDsGetsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, _ := startLoneNode(t, cfg)
-	if p := again.storedGroupID.Load(); p == nil || *p != g.ID || again.groupID() != g.ID {
-		t.Fatalf("restarted node: stored group id %v, group id %q; want %q", p, again.groupID(), g.ID)
+	if p := again.gid.stored.Load(); p == nil || *p != g.ID || again.gid.groupID() != g.ID {
+		t.Fatalf("restarted node: stored group id %v, group id %q; want %q", p, again.gid.groupID(), g.ID)
 	}
 }

@@ -30,13 +30,13 @@ func writeIn(n *Node, group string, d time.Duration, op shards.Op) (shards.Resul
 func TestWriteGroup(t *testing.T) {
 	a, b := newGroup(t, "a", 3), newGroup(t, "b", 3)
 	ctx := context.Background()
-	if err := a.follower().AddSlots(ctx, toSlots(0, 8191)); err != nil {
+	if err := a.follower().Slots().AddSlots(ctx, toSlots(0, 8191)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.follower().AddSlots(ctx, toSlots(8192, 16383)); err != nil {
+	if err := b.follower().Slots().AddSlots(ctx, toSlots(8192, 16383)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.follower().Meet(ctx, b.nodes[0].respAddr); err != nil {
+	if err := a.follower().Directory().Meet(ctx, b.nodes[0].respAddr); err != nil {
 		t.Fatal(err)
 	}
 	waitRouting(t, func(r *cluster.Routing) error {

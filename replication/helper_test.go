@@ -175,7 +175,7 @@ func serveJoin(node *Node, conn redcon.Conn, cmd redcon.Command) {
 			conn.WriteError("ERR wrong number of arguments for 'raft.join' command")
 			return
 		}
-		if err := node.Join(context.Background(), string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])); err != nil {
+		if err := node.Members().Join(context.Background(), string(cmd.Args[1]), string(cmd.Args[2]), string(cmd.Args[3])); err != nil {
 			conn.WriteError("ERR " + err.Error())
 			return
 		}

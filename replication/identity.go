@@ -25,13 +25,14 @@ import (
 // a concurrent change fails the request instead of being overwritten).
 // voter reports whether the member is a voter. Refused with ErrIDInUse,
 // and logged with the reason, when verifyMove refuses.
-func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint64, i int, newAddr, respAddr string) (voter bool, err error) {
+func (ms *Members) moveMember(ctx context.Context, servers []raft.Server, index uint64, i int, newAddr, respAddr string) (voter bool, err error) {
+	n := ms.n
 	s := servers[i]
 	id, old := string(s.ID), string(s.Address)
 	if j := slices.IndexFunc(servers, func(o raft.Server) bool { return string(o.Address) == newAddr }); j >= 0 {
 		err = fmt.Errorf("%s is the raft address of member %s", newAddr, servers[j].ID)
 	} else {
-		err = n.verifyMove(ctx, id, old, newAddr)
+		err = ms.verifyMove(ctx, id, old, newAddr)
 	}
 	if err != nil {
 		n.log.Warn("replication: refused to move a member to a new raft address", "member", id, "old", old, "new", newAddr, "reason", err.Error())
@@ -40,7 +41,7 @@ func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint
 		}
 		return false, fmt.Errorf("replication: join %s at %s (a member at %s): %v: %w", id, newAddr, old, err, ErrIDInUse)
 	}
-	n.setPending(id, respAddr)
+	ms.setPending(id, respAddr)
 	// AddVoter and AddNonvoter on an existing server change its address
 	// and keep its suffrage.
 	var f raft.IndexFuture
@@ -80,9 +81,10 @@ func (n *Node) moveMember(ctx context.Context, servers []raft.Server, index uint
 // Without a secret or TLS nothing on the raft port is authenticated (any
 // peer that reaches it can speak raft), so the move rests on these checks
 // alone; with them, step 1 is also an authentication.
-func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
-	cctx, cancel := context.WithTimeout(ctx, n.statusTimeout())
-	st, err := n.askStatus(cctx, newAddr)
+func (ms *Members) verifyMove(ctx context.Context, id, old, newAddr string) error {
+	n := ms.n
+	cctx, cancel := context.WithTimeout(ctx, n.mship.statusTimeout())
+	st, err := n.mship.askStatus(cctx, newAddr)
 	cancel()
 	switch {
 	case err != nil:
@@ -93,8 +95,8 @@ func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
 		return fmt.Errorf("the node at %s belongs to group %q: %w", newAddr, st.Group, ErrOtherGroup)
 	}
 	moved := st
-	cctx, cancel = context.WithTimeout(ctx, n.statusTimeout())
-	st, err = n.askStatus(cctx, old)
+	cctx, cancel = context.WithTimeout(ctx, n.mship.statusTimeout())
+	st, err = n.mship.askStatus(cctx, old)
 	cancel()
 	// One process reachable at both addresses (an IP advertised before, a
 	// name for it now) is the member moving, not a second node.
@@ -113,7 +115,8 @@ func (n *Node) verifyMove(ctx context.Context, id, old, newAddr string) error {
 // not at all: a removed node is joined again by an operator), or the node
 // closes. While it lists another address, it asks the leader to record
 // this one, every round (backing off to 2 s), and says why it cannot.
-func (n *Node) followAddress() {
+func (ms *Members) followAddress() {
+	n := ms.n
 	defer n.wg.Done()
 	own := string(n.trans.LocalAddr())
 	backoff := 100 * time.Millisecond
@@ -121,7 +124,7 @@ func (n *Node) followAddress() {
 	var lastWhy string
 	var lastLog time.Time
 	for {
-		if servers, _, err := n.configuration(); err == nil {
+		if servers, _, err := n.mship.configuration(); err == nil {
 			i := serverIndex(servers, n.cfg.NodeID)
 			if i < 0 || string(servers[i].Address) == own {
 				if asked && i >= 0 {
@@ -134,7 +137,7 @@ func (n *Node) followAddress() {
 					"old", servers[i].Address, "new", own)
 				asked = true
 			}
-			if err := n.tellLeader(servers, own); err != nil {
+			if err := ms.tellLeader(servers, own); err != nil {
 				why := err.Error()
 				if why != lastWhy || time.Since(lastLog) >= 10*time.Second {
 					n.log.Warn("replication: cannot record this node's new raft address yet; retrying (list reachable members in join)",
@@ -145,7 +148,7 @@ func (n *Node) followAddress() {
 				backoff = 100 * time.Millisecond // the change is committed: wait for it to arrive here
 			}
 		}
-		if !n.pause(backoff) {
+		if !n.boot.pause(backoff) {
 			return
 		}
 		backoff = min(2*backoff, 2*time.Second)
@@ -157,14 +160,15 @@ func (n *Node) followAddress() {
 // configuration name (at the addresses it last knew), then through the
 // Join peers over RESP (whose names may have followed them). nil once the
 // leader has committed it.
-func (n *Node) tellLeader(servers []raft.Server, own string) error {
+func (ms *Members) tellLeader(servers []raft.Server, own string) error {
+	n := ms.n
 	if n.ready.Load() {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
 		defer cancel()
-		return n.join(ctx, n.cfg.NodeID, own, n.cfg.RespAddr)
+		return ms.join(ctx, n.cfg.NodeID, own, n.cfg.RespAddr)
 	}
 	var errs []string
-	if ref, _, ok := n.askLeader(servers); ok && ref.raft != "" {
+	if ref, _, ok := n.mship.askLeader(servers); ok && ref.raft != "" {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.NoLeaderTimeout)
 		_, err := n.fwd.do(ctx, ref.raft, reqJoin, encodeJoin(n.cfg.NodeID, own, n.cfg.RespAddr), true)
 		cancel()
@@ -185,7 +189,7 @@ func (n *Node) tellLeader(servers []raft.Server, own string) error {
 		if n.ctx.Err() != nil {
 			return ErrShutdown
 		}
-		err := n.joinThrough(p)
+		err := n.boot.joinThrough(p)
 		if err == nil {
 			return nil
 		}

@@ -37,7 +37,7 @@ func (c *testCluster) restartWith(i int, extra func(*Config)) {
 // none).
 func memberAddr(t testing.TB, n *Node, id string) string {
 	t.Helper()
-	servers, _, err := n.configuration()
+	servers, _, err := n.mship.configuration()
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestAdvertisedNamesResolvedAtDial(t *testing.T) {
 	f := c.followers(l)[0]
 	tn := c.nodes[f]
 	name := tn.id + ".cell.test"
-	_, index, err := c.nodes[l].node.configuration()
+	_, index, err := c.nodes[l].node.mship.configuration()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestAdvertisedNamesResolvedAtDial(t *testing.T) {
 	if got := dns.count(name); got <= before {
 		t.Errorf("lookups of %s after the move = %d, want more than %d (resolved at dial time)", name, got, before)
 	}
-	if _, after, err := c.nodes[l].node.configuration(); err != nil || after != index {
+	if _, after, err := c.nodes[l].node.mship.configuration(); err != nil || after != index {
 		t.Errorf("configuration index = %d, %v; want %d (a name needs no configuration change)", after, err, index)
 	}
 	l = c.WaitForLeader(10 * time.Second)
@@ -361,7 +361,7 @@ func TestMoveNeedsProof(t *testing.T) {
 			{"unreachable", dead.id, zombie(t), "does not answer"},
 		} {
 			old := memberAddr(t, c.nodes[l].node, tt.id)
-			err := c.nodes[l].node.Join(t.Context(), tt.id, tt.addr, "127.0.0.1:1")
+			err := c.nodes[l].node.Members().Join(t.Context(), tt.id, tt.addr, "127.0.0.1:1")
 			if !errors.Is(err, ErrIDInUse) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s: Join(%s at %s) = %v, want ErrIDInUse (%q)", tt.name, tt.id, tt.addr, err, tt.want)
 			}

@@ -14,6 +14,12 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 )
 
+// Members is a Node's membership changes (Node.Members): members join,
+// are removed, hand leadership over and move address (identity.go). The
+// membership state they change, and the autopilot that promotes and
+// cleans up, are in autopilot.go.
+type Members struct{ n *Node }
+
 // Join adds a member: id (its NodeID), raftAddr (its raft transport
 // address) and respAddr (its RESP address, replicated through the log for
 // ROLE and INFO). On a follower the request goes to the leader through the
@@ -31,25 +37,27 @@ import (
 // member at another raft address moves it there, keeping its suffrage,
 // once the leader has confirmed that the node at the new address is that
 // member (identity.go); otherwise it fails with ErrIDInUse.
-func (n *Node) Join(ctx context.Context, id, raftAddr, respAddr string) error {
+func (ms *Members) Join(ctx context.Context, id, raftAddr, respAddr string) error {
+	n := ms.n
 	if id == "" || raftAddr == "" || respAddr == "" {
 		return fmt.Errorf("replication: join: id and addresses must not be empty")
 	}
-	return n.onLeader(ctx, "join", func() error {
-		return n.join(ctx, id, raftAddr, respAddr)
+	return n.lead.onLeader(ctx, "join", func() error {
+		return ms.join(ctx, id, raftAddr, respAddr)
 	}, reqJoin, encodeJoin(id, raftAddr, respAddr), nil)
 }
 
 // join is Join on the ready leader.
-func (n *Node) join(ctx context.Context, id, raftAddr, respAddr string) error {
+func (ms *Members) join(ctx context.Context, id, raftAddr, respAddr string) error {
+	n := ms.n
 	deadline := time.Now().Add(n.cfg.NoLeaderTimeout)
-	voter, err := n.addNonvoter(ctx, id, raftAddr, respAddr)
+	voter, err := ms.addNonvoter(ctx, id, raftAddr, respAddr)
 	if err != nil {
 		return err
 	}
 	for !voter {
 		var pend *PendingError
-		voter, pend, err = n.promote(ctx, id)
+		voter, pend, err = n.mship.promote(ctx, id)
 		switch {
 		case err != nil:
 			return err
@@ -69,43 +77,44 @@ func (n *Node) join(ctx context.Context, id, raftAddr, respAddr string) error {
 			}
 		}
 	}
-	return n.recordResp(ctx, id, respAddr)
+	return ms.recordResp(ctx, id, respAddr)
 }
 
 // addNonvoter adds id at raftAddr as a non-voter unless it is a member at
 // that address already, or moves member id to raftAddr (moveMember);
 // voter reports whether it is a voter. respAddr is kept to be replicated
 // once it is promoted.
-func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (voter bool, err error) {
+func (ms *Members) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (voter bool, err error) {
+	n := ms.n
 	m := &n.mship
 	m.changeMu.Lock()
 	defer m.changeMu.Unlock()
-	servers, index, err := n.configuration()
+	servers, index, err := n.mship.configuration()
 	if err != nil {
 		return false, err
 	}
 	i := serverIndex(servers, id)
 	switch {
 	case i >= 0 && string(servers[i].Address) == raftAddr:
-		n.setPending(id, respAddr)
+		ms.setPending(id, respAddr)
 		return servers[i].Suffrage == raft.Voter, nil
 	case i >= 0:
 		// The member at a new address (identity.go): moved only once the
 		// leader has checked that the node there is that member.
-		return n.moveMember(ctx, servers, index, i, raftAddr, respAddr)
+		return ms.moveMember(ctx, servers, index, i, raftAddr, respAddr)
 	}
-	if err := n.probe(ctx, id, raftAddr); err != nil {
+	if err := ms.probe(ctx, id, raftAddr); err != nil {
 		if le := (*LogError)(nil); errors.As(err, &le) {
 			return false, le
 		}
 		return false, fmt.Errorf("replication: join %s: %w", id, err)
 	}
-	n.setPending(id, respAddr)
+	ms.setPending(id, respAddr)
 	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.NoLeaderTimeout).Error(); err != nil {
 		return false, translate("join", err)
 	}
 	n.log.Info("replication: added a non-voter; it is promoted once caught up", "member", id, "raft", raftAddr)
-	servers, _, err = n.configuration()
+	servers, _, err = n.mship.configuration()
 	if err != nil {
 		return false, err
 	}
@@ -113,7 +122,8 @@ func (n *Node) addNonvoter(ctx context.Context, id, raftAddr, respAddr string) (
 }
 
 // setPending keeps respAddr to be replicated once id is promoted.
-func (n *Node) setPending(id, respAddr string) {
+func (ms *Members) setPending(id, respAddr string) {
+	n := ms.n
 	m := &n.mship
 	m.mu.Lock()
 	if m.pending == nil {
@@ -126,11 +136,12 @@ func (n *Node) setPending(id, respAddr string) {
 // recordResp replicates id's RESP address unless it is recorded already,
 // while id is a member (under changeMu, so that a removal between the
 // promotion and this cannot leave the address of a node that left).
-func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
+func (ms *Members) recordResp(ctx context.Context, id, respAddr string) error {
+	n := ms.n
 	m := &n.mship
 	m.changeMu.Lock()
 	defer m.changeMu.Unlock()
-	servers, _, err := n.configuration()
+	servers, _, err := n.mship.configuration()
 	if err != nil {
 		return err
 	}
@@ -156,7 +167,8 @@ func (n *Node) recordResp(ctx context.Context, id, respAddr string) error {
 // group's (checkLog: a *LogError for new member id). A node that completes the
 // handshake but does not answer is accepted as before groups existed (it
 // joins as a non-voter and is promoted only once it acts as a member).
-func (n *Node) probe(ctx context.Context, id, raftAddr string) error {
+func (ms *Members) probe(ctx context.Context, id, raftAddr string) error {
+	n := ms.n
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.NoLeaderTimeout)
 	defer cancel()
 	c, err := n.stream.dial(ctx, raftAddr, headerForward)
@@ -164,7 +176,7 @@ func (n *Node) probe(ctx context.Context, id, raftAddr string) error {
 		return fmt.Errorf("cannot connect to its raft address (tls-replication, the CA and cluster-secret must match on every node): %w", err)
 	}
 	_ = c.Close()
-	st, err := n.askStatus(ctx, raftAddr)
+	st, err := n.mship.askStatus(ctx, raftAddr)
 	if err != nil {
 		return nil
 	}
@@ -188,9 +200,10 @@ func (n *Node) probe(ctx context.Context, id, raftAddr string) error {
 // node (Write and ReadNow fail with ErrRemoved) until it is joined again.
 // ErrUnknownNode if id is not a member; a removal whose first attempt had
 // an uncertain outcome and that later finds id gone succeeds.
-func (n *Node) Remove(ctx context.Context, id string) error {
+func (ms *Members) Remove(ctx context.Context, id string) error {
+	n := ms.n
 	uncertain := false
-	err := n.onLeader(ctx, "remove", func() error { return n.removeMember(ctx, id, "") }, reqRemove, encodeRemove(id), &uncertain)
+	err := n.lead.onLeader(ctx, "remove", func() error { return ms.removeMember(ctx, id, "") }, reqRemove, encodeRemove(id), &uncertain)
 	if uncertain && errors.Is(err, ErrUnknownNode) {
 		return nil
 	}
@@ -199,11 +212,12 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 
 // removeMember removes id on the ready leader after the quorum check; why
 // is logged (empty for an operator's request).
-func (n *Node) removeMember(ctx context.Context, id, why string) error {
+func (ms *Members) removeMember(ctx context.Context, id, why string) error {
+	n := ms.n
 	m := &n.mship
 	m.changeMu.Lock()
 	defer m.changeMu.Unlock()
-	servers, _, err := n.configuration()
+	servers, _, err := n.mship.configuration()
 	if err != nil {
 		return err
 	}
@@ -213,7 +227,7 @@ func (n *Node) removeMember(ctx context.Context, id, why string) error {
 		return fmt.Errorf("replication: remove %q: %w", id, ErrUnknownNode)
 	}
 	if i >= 0 && servers[i].Suffrage == raft.Voter {
-		reach := n.healthRound(ctx, servers)
+		reach := n.mship.healthRound(ctx, servers)
 		if err := quorumAfterRemoval(id, servers, reach); err != nil {
 			return err
 		}
@@ -250,13 +264,14 @@ func (n *Node) removeMember(ctx context.Context, id, why string) error {
 // to twice NoLeaderTimeout, so that the answer is definite: applied, or a
 // definite error. uncertain, when not nil, is set when an attempt's
 // outcome was uncertain.
-func (n *Node) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool) error {
-	return n.onLeaderReply(ctx, what, fn, kind, payload, uncertain, nil)
+func (ld *leadership) onLeader(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool) error {
+	return ld.onLeaderReply(ctx, what, fn, kind, payload, uncertain, nil)
 }
 
 // onLeaderReply is onLeader whose forwarded request has an answer: reply,
 // when not nil, decodes it.
-func (n *Node) onLeaderReply(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool, reply func([]byte) error) error {
+func (ld *leadership) onLeaderReply(ctx context.Context, what string, fn func() error, kind byte, payload []byte, uncertain *bool, reply func([]byte) error) error {
+	n := ld.n
 	deadline := time.Now().Add(2 * n.cfg.NoLeaderTimeout)
 	for {
 		var err error
@@ -267,7 +282,7 @@ func (n *Node) onLeaderReply(ctx context.Context, what string, fn func() error, 
 		case n.raft.State() == raft.Leader:
 			err = ErrNotLeader // not ready yet: wait for the barrier
 		default:
-			addr, ok := n.membershipTarget()
+			addr, ok := n.mship.membershipTarget()
 			if !ok {
 				err = ErrNoLeader
 				break
@@ -420,7 +435,7 @@ type Info struct {
 func (n *Node) Info() Info {
 	leaderAddr, leaderID := n.raft.LeaderWithID()
 	inf := Info{
-		GroupID:        n.groupID(),
+		GroupID:        n.gid.groupID(),
 		NodeID:         n.cfg.NodeID,
 		State:          strings.ToLower(n.raft.State().String()),
 		Ready:          n.ready.Load(),
@@ -438,7 +453,7 @@ func (n *Node) Info() Info {
 		RaftPort:       n.stream.handshaking.stats(),
 	}
 	if leaderID != "" {
-		inf.LeaderRespAddr, _ = n.leaderResp()
+		inf.LeaderRespAddr, _ = n.lead.leaderResp()
 	}
 	if n.mship.removed.Load() {
 		inf.State, inf.Removed = "removed", true
@@ -446,7 +461,7 @@ func (n *Node) Info() Info {
 			inf.LeaderID, inf.LeaderRaftAddr, inf.LeaderRespAddr = l.id, l.raft, l.resp
 		}
 	}
-	if e := n.seqDone(); e > 0 {
+	if e := n.done.load(); e > 0 {
 		inf.CommitLatency = time.Duration(n.commitNanos.Load() / e)
 	}
 	members := n.fsm.Members()
@@ -459,18 +474,18 @@ func (n *Node) Info() Info {
 				Voter:    s.Suffrage == raft.Voter,
 				Leader:   s.ID == leaderID,
 			})
-			if h, ok := n.memberHealthOf(string(s.ID)); ok {
+			if h, ok := n.mship.memberHealthOf(string(s.ID)); ok {
 				m := &inf.Members[len(inf.Members)-1]
 				m.Health, m.Reachable, m.LastContact, m.LastIndex, m.AppliedIndex = true, h.reachable, -1, h.status.LastIndex, h.status.AppliedIndex
 				if !h.lastContact.IsZero() {
 					m.LastContact = time.Since(h.lastContact)
 					m.Silence = m.LastContact
-					m.Lag = n.lagOf(h.status)
+					m.Lag = n.mship.lagOf(h.status)
 				} else {
 					m.Silence = time.Since(h.since)
 					m.Lag = inf.LastLogIndex
 				}
-				m.State = cluster.JudgeHealth(!h.lastContact.IsZero() || !h.downSince.IsZero(), h.reachable, m.Silence, m.Lag, n.loadingLag(), h.status.LastIndex > 0, n.cfg.NodeTimeout)
+				m.State = cluster.JudgeHealth(!h.lastContact.IsZero() || !h.downSince.IsZero(), h.reachable, m.Silence, m.Lag, n.mship.loadingLag(), h.status.LastIndex > 0, n.cfg.NodeTimeout)
 			}
 		}
 	}
@@ -481,9 +496,6 @@ func (n *Node) Info() Info {
 // RaftAddr returns the advertised raft transport address (useful when
 // Config.RaftAddr had port 0).
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
-
-// seqDone is the number of entries submitted and completed.
-func (n *Node) seqDone() uint64 { return n.done.load() }
 
 // Failover makes this node the group's leader (CLUSTER FAILOVER sent to a
 // replica): the leader hands leadership over with raft's leadership
@@ -496,15 +508,16 @@ func (n *Node) seqDone() uint64 { return n.done.load() }
 // cannot be elected); ErrNoLeader when no leader answers or the transfer
 // did not complete in time (then the group elects as usual and may keep
 // its leader); ErrRemoved, ErrShutdown, ctx's error.
-func (n *Node) Failover(ctx context.Context) error {
-	if err := n.removedErr(); err != nil {
+func (ms *Members) Failover(ctx context.Context) error {
+	n := ms.n
+	if err := n.mship.removedErr(); err != nil {
 		return err
 	}
 	if n.raft.State() == raft.Leader {
 		return ErrAlreadyLeader
 	}
 	id := n.cfg.NodeID
-	if err := n.onLeader(ctx, "failover", func() error { return n.transferLeadership(id) }, reqFailover, encodeRemove(id), nil); err != nil {
+	if err := n.lead.onLeader(ctx, "failover", func() error { return ms.transferLeadership(id) }, reqFailover, encodeRemove(id), nil); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(2 * n.cfg.NoLeaderTimeout)
@@ -524,11 +537,12 @@ func (n *Node) Failover(ctx context.Context) error {
 }
 
 // transferLeadership hands leadership to voter id, on the ready leader.
-func (n *Node) transferLeadership(id string) error {
+func (ms *Members) transferLeadership(id string) error {
+	n := ms.n
 	if id == n.cfg.NodeID {
 		return nil // asked by a node that has since become the leader
 	}
-	servers, _, err := n.configuration()
+	servers, _, err := n.mship.configuration()
 	if err != nil {
 		return err
 	}
@@ -557,7 +571,7 @@ func (n *Node) SetSetting(ctx context.Context, name, value string) error {
 
 // LeaderResp returns the RESP address of the group's leader, if one is
 // known (for an error that names it).
-func (n *Node) LeaderResp() (string, bool) { return n.leaderResp() }
+func (n *Node) LeaderResp() (string, bool) { return n.lead.leaderResp() }
 
 // SetTLS replaces the certificate this node presents on its raft port and
 // the CA it checks other nodes against (Config.TLS: Certificates[0] and

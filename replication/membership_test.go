@@ -22,7 +22,7 @@ import (
 // configuration.
 func voters(t testing.TB, n *Node) (vs, nonvoters []string) {
 	t.Helper()
-	servers, _, err := n.configuration()
+	servers, _, err := n.mship.configuration()
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
@@ -66,7 +66,7 @@ func TestBadJoinsKeepQuorum(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("ghost%d", i)
 		via := c.nodes[(l+i)%3].node // the leader and both followers
-		err := via.Join(t.Context(), id, zombie(t), "127.0.0.1:1")
+		err := via.Members().Join(t.Context(), id, zombie(t), "127.0.0.1:1")
 		var pe *PendingError
 		if !errors.As(err, &pe) || pe.ID != id {
 			t.Fatalf("Join(%s) of a dead node = %v, want a *PendingError (ErrNotPromoted)", id, err)
@@ -81,7 +81,7 @@ func TestBadJoinsKeepQuorum(t *testing.T) {
 	}
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	if err := c.nodes[l].node.Join(t.Context(), "nobody", deadAddr, "127.0.0.1:1"); err == nil || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrNotPromoted) {
+	if err := c.nodes[l].node.Members().Join(t.Context(), "nobody", deadAddr, "127.0.0.1:1"); err == nil || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrNotPromoted) {
 		t.Fatalf("Join of an unreachable address = %v, want the probe's refusal", err)
 	}
 	// A new node may not take over a member's id at another address (it
@@ -89,7 +89,7 @@ func TestBadJoinsKeepQuorum(t *testing.T) {
 	// join reaches the leader directly or through a follower.
 	for _, via := range []int{l, (l + 1) % 3} {
 		taken := c.nodes[(l+2)%3].id
-		if err := c.nodes[via].node.Join(t.Context(), taken, zombie(t), "127.0.0.1:1"); !errors.Is(err, ErrIDInUse) {
+		if err := c.nodes[via].node.Members().Join(t.Context(), taken, zombie(t), "127.0.0.1:1"); !errors.Is(err, ErrIDInUse) {
 			t.Fatalf("Join(%s) at another address via %s = %v, want ErrIDInUse", taken, c.nodes[via].id, err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestBadJoinsKeepQuorum(t *testing.T) {
 	}
 	// The ghosts are removable: non-voters never put the quorum at risk.
 	for i := range 3 {
-		if err := c.nodes[l].node.Remove(t.Context(), fmt.Sprintf("ghost%d", i)); err != nil {
+		if err := c.nodes[l].node.Members().Remove(t.Context(), fmt.Sprintf("ghost%d", i)); err != nil {
 			t.Fatalf("Remove(ghost%d): %v", i, err)
 		}
 	}
@@ -202,20 +202,20 @@ func TestRemoveKeepsReachableMajority(t *testing.T) {
 	deadIdx, live := fs[0], c.nodes[fs[1]]
 	deadID := c.nodes[deadIdx].id
 	c.stop(deadIdx)
-	err := c.nodes[l].node.Remove(t.Context(), live.id)
+	err := c.nodes[l].node.Members().Remove(t.Context(), live.id)
 	want := QuorumError{ID: live.id, Reachable: 1, Remaining: 2, Needed: 2}
 	var q *QuorumError
 	if !errors.As(err, &q) || *q != want {
 		t.Fatalf("Remove(%s) with %s dead = %v, want %+v", live.id, deadID, err, want)
 	}
 	// The same answer through a follower (the figures travel with the code).
-	if err := live.node.Remove(t.Context(), live.id); !errors.As(err, &q) || *q != want {
+	if err := live.node.Members().Remove(t.Context(), live.id); !errors.As(err, &q) || *q != want {
 		t.Fatalf("Remove(%s) via itself = %v, want %+v", live.id, err, want)
 	}
 	if vs, _ := voters(t, c.nodes[l].node); len(vs) != 3 {
 		t.Fatalf("voters after the refused removal = %v, want 3", vs)
 	}
-	if err := live.node.Remove(t.Context(), deadID); err != nil {
+	if err := live.node.Members().Remove(t.Context(), deadID); err != nil {
 		t.Fatalf("Remove(%s), the dead node = %v, want nil", deadID, err)
 	}
 	l = c.WaitForLeader(10*time.Second, deadIdx)
@@ -236,7 +236,7 @@ func TestRemovedLeaderRejoins(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	l := c.WaitForLeader(10 * time.Second)
 	old := c.nodes[l]
-	if err := old.node.Remove(t.Context(), old.id); err != nil {
+	if err := old.node.Members().Remove(t.Context(), old.id); err != nil {
 		t.Fatalf("Remove(%s), the leader = %v", old.id, err)
 	}
 	nl := c.WaitForLeader(15*time.Second, l)
@@ -281,7 +281,7 @@ func TestRemovedLeaderRejoins(t *testing.T) {
 	// Rejoin through a follower, without restarting the removed node.
 	via := c.followers(nl)
 	via = slices.DeleteFunc(via, func(i int) bool { return i == l })
-	if err := c.nodes[via[0]].node.Join(t.Context(), old.id, old.raftAddr, old.respAddr); err != nil {
+	if err := c.nodes[via[0]].node.Members().Join(t.Context(), old.id, old.raftAddr, old.respAddr); err != nil {
 		t.Fatalf("Join(%s) again = %v", old.id, err)
 	}
 	poll.Until(t, 15*time.Second, func() error {
@@ -374,7 +374,7 @@ func TestMembershipWireEncoding(t *testing.T) {
 	}
 	n := &Node{}
 	for _, e := range errs {
-		code, body := n.errorStatus(e)
+		code, body := n.svc.errorStatus(e)
 		got := statusError(code, body)
 		if got.Error() != errors.Unwrap(e).Error() && got.Error() != e.Error() {
 			t.Errorf("statusError(errorStatus(%v)) = %v", e, got)
@@ -408,7 +408,7 @@ func TestRestartedRemovedNodeKnowsIt(t *testing.T) {
 	l := c.WaitForLeader(10 * time.Second)
 	gone := c.followers(l)[0]
 	c.stop(gone)
-	if err := c.nodes[l].node.Remove(t.Context(), c.nodes[gone].id); err != nil {
+	if err := c.nodes[l].node.Members().Remove(t.Context(), c.nodes[gone].id); err != nil {
 		t.Fatalf("Remove(%s), stopped = %v", c.nodes[gone].id, err)
 	}
 	l = c.WaitForLeader(10*time.Second, gone)
@@ -441,7 +441,7 @@ func TestFailover(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	l := c.WaitForLeader(10 * time.Second)
 	ctx := context.Background()
-	if err := c.nodes[l].node.Failover(ctx); !errors.Is(err, ErrAlreadyLeader) {
+	if err := c.nodes[l].node.Members().Failover(ctx); !errors.Is(err, ErrAlreadyLeader) {
 		t.Fatalf("Failover on the leader: %v, want ErrAlreadyLeader", err)
 	}
 	for i := 0; i < 3; i++ {
@@ -469,7 +469,7 @@ func TestFailover(t *testing.T) {
 			}
 		}
 	}()
-	if err := c.nodes[f].node.Failover(ctx); err != nil {
+	if err := c.nodes[f].node.Members().Failover(ctx); err != nil {
 		t.Fatalf("Failover on follower %s: %v", c.nodes[f].id, err)
 	}
 	close(stop)

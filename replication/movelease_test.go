@@ -21,26 +21,26 @@ func TestMoveLeaseAcrossNodes(t *testing.T) {
 	leader, follower := c.nodes[li].node, c.nodes[(li+1)%3].node
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := follower.TakeMove(ctx, "f/1", time.Minute); err != nil {
+	if err := follower.Slots().TakeMove(ctx, "f/1", time.Minute); err != nil {
 		t.Fatalf("follower TakeMove = %v, want the lease", err)
 	}
 	var busy *cluster.MoveBusyError
 	for _, n := range []*Node{leader, c.nodes[(li+2)%3].node} {
-		err := n.TakeMove(ctx, "other/1", time.Minute)
+		err := n.clusterSlots.TakeMove(ctx, "other/1", time.Minute)
 		if !errors.As(err, &busy) || busy.Holder != "f/1" || !errors.Is(err, cluster.ErrMoveBusy) {
 			t.Errorf("TakeMove on %s while f/1 holds the lease = %v, want a MoveBusyError naming f/1", n.cfg.NodeID, err)
 		}
 	}
-	if err := leader.DropMove(ctx, "other/1"); err != nil {
+	if err := leader.Slots().DropMove(ctx, "other/1"); err != nil {
 		t.Fatalf("DropMove by a non-holder = %v", err)
 	}
-	if err := leader.TakeMove(ctx, "other/1", time.Minute); !errors.Is(err, cluster.ErrMoveBusy) {
+	if err := leader.Slots().TakeMove(ctx, "other/1", time.Minute); !errors.Is(err, cluster.ErrMoveBusy) {
 		t.Errorf("TakeMove after a non-holder's drop = %v, want ErrMoveBusy", err)
 	}
-	if err := follower.DropMove(ctx, "f/1"); err != nil {
+	if err := follower.Slots().DropMove(ctx, "f/1"); err != nil {
 		t.Fatalf("holder's DropMove = %v", err)
 	}
-	if err := leader.TakeMove(ctx, "other/1", time.Minute); err != nil {
+	if err := leader.Slots().TakeMove(ctx, "other/1", time.Minute); err != nil {
 		t.Errorf("TakeMove after the holder's drop = %v, want the lease", err)
 	}
 	// Every replica holds the same lease.

@@ -19,8 +19,8 @@ import (
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Membership commands of the wire layer, routed to the Node methods named
-// beside each. A new node sends CmdJoin to Config.Join over RESP; nodes
+// Membership commands of the wire layer, routed to the Members methods
+// (Node.Members) named beside each. A new node sends CmdJoin to Config.Join over RESP; nodes
 // that are members reach the leader through the forwarding service on the
 // raft port instead (service.go).
 const (
@@ -85,20 +85,32 @@ type Node struct {
 	// entryID); random, so that no other node or earlier run of this one
 	// shares it.
 	origin uint64
-	// storedGroupID is the group id kept in the stable store, ownLog
-	// whether this node bootstrapped its log (groupid.go).
-	storedGroupID atomic.Pointer[string]
-	ownLog        atomic.Bool
-	ownMu         sync.Mutex
-	own           map[uint64]*flight // submitted entries not yet answered, by seq; guarded by ownMu
+	ownMu  sync.Mutex
+	own    map[uint64]*flight // submitted entries not yet answered, by seq; guarded by ownMu
 
-	// mship is the membership state: the leader's view of every member,
-	// and whether this node was removed (autopilot.go).
-	mship membership
+	// The Node's concerns other than the write path, each a type of its
+	// own holding the Node (no type carries more than 40 methods):
+	// mship is the membership state — the leader's view of every member,
+	// whether this node was removed — and the autopilot that keeps it
+	// (autopilot.go); members joins, removes and moves members
+	// (membership.go, identity.go); clusterSlots changes the group's
+	// slots and move lease (slots.go); boot opens the raft state and finds
+	// or forms the group (bootstrap.go, recover.go); gid keeps the group
+	// id (groupid.go); svc serves the forwarding service (service.go);
+	// lead follows leadership and runs changes on the leader; reads
+	// serves linearizable reads (node.go).
+	mship        membership
+	members      Members
+	clusterSlots Slots
+	boot         bootstrap
+	gid          groupIDs
+	svc          forwardService
+	lead         leadership
+	reads        reads
 
 	// dir and routing are the cluster of groups as this node knows it
 	// (directory.go); routingMu serialises rebuilds.
-	dir       directory
+	dir       Directory
 	routing   atomic.Pointer[cluster.Routing]
 	routingMu sync.Mutex
 	started   atomic.Bool // n.raft is set (the FSM may run before)
@@ -137,24 +149,26 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 		origin:     rand.Uint64() | 1,
 		lastStamp:  math.MinInt64,
 	}
-	n.forwardTarget = n.leaderRaft
+	n.mship.n, n.members.n, n.clusterSlots.n, n.boot.n = n, n, n, n
+	n.gid.n, n.svc.n, n.lead.n, n.reads.n = n, n, n, n
+	n.forwardTarget = n.lead.leaderRaft
 	n.fwd = newForwarder(cfg.ForwardPool, cfg.NoLeaderTimeout+5*time.Second, func(ctx context.Context, addr string) (net.Conn, error) {
 		return n.stream.dial(ctx, addr, headerForward)
 	})
 	n.fsm = NewFSM(store, n.deliverApplied, log)
 	n.fsm.group = cfg.Group
-	n.fsm.onCluster = n.clusterChanged
+	n.fsm.onCluster = n.dir.clusterChanged
 	n.fsm.onSetting = cfg.OnSetting
-	n.fsm.onGroupID = n.storeGroupID
-	n.dir = newDirectory()
+	n.fsm.onGroupID = n.gid.storeGroupID
+	n.dir = newDirectory(n)
 	if n.clock == nil {
 		n.clock = func() int64 { return time.Now().UnixNano() }
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.raftStopped = make(chan struct{})
-	if err := n.open(); err != nil {
+	if err := n.boot.open(); err != nil {
 		n.cancel()
-		n.shutdownStores()
+		n.boot.shutdownStores()
 		return nil, err
 	}
 	n.verify.r = n.raft
@@ -162,22 +176,26 @@ func NewNode(cfg Config, store *shards.Store, log *slog.Logger) (*Node, error) {
 	n.wg.Add(4)
 	go n.run()
 	go n.complete()
-	go n.watchLeadership()
+	go n.lead.watchLeadership()
 	n.wg.Add(4)
-	go n.directoryLoop()
-	go n.autopilot()
-	go n.watchMembership()
+	go n.dir.directoryLoop()
+	go n.mship.autopilot()
+	go n.mship.watchMembership()
 	go n.flushRaftLog()
 	go func() {
 		defer n.wg.Done()
 		if cfg.SweepInterval > 0 {
-			n.store.RunSweeper(n.ctx, n.sweepClock, cfg.SweepInterval)
+			// Active expiry runs at the last applied stamped time, never
+			// the local clock, so that every replica deletes the same keys
+			// at the same point of the log.
+			n.store.RunSweeper(n.ctx, n.fsm.LastTime, cfg.SweepInterval)
 		}
 	}()
 	return n, nil
 }
 
-func (n *Node) open() error {
+func (bt *bootstrap) open() error {
+	n := bt.n
 	cfg := &n.cfg
 	rc, sink := cfg.raftConfig(n.log)
 	n.raftLog = sink
@@ -186,7 +204,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
-	if err := n.loadGroupState(); err != nil {
+	if err := n.gid.loadGroupState(); err != nil {
 		return err
 	}
 	cache, err := raft.NewLogCache(1024, n.logStore.logs)
@@ -198,7 +216,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("replication: open snapshot store: %w", err)
 	}
 	sec := newSecurity(cfg)
-	sec.groupID = n.groupID // raft connections refuse another group's log (auth.go)
+	sec.groupID = n.gid.groupID // raft connections refuse another group's log (auth.go)
 	n.stream, err = newTCPStream(cfg.RaftAddr, cfg.RaftAdvertise, sec, n.log,
 		acceptLimits{timeout: cfg.HandshakeTimeout, max: cfg.MaxHandshakes})
 	if err != nil {
@@ -212,7 +230,7 @@ func (n *Node) open() error {
 	}
 	// A peers.json left by the operator replaces the configuration before
 	// raft starts (recover.go).
-	if _, err := n.recoverFromPeersFile(rc, cache, n.logStore.stable, snaps, hasState); err != nil {
+	if _, err := bt.recoverFromPeersFile(rc, cache, n.logStore.stable, snaps, hasState); err != nil {
 		return err
 	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, cache, n.logStore.stable, snaps, n.trans)
@@ -220,7 +238,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
 	n.started.Store(true)
-	n.stream.handle(n.serveForward)
+	n.stream.handle(n.svc.serveForward)
 	alone := cfg.bootstrapsAlone()
 	peers := cfg.joinPeers()
 	switch {
@@ -229,7 +247,7 @@ func (n *Node) open() error {
 		// Restarted at another address, it has the leader record the new
 		// one (identity.go).
 		n.wg.Add(1)
-		go n.followAddress()
+		go n.members.followAddress()
 	case alone && len(peers) == 0:
 		// The only case that bootstraps without asking anyone: a wiped
 		// node started this way forks its cluster (docs/cluster.md).
@@ -238,7 +256,7 @@ func (n *Node) open() error {
 		}}}
 		switch err := n.raft.BootstrapCluster(c).Error(); {
 		case err == nil:
-			n.markOwnLog()
+			n.gid.markOwnLog()
 		case !errors.Is(err, raft.ErrCantBootstrap):
 			return fmt.Errorf("replication: bootstrap: %w", err)
 		}
@@ -246,7 +264,7 @@ func (n *Node) open() error {
 	case len(peers) > 0:
 		// Join, or bootstrap only once the peers agree (bootstrap.go).
 		n.wg.Add(1)
-		go n.discoverLoop()
+		go bt.discoverLoop()
 	}
 	return nil
 }
@@ -293,11 +311,6 @@ func copyResults(dst, src []shards.Result) {
 	}
 }
 
-// sweepClock is the instant active expiry runs at: the last applied stamped
-// time, never the local clock, so that every replica deletes the same keys
-// at the same point of the log.
-func (n *Node) sweepClock() int64 { return n.fsm.LastTime() }
-
 // Close shuts the node down: pending commands fail with ErrShutdown, raft
 // stops, every goroutine exits, and the stores are closed. The raft state
 // stays on disk. Close is idempotent.
@@ -310,7 +323,7 @@ func (n *Node) Close() error {
 		close(n.raftStopped)
 		n.fwd.close()
 		n.wg.Wait()
-		n.shutdownStores()
+		n.boot.shutdownStores()
 	})
 	return n.closeErr
 }
@@ -342,7 +355,8 @@ func (n *Node) futureError(f raft.Future) error {
 	}
 }
 
-func (n *Node) shutdownStores() {
+func (bt *bootstrap) shutdownStores() {
+	n := bt.n
 	if n.trans != nil {
 		_ = n.trans.Close()
 	} else if n.stream != nil {
@@ -354,6 +368,15 @@ func (n *Node) shutdownStores() {
 		}
 	}
 }
+
+// Members returns the Node's membership changes: join, remove, failover.
+func (n *Node) Members() *Members { return &n.members }
+
+// Slots returns the Node's changes of its group's slots and move lease.
+func (n *Node) Slots() *Slots { return &n.clusterSlots }
+
+// Directory returns the Node's view of the other groups of its cluster.
+func (n *Node) Directory() *Directory { return &n.dir }
 
 // Store returns the local keyspace. Only the FSM writes to it; readers use
 // it after ReadNow.
@@ -386,7 +409,7 @@ func (n *Node) checkWrite(ops []shards.Op, res []shards.Result) (empty bool, err
 	if len(ops) == 0 {
 		return true, nil
 	}
-	if err := n.removedErr(); err != nil {
+	if err := n.mship.removedErr(); err != nil {
 		return false, err
 	}
 	for i := range ops {
@@ -442,7 +465,7 @@ func (n *Node) ApplyEncoded(ctx context.Context, payload []byte) ([]byte, error)
 // Errors: ErrNoLeader within NoLeaderTimeout, ErrRemoved (at once, on a
 // node removed from the cluster), ErrShutdown, ctx's error.
 func (n *Node) ReadNow(ctx context.Context) (int64, error) {
-	if err := n.removedErr(); err != nil {
+	if err := n.mship.removedErr(); err != nil {
 		return 0, err
 	}
 	if n.cfg.LocalReads {
@@ -462,13 +485,13 @@ func (n *Node) ReadNow(ctx context.Context) (int64, error) {
 		var err error
 		if n.ready.Load() {
 			var now int64
-			now, _, err = n.readIndex(ctx, deadline)
+			now, _, err = n.reads.readIndex(ctx, deadline)
 			if err == nil {
 				return now, nil
 			}
 		} else if n.raft.State() != raft.Leader {
 			var now int64
-			now, err = n.readViaLeader(ctx, deadline)
+			now, err = n.reads.readViaLeader(ctx, deadline)
 			if err == nil {
 				return now, nil
 			}
@@ -482,9 +505,14 @@ func (n *Node) ReadNow(ctx context.Context) (int64, error) {
 	}
 }
 
+// reads is the Node's linearizable reads: the leader's read index and a
+// follower's read through the leader (ReadNow is the entry point).
+type reads struct{ n *Node }
+
 // readIndex is the leader's side of a linearizable read: it returns the
 // read instant and the FSM index a follower must reach before reading.
-func (n *Node) readIndex(ctx context.Context, deadline time.Time) (int64, uint64, error) {
+func (rd *reads) readIndex(ctx context.Context, deadline time.Time) (int64, uint64, error) {
+	n := rd.n
 	n.stampMu.Lock()
 	now := max(n.clock(), n.lastStamp, n.fsm.LastTime())
 	n.lastStamp = now
@@ -498,7 +526,7 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (int64, uint64
 	}
 	// Every entry stamped before now must be applied here before a read
 	// at now may reclaim what expired by then.
-	if err := n.waitCh(ctx, n.done.reach(target), deadline); err != nil {
+	if err := rd.waitCh(ctx, n.done.reach(target), deadline); err != nil {
 		return 0, 0, err
 	}
 	return now, n.fsm.LastIndex(), nil
@@ -507,11 +535,12 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (int64, uint64
 // ReadIndexEncoded answers the forwarding service's read-index request on
 // the leader: the encoded read instant and FSM index (see ReadNow).
 // ErrNotLeader on any other node.
-func (n *Node) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
+func (rd *reads) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
+	n := rd.n
 	if !n.ready.Load() {
 		return nil, ErrNotLeader
 	}
-	now, idx, err := n.readIndex(ctx, time.Now().Add(n.cfg.NoLeaderTimeout))
+	now, idx, err := rd.readIndex(ctx, time.Now().Add(n.cfg.NoLeaderTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +550,8 @@ func (n *Node) ReadIndexEncoded(ctx context.Context) ([]byte, error) {
 // readViaLeader asks the leader for a read point and waits until this node
 // has applied up to it. ErrNotLeader, ErrNoLeader and errNotSent mean
 // nothing was asked of a leader: the caller retries.
-func (n *Node) readViaLeader(ctx context.Context, deadline time.Time) (int64, error) {
+func (rd *reads) readViaLeader(ctx context.Context, deadline time.Time) (int64, error) {
+	n := rd.n
 	addr, ok := n.forwardTarget()
 	if !ok {
 		return 0, ErrNoLeader
@@ -539,13 +569,14 @@ func (n *Node) readViaLeader(ctx context.Context, deadline time.Time) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	if err := n.waitCh(ctx, n.fsm.appliedCh(idx), deadline); err != nil {
+	if err := rd.waitCh(ctx, n.fsm.appliedCh(idx), deadline); err != nil {
 		return 0, err
 	}
 	return max(now, n.fsm.LastTime()), nil
 }
 
-func (n *Node) waitCh(ctx context.Context, ch <-chan struct{}, deadline time.Time) error {
+func (rd *reads) waitCh(ctx context.Context, ch <-chan struct{}, deadline time.Time) error {
+	n := rd.n
 	select {
 	case <-ch:
 		return nil
@@ -633,7 +664,13 @@ func (n *Node) leaderChanged() <-chan struct{} {
 	return n.leadChange
 }
 
-func (n *Node) broadcastChange() {
+// leadership is the Node's view of its group's leader: it follows raft's
+// leadership changes, readies a new leader, names the leader's addresses
+// and runs a change on the leader (here, or forwarded to it).
+type leadership struct{ n *Node }
+
+func (ld *leadership) broadcastChange() {
+	n := ld.n
 	n.leadMu.Lock()
 	close(n.leadChange)
 	n.leadChange = make(chan struct{})
@@ -643,7 +680,8 @@ func (n *Node) broadcastChange() {
 
 // leaderRaft returns the leader's raft address, where its forwarding
 // service listens, when a leader other than this node is known.
-func (n *Node) leaderRaft() (string, bool) {
+func (ld *leadership) leaderRaft() (string, bool) {
+	n := ld.n
 	addr, id := n.raft.LeaderWithID()
 	if addr == "" || string(id) == n.cfg.NodeID {
 		return "", false
@@ -653,7 +691,8 @@ func (n *Node) leaderRaft() (string, bool) {
 
 // leaderResp returns the leader's RESP address (for ROLE and INFO), if a
 // leader is known and its address has been replicated.
-func (n *Node) leaderResp() (string, bool) {
+func (ld *leadership) leaderResp() (string, bool) {
+	n := ld.n
 	_, id := n.raft.LeaderWithID()
 	if id == "" {
 		return "", false
@@ -668,7 +707,8 @@ func (n *Node) leaderResp() (string, bool) {
 // and when this node becomes leader runs a barrier so that every entry of
 // earlier terms is applied (and the last stamped time known) before it
 // stamps or serves anything.
-func (n *Node) watchLeadership() {
+func (ld *leadership) watchLeadership() {
+	n := ld.n
 	defer n.wg.Done()
 	obsCh := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
@@ -684,20 +724,21 @@ func (n *Node) watchLeadership() {
 			return
 		case <-obsCh:
 			n.leaderChanges.Add(1)
-			n.broadcastChange()
+			ld.broadcastChange()
 		case isLeader := <-n.raft.LeaderCh():
 			n.ready.Store(false)
 			gen := n.leadGen.Add(1)
 			if isLeader {
 				n.wg.Add(1)
-				go n.becomeReady(gen)
+				go ld.becomeReady(gen)
 			}
-			n.broadcastChange()
+			ld.broadcastChange()
 		}
 	}
 }
 
-func (n *Node) becomeReady(gen uint64) {
+func (ld *leadership) becomeReady(gen uint64) {
+	n := ld.n
 	defer n.wg.Done()
 	for n.leadGen.Load() == gen && n.ctx.Err() == nil {
 		err := n.futureError(n.raft.Barrier(n.cfg.NoLeaderTimeout))
@@ -706,13 +747,13 @@ func (n *Node) becomeReady(gen uint64) {
 		}
 		if err == nil {
 			n.ready.Store(true)
-			n.broadcastChange()
+			ld.broadcastChange()
 			attrs := []any{"term", n.raft.CurrentTerm()}
 			if t := n.fsm.LastTime(); t != math.MinInt64 { // nothing stamped yet: no time to show
 				attrs = append(attrs, "time", time.Unix(0, t).UTC().Format(time.RFC3339Nano))
 			}
 			n.log.Info("replication: leader ready", attrs...)
-			n.recordGroupID(gen)
+			n.gid.recordGroupID(gen)
 			if addr, ok := n.fsm.member(n.cfg.NodeID); !ok || addr != n.cfg.RespAddr {
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NoLeaderTimeout)
 				if err := n.submit(ctx, &pending{member: &memberChange{id: n.cfg.NodeID, respAddr: n.cfg.RespAddr}}); err != nil {

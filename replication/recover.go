@@ -42,7 +42,8 @@ type peersEntry struct {
 // renames the file to peers.info. It reports whether it recovered. A file
 // that is present but invalid, or a node with no raft state to recover, is
 // an error naming the file: the node must not start.
-func (n *Node) recoverFromPeersFile(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, hasState bool) (bool, error) {
+func (bt *bootstrap) recoverFromPeersFile(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, hasState bool) (bool, error) {
+	n := bt.n
 	path := filepath.Join(n.cfg.Dir, PeersFile)
 	buf, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

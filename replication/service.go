@@ -163,12 +163,17 @@ func noEOF(err error) error {
 	return err
 }
 
+// forwardService is a Node's side of the forwarding service on the raft
+// port: it answers the requests other members send to the leader.
+type forwardService struct{ n *Node }
+
 // serveForward answers forwarding requests on one authenticated connection
 // until the peer closes it, it idles for serviceIdle, a frame is malformed,
 // or the node closes (its stream then closes every connection). Requests run
 // with the node's context and only on the leader: a node that is not the
 // leader answers ErrNotLeader and never forwards further.
-func (n *Node) serveForward(c net.Conn) {
+func (fs *forwardService) serveForward(c net.Conn) {
+	n := fs.n
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 16<<10)
 	w := bufio.NewWriterSize(c, 16<<10)
@@ -179,10 +184,10 @@ func (n *Node) serveForward(c net.Conn) {
 			_ = c.SetReadDeadline(time.Now().Add(serviceIO))
 			var payload []byte
 			if payload, err = readPayload(r, size); err == nil {
-				out, rerr := n.serveRequest(kind, payload)
+				out, rerr := fs.serveRequest(kind, payload)
 				status, body := statusOK, out
 				if rerr != nil {
-					status, body = n.errorStatus(rerr)
+					status, body = fs.errorStatus(rerr)
 				}
 				_ = c.SetWriteDeadline(time.Now().Add(serviceIO))
 				err = writeFrame(w, status, body)
@@ -198,7 +203,8 @@ func (n *Node) serveForward(c net.Conn) {
 }
 
 // serveRequest runs one request on this node.
-func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
+func (fs *forwardService) serveRequest(kind byte, payload []byte) ([]byte, error) {
+	n := fs.n
 	ctx := n.ctx
 	switch kind {
 	case reqApply:
@@ -207,48 +213,48 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: read-index request with a payload", ErrBadPayload)
 		}
-		return n.ReadIndexEncoded(ctx)
+		return n.reads.ReadIndexEncoded(ctx)
 	case reqJoin:
 		r := reader{b: payload}
 		id, raftAddr, respAddr := string(r.bytes("id")), string(r.bytes("raft address")), string(r.bytes("RESP address"))
 		if err := r.end(); err != nil {
 			return nil, err
 		}
-		return nil, n.onlyLeader(func() error { return n.join(ctx, id, raftAddr, respAddr) })
+		return nil, fs.onlyLeader(func() error { return n.members.join(ctx, id, raftAddr, respAddr) })
 	case reqRemove:
 		r := reader{b: payload}
 		id := string(r.bytes("id"))
 		if err := r.end(); err != nil {
 			return nil, err
 		}
-		return nil, n.onlyLeader(func() error { return n.removeMember(ctx, id, "") })
+		return nil, fs.onlyLeader(func() error { return n.members.removeMember(ctx, id, "") })
 	case reqStatus:
 		r := reader{b: payload}
 		asker := string(r.bytes("id"))
 		if err := r.end(); err != nil {
 			return nil, err
 		}
-		return encodeStatus(n.status(asker)), nil
+		return encodeStatus(n.mship.status(asker)), nil
 	case reqGroupView:
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: group view request with a payload", ErrBadPayload)
 		}
-		return json.Marshal(n.ownWire())
+		return json.Marshal(n.dir.ownWire())
 	case reqMeet:
-		return nil, n.onlyLeader(func() error { return n.serveMeet(ctx, payload) })
+		return nil, fs.onlyLeader(func() error { return n.dir.serveMeet(ctx, payload) })
 	case reqFailover:
 		r := reader{b: payload}
 		id := string(r.bytes("id"))
 		if err := r.end(); err != nil {
 			return nil, err
 		}
-		return nil, n.onlyLeader(func() error { return n.transferLeadership(id) })
+		return nil, fs.onlyLeader(func() error { return n.members.transferLeadership(id) })
 	case reqCluster:
 		c, err := decodeClusterChange(payload)
 		if err != nil {
 			return nil, err
 		}
-		return nil, n.onlyLeader(func() error { return n.changeClusterOnLeader(ctx, &c) })
+		return nil, fs.onlyLeader(func() error { return n.clusterSlots.changeClusterOnLeader(ctx, &c) })
 	case reqClusterList:
 		c, err := decodeClusterChange(payload)
 		if err != nil {
@@ -258,14 +264,14 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: cluster list request with action %d", ErrBadPayload, c.Action)
 		}
 		var errs []error
-		if err := n.onlyLeader(func() error {
+		if err := fs.onlyLeader(func() error {
 			var err error
-			errs, err = n.changeListOnLeader(ctx, c.List)
+			errs, err = n.clusterSlots.changeListOnLeader(ctx, c.List)
 			return err
 		}); err != nil {
 			return nil, err
 		}
-		return n.encodeChangeErrors(errs), nil
+		return fs.encodeChangeErrors(errs), nil
 	}
 	return nil, fmt.Errorf("%w: unknown request type %d", ErrBadPayload, kind)
 }
@@ -273,7 +279,7 @@ func (n *Node) serveRequest(kind byte, payload []byte) ([]byte, error) {
 // encodeChangeErrors encodes the per-change answers of a list of cluster
 // changes: per change a status (statusOK or errorStatus's code) and its
 // uvarint-prefixed body.
-func (n *Node) encodeChangeErrors(errs []error) []byte {
+func (fs *forwardService) encodeChangeErrors(errs []error) []byte {
 	var b []byte
 	for _, err := range errs {
 		if err == nil {
@@ -281,7 +287,7 @@ func (n *Node) encodeChangeErrors(errs []error) []byte {
 			b = appendBytes(b, nil)
 			continue
 		}
-		code, body := n.errorStatus(err)
+		code, body := fs.errorStatus(err)
 		b = append(b, code)
 		b = appendBytes(b, body)
 	}
@@ -306,7 +312,8 @@ func decodeChangeErrors(b []byte, n int) ([]error, error) {
 }
 
 // onlyLeader runs fn on the ready leader; elsewhere it answers ErrNotLeader.
-func (n *Node) onlyLeader(fn func() error) error {
+func (fs *forwardService) onlyLeader(fn func() error) error {
+	n := fs.n
 	if !n.ready.Load() {
 		return ErrNotLeader
 	}
@@ -316,7 +323,8 @@ func (n *Node) onlyLeader(fn func() error) error {
 // errorStatus encodes a whole-request error: a sentinel by its code, any
 // other error as codeOther with its reply text. An error caused by this
 // node closing (its context ended) is ErrShutdown.
-func (n *Node) errorStatus(err error) (byte, []byte) {
+func (fs *forwardService) errorStatus(err error) (byte, []byte) {
+	n := fs.n
 	if code, body, ok := encodeErrorDetail(err); ok {
 		return code, body
 	}

@@ -62,13 +62,13 @@ func TestForwardingService(t *testing.T) {
 	}
 	// Joining again with the same addresses is a no-op, via the service.
 	o := c.nodes[fs[1]]
-	if err := c.nodes[fs[0]].node.Join(context.Background(), o.id, o.raftAddr, o.respAddr); err != nil {
+	if err := c.nodes[fs[0]].node.Members().Join(context.Background(), o.id, o.raftAddr, o.respAddr); err != nil {
 		t.Fatalf("Join(%s) again via %s: %v", o.id, c.nodes[fs[0]].id, err)
 	}
-	if err := c.nodes[fs[0]].node.Remove(context.Background(), "nobody"); !errors.Is(err, ErrUnknownNode) {
+	if err := c.nodes[fs[0]].node.Members().Remove(context.Background(), "nobody"); !errors.Is(err, ErrUnknownNode) {
 		t.Fatalf("Remove(nobody) via a follower = %v, want ErrUnknownNode", err)
 	}
-	if err := c.nodes[fs[0]].node.Remove(context.Background(), o.id); err != nil {
+	if err := c.nodes[fs[0]].node.Members().Remove(context.Background(), o.id); err != nil {
 		t.Fatalf("Remove(%s) via %s: %v", o.id, c.nodes[fs[0]].id, err)
 	}
 	poll.Until(c.t, 10*time.Second, func() error {
@@ -143,9 +143,9 @@ func TestForwardRetriesWhenNotApplied(t *testing.T) {
 				if calls.Add(1) == 1 {
 					return tt.first, true
 				}
-				return n.leaderRaft()
+				return n.lead.leaderRaft()
 			}
-			defer func() { n.forwardTarget = n.leaderRaft }()
+			defer func() { n.forwardTarget = n.lead.leaderRaft }()
 			key := fmt.Sprintf("retry%d", i)
 			r, err := write(t, n, throttle(key, 9, 10, 60, 1))
 			if err != nil || r.Remaining != 9 {

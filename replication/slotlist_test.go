@@ -51,7 +51,7 @@ func TestChangeSlots(t *testing.T) {
 	l := c.WaitForLeader(10 * time.Second)
 	leader := c.nodes[l].node
 	ctx := context.Background()
-	if err := leader.AddSlots(ctx, []int{0, 1, 2, 3, 4, 5}); err != nil {
+	if err := leader.Slots().AddSlots(ctx, []int{0, 1, 2, 3, 4, 5}); err != nil {
 		t.Fatal(err)
 	}
 	follower := c.nodes[(l+1)%3].node
@@ -78,7 +78,7 @@ func TestChangeSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := leader.raft.LastIndex()
-			errs, err := follower.ChangeSlots(ctx, tc.changes)
+			errs, err := follower.Slots().ChangeSlots(ctx, tc.changes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,11 +110,11 @@ func TestChangeSlotsRetakeWhileStale(t *testing.T) {
 	l := c.WaitForLeader(10 * time.Second)
 	leader := c.nodes[l].node
 	ctx := context.Background()
-	if err := leader.AddSlots(ctx, []int{5}); err != nil {
+	if err := leader.Slots().AddSlots(ctx, []int{5}); err != nil {
 		t.Fatal(err)
 	}
 	// A group that never answers.
-	if err := leader.changeCluster(ctx, &clusterChange{Action: actMeet, Group: "silent", Seeds: peerSeeds{Raft: []string{"127.0.0.1:1"}}}); err != nil {
+	if err := leader.clusterSlots.changeCluster(ctx, &clusterChange{Action: actMeet, Group: "silent", Seeds: peerSeeds{Raft: []string{"127.0.0.1:1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, func() error {
@@ -123,10 +123,10 @@ func TestChangeSlotsRetakeWhileStale(t *testing.T) {
 		}
 		return nil
 	})
-	if err := leader.AddSlots(ctx, []int{6}); !errors.Is(err, cluster.ErrGroupUnknown) {
+	if err := leader.Slots().AddSlots(ctx, []int{6}); !errors.Is(err, cluster.ErrGroupUnknown) {
 		t.Fatalf("ADDSLOTS 6 with a silent group known: %v, want cluster.ErrGroupUnknown", err)
 	}
-	errs, err := leader.ChangeSlots(ctx, []cluster.SlotChange{
+	errs, err := leader.Slots().ChangeSlots(ctx, []cluster.SlotChange{
 		{Kind: cluster.SlotDel, Slots: []int{5}},
 		{Kind: cluster.SlotAdd, Slots: []int{5}},
 		{Kind: cluster.SlotAdd, Slots: []int{6}},

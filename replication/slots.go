@@ -14,35 +14,41 @@ import (
 // Group returns this node's group name.
 func (n *Node) Group() string { return n.cfg.Group }
 
+// Slots is a Node's changes of its group's cluster state (Node.Slots):
+// slot ownership and migration, and the move lease (a cluster.MoveLog).
+// Every change is an entry of the group's log.
+type Slots struct{ n *Node }
+
 // AddSlots assigns slots to this group (CLUSTER ADDSLOTS), replicated in
 // its log. A slot this group or another known group owns fails the whole
 // call with a *cluster.SlotError wrapping cluster.ErrSlotBusy; nothing is
 // assigned then. On a follower the change is made by the leader (forwarded).
-func (n *Node) AddSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: cluster.ToRanges(slots)})
+func (sl *Slots) AddSlots(ctx context.Context, slots []int) error {
+	return sl.changeCluster(ctx, &clusterChange{Action: actAddSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // DelSlots makes slots of this group unowned (CLUSTER DELSLOTS). A slot
 // another known group owns is left alone (nil for it); a slot no group
 // owns fails with a *cluster.SlotError wrapping cluster.ErrSlotUnassigned.
-func (n *Node) DelSlots(ctx context.Context, slots []int) error {
-	return n.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: cluster.ToRanges(slots)})
+func (sl *Slots) DelSlots(ctx context.Context, slots []int) error {
+	return sl.changeCluster(ctx, &clusterChange{Action: actDelSlots, Ranges: cluster.ToRanges(slots)})
 }
 
 // SetSlot runs CLUSTER SETSLOT slot action [clusterID]: clusterID names a
 // node (cluster.NodeID) of the group the slot is imported from, migrates
 // to, or is assigned to. cluster.ErrUnknownNode when no known group has
 // that node; *cluster.SlotError for a slot in the wrong state.
-func (n *Node) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
-	c, err := n.setSlotChange(slot, action, clusterID)
+func (sl *Slots) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
+	c, err := sl.setSlotChange(slot, action, clusterID)
 	if err != nil {
 		return err
 	}
-	return n.changeCluster(ctx, c)
+	return sl.changeCluster(ctx, c)
 }
 
 // setSlotChange is the cluster change of SETSLOT slot action clusterID.
-func (n *Node) setSlotChange(slot int, action cluster.SlotAction, clusterID string) (*clusterChange, error) {
+func (sl *Slots) setSlotChange(slot int, action cluster.SlotAction, clusterID string) (*clusterChange, error) {
+	n := sl.n
 	sc := cluster.SlotChange{Kind: cluster.SlotSet, Slot: slot, Action: action, NodeID: clusterID}
 	return sc.Change(n.Routing(), n.cfg.Group)
 }
@@ -57,12 +63,13 @@ func (n *Node) setSlotChange(slot int, action cluster.SlotAction, clusterID stri
 // ...): then errs is nil and it is unknown whether the entry was applied
 // only when err wraps ErrLeadershipLost. On a follower the leader does it
 // (forwarded).
-func (n *Node) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
+func (sl *Slots) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
+	n := sl.n
 	errs := make([]error, len(changes))
 	list := make([]clusterChange, 0, len(changes))
 	idx := make([]int, 0, len(changes))
 	for i := range changes {
-		c, err := n.slotChange(&changes[i])
+		c, err := sl.slotChange(&changes[i])
 		if err != nil {
 			errs[i] = err
 			continue
@@ -75,9 +82,9 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([
 	}
 	var sub []error
 	body := encodeClusterChange(&clusterChange{Action: actList, List: list})
-	err := n.onLeaderReply(ctx, "cluster change", func() error {
+	err := n.lead.onLeaderReply(ctx, "cluster change", func() error {
 		var err error
-		sub, err = n.changeListOnLeader(ctx, list)
+		sub, err = sl.changeListOnLeader(ctx, list)
 		return err
 	}, reqClusterList, body, nil, func(reply []byte) error {
 		var err error
@@ -95,7 +102,8 @@ func (n *Node) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([
 
 // slotChange turns a SlotChange into the cluster change it makes, checking
 // what can be checked without the leader's state.
-func (n *Node) slotChange(sc *cluster.SlotChange) (*clusterChange, error) {
+func (sl *Slots) slotChange(sc *cluster.SlotChange) (*clusterChange, error) {
+	n := sl.n
 	return sc.Change(n.Routing(), n.cfg.Group)
 }
 
@@ -103,9 +111,10 @@ func (n *Node) slotChange(sc *cluster.SlotChange) (*clusterChange, error) {
 // replicated state as the ones before leave it (cluster.CheckList), and
 // commits those that pass as one entry. It returns each change's refusal
 // (nil: applied).
-func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
+func (sl *Slots) changeListOnLeader(ctx context.Context, list []clusterChange) ([]error, error) {
+	n := sl.n
 	st := n.fsm.clusterState()
-	ok, errs := cluster.CheckList(&st, n.Routing(), n.cfg.Group, list, n.slotHasKeys)
+	ok, errs := cluster.CheckList(&st, n.Routing(), n.cfg.Group, list, sl.slotHasKeys)
 	if len(ok) == 0 {
 		return errs, nil
 	}
@@ -119,21 +128,23 @@ func (n *Node) changeListOnLeader(ctx context.Context, list []clusterChange) ([]
 
 // changeCluster checks c against the cluster as the leader knows it and
 // commits it, on the leader (forwarded from a follower).
-func (n *Node) changeCluster(ctx context.Context, c *clusterChange) error {
+func (sl *Slots) changeCluster(ctx context.Context, c *clusterChange) error {
+	n := sl.n
 	for _, r := range c.Ranges {
 		if r[0] < 0 || r[1] >= hashslot.Count {
 			return fmt.Errorf("replication: slot range %d-%d out of range", r[0], r[1])
 		}
 	}
 	body := encodeClusterChange(c)
-	return n.onLeader(ctx, "cluster change", func() error { return n.changeClusterOnLeader(ctx, c) }, reqCluster, body, nil)
+	return n.lead.onLeader(ctx, "cluster change", func() error { return sl.changeClusterOnLeader(ctx, c) }, reqCluster, body, nil)
 }
 
 // changeClusterOnLeader validates c against the replicated state and the
 // directory, then submits it and waits until it is applied.
-func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
+func (sl *Slots) changeClusterOnLeader(ctx context.Context, c *clusterChange) error {
+	n := sl.n
 	st := n.fsm.clusterState()
-	if err := n.checkChange(&st, c); err != nil {
+	if err := sl.checkChange(&st, c); err != nil {
 		if errors.Is(err, cluster.ErrNoChange) {
 			return nil
 		}
@@ -148,14 +159,16 @@ func (n *Node) changeClusterOnLeader(ctx context.Context, c *clusterChange) erro
 
 // checkChange refuses a change that the state st forbids
 // (cluster.CheckChange, against this node's routing table).
-func (n *Node) checkChange(st *clusterState, c *clusterChange) error {
-	return cluster.CheckChange(st, n.Routing(), n.cfg.Group, c, n.slotHasKeys)
+func (sl *Slots) checkChange(st *clusterState, c *clusterChange) error {
+	n := sl.n
+	return cluster.CheckChange(st, n.Routing(), n.cfg.Group, c, sl.slotHasKeys)
 }
 
 // slotHasKeys reports whether any live key of slot, or any key of it in
 // flight, is in this node's keyspace: a scan of the whole keyspace that
 // stops at the first one (there is no per-slot index).
-func (n *Node) slotHasKeys(slot int) bool {
+func (sl *Slots) slotHasKeys(slot int) bool {
+	n := sl.n
 	found := false
 	n.store.MovingKeys(func(key []byte, _ engine.State) bool {
 		found = hashslot.Of(key) == slot
@@ -178,27 +191,28 @@ func (n *Node) slotHasKeys(slot int) bool {
 // decides at apply time, alike on every replica); while another holder's
 // has not lapsed it answers a *cluster.MoveBusyError. On a follower the
 // leader does it (forwarded). It is cluster.MoveLog's.
-func (n *Node) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
+func (sl *Slots) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
 	if holder == "" || lease <= 0 {
 		return fmt.Errorf("replication: move lease needs a holder and a positive duration")
 	}
-	return n.changeCluster(ctx, &clusterChange{Action: actTakeMove, Holder: holder, Lease: int64(lease)})
+	return sl.changeCluster(ctx, &clusterChange{Action: actTakeMove, Holder: holder, Lease: int64(lease)})
 }
 
 // DropMove frees the group's move lease if holder holds it (cluster.MoveLog's).
-func (n *Node) DropMove(ctx context.Context, holder string) error {
+func (sl *Slots) DropMove(ctx context.Context, holder string) error {
 	if holder == "" {
 		return fmt.Errorf("replication: move lease needs a holder")
 	}
-	return n.changeCluster(ctx, &clusterChange{Action: actDropMove, Holder: holder})
+	return sl.changeCluster(ctx, &clusterChange{Action: actDropMove, Holder: holder})
 }
 
-var _ cluster.MoveLog = (*Node)(nil)
+var _ cluster.MoveLog = (*Slots)(nil)
 
 // MoveDest returns where the key in flight out of this group was sent (the
 // RESP address its MIGRATE named), as this node's replica knows it; empty
 // when unknown or not in flight.
-func (n *Node) MoveDest(key []byte) string {
+func (sl *Slots) MoveDest(key []byte) string {
+	n := sl.n
 	n.fsm.mu.Lock()
 	defer n.fsm.mu.Unlock()
 	return n.fsm.cluster.MovingTo[string(key)]
@@ -207,7 +221,8 @@ func (n *Node) MoveDest(key []byte) string {
 // Tombstone reports whether key was moved away from this group while its
 // slot migrated and has not come back (cluster.State.Moved), as this
 // node's replica knows it. Cheap while there is none (one atomic load).
-func (n *Node) Tombstone(key []byte) bool {
+func (sl *Slots) Tombstone(key []byte) bool {
+	n := sl.n
 	if n.fsm.tombstones.Load() == 0 {
 		return false
 	}

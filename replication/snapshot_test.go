@@ -156,7 +156,7 @@ func testLateJoiner(t *testing.T, members, joiner string, wantSnapshot bool) {
 		t.Fatal(err)
 	}
 	// And it can be removed again.
-	if err := c.nodes[l].node.Remove(t.Context(), tn.id); err != nil {
+	if err := c.nodes[l].node.Members().Remove(t.Context(), tn.id); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(c.t, 10*time.Second, func() error {

@@ -56,46 +56,46 @@ func (v clusterView) Routing() *cluster.Routing { return v.n.Routing() }
 
 // AddSlots assigns slots to the node's group.
 func (v clusterView) AddSlots(ctx context.Context, slots []int) error {
-	return v.n.AddSlots(ctx, slots)
+	return v.n.Slots().AddSlots(ctx, slots)
 }
 
 // DelSlots unassigns slots of the node's group.
 func (v clusterView) DelSlots(ctx context.Context, slots []int) error {
-	return v.n.DelSlots(ctx, slots)
+	return v.n.Slots().DelSlots(ctx, slots)
 }
 
 // Failover makes this node its group's leader.
-func (v clusterView) Failover(ctx context.Context) error { return v.n.Failover(ctx) }
+func (v clusterView) Failover(ctx context.Context) error { return v.n.Members().Failover(ctx) }
 
 // Meet introduces another group.
-func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Meet(ctx, respAddr) }
+func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Directory().Meet(ctx, respAddr) }
 
 // SetSlot changes a slot's migration state or owner.
 func (v clusterView) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {
-	return v.n.SetSlot(ctx, slot, action, clusterID)
+	return v.n.Slots().SetSlot(ctx, slot, action, clusterID)
 }
 
 // TakeMove takes the group's move lease through its log (cluster.MoveLog).
 func (v clusterView) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
-	return v.n.TakeMove(ctx, holder, lease)
+	return v.n.Slots().TakeMove(ctx, holder, lease)
 }
 
 // DropMove frees the group's move lease (cluster.MoveLog).
 func (v clusterView) DropMove(ctx context.Context, holder string) error {
-	return v.n.DropMove(ctx, holder)
+	return v.n.Slots().DropMove(ctx, holder)
 }
 
 var _ cluster.MoveLog = clusterView{}
 
 // MoveDest returns where a key in flight was sent.
-func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
+func (v clusterView) MoveDest(key []byte) string { return v.n.Slots().MoveDest(key) }
 
 // Tombstone reports whether key was moved away and has not come back.
-func (v clusterView) Tombstone(key []byte) bool { return v.n.Tombstone(key) }
+func (v clusterView) Tombstone(key []byte) bool { return v.n.Slots().Tombstone(key) }
 
 // ChangeSlots makes a transaction's slot changes as one log entry.
 func (v clusterView) ChangeSlots(ctx context.Context, changes []cluster.SlotChange) ([]error, error) {
-	return v.n.ChangeSlots(ctx, changes)
+	return v.n.Slots().ChangeSlots(ctx, changes)
 }
 
 // InfoFields answers INFO replication: Redis's role fields first (so that
@@ -249,7 +249,7 @@ func RegisterCluster(s *Server, n *replication.Node) {
 
 func raftJoinHandler(c *Conn, args [][]byte) error {
 	n := c.srv.raft
-	if err := n.Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
+	if err := n.Members().Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
 		return err
 	}
 	c.WriteOK()
@@ -258,7 +258,7 @@ func raftJoinHandler(c *Conn, args [][]byte) error {
 
 func raftRemoveHandler(c *Conn, args [][]byte) error {
 	n := c.srv.raft
-	if err := n.Remove(c.srv.ctx, string(args[1])); err != nil {
+	if err := n.Members().Remove(c.srv.ctx, string(args[1])); err != nil {
 		return err
 	}
 	c.WriteOK()

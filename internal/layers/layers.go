@@ -47,14 +47,16 @@ var Rules = []Rule{
 		Why: "the decision path below the front doors: the backend interface once, the rules, the routing across groups; the doors and the region gate call it, it calls none of them"},
 	{Package: "region", Never: without(servers, "region", "cluster", "decide", "replication"), NeverDirect: []string{"replication"},
 		Why: "regions sit in front of the backend interface (decide) and reach peers with internal/respclient, not the RESP server or raft"},
-	{Package: "rls", Never: []string{"resp", "httplimit", "metrics", "cmd/..."}, NeverDirect: []string{"replication", "region"},
+	{Package: "rls", Never: []string{"resp", "httplimit", "metrics", "cmd/..."}, NeverDirect: []string{"replication", "region", "decide"},
 		Why: "Envoy's service is a front door beside RESP: it is handed a backend and router, it does not own them"},
 	{Package: "httplimit", Never: append([]string{"engine", "shards", "snapshot"}, servers...),
 		Why: "the net/http middleware is a client of a limiter: it runs in the user's process"},
-	{Package: "metrics", OnlyImportedBy: []string{"cmd/..."},
+	{Package: "metrics", OnlyImportedBy: []string{"cmd/..."}, Never: []string{"cmd/...", "httplimit"},
 		Why: "metrics reads every layer's counters for the binary; a layer keeps its own counters and never imports metrics"},
-	{Package: "resp", OnlyImportedBy: []string{"cmd/...", "metrics"},
+	{Package: "resp", OnlyImportedBy: []string{"cmd/...", "metrics"}, Never: []string{"rls", "httplimit", "metrics", "cmd/..."},
 		Why: "the wire layer is the top of the server: only the binary wires it, and metrics reads its figures for the binary"},
+	{Package: "cmd/...", Never: []string{"httplimit", "internal/poll", "internal/testcert", "internal/testlog", "internal/testnet"},
+		Why: "the binary wires the server: the middleware is a library for users' processes, and the test helpers never ship"},
 }
 
 // without returns list less the names given.

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -105,5 +108,59 @@ func TestCheckFindsViolations(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("Check = %q\nwant    %q", got, want)
+	}
+}
+
+// designSays are the two things every DESIGN.md states (as a heading or a
+// sentence): what the package owns and what it must never import.
+var designSays = []*regexp.Regexp{
+	regexp.MustCompile(`(?im)^## .*\bowns\b`),
+	regexp.MustCompile(`(?i)never\s+imports?\b`),
+}
+
+// TestDesignNamesOwnerAndImports: every package of the module with a
+// DESIGN.md says there what it owns and what it must never import, and a
+// rule of Rules holds it to that (so the sentence is checked, not only
+// written). cmd/cellserver and engine/codec, the main packages that had
+// none, must have one.
+func TestDesignNamesOwnerAndImports(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}", Module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	with := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		imp, dir, ok := strings.Cut(line, " ")
+		path, inModule := strings.CutPrefix(imp, Module+"/")
+		if !ok || !inModule {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "DESIGN.md"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		with[path] = true
+		for _, re := range designSays {
+			if !re.Match(b) {
+				t.Errorf("%s/DESIGN.md does not say what it owns and what it never imports (no match for %s)", path, re)
+			}
+		}
+		ruled := false
+		for _, r := range Rules {
+			ruled = ruled || Matches(r.Package, path)
+		}
+		if !ruled {
+			t.Errorf("%s has a DESIGN.md but no rule in Rules checks what it says it never imports", path)
+		}
+	}
+	for _, p := range []string{"cmd/cellserver", "engine/codec", "replication", "resp", "decide", "region", "rls", "cluster"} {
+		if !with[p] {
+			t.Errorf("%s has no DESIGN.md", p)
+		}
 	}
 }

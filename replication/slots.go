@@ -193,6 +193,14 @@ func (n *Node) DropMove(ctx context.Context, holder string) error {
 	return n.changeCluster(ctx, &clusterChange{Action: actDropMove, Holder: holder})
 }
 
+// MoveLease returns the group's move lease as this node's replica has
+// applied it (cluster.MoveLog's): a read of local state, no log entry.
+func (n *Node) MoveLease() cluster.MoveLease {
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	return n.fsm.cluster.Lease
+}
+
 var _ cluster.MoveLog = (*Node)(nil)
 
 // MoveDest returns where the key in flight out of this group was sent (the

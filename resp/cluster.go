@@ -86,6 +86,10 @@ func (v clusterView) DropMove(ctx context.Context, holder string) error {
 	return v.n.DropMove(ctx, holder)
 }
 
+// MoveLease returns the lease as this node's replica applied it
+// (cluster.MoveLog).
+func (v clusterView) MoveLease() cluster.MoveLease { return v.n.MoveLease() }
+
 var _ cluster.MoveLog = clusterView{}
 
 // MoveDest returns where a key in flight was sent.

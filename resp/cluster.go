@@ -92,6 +92,14 @@ func (v clusterView) MoveLease() cluster.MoveLease { return v.n.MoveLease() }
 
 var _ cluster.MoveLog = clusterView{}
 
+// GroupHasSlotKeys asks another group, through the node's directory,
+// whether it holds a key of slot (cluster.SlotKeysAsker).
+func (v clusterView) GroupHasSlotKeys(ctx context.Context, group string, slot int) (bool, error) {
+	return v.n.GroupHasSlotKeys(ctx, group, slot)
+}
+
+var _ cluster.SlotKeysAsker = clusterView{}
+
 // MoveDest returns where a key in flight was sent.
 func (v clusterView) MoveDest(key []byte) string { return v.n.MoveDest(key) }
 

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -596,7 +594,7 @@ func clusterCommand() *Command {
 				Reply: "Integer: the number of keys of the slot put back into this group's keyspace, each with the state it had when `MIGRATE` took it out (0 when none is in flight). " +
 					"Without `FORCE` it puts them back only when every one was sent to an address that is no member of any group this cluster knows " +
 					"(a server that is not a cellserver, a dead or standalone one: clients of this cluster never reach it, so the key is served in one place only), " +
-					"or to a member of a group that neither owns nor imports the slot (as this node's view of the groups shows it; a group not heard from within 2 s counts as one that may) and whose members, asked now, count no key of it (`CLUSTER COUNTKEYSINSLOT`): " +
+					"or to a member of a group that neither owns nor imports the slot (as this node's view of the groups shows it; a group not heard from within 2 s counts as one that may) and whose members, asked now on their raft port (the directory of groups), hold no key of it, in flight or not: " +
 					"a `RESTORE` that never landed there cannot land any more, and no copy is served there (the state `redis-cli --cluster fix` leaves after a move interrupted mid-`MIGRATE`).",
 				Errors: []string{"`ERR Invalid or out of range slot` for a slot that is not an integer in [0, 16383].",
 					"`ERR <n> key(s) of slot <slot> are in flight to <address>, a member of group <name> (or to an unknown destination) …` without `FORCE` when a key was sent to a member of a known group: " +
@@ -808,7 +806,10 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 	return c.runMove(5*time.Second, func() error { return c.abortMoveHeld(cl, r, slot, force) })
 }
 
-// abortMoveHeld is abortMove's work, run holding the group's move lease.
+// abortMoveHeld is abortMove's work, run holding the group's move lease:
+// the slot's keys in flight, cluster.PlanAbort's verdict on them (other
+// groups asked through the node's directory, cluster.SlotKeysAsker), then
+// one OpMoveAbort.
 func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force bool) error {
 	if _, err := c.readNow(); err != nil {
 		return err
@@ -817,39 +818,15 @@ func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force boo
 		r = now // as it is once the lease is held
 	}
 	var keys [][]byte
-	blocked, where := 0, ""
-	cleared := map[int]bool{} // groups asked: true when they cannot hold the slot's keys
 	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
-		if keySlot(key) != slot {
-			return true
-		}
-		keys = append(keys, key)
-		if force {
-			return true
-		}
-		dest := cl.MoveDest(key)
-		g := r.GroupOfAddr(dest)
-		if g >= 0 && g != r.Self {
-			if _, ok := cleared[g]; !ok {
-				cleared[g] = c.groupLacksSlot(r, g, slot)
-			}
-			if cleared[g] {
-				return true
-			}
-		}
-		if dest == "" || g >= 0 {
-			blocked++
-			if where == "" && g >= 0 {
-				where = dest + ", a member of group " + r.Groups[g].Name
-			} else if where == "" {
-				where = "an unknown destination"
-			}
+		if keySlot(key) == slot {
+			keys = append(keys, key)
 		}
 		return true
 	})
-	if blocked > 0 {
-		return &textError{fmt.Sprintf("ERR %d key(s) of slot %d are in flight to %s, which may hold them: MIGRATE them there again, "+
-			"or CLUSTER ABORTMOVE %d FORCE once sure it does not have them", blocked, slot, where, slot)}
+	ask, _ := cl.(cluster.SlotKeysAsker)
+	if err := cluster.PlanAbort(c.srv.ctx, r, ask, slot, force, keys, cl.MoveDest); err != nil {
+		return err
 	}
 	if len(keys) == 0 {
 		c.WriteInt(0)
@@ -867,32 +844,4 @@ func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force boo
 	}
 	c.WriteInt(res[0].N)
 	return nil
-}
-
-// groupLacksSlot reports whether group g of r can neither hold nor take a
-// key of slot: the routing model rules it out (cluster.Routing.MayTakeSlot:
-// it does not own the slot, no group's view shows it importing, and its
-// view is fresh), and every member, asked now, counts no key of it
-// (CLUSTER COUNTKEYSINSLOT, keys in flight included: a count only the
-// members know). A RESTORE of the slot's key arriving there late is then
-// refused by its log (not importing). Any doubt (a member that does not
-// answer, or answers anything but an integer) is false.
-func (c *Conn) groupLacksSlot(r *cluster.Routing, g, slot int) bool {
-	if r.MayTakeSlot(g, slot) {
-		return false
-	}
-	// The groups of a cluster share requirepass (a node joins with it).
-	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
-	for _, m := range r.Groups[g].Members {
-		rc, err := respclient.Dial(c.srv.ctx, m.RespAddr, cfg)
-		if err != nil {
-			return false
-		}
-		n, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
-		rc.Close()
-		if err != nil || n.Kind != respclient.Integer || n.Int != 0 {
-			return false
-		}
-	}
-	return true
 }

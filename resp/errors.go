@@ -220,6 +220,7 @@ func appendErrorText(b []byte, err error) []byte {
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
+		abortB *cluster.AbortBlockedError
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
@@ -250,6 +251,23 @@ func appendErrorText(b []byte, err error) []byte {
 			}
 		}
 		return appendLine(append(b, "ERR "...), slotE.Error())
+	case errors.As(err, &abortB):
+		// CLUSTER ABORTMOVE's refusal (cluster.PlanAbort).
+		b = append(b, "ERR "...)
+		b = strconv.AppendInt(b, int64(abortB.Keys), 10)
+		b = append(b, " key(s) of slot "...)
+		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
+		b = append(b, " are in flight to "...)
+		if abortB.Dest == "" {
+			b = append(b, "an unknown destination"...)
+		} else {
+			b = appendLine(b, abortB.Dest)
+			b = append(b, ", a member of group "...)
+			b = appendLine(b, abortB.Group)
+		}
+		b = append(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE "...)
+		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
+		return append(b, " FORCE once sure it does not have them"...)
 	case errors.As(err, &node):
 		b = append(b, "ERR I don't know about node "...)
 		return appendLine(b, clip([]byte(node.id)))

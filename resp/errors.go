@@ -116,6 +116,7 @@ var sentinelReplies = []struct {
 	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
 	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
 	{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+	{cluster.ErrTargetUnreachable, "IOERR error or timeout connecting to the client"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 	{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
 	{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
@@ -221,11 +222,28 @@ func appendErrorText(b []byte, err error) []byte {
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
 		abortB *cluster.AbortBlockedError
+		inFl   *cluster.InFlightError
+		resend *cluster.ResendError
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
 	)
 	switch {
+	case errors.As(err, &inFl):
+		// MIGRATE's failure (worded as such) with keys left in flight:
+		// first, as it wraps that failure.
+		b = appendErrorText(b, inFl.Err)
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(inFl.Keys), 10)
+		return append(b, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"...)
+	case errors.As(err, &resend):
+		b = append(b, "ERR key "...)
+		b = appendLine(b, clip(resend.Key))
+		b = append(b, " is in flight to "...)
+		b = appendLine(b, resend.Dest)
+		b = append(b, ", a member of group "...)
+		b = appendLine(b, resend.Group)
+		return append(b, ": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot"...)
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.

@@ -3,6 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
 // CLUSTER ABORTMOVE's decision: which keys of a slot in flight out of
@@ -97,4 +100,58 @@ func (r *Routing) LacksSlot(ctx context.Context, ask SlotKeysAsker, g, slot int)
 	}
 	has, err := ask.GroupHasSlotKeys(ctx, r.Groups[g].Name, slot)
 	return err == nil && !has
+}
+
+// AbortKeyspace is the group's keyspace as an Abort needs it: resp's
+// Backend, through the connection that runs CLUSTER ABORTMOVE.
+type AbortKeyspace interface {
+	// ReadNow is a read barrier: MovingKeys after it reports every key
+	// put in flight before.
+	ReadNow() error
+	// MovingKeys calls fn for each key in flight until it returns false.
+	MovingKeys(fn func(key []byte, st engine.State) bool)
+	// PutBack puts keys back into the keyspace (one shards.OpMoveAbort)
+	// and returns how many went back.
+	PutBack(keys [][]byte) (int64, error)
+}
+
+// Abort is one CLUSTER ABORTMOVE of Slot, run holding the group's move
+// lease (Mover.Run), so that it never races a MIGRATE of any node of the
+// group.
+type Abort struct {
+	Slot  int
+	Force bool
+	// Keyspace is required.
+	Keyspace AbortKeyspace
+	// Routing returns this node's routing table as it is once the lease
+	// is held; MoveDest where a key in flight was sent ("" unknown).
+	Routing  func() *Routing
+	MoveDest func(key []byte) string
+	// Ask asks other groups whether they hold the slot's keys (the
+	// node's directory); nil: every group that may is a doubt.
+	Ask SlotKeysAsker
+}
+
+// Run puts the slot's keys in flight out of this group back into its
+// keyspace when PlanAbort allows it, and returns how many went back (0
+// when none is in flight); an *AbortBlockedError when a key may be held
+// elsewhere.
+func (a *Abort) Run(ctx context.Context) (int64, error) {
+	if err := a.Keyspace.ReadNow(); err != nil {
+		return 0, err
+	}
+	var keys [][]byte
+	a.Keyspace.MovingKeys(func(key []byte, _ engine.State) bool {
+		if hashslot.Of(key) == a.Slot {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	if err := PlanAbort(ctx, a.Routing(), a.Ask, a.Slot, a.Force, keys, a.MoveDest); err != nil {
+		return 0, err
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	return a.Keyspace.PutBack(keys)
 }

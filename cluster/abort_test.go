@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // slotKeys is a SlotKeysAsker over fixed answers, counting the questions:
@@ -88,5 +92,67 @@ func TestPlanAbort(t *testing.T) {
 	// No asker (a node without a directory): every group is a doubt.
 	if err := PlanAbort(context.Background(), r, nil, slot, false, [][]byte{[]byte("k")}, func([]byte) string { return "127.0.0.1:7002" }); err == nil {
 		t.Errorf("PlanAbort without an asker put back a key sent to group b")
+	}
+}
+
+// storeAbortKeyspace is an AbortKeyspace over a keyspace in this process.
+type storeAbortKeyspace struct{ storeKeyspace }
+
+func (k *storeAbortKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
+	k.s.MovingKeys(fn)
+}
+
+func (k *storeAbortKeyspace) PutBack(keys [][]byte) (int64, error) {
+	var res shards.Result
+	k.s.Exec(&shards.Op{Code: shards.OpMoveAbort, Keys: keys}, k.now, &res)
+	return res.N, res.Err
+}
+
+// TestAbortRun: an Abort puts back the slot's keys in flight (only that
+// slot's) when PlanAbort allows it, and nothing when a key may be held
+// elsewhere.
+func TestAbortRun(t *testing.T) {
+	const now = int64(1_700_000_000) * 1e9
+	req := engine.Request{Kind: engine.KindGCRA, Burst: 0, Rate: 1, Period: 60e9, Quantity: 1}
+	r := NewRouting(0, "a1", []GroupView{
+		{Name: "a", Slots: [][2]int{{0, 16383}}, Reachable: true, Members: []GroupMember{{ID: "1", RespAddr: "127.0.0.1:7001"}}},
+		{Name: "c", Reachable: true, Members: []GroupMember{{ID: "3", RespAddr: "127.0.0.1:7003"}}},
+	})
+	// Two keys of one slot, one of another.
+	k1, k2, other := []byte("{t}1"), []byte("{t}2"), []byte("{u}1")
+	slot := hashslot.Of(k1)
+	for _, tc := range []struct {
+		name   string
+		dest   string
+		want   int64
+		refuse bool
+	}{
+		{name: "sent outside the cluster", dest: "127.0.0.1:9999", want: 2},
+		{name: "sent to a group that holds the slot's keys", dest: "127.0.0.1:7003", refuse: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, _ := shards.New(shards.Config{Shards: 2})
+			ks := &storeAbortKeyspace{storeKeyspace{s: src, now: now}}
+			for _, k := range [][]byte{k1, k2, other} {
+				var res shards.Result
+				src.Exec(&shards.Op{Code: shards.OpLimit, Keys: [][]byte{k}, Reqs: []engine.Request{req}}, now, &res)
+				src.Exec(&shards.Op{Code: shards.OpMoveOut, Keys: [][]byte{k}, Dest: tc.dest}, now, &res)
+			}
+			ask := &slotKeys{has: map[string]bool{"c": true}, asked: map[string]int{}}
+			ab := &Abort{Slot: slot, Keyspace: ks, Routing: func() *Routing { return r }, MoveDest: func([]byte) string { return tc.dest }, Ask: ask}
+			n, err := ab.Run(context.Background())
+			var blocked *AbortBlockedError
+			if n != tc.want || errors.As(err, &blocked) != tc.refuse || err != nil && !tc.refuse {
+				t.Fatalf("Run = %d, %v; want %d (refused %v)", n, err, tc.want, tc.refuse)
+			}
+			for _, k := range [][]byte{k1, k2} {
+				if _, moving := src.Moving(k); moving != tc.refuse {
+					t.Errorf("%s in flight %v after Run, want %v", k, moving, tc.refuse)
+				}
+			}
+			if _, moving := src.Moving(other); !moving {
+				t.Errorf("%s (another slot) put back", other)
+			}
+		})
 	}
 }

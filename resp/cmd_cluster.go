@@ -798,50 +798,52 @@ func clusterConnCommands() []*Command {
 	}
 }
 
-// abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
-// group go back into its keyspace (shards.OpMoveAbort), when each was sent
-// to no member of a known group, or when force. It holds the group's move
-// lease, so that it never races a MIGRATE of any node of the group.
+// abortMove runs CLUSTER ABORTMOVE (cluster.Abort) holding the group's
+// move lease, so that it never races a MIGRATE of any node of the group:
+// the keys of slot in flight out of this group go back into its keyspace
+// when each was sent where it cannot be served (other groups asked through
+// the node's directory), or when force.
 func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	return c.runMove(5*time.Second, func() error { return c.abortMoveHeld(cl, r, slot, force) })
+	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: abortKeyspace{c}, MoveDest: cl.MoveDest,
+		Routing: func() *cluster.Routing {
+			if now := cl.Routing(); now != nil {
+				return now // as it is once the lease is held
+			}
+			return r
+		}}
+	ab.Ask, _ = cl.(cluster.SlotKeysAsker)
+	var n int64
+	if err := c.runMove(5*time.Second, func() error {
+		var err error
+		n, err = ab.Run(c.srv.ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	c.WriteInt(n)
+	return nil
 }
 
-// abortMoveHeld is abortMove's work, run holding the group's move lease:
-// the slot's keys in flight, cluster.PlanAbort's verdict on them (other
-// groups asked through the node's directory, cluster.SlotKeysAsker), then
-// one OpMoveAbort.
-func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	if _, err := c.readNow(); err != nil {
-		return err
-	}
-	if now := cl.Routing(); now != nil {
-		r = now // as it is once the lease is held
-	}
-	var keys [][]byte
-	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
-		if keySlot(key) == slot {
-			keys = append(keys, key)
-		}
-		return true
-	})
-	ask, _ := cl.(cluster.SlotKeysAsker)
-	if err := cluster.PlanAbort(c.srv.ctx, r, ask, slot, force, keys, cl.MoveDest); err != nil {
-		return err
-	}
-	if len(keys) == 0 {
-		c.WriteInt(0)
-		return nil
-	}
+// abortKeyspace is the group's keyspace as a cluster.Abort sees it,
+// through the connection running CLUSTER ABORTMOVE.
+type abortKeyspace struct{ c *Conn }
+
+func (k abortKeyspace) ReadNow() error {
+	_, err := k.c.readNow()
+	return err
+}
+
+func (k abortKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
+	k.c.srv.backend.Store().MovingKeys(fn)
+}
+
+func (k abortKeyspace) PutBack(keys [][]byte) (int64, error) {
 	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
 	res := make([]shards.Result, 1)
-	err := c.srv.backend.Write(c.srv.ctx, ops, res)
-	c.now = 0
+	err := k.c.srv.backend.Write(k.c.srv.ctx, ops, res)
+	k.c.now = 0
 	if err == nil {
 		err = res[0].Err
 	}
-	if err != nil {
-		return err
-	}
-	c.WriteInt(res[0].N)
-	return nil
+	return res[0].N, err
 }

@@ -27,6 +27,10 @@ type MoveLog interface {
 	TakeMove(ctx context.Context, holder string, lease time.Duration) error
 	// DropMove frees the lease if holder holds it.
 	DropMove(ctx context.Context, holder string) error
+	// MoveLease returns the lease as this node's replica of the log has
+	// applied it, without writing to the log: what a waiting Mover
+	// watches for the lease's release.
+	MoveLease() MoveLease
 }
 
 // Mover runs a group's moves one at a time across the group. Safe for
@@ -43,32 +47,36 @@ func NewMover(log MoveLog, self string) *Mover { return &Mover{log: log, self: s
 
 // Run runs fn holding the group's move lease for lease (which must cover
 // fn's longest run: a lease that lapses while fn runs lets the next move
-// start). While another move holds it, Run waits for it, asking again
-// with a growing pause up to 200 ms, for up to wait; then it returns the
-// last refusal (wrapping ErrMoveBusy) without running fn. The lease is
-// dropped when fn returns, whatever it returns; a drop that fails (no
-// leader) leaves it to lapse.
+// start). While another move holds it, Run waits for it, for up to wait,
+// watching the lease this node's replica applies (MoveLease) and asking
+// the log again only once that shows the lease released, taken by
+// another, or lapsed (waitRelease): a wait writes nothing to the log.
+// After wait it returns the last refusal (wrapping ErrMoveBusy) without
+// running fn. The lease is dropped when fn returns, whatever it returns;
+// a drop that fails (no leader) leaves it to lapse.
 func (m *Mover) Run(ctx context.Context, lease, wait time.Duration, fn func() error) error {
 	holder := m.self + "/" + strconv.FormatUint(m.seq.Add(1), 10)
 	deadline := time.Now().Add(wait)
-	pause := 5 * time.Millisecond
+	pause := moveRetryMin
+	var last MoveLease // the lease of the previous refusal
 	for {
 		err := m.log.TakeMove(ctx, holder, lease)
 		if err == nil {
 			break
 		}
-		left := time.Until(deadline)
-		if !errors.Is(err, ErrMoveBusy) || left <= 0 {
+		var busy *MoveBusyError
+		if !errors.As(err, &busy) || time.Until(deadline) <= 0 {
 			return err
 		}
-		t := time.NewTimer(min(pause, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
+		held := MoveLease{Holder: busy.Holder, Until: busy.Until}
+		if held != last {
+			pause = moveRetryMin // a new holder: its release is news
 		}
-		pause = min(2*pause, 200*time.Millisecond)
+		last = held
+		if !m.waitRelease(ctx, held, deadline, pause) {
+			return err
+		}
+		pause = min(2*pause, moveRetryMax)
 	}
 	defer func() {
 		// A fresh context: the lease is dropped even when ctx ended.
@@ -77,6 +85,51 @@ func (m *Mover) Run(ctx context.Context, lease, wait time.Duration, fn func() er
 		cancel()
 	}()
 	return fn()
+}
+
+const (
+	// moveWatch is how often a waiting Mover reads the lease its replica
+	// applied (a read of local state: no log entry, no network).
+	moveWatch = 5 * time.Millisecond
+	// moveRetryMin and moveRetryMax bound the pause before a Mover asks
+	// the log again when its replica's view of the lease has not caught
+	// up with a refusal (a lagging follower) or its clock and the log's
+	// disagree on a lapse: at most one refused entry per moveRetryMax.
+	moveRetryMin = 5 * time.Millisecond
+	moveRetryMax = 200 * time.Millisecond
+)
+
+// waitRelease waits until the log is worth asking again after a refusal
+// naming held: this node's replica shows the lease no longer held as
+// held (released, or taken by another) after having shown it held — a
+// replica still behind the refusal shows the older lease, which says
+// nothing —, or held's time has passed, and in either case at least
+// pause since the refusal when the replica never showed held. It reports
+// false when deadline or ctx ends first.
+func (m *Mover) waitRelease(ctx context.Context, held MoveLease, deadline time.Time, pause time.Duration) bool {
+	start := time.Now()
+	seen := false
+	t := time.NewTicker(moveWatch)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		l := m.log.MoveLease()
+		if l == held {
+			seen = true
+		}
+		changed := l != held || now.UnixNano() >= held.Until
+		if changed && (seen || now.Sub(start) >= pause) {
+			return true
+		}
+		if !now.Before(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // LocalMoves is the MoveLog of a standalone server, whose one process is
@@ -109,6 +162,13 @@ func (l *LocalMoves) DropMove(_ context.Context, holder string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st.ApplyMove(&Change{Action: DropMove, Holder: holder}, l.now().UnixNano())
+}
+
+// MoveLease is MoveLog's.
+func (l *LocalMoves) MoveLease() MoveLease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st.Lease
 }
 
 var _ MoveLog = (*LocalMoves)(nil)

@@ -222,3 +222,58 @@ func TestMoverLeaseLapses(t *testing.T) {
 		t.Errorf("TakeMove after a failed move = %v, want the lease free", err)
 	}
 }
+
+// countingLog is a MoveLog that counts the TakeMove calls reaching the
+// log below it.
+type countingLog struct {
+	MoveLog
+	takes atomic.Int32
+}
+
+func (c *countingLog) TakeMove(ctx context.Context, holder string, lease time.Duration) error {
+	c.takes.Add(1)
+	return c.MoveLog.TakeMove(ctx, holder, lease)
+}
+
+// TestMoverWaitsWithoutAsking: a Mover waiting for another's lease asks
+// the log once, then watches the lease its replica applies, and asks
+// again only once it is released: a wait of any length writes two
+// entries (the refusal, the take), not one per retry.
+func TestMoverWaitsWithoutAsking(t *testing.T) {
+	local := NewLocalMoves(nil)
+	log := &countingLog{MoveLog: local}
+	ctx := context.Background()
+	if err := local.TakeMove(ctx, "other/1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- NewMover(log, "n2").Run(ctx, time.Minute, time.Minute, func() error { return nil })
+	}()
+	poll.Until(t, 10*time.Second, func() error {
+		if log.takes.Load() == 0 {
+			return errors.New("the mover has not asked yet")
+		}
+		return nil
+	})
+	// Held for a while: a mover retrying every 200 ms at most would ask
+	// several times meanwhile.
+	time.Sleep(time.Second)
+	if n := log.takes.Load(); n != 1 {
+		t.Errorf("%d TakeMove calls while the lease was held, want 1 (the refusal)", n)
+	}
+	if err := local.DropMove(ctx, "other/1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after the release = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still waiting 30 s after the lease was released")
+	}
+	if n := log.takes.Load(); n != 2 {
+		t.Errorf("%d TakeMove calls in all, want 2 (the refusal, the take)", n)
+	}
+}

@@ -47,6 +47,21 @@ func (r Rules) Apply(op *shards.Op) error {
 	return nil
 }
 
+// ApplyRequest is Apply for one limiter request, req on key, for a door
+// that builds its ops itself (the Envoy service: rls.Rules): an override's
+// parameters replace req's, a shadow pattern sets req.Shadow. An override
+// that would make req invalid leaves it unchanged and returns a
+// *RuleError (Limit 0).
+func (r Rules) ApplyRequest(key []byte, req *engine.Request) error {
+	if r.Policy == nil {
+		return nil
+	}
+	if err := r.Policy.Apply(key, req, r.Parse); err != nil {
+		return &RuleError{Err: err}
+	}
+	return nil
+}
+
 // RuleError is Rules.Apply's refusal: an override's parameters are not a
 // valid request of the op's kind (a sliding-log limit above sl-max-limit).
 type RuleError struct {

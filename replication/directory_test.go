@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -232,5 +233,56 @@ func TestFresher(t *testing.T) {
 		if got := fresher(tc.w, tc.best); got != tc.want {
 			t.Errorf("%s: fresher = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestGroupHasSlotKeys: a node asks another group, through its directory
+// (the members' raft ports, not their RESP ports: these test members have
+// no RESP server), whether it holds a key of a slot; its own group and an
+// unknown one are errors, as is a group one of whose members does not
+// answer.
+func TestGroupHasSlotKeys(t *testing.T) {
+	a, b := newGroup(t, "a", 2), newGroup(t, "b", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := leaderOf(a).Slots().AddSlots(ctx, toSlots(0, hashslot.Count-1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaderOf(a).Directory().Meet(ctx, b.nodes[0].respAddr); err != nil {
+		t.Fatalf("MEET: %v", err)
+	}
+	waitRouting(t, func(r *cluster.Routing) error {
+		if len(r.Groups) != 2 {
+			return fmt.Errorf("%d groups", len(r.Groups))
+		}
+		return nil
+	}, a, b)
+	if _, err := write(t, leaderOf(a), throttle("k", 1, 1, 60, 1)); err != nil {
+		t.Fatal(err)
+	}
+	a.waitConverged(15 * time.Second)
+	slot := hashslot.Of([]byte("k"))
+	asker := b.nodes[0].node
+	for _, tc := range []struct {
+		group string
+		slot  int
+		want  bool
+	}{{"a", slot, true}, {"a", (slot + 1) % hashslot.Count, false}} {
+		if got, err := asker.Slots().GroupHasSlotKeys(ctx, tc.group, tc.slot); err != nil || got != tc.want {
+			t.Errorf("GroupHasSlotKeys(%s, %d) = %v, %v; want %v", tc.group, tc.slot, got, err, tc.want)
+		}
+	}
+	if _, err := asker.Slots().GroupHasSlotKeys(ctx, "b", slot); !errors.Is(err, cluster.ErrGroupUnknown) {
+		t.Errorf("GroupHasSlotKeys of its own group = %v, want ErrGroupUnknown", err)
+	}
+	if _, err := asker.Slots().GroupHasSlotKeys(ctx, "zz", slot); !errors.Is(err, cluster.ErrGroupUnknown) {
+		t.Errorf("GroupHasSlotKeys of an unknown group = %v, want ErrGroupUnknown", err)
+	}
+	// A member of a that does not answer: a doubt, reported.
+	a.stop(1)
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelShort()
+	if _, err := asker.Slots().GroupHasSlotKeys(short, "a", (slot+1)%hashslot.Count); err == nil {
+		t.Errorf("GroupHasSlotKeys with a member of a stopped = nil error, want one")
 	}
 }

@@ -53,3 +53,54 @@ func TestMoveLeaseAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveLeaseWaitWritesNothing: a Mover waiting on one node for the
+// lease another node holds writes nothing to the group's log while it
+// waits (it watches the lease its replica applies), and takes the lease
+// as soon as the holder drops it.
+func TestMoveLeaseWaitWritesNothing(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	li := c.WaitForLeader(10 * time.Second)
+	leader, holder, waiter := c.nodes[li].node, c.nodes[(li+1)%3].node, c.nodes[(li+2)%3].node
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := holder.Slots().TakeMove(ctx, "h/1", time.Minute); err != nil {
+		t.Fatalf("TakeMove = %v", err)
+	}
+	// The waiter's replica shows the lease held before the wait starts.
+	poll.Until(t, 10*time.Second, func() error {
+		if l := waiter.Slots().MoveLease(); l.Holder != "h/1" {
+			return fmt.Errorf("waiter's lease %+v, want h/1's", l)
+		}
+		return nil
+	})
+	before := leader.Info().LastLogIndex
+	ran := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- cluster.NewMover(waiter.Slots(), "w").Run(ctx, time.Minute, 50*time.Second, func() error { close(ran); return nil })
+	}()
+	// The waiter's first ask is refused: one entry. Then it only watches.
+	var start uint64
+	poll.Until(t, 10*time.Second, func() error {
+		if start = leader.Info().LastLogIndex; start == before {
+			return errors.New("the waiter has not asked yet")
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond) // a window a 200 ms retry would fill with entries
+	if got := leader.Info().LastLogIndex - start; got != 0 {
+		t.Errorf("%d log entries appended while the waiter waited 1.5 s, want 0 (it watches its replica's lease)", got)
+	}
+	select {
+	case <-ran:
+		t.Fatal("the waiter ran while h/1 held the lease")
+	default:
+	}
+	if err := holder.Slots().DropMove(ctx, "h/1"); err != nil {
+		t.Fatalf("DropMove = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter's Run after the drop = %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"io"
 	"net"
 	"slices"
@@ -42,6 +43,8 @@ import (
 //	              uvarint-prefixed body as a response's (leader: check each
 //	              in order, commit those that pass as one entry)
 //	reqFailover   uvarint-prefixed id → empty (leader: hand leadership to id)
+//	reqSlotKeys   uvarint slot → one byte, 1 when this node's keyspace holds a
+//	              key of the slot, live or in flight (any node answers)
 //
 // A response's status is statusOK (the payload is the answer) or the code
 // of a whole-request error: one of the sentinels in codeErrors, with an
@@ -62,6 +65,7 @@ const (
 	reqCluster     byte = 8
 	reqClusterList byte = 9
 	reqFailover    byte = 10
+	reqSlotKeys    byte = 11
 )
 
 const (
@@ -249,6 +253,19 @@ func (fs *forwardService) serveRequest(kind byte, payload []byte) ([]byte, error
 			return nil, err
 		}
 		return nil, fs.onlyLeader(func() error { return n.members.transferLeadership(id) })
+	case reqSlotKeys:
+		r := reader{b: payload}
+		slot := r.uvarint("slot")
+		if err := r.end(); err != nil {
+			return nil, err
+		}
+		if slot >= hashslot.Count {
+			return nil, fmt.Errorf("%w: slot %d", ErrBadPayload, slot)
+		}
+		if n.clusterSlots.slotHasKeys(int(slot)) {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
 	case reqCluster:
 		c, err := decodeClusterChange(payload)
 		if err != nil {

@@ -2,8 +2,11 @@ package replication
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
@@ -186,6 +189,51 @@ func (sl *Slots) slotHasKeys(slot int) bool {
 	return found
 }
 
+// GroupHasSlotKeys asks every member of group, another group of the
+// cluster as this node's directory knows it (the members' raft addresses
+// in the routing table), whether its keyspace holds a key of slot, live
+// or in flight (slotHasKeys), over the raft port's forwarding service —
+// the directory's own channel, with the cluster's credentials, not a
+// RESP connection. It is true when any member says so, and an error when
+// the group is unknown or has no member, or a member does not answer.
+func (sl *Slots) GroupHasSlotKeys(ctx context.Context, group string, slot int) (bool, error) {
+	n := sl.n
+	if slot < 0 || slot >= hashslot.Count {
+		return false, fmt.Errorf("replication: slot %d out of range", slot)
+	}
+	r := n.Routing()
+	g := r.Group(group)
+	if g < 0 || g == r.Self {
+		return false, fmt.Errorf("%w: %q", cluster.ErrGroupUnknown, group)
+	}
+	ms := r.Groups[g].Members
+	if len(ms) == 0 {
+		return false, fmt.Errorf("replication: group %q has no known member", group)
+	}
+	payload := binary.AppendUvarint(nil, uint64(slot))
+	has := make([]bool, len(ms))
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Go(func() {
+			body, err := n.fwd.do(ctx, m.RaftAddr, reqSlotKeys, payload, true)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("%s of group %s: %w", m.RaftAddr, group, err)
+			case len(body) != 1:
+				errs[i] = fmt.Errorf("%s of group %s: %w: slot keys answer of %d bytes", m.RaftAddr, group, ErrBadPayload, len(body))
+			default:
+				has[i] = body[0] == 1
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return slices.Contains(has, true), nil
+}
+
 // TakeMove takes (or renews) the group's move lease for holder for lease
 // from the leader's log time, through the log (cluster.State.ApplyMove
 // decides at apply time, alike on every replica); while another holder's
@@ -204,6 +252,14 @@ func (sl *Slots) DropMove(ctx context.Context, holder string) error {
 		return fmt.Errorf("replication: move lease needs a holder")
 	}
 	return sl.changeCluster(ctx, &clusterChange{Action: actDropMove, Holder: holder})
+}
+
+// MoveLease returns the group's move lease as this node's replica has
+// applied it (cluster.MoveLog's): a read of local state, no log entry.
+func (sl *Slots) MoveLease() cluster.MoveLease {
+	sl.n.fsm.mu.Lock()
+	defer sl.n.fsm.mu.Unlock()
+	return sl.n.fsm.cluster.Lease
 }
 
 var _ cluster.MoveLog = (*Slots)(nil)

@@ -85,7 +85,19 @@ func (v clusterView) DropMove(ctx context.Context, holder string) error {
 	return v.n.Slots().DropMove(ctx, holder)
 }
 
+// MoveLease returns the lease as this node's replica applied it
+// (cluster.MoveLog).
+func (v clusterView) MoveLease() cluster.MoveLease { return v.n.Slots().MoveLease() }
+
 var _ cluster.MoveLog = clusterView{}
+
+// GroupHasSlotKeys asks another group, through the node's directory,
+// whether it holds a key of slot (cluster.SlotKeysAsker).
+func (v clusterView) GroupHasSlotKeys(ctx context.Context, group string, slot int) (bool, error) {
+	return v.n.Slots().GroupHasSlotKeys(ctx, group, slot)
+}
+
+var _ cluster.SlotKeysAsker = clusterView{}
 
 // MoveDest returns where a key in flight was sent.
 func (v clusterView) MoveDest(key []byte) string { return v.n.Slots().MoveDest(key) }

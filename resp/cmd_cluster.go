@@ -2,7 +2,6 @@ package resp
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -619,99 +617,52 @@ func clusterConnHandler(c *Conn, h func(c *Conn)) error {
 	return nil
 }
 
-// abortMove runs CLUSTER ABORTMOVE: the keys of slot in flight out of this
-// group go back into its keyspace (shards.OpMoveAbort), when each was sent
-// to no member of a known group, or when force. It holds the group's move
-// lease, so that it never races a MIGRATE of any node of the group.
+// abortMove runs CLUSTER ABORTMOVE (cluster.Abort) holding the group's
+// move lease, so that it never races a MIGRATE of any node of the group:
+// the keys of slot in flight out of this group go back into its keyspace
+// when each was sent where it cannot be served (other groups asked through
+// the node's directory), or when force.
 func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	return c.runMove(5*time.Second, func() error { return c.abortMoveHeld(cl, r, slot, force) })
-}
-
-// abortMoveHeld is abortMove's work, run holding the group's move lease.
-func (c *Conn) abortMoveHeld(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	if _, err := c.readNow(); err != nil {
+	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: abortKeyspace{c}, MoveDest: cl.MoveDest,
+		Routing: func() *cluster.Routing {
+			if now := cl.Routing(); now != nil {
+				return now // as it is once the lease is held
+			}
+			return r
+		}}
+	ab.Ask, _ = cl.(cluster.SlotKeysAsker)
+	var n int64
+	if err := c.runMove(5*time.Second, func() error {
+		var err error
+		n, err = ab.Run(c.srv.ctx)
+		return err
+	}); err != nil {
 		return err
 	}
-	if now := cl.Routing(); now != nil {
-		r = now // as it is once the lease is held
-	}
-	var keys [][]byte
-	blocked, where := 0, ""
-	cleared := map[int]bool{} // groups asked: true when they cannot hold the slot's keys
-	c.srv.backend.Store().MovingKeys(func(key []byte, _ engine.State) bool {
-		if keySlot(key) != slot {
-			return true
-		}
-		keys = append(keys, key)
-		if force {
-			return true
-		}
-		dest := cl.MoveDest(key)
-		g := r.GroupOfAddr(dest)
-		if g >= 0 && g != r.Self {
-			if _, ok := cleared[g]; !ok {
-				cleared[g] = c.groupLacksSlot(r, g, slot)
-			}
-			if cleared[g] {
-				return true
-			}
-		}
-		if dest == "" || g >= 0 {
-			blocked++
-			if where == "" && g >= 0 {
-				where = dest + ", a member of group " + r.Groups[g].Name
-			} else if where == "" {
-				where = "an unknown destination"
-			}
-		}
-		return true
-	})
-	if blocked > 0 {
-		return &textError{fmt.Sprintf("ERR %d key(s) of slot %d are in flight to %s, which may hold them: MIGRATE them there again, "+
-			"or CLUSTER ABORTMOVE %d FORCE once sure it does not have them", blocked, slot, where, slot)}
-	}
-	if len(keys) == 0 {
-		c.WriteInt(0)
-		return nil
-	}
-	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
-	res := make([]shards.Result, 1)
-	err := c.srv.backend.Write(c.srv.ctx, ops, res)
-	c.now = 0
-	if err == nil {
-		err = res[0].Err
-	}
-	if err != nil {
-		return err
-	}
-	c.WriteInt(res[0].N)
+	c.WriteInt(n)
 	return nil
 }
 
-// groupLacksSlot reports whether group g of r can neither hold nor take a
-// key of slot: the routing model rules it out (cluster.Routing.MayTakeSlot:
-// it does not own the slot, no group's view shows it importing, and its
-// view is fresh), and every member, asked now, counts no key of it
-// (CLUSTER COUNTKEYSINSLOT, keys in flight included: a count only the
-// members know). A RESTORE of the slot's key arriving there late is then
-// refused by its log (not importing). Any doubt (a member that does not
-// answer, or answers anything but an integer) is false.
-func (c *Conn) groupLacksSlot(r *cluster.Routing, g, slot int) bool {
-	if r.MayTakeSlot(g, slot) {
-		return false
+// abortKeyspace is the group's keyspace as a cluster.Abort sees it,
+// through the connection running CLUSTER ABORTMOVE.
+type abortKeyspace struct{ c *Conn }
+
+func (k abortKeyspace) ReadNow() error {
+	_, err := k.c.readNow()
+	return err
+}
+
+func (k abortKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
+	k.c.srv.backend.Store().MovingKeys(fn)
+}
+
+func (k abortKeyspace) PutBack(keys [][]byte) (int64, error) {
+	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
+	res := make([]shards.Result, 1)
+	err := k.c.srv.backend.Write(k.c.srv.ctx, ops, res)
+	k.c.now = 0
+	if err == nil {
+		err = res[0].Err
 	}
-	// The groups of a cluster share requirepass (a node joins with it).
-	cfg := respclient.Config{Timeout: 2 * time.Second, MaxArray: 16, Password: *c.srv.requirePass.Load()}
-	for _, m := range r.Groups[g].Members {
-		rc, err := respclient.Dial(c.srv.ctx, m.RespAddr, cfg)
-		if err != nil {
-			return false
-		}
-		n, err := rc.Do([]byte("CLUSTER"), []byte("COUNTKEYSINSLOT"), []byte(strconv.Itoa(slot)))
-		rc.Close()
-		if err != nil || n.Kind != respclient.Integer || n.Int != 0 {
-			return false
-		}
-	}
-	return true
+	return res[0].N, err
 }

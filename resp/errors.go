@@ -116,6 +116,7 @@ var sentinelReplies = []struct {
 	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
 	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
 	{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+	{cluster.ErrTargetUnreachable, "IOERR error or timeout connecting to the client"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 	{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},
 	{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
@@ -220,11 +221,29 @@ func appendErrorText(b []byte, err error) []byte {
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
+		abortB *cluster.AbortBlockedError
+		inFl   *cluster.InFlightError
+		resend *cluster.ResendError
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
 	)
 	switch {
+	case errors.As(err, &inFl):
+		// MIGRATE's failure (worded as such) with keys left in flight:
+		// first, as it wraps that failure.
+		b = appendErrorText(b, inFl.Err)
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(inFl.Keys), 10)
+		return append(b, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"...)
+	case errors.As(err, &resend):
+		b = append(b, "ERR key "...)
+		b = appendLine(b, clip(resend.Key))
+		b = append(b, " is in flight to "...)
+		b = appendLine(b, resend.Dest)
+		b = append(b, ", a member of group "...)
+		b = appendLine(b, resend.Group)
+		return append(b, ": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot"...)
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
@@ -250,6 +269,23 @@ func appendErrorText(b []byte, err error) []byte {
 			}
 		}
 		return appendLine(append(b, "ERR "...), slotE.Error())
+	case errors.As(err, &abortB):
+		// CLUSTER ABORTMOVE's refusal (cluster.PlanAbort).
+		b = append(b, "ERR "...)
+		b = strconv.AppendInt(b, int64(abortB.Keys), 10)
+		b = append(b, " key(s) of slot "...)
+		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
+		b = append(b, " are in flight to "...)
+		if abortB.Dest == "" {
+			b = append(b, "an unknown destination"...)
+		} else {
+			b = appendLine(b, abortB.Dest)
+			b = append(b, ", a member of group "...)
+			b = appendLine(b, abortB.Group)
+		}
+		b = append(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE "...)
+		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
+		return append(b, " FORCE once sure it does not have them"...)
 	case errors.As(err, &node):
 		b = append(b, "ERR I don't know about node "...)
 		return appendLine(b, clip([]byte(node.id)))

@@ -20,6 +20,12 @@ func TestErrorWording(t *testing.T) {
 	}{
 		{replication.ErrNoLeader, "CLUSTERDOWN The cluster is down: no leader"},
 		{fmt.Errorf("forward: %w", &cluster.MoveBusyError{Holder: "n2/5f1c"}), "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (n2/5f1c): retry once it is done"},
+		{&cluster.AbortBlockedError{Slot: 7, Keys: 2, Dest: "10.0.0.2:7000", Group: "b"}, "ERR 2 key(s) of slot 7 are in flight to 10.0.0.2:7000, a member of group b, which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE 7 FORCE once sure it does not have them"},
+		{&cluster.AbortBlockedError{Slot: 7, Keys: 1}, "ERR 1 key(s) of slot 7 are in flight to an unknown destination, which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE 7 FORCE once sure it does not have them"},
+		{cluster.ErrTargetUnreachable, "IOERR error or timeout connecting to the client"},
+		{&cluster.InFlightError{Err: &textError{"IOERR error or timeout reading to target instance"}, Keys: 3}, "IOERR error or timeout reading to target instance; 3 key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"},
+		{&cluster.InFlightError{Err: cluster.ErrTargetUnreachable, Keys: 1}, "IOERR error or timeout connecting to the client; 1 key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"},
+		{&cluster.ResendError{Key: []byte("k"), Dest: "10.0.0.2:7000", Group: "b"}, "ERR key k is in flight to 10.0.0.2:7000, a member of group b: MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot"},
 		{replication.ErrNotLeader, "TRYAGAIN This node is not the leader"},
 		{replication.ErrLeadershipLost, "TRYAGAIN Leadership changed while the command was in flight; it may or may not have been applied"},
 		{replication.ErrShutdown, "CLUSTERDOWN This node is shutting down"},

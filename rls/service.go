@@ -29,6 +29,16 @@ type Writer interface {
 	Write(ctx context.Context, ops []shards.Op, res []shards.Result) error
 }
 
+// Rules applies the operator's limit-override and limit-shadow to one
+// limiter request on its key before it is decided: decide.Rules, the
+// decision path's first stage, which every door applies where it builds
+// its ops. An override replaces the request's parameters, a shadow
+// pattern sets engine.Request.Shadow; an error refuses the request (an
+// override that makes it invalid). It must be safe for concurrent use.
+type Rules interface {
+	ApplyRequest(key []byte, req *engine.Request) error
+}
+
 // errUndecided stands for the error of a descriptor left undecided without
 // one (it cannot happen: every routed descriptor gets its group's answer).
 var errUndecided = errors.New("rls: descriptor not decided")
@@ -45,6 +55,10 @@ type Options struct {
 	// that serves its key (Writer is then unused); nil: Writer decides
 	// everything.
 	Router Router
+	// Rules, when set, rewrites each descriptor's request by the
+	// operator's limit-override and limit-shadow before it is decided, as
+	// every other door does; nil applies none.
+	Rules Rules
 	// Headers chooses the response headers (HeadersOff by default).
 	Headers HeaderMode
 	// NoGrow, when set, is asked before each decision: true marks the ops
@@ -74,6 +88,7 @@ type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 
 	router  Router
+	rules   Rules // Options.Rules; nil: none
 	noGrow  func() bool
 	decided func(key []byte, limited bool) // Options.Decided; nil: none
 	log     *slog.Logger
@@ -127,7 +142,7 @@ type Stats struct {
 // New returns a Service with an empty configuration (every descriptor
 // answers OK) until Load.
 func New(opt Options) *Service {
-	s := &Service{router: opt.Router, noGrow: opt.NoGrow, decided: opt.Decided, log: opt.Logger, desc: newDescStats(opt.StatsLimit)}
+	s := &Service{router: opt.Router, rules: opt.Rules, noGrow: opt.NoGrow, decided: opt.Decided, log: opt.Logger, desc: newDescStats(opt.StatsLimit)}
 	if s.router == nil {
 		s.router = oneGroup{opt.Writer}
 	}
@@ -302,7 +317,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			}
 		}
 	}
-	if err := prepare(domain, descs, plans, replaced); err != nil {
+	if err := s.prepare(domain, descs, plans, replaced); err != nil {
 		return nil, err
 	}
 	s.decideRouted(ctx, plans)
@@ -314,8 +329,12 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 // in one OpLimitAll per group (an OpLimit when alone), each shadow-mode,
 // quota-mode or refund descriptor in an OpLimit of its own. Replaced,
 // unlimited and banned (requests_per_unit 0) limits take no op; replaced
-// ones lose their limit.
-func prepare(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, replaced map[string]bool) error {
+// ones lose their limit. The operator's rules (Options.Rules) rewrite each
+// keyed request last, so that what is decided, replicated and forwarded
+// carries their parameters and shadow flag; a descriptor stays enforced
+// (together) under limit-shadow: its shadow refusal is answered allowed
+// by the keyspace and blocks nothing.
+func (s *Service) prepare(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, replaced map[string]bool) error {
 	for i := range plans {
 		p := &plans[i]
 		l := p.limit
@@ -332,8 +351,13 @@ func prepare(domain string, descs []*rlpb.RateLimitDescriptor, plans []plan, rep
 		if err := r.Validate(); err != nil {
 			return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
-		p.keyed, p.req = true, r
 		p.key = appendKey(nil, l.Algorithm, domain, descs[i].GetEntries(), p.shared)
+		if s.rules != nil {
+			if err := s.rules.ApplyRequest(p.key, &r); err != nil {
+				return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+		}
+		p.keyed, p.req = true, r
 		p.together = !l.ShadowMode && !l.QuotaMode && r.Quantity >= 0
 	}
 	return nil
@@ -368,7 +392,7 @@ func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plan
 			continue
 		case l.Unlimited:
 			st.LimitRemaining = math.MaxUint32
-			s.countDescriptor(domain, descs[i], p, false, false)
+			s.countDescriptor(domain, descs[i], p, false, false, false)
 			continue
 		}
 		st.CurrentLimit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit, Name: l.Name}
@@ -380,10 +404,13 @@ func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plan
 			}
 			continue
 		}
-		limited, reset, retryAfter := false, l.Period, int64(-1)
+		// shadowed: the operator's limit-shadow made the keyspace answer
+		// a refusal allowed (engine.Result.Shadowed); it counts as a
+		// shadow-mode rule's refusal and is invisible to the client.
+		limited, shadowed, reset, retryAfter := false, false, l.Period, int64(-1)
 		if p.keyed {
 			r := &p.result
-			limited = r.Limited
+			limited, shadowed = r.Limited || r.Shadowed, r.Shadowed
 			st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
 			reset = r.ResetAfter
 			if limited && r.RetryAfter >= 0 {
@@ -397,17 +424,20 @@ func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plan
 		if limited {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
-		s.countDescriptor(domain, descs[i], p, limited, limited || !p.keyed || p.result.Remaining*100 <= p.result.Limit*NearLimitPercent)
+		s.countDescriptor(domain, descs[i], p, limited, shadowed, limited || !p.keyed || p.result.Remaining*100 <= p.result.Limit*NearLimitPercent)
+		switch {
+		case shadowed || limited && l.ShadowMode && !l.QuotaMode:
+			st.Code = pb.RateLimitResponse_OK
+			s.stats.shadowOverLimit.Add(1)
+			limited = false // for the headers: a shadow refusal stays invisible
+		case limited && !l.QuotaMode:
+			overLimit = true
+		}
 		if l.QuotaMode {
 			quotaTotal++
 			if limited {
 				quotaOver++
 			}
-		} else if limited && l.ShadowMode {
-			st.Code = pb.RateLimitResponse_OK
-			s.stats.shadowOverLimit.Add(1)
-		} else if limited {
-			overLimit = true
 		}
 		switch {
 		case l.QuotaMode:
@@ -443,8 +473,10 @@ func (s *Service) respond(domain string, descs []*rlpb.RateLimitDescriptor, plan
 
 // countDescriptor adds a decided descriptor to its domain and descriptor's
 // statistics; near: an allowed decision left at most NearLimitPercent of
-// the limit remaining. Refunds and peeks (hits ≤ 0) are not hits.
-func (s *Service) countDescriptor(domain string, d *rlpb.RateLimitDescriptor, p *plan, limited, near bool) {
+// the limit remaining; shadowed: limited under the operator's
+// limit-shadow (counted as a shadow-mode rule's refusal). Refunds and
+// peeks (hits ≤ 0) are not hits.
+func (s *Service) countDescriptor(domain string, d *rlpb.RateLimitDescriptor, p *plan, limited, shadowed, near bool) {
 	if p.hits <= 0 {
 		return
 	}
@@ -455,7 +487,7 @@ func (s *Service) countDescriptor(domain string, d *rlpb.RateLimitDescriptor, p 
 	if key == "" { // a limit sent with the descriptor
 		key = statsKey(domain, descriptorPath(d.GetEntries()))
 	}
-	s.desc.get(key).count(p.hits, limited, p.limit.ShadowMode, near)
+	s.desc.get(key).count(p.hits, limited, shadowed || p.limit.ShadowMode, near)
 }
 
 // headerPick chooses, among one class of descriptors, the one the response

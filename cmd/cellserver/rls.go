@@ -183,7 +183,9 @@ func (st *storage) followMemory(srv *resp.Server) {
 }
 
 // startRLS builds the rate-limit service over st's decision path (its
-// Backend, and in a cluster its Groups), so its
+// Rules — limit-override and limit-shadow rewrite each descriptor's
+// request, as they do CL.THROTTLE's —, its Backend, and in a cluster its
+// Groups), so its
 // decisions are made (and, in a cluster, replicated) as CL.THROTTLE's are —
 // in a cluster each in the group that serves its key (decide.Groups) — and
 // loads rls-config: a bad directory stops the start. With rls-port
@@ -196,7 +198,7 @@ func (st *storage) startRLS(cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 	s := &rlsServer{served: make(chan error, 1), hup: make(chan os.Signal, 1)}
-	opt := rls.Options{Writer: st.path.Backend, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit,
+	opt := rls.Options{Writer: st.path.Backend, Rules: st.path.Rules, Headers: mode, Logger: logger, NoGrow: s.overMemory, StatsLimit: cfg.RLS.StatsLimit,
 		Decided: s.countDecision}
 	if st.path.Groups != nil {
 		opt.Router = st.path.Groups
@@ -276,6 +278,9 @@ func (st *storage) stopRLS(logger *slog.Logger) {
 	})
 }
 
-// The rate-limit service routes across a cluster's groups through the
-// decision path's routing stage.
-var _ rls.Router = (*decide.Groups)(nil)
+// The rate-limit service applies the decision path's rules and routes
+// across a cluster's groups through its routing stage.
+var (
+	_ rls.Rules  = decide.Rules{}
+	_ rls.Router = (*decide.Groups)(nil)
+)

@@ -506,9 +506,9 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	st.calls.Add(1)
 	st.nanos.Add(ns)
 	c.flushClasses()
-	c.srv.latency.observe(cmd.index, c.id, ns)
-	if c.srv.slowlog.slow(ns) {
-		c.srv.slowlog.add(c, cmd, args, ns)
+	c.srv.latency.Observe(cmd.index, c.id, ns)
+	if c.srv.slowlog.Slow(ns) {
+		logSlow(c, cmd, args, ns)
 	}
 	return t1
 }
@@ -520,9 +520,9 @@ func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
 	c.flushClasses()
-	if c.srv.slowlog.slow(per) {
+	if c.srv.slowlog.Slow(per) {
 		for k := range slots {
-			c.srv.slowlog.add(c, slots[k].cmd, slots[k].args, per)
+			logSlow(c, slots[k].cmd, slots[k].args, per)
 		}
 	}
 	for k := 0; k < len(slots); {
@@ -534,7 +534,7 @@ func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 		st := &c.stats[cmd.index]
 		st.calls.Add(int64(n))
 		st.nanos.Add(per * int64(n))
-		c.srv.latency.observeN(cmd.index, c.id, per, n)
+		c.srv.latency.ObserveN(cmd.index, c.id, per, n)
 		k += n
 	}
 	return t1

@@ -345,7 +345,7 @@ func (s *Server) infoLatencystats(b []byte, _ int64) []byte {
 		return b
 	}
 	for _, cmd := range s.table.all {
-		h := lat.snapshot(cmd.index)
+		h := lat.Snapshot(cmd.index)
 		if h.Count == 0 {
 			continue
 		}

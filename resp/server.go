@@ -16,8 +16,10 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/slowlog"
 	"github.com/cellserver/cellserver/internal/version"
 	"github.com/cellserver/cellserver/internal/violations"
 	"github.com/cellserver/cellserver/region"
@@ -288,8 +290,8 @@ type Server struct {
 	mover       *cluster.Mover // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
 	outLimits   atomic.Pointer[OutputLimits]
 	cmem        clientMemory // maxmemory-clients (clientmem.go)
-	slowlog     slowlog
-	latency     *latencies
+	slowlog     slowlog.Log
+	latency     *latency.Striped
 
 	started  int64 // Unix ns
 	nextID   atomic.Int64
@@ -364,8 +366,8 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	}
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
-	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
-	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
+	s.slowlog.SetSlowerThan(cfg.SlowlogSlowerThan)
+	s.slowlog.SetMaxLen(int64(cfg.SlowlogMaxLen))
 	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
@@ -456,7 +458,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) prepare() {
 	s.table.sealed.Store(true)
 	s.stats.closed = make([]cmdStats, len(s.table.all))
-	s.latency = newLatencies(len(s.table.all))
+	s.latency = latency.New(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()
 	s.bg.Add(1)

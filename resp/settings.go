@@ -125,20 +125,20 @@ func (s *Server) initSettings() error {
 			s.queryTime.Store(n * int64(time.Second))
 			return nil
 		}},
-		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.slowerThan.Load()) }, Set: func(v string) error {
+		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.SlowerThan()) }, Set: func(v string) error {
 			n, err := setting.Must("slowlog-log-slower-than").ParseLive(v)
 			if err != nil {
 				return err
 			}
-			s.slowlog.slowerThan.Store(n)
+			s.slowlog.SetSlowerThan(n)
 			return nil
 		}},
-		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.maxLen.Load()) }, Set: func(v string) error {
+		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.MaxLen()) }, Set: func(v string) error {
 			n, err := setting.Must("slowlog-max-len").ParseLive(v)
 			if err != nil {
 				return err
 			}
-			s.slowlog.maxLen.Store(n)
+			s.slowlog.SetMaxLen(n)
 			return nil
 		}},
 		{Name: "maxmemory", Get: func() string { return itoa(s.maxMemory.Load()) }, Set: func(v string) error {

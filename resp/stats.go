@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"github.com/cellserver/cellserver/internal/latency"
 	"sync/atomic"
 	"time"
 )
@@ -114,12 +115,12 @@ func (s *Server) resetStats() {
 	s.guard.failures.Store(0)
 	s.guard.disconnects.Store(0)
 	if l := s.latencyHists(); l != nil {
-		l.reset()
+		l.Reset()
 	}
 	s.resetClasses()
 }
 
-func (s *Server) latencyHists() *latencies {
+func (s *Server) latencyHists() *latency.Striped {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latency
@@ -142,7 +143,7 @@ type CommandStats struct {
 	// Time is the total execution time.
 	Time time.Duration
 	// Latency is the histogram of execution times.
-	Latency Latency
+	Latency latency.Latency
 }
 
 // Stats is a snapshot of the server's counters.
@@ -228,7 +229,7 @@ func (s *Server) Stats() Stats {
 		MaxMemory:            s.maxMemory.Load(),
 		UsedMemory:           s.backend.Store().UsedBytes(),
 		OOM:                  s.oom.Load(),
-		SlowlogLen:           s.slowlog.len(),
+		SlowlogLen:           s.slowlog.Len(),
 		ShadowLimited:        s.backend.Store().Shadowed(),
 	}
 	ps := s.cfg.Policy.Stats()
@@ -249,7 +250,7 @@ func (s *Server) Stats() Stats {
 		st.Commands = append(st.Commands, CommandStats{
 			Name: cmd.fullName, Limiter: cmd.Group == "ratelimit",
 			Calls: c.calls, Rejected: c.rejected, Failed: c.failed, Allowed: c.allowed, Limited: c.limited,
-			Time: time.Duration(c.nanos), Latency: lat.snapshot(cmd.index),
+			Time: time.Duration(c.nanos), Latency: lat.Snapshot(cmd.index),
 		})
 	}
 	return st

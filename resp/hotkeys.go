@@ -146,7 +146,7 @@ func (s *Server) hotStats(st *Stats) {
 	st.HotLimited = s.hotKeys(h.limited, hotTop)
 }
 
-func (s *Server) infoHotkeys(b []byte, _ int64) []byte {
+func infoHotkeys(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Hotkeys\r\n"...)
 	h := s.hot.Load()
 	if h == nil {

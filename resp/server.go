@@ -16,6 +16,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -271,7 +272,7 @@ type Server struct {
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
 	hot atomic.Pointer[hotSet]
 	// classes are the key classes in force (classes.go).
-	classes classState
+	classes keyclass.Live
 
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool // protected-mode
@@ -368,7 +369,9 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.outLimits.Store(&outLimits)
 	s.slowlog.SetSlowerThan(cfg.SlowlogSlowerThan)
 	s.slowlog.SetMaxLen(int64(cfg.SlowlogMaxLen))
-	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
+	s.classes.Update(func(c *keyclass.Config) {
+		*c = keyclass.Config{Rules: cfg.MetricsClasses, Limit: cfg.MetricsClassLimit}
+	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range builtinCommands() {
 		s.table.add(cmd)

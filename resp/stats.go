@@ -117,7 +117,7 @@ func (s *Server) resetStats() {
 	if l := s.latencyHists(); l != nil {
 		l.Reset()
 	}
-	s.resetClasses()
+	s.classes.Reset()
 }
 
 func (s *Server) latencyHists() *latency.Striped {
@@ -210,7 +210,7 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
-		Classes:              s.classStats(),
+		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),
 		RejectedConnections:  s.stats.rejectedConns.Load(),

@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -125,7 +126,7 @@ type Conn struct {
 
 	// hotRand picks the decisions the heavy-hitter summaries sample
 	// (hotkeys.go).
-	hotRand uint64
+	hotRand hotkeys.Sampler
 }
 
 // slot is one command of a batch of writes.

@@ -16,6 +16,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
@@ -270,7 +271,7 @@ type Server struct {
 	// rewriteMu makes CONFIG REWRITEs take turns.
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
-	hot atomic.Pointer[hotSet]
+	hot atomic.Pointer[hotkeys.Pair]
 	// classes are the key classes in force (classes.go).
 	classes keyclass.Live
 
@@ -358,7 +359,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.initClientMemory(cfg.MaxMemoryClients)
-	s.setHotkeys(cfg.HotkeysCapacity)
+	s.hot.Store(newHotkeys(cfg.HotkeysCapacity))
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)
 	}

@@ -236,7 +236,10 @@ func (s *Server) Stats() Stats {
 	st.LimitOverridden, st.ShadowRequests = ps.Overridden, ps.ShadowRequests
 	vs := s.cfg.Violations.Stats()
 	st.ViolationsLogged, st.ViolationsSuppressed = vs.Logged, vs.Suppressed
-	s.hotStats(&st)
+	if h := s.hot.Load(); h != nil {
+		st.HotRequested = topKeys(s.table, h.Requested, hotTop)
+		st.HotLimited = topKeys(s.table, h.Limited, hotTop)
+	}
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet

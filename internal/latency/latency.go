@@ -61,7 +61,7 @@ type hist struct {
 
 // Striped holds every command's striped histograms.
 type Striped struct {
-	stripes int                       // a power of two
+	stripes int                    // a power of two
 	hists   []atomic.Pointer[hist] // command index × stripes + stripe
 }
 

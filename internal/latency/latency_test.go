@@ -76,4 +76,3 @@ func TestLatencyQuantiles(t *testing.T) {
 		t.Errorf("after reset: Count %d, p50 %v; want 0, 0", h.Count, h.Quantile(0.5))
 	}
 }
-

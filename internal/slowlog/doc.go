@@ -4,4 +4,7 @@
 // SLOWLOG_ENTRY_MAX_STRING). Which arguments carry secrets is the caller's
 // knowledge (a redact function). It must never import resp (or any package
 // of the server); resp's SLOWLOG handler reads it.
+//
+// Like every internal package it imports nothing of the project but
+// engine and other internal packages (checked by internal/layers).
 package slowlog

@@ -313,7 +313,7 @@ func clientCommand() *Command {
 						c.noEvict.Store(true)
 					case equalFoldString(args[2], "off"):
 						c.noEvict.Store(false)
-						c.srv.requestEviction() // it may be over the limit already
+						c.srv.cmem.Request() // it may be over the limit already
 					default:
 						return engine.ErrSyntax
 					}

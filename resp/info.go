@@ -204,7 +204,7 @@ func infoStats(s *Server, b []byte, now int64) []byte {
 	b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
 	b = fieldInt(b, "expired_keys", int64(st.Expired))
 	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
-	b = fieldInt(b, "evicted_clients", s.cmem.evicted.Load())
+	b = fieldInt(b, "evicted_clients", s.cmem.Evicted())
 	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
 	b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
 	b = fieldInt(b, "client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())

@@ -16,6 +16,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
@@ -291,7 +292,10 @@ type Server struct {
 	oom         atomic.Bool    // over maxmemory: refuse new keys
 	mover       *cluster.Mover // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
 	outLimits   atomic.Pointer[OutputLimits]
-	cmem        clientMemory // maxmemory-clients (clientmem.go)
+	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
+	// evictWarned is when the evictor last logged that it could not bring
+	// the clients within maxmemory-clients (its goroutine only).
+	evictWarned time.Time
 	slowlog     slowlog.Log
 	latency     *latency.Striped
 
@@ -358,7 +362,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
-	s.initClientMemory(cfg.MaxMemoryClients)
+	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)
 	s.hot.Store(newHotkeys(cfg.HotkeysCapacity))
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)

@@ -147,15 +147,15 @@ func (s *Server) initSettings() error {
 				return err
 			}
 			s.maxMemory.Store(n)
-			s.updateClientMemoryLimit() // a share of maxmemory follows it
+			s.cmem.Update(s.maxMemory.Load()) // a share of maxmemory follows it
 			return nil
 		}},
-		{Name: "maxmemory-clients", Get: func() string { return s.cmem.setting.Load().String() }, Set: func(v string) error {
+		{Name: "maxmemory-clients", Get: func() string { return s.cmem.Setting().String() }, Set: func(v string) error {
 			l, err := ParseClientMemoryLimit(v)
 			if err != nil {
 				return err
 			}
-			s.setClientMemoryLimit(l)
+			s.cmem.SetLimit(l, s.maxMemory.Load())
 			return nil
 		}},
 		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {

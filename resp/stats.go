@@ -110,7 +110,7 @@ func (s *Server) resetStats() {
 	s.stats.queryLimited.Store(0)
 	s.stats.queryTimeouts.Store(0)
 	s.stats.outputLimited.Store(0)
-	s.cmem.evicted.Store(0)
+	s.cmem.ResetEvicted()
 	s.stats.protectedDenied.Store(0)
 	s.guard.failures.Store(0)
 	s.guard.disconnects.Store(0)
@@ -220,9 +220,9 @@ func (s *Server) Stats() Stats {
 		QueryBufferClosed:    s.stats.queryLimited.Load(),
 		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
 		OutputBufferClosed:   s.stats.outputLimited.Load(),
-		EvictedClients:       s.cmem.evicted.Load(),
-		ClientMemory:         s.cmem.total.Load(),
-		ClientMemoryLimit:    s.cmem.limit.Load(),
+		EvictedClients:       s.cmem.Evicted(),
+		ClientMemory:         s.cmem.Total(),
+		ClientMemoryLimit:    s.cmem.Bound(),
 		ErrorReplies:         s.stats.errors.Load(),
 		TLSHandshakeFailures: s.tlsFailures(),
 		EvictedKeys:          s.stats.evicted.Load(),

@@ -68,7 +68,7 @@ func (c *Conn) memUsage() int64 {
 		// On a loop, gnet keeps the replies the socket has not taken and
 		// the input not read yet (a goroutine connection's pending
 		// replies are c.out itself).
-		n += c.omem.Load() + int64(c.gc.InboundBuffered())
+		n += c.ob.omem.Load() + int64(c.gc.InboundBuffered())
 	}
 	return n
 }

@@ -180,7 +180,7 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	return c.applyPolicy(op)
 }
 
-func (c *Conn) writeLimit(r *engine.Result, round func(int64) int64) {
+func (c *Reply) writeLimit(r *engine.Result, round func(int64) int64) {
 	limited := int64(0)
 	if r.Limited {
 		limited = 1

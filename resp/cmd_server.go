@@ -549,7 +549,7 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = append(b, " watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem="...)
 	b = strconv.AppendInt(b, multiMem, 10)
 	b = append(b, " rbs=0 rbp=0 obl=0 oll=0 omem="...)
-	b = strconv.AppendInt(b, o.omem.Load(), 10)
+	b = strconv.AppendInt(b, o.ob.omem.Load(), 10)
 	b = append(b, " tot-mem="...)
 	b = strconv.AppendInt(b, o.mem.Load(), 10)
 	b = append(b, " events=r cmd="...)

@@ -26,16 +26,15 @@ const flushAt = 64 << 10
 // goroutine, one command at a time; only the fields under mu and the atomics
 // are read by other goroutines (CLIENT LIST, INFO).
 type Conn struct {
-	srv   *Server
-	nc    net.Conn
-	rd    *reader
-	out   []byte
+	srv *Server
+	nc  net.Conn
+	rd  *reader
+	Reply
 	id    int64
 	addr  string
 	laddr string
 	start int64 // Unix ns
 
-	proto  int  // 2 or 3
 	authed bool // passed AUTH, or no password was required at connect
 	quit   bool // close after this batch (QUIT, SHUTDOWN)
 
@@ -76,14 +75,8 @@ type Conn struct {
 	// timeout's (the client has started a command and must finish it).
 	queryDeadline bool
 
-	// Output buffer limit (outbuf.go): omem is the bytes pending for the
-	// client (CLIENT LIST), softSince when they passed the soft limit,
-	// writeDeadline the write deadline set, outLimited that the client is
-	// being closed for its output.
-	omem          atomic.Int64
-	softSince     time.Time
-	writeDeadline time.Time
-	outLimited    bool
+	// ob is the output buffer limit's state (outbuf.go).
+	ob output
 
 	// gc is the connection's handle on its event loop (loop.go), for the
 	// loop goroutine; nil for a connection served by its own goroutine.
@@ -97,10 +90,6 @@ type Conn struct {
 	// partialSince is when a loop connection started the command it has
 	// not finished (Unix ns; 0: none), for the query timeout.
 	partialSince atomic.Int64
-	// loopSoft is set while a loop connection has more than the soft
-	// output limit pending (see checkLoopOutput).
-	loopSoft atomic.Bool
-
 	// mem is the memory the connection accounts for (clientmem.go;
 	// CLIENT LIST tot-mem), written by its goroutine or loop only;
 	// noEvict is CLIENT NO-EVICT.
@@ -148,7 +137,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		addr:  nc.RemoteAddr().String(),
 		laddr: nc.LocalAddr().String(),
 		start: s.now(),
-		proto: 2,
+		Reply: Reply{proto: 2},
 		stats: make([]cmdStats, len(s.table.all)),
 	}
 	c.authed = *s.requirePass.Load() == ""
@@ -205,7 +194,7 @@ func (c *Conn) serve() {
 		}
 		c.now = 0
 		c.execBatch(cmds)
-		if err := c.flush(); err != nil || c.quit {
+		if err := c.ob.flush(c); err != nil || c.quit {
 			return
 		}
 		if c.authed && s.loops != nil && s.loopable(c.nc) {
@@ -249,7 +238,7 @@ func (c *Conn) readFailed(err error) {
 	switch {
 	case errors.As(err, &perr):
 		c.WriteError(err)
-		_ = c.flush()
+		_ = c.ob.flush(c)
 		s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
 	case errors.Is(err, errQueryLimit):
 		s.stats.queryLimited.Add(1)
@@ -307,10 +296,10 @@ func (c *Conn) execBatch(cmds []span) {
 				c.tx.failed = true // Redis: EXEC answers EXECABORT
 				c.reject(cmd, err)
 			} else {
-				c.queue(cmd, a)
+				c.tx.queue(c, cmd, a)
 			}
 			i++
-			if c.outputOver(0) {
+			if c.ob.outputOver(c, 0) {
 				return
 			}
 			continue
@@ -349,11 +338,11 @@ func (c *Conn) execBatch(cmds []span) {
 		if c.quit {
 			return
 		}
-		if c.outputOver(0) {
+		if c.ob.outputOver(c, 0) {
 			return
 		}
 		if len(c.out) > flushAt {
-			if c.flush() != nil {
+			if c.ob.flush(c) != nil {
 				c.quit = true
 				return
 			}

@@ -161,11 +161,11 @@ func (c *Conn) onTraffic() (closing bool) {
 		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", s.queryLimit.Load())
 		return true
 	}
-	if prev := c.omem.Load(); prev > 0 || c.loopSoft.Load() {
-		if c.checkLoopOutput() != nil {
+	if prev := c.ob.omem.Load(); prev > 0 || c.ob.loopSoft.Load() {
+		if c.ob.checkLoopOutput(c) != nil {
 			return true
 		}
-		if c.omem.Load() < prev {
+		if c.ob.omem.Load() < prev {
 			// Draining its replies counts as activity (idle timeout).
 			c.lastSeen.Store(time.Now().UnixNano())
 		}
@@ -179,13 +179,13 @@ func (c *Conn) onTraffic() (closing bool) {
 			// A long pipeline of slow commands (KEYS) yields to the
 			// loop's other connections; its next event continues it.
 			_ = c.gc.Wake(nil)
-			return c.flush() != nil
+			return c.ob.flush(c) != nil
 		}
 		c.refreshLimits()
 		cmds, err := c.rd.next()
 		if errors.Is(err, errWouldBlock) {
 			c.markPartial(c.rd.w > c.rd.r)
-			return c.flush() != nil
+			return c.ob.flush(c) != nil
 		}
 		if err != nil {
 			c.readFailed(err)
@@ -195,7 +195,7 @@ func (c *Conn) onTraffic() (closing bool) {
 		c.now = 0
 		c.execBatch(cmds) // flushes on its own past flushAt
 		if c.quit {
-			_ = c.flush()
+			_ = c.ob.flush(c)
 			return true
 		}
 	}
@@ -240,9 +240,9 @@ func (s *Server) sweepLoopConns() {
 				s.stats.queryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
-			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
+			case idle > 0 && now-c.lastSeen.Load() > idle && c.ob.omem.Load() == 0:
 				_ = lc.gc.Close()
-			case c.loopSoft.Load(), c.omem.Load() > 0:
+			case c.ob.loopSoft.Load(), c.ob.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits
 				// and whether its client is still draining them, and
 				// publishes what gnet still keeps (maxmemory-clients).

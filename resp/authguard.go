@@ -193,12 +193,22 @@ func addrKey(a net.Addr) string {
 	return s
 }
 
+// authState is a connection's authentication: authed once it passed AUTH
+// (or no password was required at connect); fails counts its consecutive
+// failed attempts (see authGuard); penalty is the time the current command
+// waited for the guard, kept out of its execution time.
+type authState struct {
+	authed  bool
+	fails   int
+	penalty time.Duration
+}
+
 // authWait makes the connection wait d before its password is checked. It
 // returns false when the server is stopping first. The time is kept out of
 // the command's execution time (latency, slow log).
-func (c *Conn) authWait(d time.Duration) bool {
+func (a *authState) authWait(c *Conn, d time.Duration) bool {
 	t0 := time.Now()
-	defer func() { c.penalty += time.Since(t0) }()
+	defer func() { a.penalty += time.Since(t0) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -214,7 +224,7 @@ func (c *Conn) authWait(d time.Duration) bool {
 // right), and on a failure the counters, the log line, the ACL LOG entry
 // and, after authConnFailures in a row on this connection, the
 // connection's close.
-func (c *Conn) checkPassword(user []byte, check func() bool) error {
+func (a *authState) checkPassword(c *Conn, user []byte, check func() bool) error {
 	s := c.srv
 	g := s.guard
 	key := addrKey(c.nc.RemoteAddr())
@@ -225,26 +235,26 @@ func (c *Conn) checkPassword(user []byte, check func() bool) error {
 		s.log.Debug("AUTH refused unchecked: too many failures from the address; client closed", "client", c.addr)
 		return ErrAuthThrottled
 	}
-	if wait > 0 && c.gc != nil {
+	if wait > 0 && c.lp.gc != nil {
 		// Only authenticated clients run on a loop, and a loop never
 		// waits: one that keeps failing AUTH again is closed instead.
 		g.disconnects.Add(1)
 		c.quit = true
 		return ErrAuthThrottled
 	}
-	if wait > 0 && !c.authWait(wait) {
+	if wait > 0 && !a.authWait(c, wait) {
 		c.quit = true
 		return ErrAuthThrottled
 	}
 	if check() {
 		g.succeed(key)
-		c.authFails = 0
-		c.authed = true
+		a.fails = 0
+		a.authed = true
 		return nil
 	}
-	c.authFails++
+	a.fails++
 	fails, log := g.fail(key)
-	closing := c.authFails >= authConnFailures
+	closing := a.fails >= authConnFailures
 	if closing {
 		g.disconnects.Add(1)
 		c.quit = true

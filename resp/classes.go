@@ -28,16 +28,16 @@ type classTally = keyclass.Tally
 // flushClasses, called where a command or a run of writes is accounted,
 // adds the tally to the classes: one atomic add per class a pipeline
 // touched, on the stripe of the connection's id.
-func (c *Conn) countClass(key []byte, limited bool) {
+func (t *tally) countClass(c *Conn, key []byte, limited bool) {
 	if cl := c.srv.classes.Current(); cl != nil {
-		cl.Count(&c.classes, key, limited)
+		cl.Count(&t.classes, key, limited)
 	}
 }
 
 // flushClasses makes the decisions counted since the last call visible.
-func (c *Conn) flushClasses() {
-	if c.classes.Pending() {
-		c.classes.Flush(c.id)
+func (t *tally) flushClasses(c *Conn) {
+	if t.classes.Pending() {
+		t.classes.Flush(c.id)
 	}
 }
 

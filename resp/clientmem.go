@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/shards"
+	"sync/atomic"
 )
 
 // Client memory (maxmemory-clients), as Redis 7's client eviction: what
@@ -51,6 +52,14 @@ const (
 	slotSize = int64(unsafe.Sizeof(slot{}))
 )
 
+// clientMem is the memory a connection accounts for: mem, published by
+// the connection's goroutine or loop only (CLIENT LIST tot-mem), and
+// noEvict, CLIENT NO-EVICT.
+type clientMem struct {
+	mem     atomic.Int64
+	noEvict atomic.Bool
+}
+
 // memUsage is the memory the connection accounts for (CLIENT LIST
 // tot-mem), in bytes: its query buffer beyond the initial one every
 // connection has, its parsed arguments, its transaction's queue, its reply
@@ -58,17 +67,17 @@ const (
 // scratch for writes. The fixed cost of a connection (the initial read
 // buffer, the Conn itself, a goroutine's stack) is bounded by maxclients
 // and not counted. The connection's goroutine or loop only.
-func (c *Conn) memUsage() int64 {
+func memUsage(c *Conn) int64 {
 	rd := c.rd
 	n := int64(max(len(rd.buf)-initialReadBuf, 0)) +
 		int64(cap(rd.args))*argSize + int64(cap(rd.pendArgs))*spanSize +
 		c.tx.bytes + int64(cap(c.out)) +
-		int64(cap(c.ops))*opSize + int64(cap(c.slots))*slotSize
-	if c.gc != nil {
+		int64(cap(c.wb.ops))*opSize + int64(cap(c.wb.slots))*slotSize
+	if c.lp.gc != nil {
 		// On a loop, gnet keeps the replies the socket has not taken and
 		// the input not read yet (a goroutine connection's pending
 		// replies are c.out itself).
-		n += c.ob.omem.Load() + int64(c.gc.InboundBuffered())
+		n += c.ob.omem.Load() + int64(c.lp.gc.InboundBuffered())
 	}
 	return n
 }
@@ -76,33 +85,33 @@ func (c *Conn) memUsage() int64 {
 // trackMem publishes the connection's memory when it changed, and asks
 // for an eviction pass when the total passes the limit. The connection's
 // goroutine or loop only; cheap enough for every queued command.
-func (c *Conn) trackMem() {
-	n := c.memUsage()
-	old := c.mem.Load()
+func (m *clientMem) trackMem(c *Conn) {
+	n := memUsage(c)
+	old := m.mem.Load()
 	if n == old {
 		return
 	}
-	c.mem.Store(n)
+	m.mem.Store(n)
 	c.srv.cmem.Add(n - old)
 }
 
 // untrackMem removes a closing connection's memory from the total.
-func (c *Conn) untrackMem() {
-	c.srv.cmem.Add(-c.mem.Swap(0))
+func (m *clientMem) untrackMem(c *Conn) {
+	c.srv.cmem.Add(-m.mem.Swap(0))
 }
 
 // release lets go of what a closing connection holds (its transaction,
 // buffers and scratch), so that an evicted client's memory is free at once
 // even while its transport is still being closed. The connection's
 // goroutine or loop only, after its last command.
-func (c *Conn) release() {
+func release(c *Conn) {
 	c.tx = txState{}
 	c.multi.Store(-1)
 	c.multiMem.Store(0)
 	c.out = nil
 	c.rd.buf, c.rd.r, c.rd.w = nil, 0, 0
 	c.rd.args, c.rd.pendArgs = nil, nil
-	c.ops, c.res, c.slots = nil, nil, nil
+	c.wb.ops, c.wb.res, c.wb.slots = nil, nil, nil
 }
 
 // evictLoop runs eviction passes when asked, until the server's context
@@ -146,11 +155,11 @@ func (s *Server) evictClients() bool {
 	s.mu.Lock()
 	total := s.cmem.Total()
 	for c := range s.conns {
-		m := c.mem.Load()
+		m := c.cmem.mem.Load()
 		switch {
 		case c.closing.Load():
 			total -= m // its memory goes as it closes
-		case m > 0 && !c.noEvict.Load():
+		case m > 0 && !c.cmem.noEvict.Load():
 			cands = append(cands, clientmem.Candidate[*Conn]{Client: c, Mem: m})
 		}
 	}

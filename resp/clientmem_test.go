@@ -358,14 +358,14 @@ func BenchmarkTrackMem(b *testing.B) {
 	b.Run("unchanged", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.trackMem()
+			c.cmem.trackMem(c)
 		}
 	})
 	b.Run("changed", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			c.tx.bytes++
-			c.trackMem()
+			c.cmem.trackMem(c)
 		}
 	})
 }

@@ -41,11 +41,11 @@ type HotKey struct {
 // countKey records a limiter decision on key for the current command,
 // one in hotkeys.Sample picked by the connection's own generator (no lock,
 // no allocation).
-func (c *Conn) countKey(key []byte, limited bool) {
+func (t *tally) countKey(c *Conn, key []byte, limited bool) {
 	if limited {
-		c.violation(key)
+		violation(c, key)
 	}
-	if h := c.srv.hot.Load(); h != nil && c.hotRand.Pick(rand.Uint64) {
+	if h := c.srv.hot.Load(); h != nil && t.hotRand.Pick(rand.Uint64) {
 		h.Record(family(c.cur.index), key, limited)
 	}
 }

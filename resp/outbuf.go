@@ -137,8 +137,8 @@ func (o *output) outputOver(c *Conn, extra int) bool {
 		return false
 	}
 	n := int64(len(c.out) + extra)
-	if n <= hard && c.gc != nil {
-		n += int64(c.gc.OutboundBuffered())
+	if n <= hard && c.lp.gc != nil {
+		n += int64(c.lp.gc.OutboundBuffered())
 	}
 	if n <= hard {
 		return false
@@ -163,9 +163,9 @@ func (o *output) closeForOutput(c *Conn, which string, pending int64) {
 // connection's memory before (a client that does not read holds its
 // replies while the write waits) and after (clientmem.go).
 func (o *output) flush(c *Conn) error {
-	c.trackMem()
+	c.cmem.trackMem(c)
 	err := o.writeOut(c)
-	c.trackMem()
+	c.cmem.trackMem(c)
 	return err
 }
 
@@ -185,7 +185,7 @@ func (o *output) writeOut(c *Conn) error {
 	if o.outputOver(c, 0) {
 		return errOutputLimit
 	}
-	if c.gc != nil {
+	if c.lp.gc != nil {
 		return o.flushLoop(c)
 	}
 	l := c.srv.outLimits.Load().Normal
@@ -232,7 +232,7 @@ func (o *output) writeOut(c *Conn) error {
 // As in Redis, they are checked when replies are added: the hard limit at
 // once, the soft limit against the time the pending bytes first passed it.
 func (o *output) flushLoop(c *Conn) error {
-	_, err := c.gc.Write(c.out)
+	_, err := c.lp.gc.Write(c.out)
 	c.resetOut()
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func (o *output) flushLoop(c *Conn) error {
 // the sweeper wakes the connection to check again, so that a client that
 // stops reading and sending is still closed when the soft time runs out.
 func (o *output) checkLoopOutput(c *Conn) error {
-	pending := int64(c.gc.OutboundBuffered())
+	pending := int64(c.lp.gc.OutboundBuffered())
 	o.omem.Store(pending)
 	l := c.srv.outLimits.Load().Normal
 	switch {

@@ -509,7 +509,7 @@ func (s *Server) startConn(nc net.Conn) {
 	// A client that must authenticate, or that protected mode refuses,
 	// starts on its own goroutine: failed AUTH waits and the refusal's
 	// write may take time, which no loop may spend.
-	if c.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || isLocal(nc.RemoteAddr())) {
+	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || isLocal(nc.RemoteAddr())) {
 		if err := s.loops.enroll(c, nc); err != nil {
 			// nc is closed; nothing was read from it.
 			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
@@ -534,7 +534,7 @@ func (s *Server) removeConn(c *Conn) {
 	// holds and close another client for it.
 	s.mu.Lock()
 	delete(s.conns, c)
-	c.untrackMem()
+	c.cmem.untrackMem(c)
 	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
@@ -619,7 +619,7 @@ func (s *Server) pokeConns() {
 	defer s.mu.Unlock()
 	past := time.Unix(1, 0)
 	for c := range s.conns {
-		if lc := c.loop.Load(); lc != nil {
+		if lc := c.lp.loop.Load(); lc != nil {
 			// Between events a loop connection has nothing in flight:
 			// its loop closes it after the event it may be running.
 			_ = lc.gc.Close()

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/latency"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,18 @@ func (s *cmdStats) reset() {
 	s.limited.Store(0)
 }
 
+// tally is a connection's accounting of its commands: its counters per
+// command (stats), the decisions of the command or run of writes in
+// progress by key class until they are accounted (classes, classes.go),
+// and the generator that picks the decisions the heavy-hitter summaries
+// sample (hotRand, hotkeys.go). The connection's goroutine or loop writes
+// it; other goroutines read the counters' atomics only.
+type tally struct {
+	stats   []cmdStats // per command, indexed by Command.index
+	classes classTally
+	hotRand hotkeys.Sampler
+}
+
 // serverStats are the server-wide counters.
 type serverStats struct {
 	connections   atomic.Int64 // total_connections_received
@@ -67,9 +80,9 @@ type serverStats struct {
 
 // absorb adds a closing connection's counters to the server's totals.
 func (st *serverStats) absorb(c *Conn) {
-	for i := range c.stats {
+	for i := range c.acct.stats {
 		var d statsSnapshot
-		c.stats[i].addTo(&d)
+		c.acct.stats[i].addTo(&d)
 		st.closed[i].add(&d)
 	}
 }
@@ -83,8 +96,8 @@ func (s *Server) commandStats() []statsSnapshot {
 	}
 	s.mu.Lock()
 	for c := range s.conns {
-		for i := range c.stats {
-			c.stats[i].addTo(&out[i])
+		for i := range c.acct.stats {
+			c.acct.stats[i].addTo(&out[i])
 		}
 	}
 	s.mu.Unlock()
@@ -98,8 +111,8 @@ func (s *Server) resetStats() {
 	}
 	s.mu.Lock()
 	for c := range s.conns {
-		for i := range c.stats {
-			c.stats[i].reset()
+		for i := range c.acct.stats {
+			c.acct.stats[i].reset()
 		}
 	}
 	s.mu.Unlock()

@@ -121,7 +121,7 @@ func (tx *txState) resetTx(c *Conn) {
 // publishTx mirrors the transaction's size for CLIENT LIST, and counts
 // it in the client's memory (maxmemory-clients, clientmem.go).
 func (tx *txState) publishTx(c *Conn) {
-	defer c.trackMem()
+	defer c.cmem.trackMem(c)
 	if !tx.on {
 		c.multi.Store(-1)
 		c.multiMem.Store(0)
@@ -144,7 +144,7 @@ func (tx *txState) queue(c *Conn, cmd *Command, args [][]byte) {
 		refuse(errNoMulti)
 		return
 	}
-	if err := tx.queueRoute(c, cmd, args, asking); err != nil {
+	if err := queueRoute(c, cmd, args, asking); err != nil {
 		refuse(err)
 		return
 	}
@@ -236,7 +236,7 @@ const (
 // shorter). Commands whose reply does not follow from their arguments
 // (KEYS, INFO, CLIENT LIST) are checked against the limit as their reply
 // is built, as outside a transaction.
-func (tx *txState) execReplyEstimate(c *Conn, q []queued) int64 {
+func execReplyEstimate(c *Conn, q []queued) int64 {
 	n := int64(16) // the array header
 	for i := range q {
 		e := &q[i]
@@ -263,10 +263,10 @@ func (tx *txState) checkExecReply(c *Conn, q []queued) error {
 	if hard <= 0 {
 		return nil
 	}
-	est := tx.execReplyEstimate(c, q)
+	est := execReplyEstimate(c, q)
 	pending := int64(len(c.out))
-	if c.gc != nil {
-		pending += int64(c.gc.OutboundBuffered())
+	if c.lp.gc != nil {
+		pending += int64(c.lp.gc.OutboundBuffered())
 	}
 	if est+pending > hard {
 		return &txReplyError{estimate: est, hard: hard}
@@ -278,7 +278,7 @@ func (tx *txState) checkExecReply(c *Conn, q []queued) error {
 // keys (as Redis Cluster checks each queued command): CROSSSLOT, or MOVED
 // for a slot this group does not serve (cluster.Check in Queue mode).
 // Migrating slots are decided at EXEC.
-func (tx *txState) queueRoute(c *Conn, cmd *Command, args [][]byte, asking bool) error {
+func queueRoute(c *Conn, cmd *Command, args [][]byte, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil
@@ -299,7 +299,7 @@ func (tx *txState) queueRoute(c *Conn, cmd *Command, args [][]byte, asking bool)
 // discards the transaction), decided by cluster.Check in Read mode. A
 // MIGRATE between this check and the write is still caught, per op, by
 // the group's state machine.
-func (tx *txState) execRoute(c *Conn, q []queued, asking bool) error {
+func execRoute(c *Conn, q []queued, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil
@@ -331,7 +331,7 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 	if tx.failed {
 		return errExecAbort
 	}
-	if err := tx.execRoute(c, q, asking); err != nil {
+	if err := execRoute(c, q, asking); err != nil {
 		return err
 	}
 	if err := tx.checkExecReply(c, q); err != nil {
@@ -355,7 +355,7 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 		}
 	}
 	// The writes' slots, indexed by position in q (op -1: not a write).
-	c.slots = c.slots[:0]
+	c.wb.slots = c.wb.slots[:0]
 	var werr error
 	nops, w := 0, 0
 	slotReplies := map[int]error(nil)
@@ -365,21 +365,21 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 		if i == firstWrite {
 			for k := range q {
 				if q[k].cmd.Prepare != nil {
-					c.slots = append(c.slots, slot{pos: k, cmd: q[k].cmd, args: q[k].args, asking: q[k].asking})
+					c.wb.slots = append(c.wb.slots, slot{pos: k, cmd: q[k].cmd, args: q[k].args, asking: q[k].asking})
 				}
 			}
-			nops, werr = c.submitWrites(c.slots, true)
+			nops, werr = c.wb.submitWrites(c, c.wb.slots, true)
 		}
 		if i == firstSlots {
-			slotReplies = tx.execSlots(c, q)
+			slotReplies = execSlots(c, q)
 		}
 		switch {
 		case e.cmd.Prepare != nil:
-			// The writes are in c.slots in queue order.
-			for w < len(c.slots) && c.slots[w].pos < i {
+			// The writes are in c.wb.slots in queue order.
+			for w < len(c.wb.slots) && c.wb.slots[w].pos < i {
 				w++
 			}
-			c.finishWrite(&c.slots[w], werr)
+			c.wb.finishWrite(c, &c.wb.slots[w], werr)
 		case slotReplies != nil && e.cmd.slotChange != nil:
 			c.setCurrent(e.cmd)
 			if err := slotReplies[i]; err != nil {
@@ -398,17 +398,17 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 			}
 			c.asking = false // a queued ASKING applies through e.asking only
 		}
-		t0 = c.account(e.cmd, e.args, t0)
+		t0 = c.acct.account(c, e.cmd, e.args, t0)
 	}
-	c.releaseOps(nops)
-	c.slots = c.slots[:0]
+	c.wb.releaseOps(c, nops)
+	c.wb.slots = c.wb.slots[:0]
 	c.setCurrent(exec)
 	return nil
 }
 
 // execSlots makes the slot changes queued in q as one Cluster.ChangeSlots
 // call, and returns each one's answer by its position in q (nil: done).
-func (tx *txState) execSlots(c *Conn, q []queued) map[int]error {
+func execSlots(c *Conn, q []queued) map[int]error {
 	out := map[int]error{}
 	var changes []cluster.SlotChange
 	var pos []int

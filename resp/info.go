@@ -121,7 +121,7 @@ func infoServer(s *Server, b []byte, now int64) []byte {
 	b = field(b, "go_version", runtime.Version())
 	b = fieldInt(b, "process_id", int64(os.Getpid()))
 	port := "0"
-	if st := s.setting["port"]; st != nil {
+	if st := s.settings.Lookup("port"); st != nil {
 		port = st.Get()
 	}
 	b = field(b, "tcp_port", port)

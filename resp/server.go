@@ -262,13 +262,12 @@ func (c *Config) Validate() error {
 // concurrent use. A Server serves once: after Close or Shutdown, make a new
 // one.
 type Server struct {
-	cfg     Config
-	backend decide.Backend
-	log     *slog.Logger
-	now     func() int64
-	table   *table
-	setting map[string]*Setting
-	setlist []*Setting
+	cfg      Config
+	backend  decide.Backend
+	log      *slog.Logger
+	now      func() int64
+	table    *table
+	settings *setting.Registry // CONFIG GET and SET (settings.go)
 	// rewriteMu makes CONFIG REWRITEs take turns.
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.

@@ -1,12 +1,12 @@
 package resp
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/shards"
-	"sync/atomic"
 )
 
 // Client memory (maxmemory-clients), as Redis 7's client eviction: what

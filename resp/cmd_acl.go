@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/authguard"
 )
 
 // ACL LOG limits.
@@ -48,7 +49,7 @@ type aclLog struct {
 func (l *aclLog) add(c *Conn, reason, context, object, username string) {
 	now := c.srv.now() / 1e6
 	info := strings.TrimSuffix(string(c.srv.appendClientLine(nil, c, c.srv.now())), "\n")
-	key := addrKey(c.nc.RemoteAddr())
+	key := authguard.AddrKey(c.nc.RemoteAddr())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := 0; i < len(l.entries) && i < aclLogScan; i++ {

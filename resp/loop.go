@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"sync/atomic"
 )
 
 // Event loops. A plaintext TCP connection is accepted by Serve as any

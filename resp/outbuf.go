@@ -6,10 +6,10 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/setting"
-	"sync/atomic"
 )
 
 // Output buffer limit (client-output-buffer-limit).

@@ -16,6 +16,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/authguard"
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/keyclass"
@@ -276,8 +277,8 @@ type Server struct {
 	classes keyclass.Live
 
 	requirePass atomic.Pointer[string]
-	protected   atomic.Bool // protected-mode
-	guard       *authGuard  // failed AUTH delays and counters
+	protected   atomic.Bool      // protected-mode
+	guard       *authguard.Guard // failed AUTH delays and counters
 	acllog      aclLog
 	maxClients  atomic.Int64
 	timeout     atomic.Int64 // ns
@@ -341,7 +342,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 		shutdown: make(chan struct{}),
 		stopping: make(chan struct{}),
 		served:   make(chan struct{}),
-		guard:    newAuthGuard(),
+		guard:    authguard.New(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -508,7 +509,7 @@ func (s *Server) startConn(nc net.Conn) {
 	// A client that must authenticate, or that protected mode refuses,
 	// starts on its own goroutine: failed AUTH waits and the refusal's
 	// write may take time, which no loop may spend.
-	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || isLocal(nc.RemoteAddr())) {
+	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || authguard.IsLocal(nc.RemoteAddr())) {
 		if err := s.loops.enroll(c, nc); err != nil {
 			// nc is closed; nothing was read from it.
 			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)

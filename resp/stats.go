@@ -1,10 +1,11 @@
 package resp
 
 import (
-	"github.com/cellserver/cellserver/internal/hotkeys"
-	"github.com/cellserver/cellserver/internal/latency"
 	"sync/atomic"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/latency"
 )
 
 // cmdStats counts one command's calls. Each connection owns one array of
@@ -125,8 +126,7 @@ func (s *Server) resetStats() {
 	s.stats.outputLimited.Store(0)
 	s.cmem.ResetEvicted()
 	s.stats.protectedDenied.Store(0)
-	s.guard.failures.Store(0)
-	s.guard.disconnects.Store(0)
+	s.guard.ResetCounters()
 	if l := s.latencyHists(); l != nil {
 		l.Reset()
 	}
@@ -228,8 +228,8 @@ func (s *Server) Stats() Stats {
 		ConnectionsReceived:  s.stats.connections.Load(),
 		RejectedConnections:  s.stats.rejectedConns.Load(),
 		ProtectedModeDenied:  s.stats.protectedDenied.Load(),
-		AuthFailures:         s.guard.failures.Load(),
-		AuthClosed:           s.guard.disconnects.Load(),
+		AuthFailures:         s.guard.Failures(),
+		AuthClosed:           s.guard.Disconnects(),
 		QueryBufferClosed:    s.stats.queryLimited.Load(),
 		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
 		OutputBufferClosed:   s.stats.outputLimited.Load(),

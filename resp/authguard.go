@@ -75,7 +75,7 @@ func (a *authState) checkPassword(c *Conn, user []byte, check func() bool) error
 	if log {
 		s.log.Warn("AUTH failed", "client", c.addr, "user", string(clip(user)), "failures", fails, "closing", closing)
 	}
-	s.acllog.add(c, "auth", "toplevel", "AUTH", string(clip(user)))
+	logAuthFailure(c, "auth", "toplevel", "AUTH", string(clip(user)))
 	return ErrWrongPass
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/acllog"
 	"github.com/cellserver/cellserver/internal/authguard"
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/hotkeys"
@@ -279,7 +280,7 @@ type Server struct {
 	requirePass atomic.Pointer[string]
 	protected   atomic.Bool      // protected-mode
 	guard       *authguard.Guard // failed AUTH delays and counters
-	acllog      aclLog
+	acllog      acllog.Log
 	maxClients  atomic.Int64
 	timeout     atomic.Int64 // ns
 	maxBulk     atomic.Int64 // proto-max-bulk-len

@@ -353,33 +353,6 @@ func TestOutputBufferLimit(t *testing.T) {
 	}
 }
 
-// TestParseOutputLimits checks the setting's syntax.
-func TestParseOutputLimits(t *testing.T) {
-	def := DefaultOutputLimits()
-	for _, tc := range []struct {
-		in   string
-		want OutputLimits
-		ok   bool
-	}{
-		{"normal 0 0 0", OutputLimits{Replica: def.Replica, PubSub: def.PubSub}, true},
-		{"NORMAL 1mb 512kb 10", OutputLimits{Normal: OutputLimit{1 << 20, 512 << 10, 10}, Replica: def.Replica, PubSub: def.PubSub}, true},
-		{"slave 1 2 3 pubsub 4 5 6", OutputLimits{Normal: def.Normal, Replica: OutputLimit{1, 2, 3}, PubSub: OutputLimit{4, 5, 6}}, true},
-		{"", def, false},
-		{"normal 1 2", def, false},
-		{"other 1 2 3", def, false},
-		{"normal -1 2 3", def, false},
-		{"normal 1 2 x", def, false},
-	} {
-		got, err := ParseOutputLimits(tc.in, def)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseOutputLimits(%q) = %+v, %v; want %+v, ok %v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-	if got, err := ParseOutputLimits(def.String(), OutputLimits{}); err != nil || got != def {
-		t.Errorf("ParseOutputLimits(String()) = %+v, %v; want %+v", got, err, def)
-	}
-}
-
 // emfileListener fails its first n Accept calls with EMFILE, as a process
 // out of file descriptors sees, and counts the calls.
 type emfileListener struct {

@@ -12,69 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/poll"
 )
-
-func TestParseClientMemoryLimit(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string // want: String() of the result, or the error's text
-		err      bool
-	}{
-		{in: "auto", want: "auto"},
-		{in: "AUTO", want: "auto"},
-		{in: "0", want: "0"},
-		{in: "64mb", want: "67108864"},
-		{in: "1048576", want: "1048576"},
-		{in: "10%", want: "10%"},
-		{in: "100%", want: "100%"},
-		{in: "0%", want: "a percentage of maxmemory must be from 1% to 100%", err: true},
-		{in: "101%", want: "a percentage of maxmemory must be from 1% to 100%", err: true},
-		{in: "x%", want: "a percentage of maxmemory must be from 1% to 100%", err: true},
-		{in: "-1", want: errClientMemoryLimit.Error(), err: true},
-		{in: "lots", want: errClientMemoryLimit.Error(), err: true},
-		{in: "", want: errClientMemoryLimit.Error(), err: true},
-	} {
-		l, err := ParseClientMemoryLimit(tc.in)
-		switch {
-		case tc.err && (err == nil || err.Error() != tc.want):
-			t.Errorf("ParseClientMemoryLimit(%q) = %v, %v; want error %q", tc.in, l, err, tc.want)
-		case !tc.err && (err != nil || l.String() != tc.want):
-			t.Errorf("ParseClientMemoryLimit(%q) = %v, %v; want %s", tc.in, l, err, tc.want)
-		case !tc.err:
-			// What CONFIG GET shows parses back to the same setting.
-			if back, err := ParseClientMemoryLimit(l.String()); err != nil || back != l {
-				t.Errorf("ParseClientMemoryLimit(%q) = %v, %v; want %v", l.String(), back, err, l)
-			}
-		}
-	}
-}
-
-func TestClientMemoryLimitBytes(t *testing.T) {
-	const mb = 1 << 20
-	auto := ClientMemoryLimit{Auto: true}
-	for _, tc := range []struct {
-		l         ClientMemoryLimit
-		maxmemory int64
-		want      int64
-	}{
-		{auto, 0, 1024 * mb},
-		{auto, 20 * mb, 16 * mb},               // half is 10mb: the floor
-		{auto, 100 * mb, 50 * mb},              // half
-		{auto, 8192 * mb, 1024 * mb},           // half is 4gb: the ceiling
-		{ClientMemoryLimit{Percent: 10}, 0, 0}, // no maxmemory: no limit, as Redis
-		{ClientMemoryLimit{Percent: 10}, 100 * mb, 10 * mb},
-		{ClientMemoryLimit{Percent: 100}, 20 * mb, 20 * mb},
-		{ClientMemoryLimit{Percent: 1}, 1 * mb, minClientMemory}, // 10 KiB: Redis's floor
-		{ClientMemoryLimit{Size: 64 * mb}, 0, 64 * mb},
-		{ClientMemoryLimit{Size: 64 * mb}, 20 * mb, 64 * mb},
-		{ClientMemoryLimit{Size: 1024}, 0, minClientMemory},
-		{ClientMemoryLimit{}, 20 * mb, 0}, // 0: no limit
-	} {
-		if got := tc.l.Bytes(tc.maxmemory); got != tc.want {
-			t.Errorf("%s.Bytes(%d) = %d, want %d", tc.l, tc.maxmemory, got, tc.want)
-		}
-	}
-}
 
 // TestMaxmemoryClientsSetting: CONFIG SET maxmemory-clients takes every
 // form live, the bound in force (INFO maxmemory_clients) follows
@@ -94,7 +34,7 @@ func TestMaxmemoryClientsSetting(t *testing.T) {
 		{[]string{"maxmemory", "40mb"}, "50%", 20 << 20},
 		{[]string{"maxmemory", "0"}, "50%", 0},
 		{[]string{"maxmemory-clients", "64mb"}, "67108864", 64 << 20},
-		{[]string{"maxmemory-clients", "1kb"}, "1024", minClientMemory},
+		{[]string{"maxmemory-clients", "1kb"}, "1024", clientmem.MinLimit},
 		{[]string{"maxmemory-clients", "0"}, "0", 0},
 		{[]string{"maxmemory-clients", "auto"}, "auto", 1 << 30},
 	} {
@@ -113,8 +53,8 @@ func TestMaxmemoryClientsSetting(t *testing.T) {
 	}
 	for _, bad := range []struct{ value, reason string }{
 		{"101%", "a percentage of maxmemory must be from 1% to 100%"},
-		{"-5", errClientMemoryLimit.Error()},
-		{"many", errClientMemoryLimit.Error()},
+		{"-5", "argument must be 0, auto, a memory size (e.g. 64mb) or a percentage of maxmemory (e.g. 10%)"},
+		{"many", "argument must be 0, auto, a memory size (e.g. 64mb) or a percentage of maxmemory (e.g. 10%)"},
 	} {
 		want := "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - " + bad.reason
 		if err := c.ConfigSet(ctx, "maxmemory-clients", bad.value).Err(); err == nil || err.Error() != want {
@@ -418,14 +358,14 @@ func BenchmarkTrackMem(b *testing.B) {
 	b.Run("unchanged", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.trackMem()
+			c.cmem.trackMem(c)
 		}
 	})
 	b.Run("changed", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			c.tx.bytes++
-			c.trackMem()
+			c.cmem.trackMem(c)
 		}
 	})
 }

@@ -68,7 +68,9 @@ func (v clusterView) DelSlots(ctx context.Context, slots []int) error {
 func (v clusterView) Failover(ctx context.Context) error { return v.n.Members().Failover(ctx) }
 
 // Meet introduces another group.
-func (v clusterView) Meet(ctx context.Context, respAddr string) error { return v.n.Directory().Meet(ctx, respAddr) }
+func (v clusterView) Meet(ctx context.Context, respAddr string) error {
+	return v.n.Directory().Meet(ctx, respAddr)
+}
 
 // SetSlot changes a slot's migration state or owner.
 func (v clusterView) SetSlot(ctx context.Context, slot int, action cluster.SlotAction, clusterID string) error {

@@ -79,7 +79,7 @@ func keysHandler(c *Conn, args [][]byte) error {
 		if cur == 0 {
 			break
 		}
-		if c.outputOver(len(saved)) {
+		if c.ob.outputOver(c, len(saved)) {
 			// Beyond client-output-buffer-limit's hard limit:
 			// stop building; the client is closed.
 			c.tmp = shrink(c.out[:0])

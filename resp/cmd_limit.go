@@ -35,7 +35,7 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	return c.applyPolicy(op)
 }
 
-func (c *Conn) writeLimit(r *engine.Result, round func(int64) int64) {
+func (c *Reply) writeLimit(r *engine.Result, round func(int64) int64) {
 	limited := int64(0)
 	if r.Limited {
 		limited = 1
@@ -50,9 +50,9 @@ func (c *Conn) writeLimit(r *engine.Result, round func(int64) int64) {
 
 func finishThrottle(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.countDecision(r.Limited)
-	c.countKey(args[1], r.Limited)
-	c.countClass(args[1], r.Limited)
+	c.acct.countDecision(c, r.Limited)
+	c.acct.countKey(c, args[1], r.Limited)
+	c.acct.countClass(c, args[1], r.Limited)
 	c.writeLimit(r, engine.CellSeconds)
 }
 
@@ -61,26 +61,26 @@ func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
 	c.WriteArray(len(res.Results))
 	for i := range res.Results {
 		limited = limited || res.Results[i].Limited
-		c.countKey(args[1+5*i], res.Results[i].Limited)
-		c.countClass(args[1+5*i], res.Results[i].Limited)
+		c.acct.countKey(c, args[1+5*i], res.Results[i].Limited)
+		c.acct.countClass(c, args[1+5*i], res.Results[i].Limited)
 		c.writeLimit(&res.Results[i], engine.CellSeconds)
 	}
-	c.countDecision(limited)
+	c.acct.countDecision(c, limited)
 }
 
 func finishMillis(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.countDecision(r.Limited)
-	c.countKey(args[1], r.Limited)
-	c.countClass(args[1], r.Limited)
+	c.acct.countDecision(c, r.Limited)
+	c.acct.countKey(c, args[1], r.Limited)
+	c.acct.countClass(c, args[1], r.Limited)
 	c.writeLimit(r, engine.CeilMillis)
 }
 
 func finishLeaky(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.countDecision(r.Limited)
-	c.countKey(args[1], r.Limited)
-	c.countClass(args[1], r.Limited)
+	c.acct.countDecision(c, r.Limited)
+	c.acct.countKey(c, args[1], r.Limited)
+	c.acct.countClass(c, args[1], r.Limited)
 	limited := int64(0)
 	if r.Limited {
 		limited = 1

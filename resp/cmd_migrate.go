@@ -342,13 +342,13 @@ func (c *Conn) migrate(m *migrateArgs) error {
 		sent, err = mg.Run()
 		return err
 	})
-		switch {
+	switch {
 	case err != nil:
 		return err
 	case sent == 0:
 		c.WriteSimple("NOKEY")
 	default:
-	c.WriteOK()
+		c.WriteOK()
 	}
 	return nil
 }

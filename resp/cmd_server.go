@@ -26,7 +26,7 @@ func authHandler(c *Conn, args [][]byte) error {
 	if len(args) == 3 {
 		user, pass = args[1], args[2]
 	}
-	if err := c.authenticate(user, pass, len(args) == 2); err != nil {
+	if err := c.auth.authenticate(c, user, pass, len(args) == 2); err != nil {
 		return err
 	}
 	c.WriteOK()
@@ -49,12 +49,12 @@ func selectHandler(c *Conn, args [][]byte) error {
 // password is right for the default user when none is set), under the
 // guard against guessing (checkPassword). passOnly is AUTH with one
 // argument.
-func (c *Conn) authenticate(user, pass []byte, passOnly bool) error {
+func (a *authState) authenticate(c *Conn, user, pass []byte, passOnly bool) error {
 	want := *c.srv.requirePass.Load()
 	if want == "" && passOnly {
 		return ErrNoPasswordSet
 	}
-	return c.checkPassword(user, func() bool {
+	return a.checkPassword(c, user, func() bool {
 		if string(user) != "default" {
 			return false
 		}
@@ -79,7 +79,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 	for i := 2; i < len(args); i++ {
 		switch {
 		case equalFoldString(args[i], "auth") && i+2 < len(args):
-			if err := c.authenticate(args[i+1], args[i+2], false); err != nil {
+			if err := c.auth.authenticate(c, args[i+1], args[i+2], false); err != nil {
 				return err
 			}
 			i += 2
@@ -93,7 +93,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 			return &textError{"ERR Syntax error in HELLO option '" + string(clip(args[i])) + "'"}
 		}
 	}
-	if !c.authed {
+	if !c.auth.authed {
 		return ErrHelloNoAuth
 	}
 	c.proto = proto
@@ -186,10 +186,10 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 func clientNoEvictHandler(c *Conn, args [][]byte) error {
 	switch {
 	case equalFoldString(args[2], "on"):
-		c.noEvict.Store(true)
+		c.cmem.noEvict.Store(true)
 	case equalFoldString(args[2], "off"):
-		c.noEvict.Store(false)
-		c.srv.requestEviction() // it may be over the limit already
+		c.cmem.noEvict.Store(false)
+		c.srv.cmem.Request() // it may be over the limit already
 	default:
 		return engine.ErrSyntax
 	}
@@ -402,7 +402,7 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	// flag x marks a client inside MULTI, e one with CLIENT NO-EVICT on).
 	multi, multiMem := o.multi.Load(), o.multiMem.Load()
 	b = append(b, " flags="...)
-	switch noEvict := o.noEvict.Load(); {
+	switch noEvict := o.cmem.noEvict.Load(); {
 	case multi >= 0 && noEvict:
 		b = append(b, "xe"...)
 	case multi >= 0:
@@ -417,9 +417,9 @@ func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
 	b = append(b, " watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem="...)
 	b = strconv.AppendInt(b, multiMem, 10)
 	b = append(b, " rbs=0 rbp=0 obl=0 oll=0 omem="...)
-	b = strconv.AppendInt(b, o.omem.Load(), 10)
+	b = strconv.AppendInt(b, o.ob.omem.Load(), 10)
 	b = append(b, " tot-mem="...)
-	b = strconv.AppendInt(b, o.mem.Load(), 10)
+	b = strconv.AppendInt(b, o.cmem.mem.Load(), 10)
 	b = append(b, " events=r cmd="...)
 	b = append(b, cmd...)
 	b = append(b, " user=default redir=-1 resp="...)

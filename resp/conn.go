@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -25,27 +23,23 @@ const flushAt = 64 << 10
 // goroutine, one command at a time; only the fields under mu and the atomics
 // are read by other goroutines (CLIENT LIST, INFO).
 type Conn struct {
-	srv   *Server
-	nc    net.Conn
-	rd    *reader
-	out   []byte
+	srv *Server
+	nc  net.Conn
+	rd  *reader
+	Reply
 	id    int64
 	addr  string
 	laddr string
 	start int64 // Unix ns
 
-	proto  int  // 2 or 3
-	authed bool // passed AUTH, or no password was required at connect
-	quit   bool // close after this batch (QUIT, SHUTDOWN)
+	quit bool // close after this batch (QUIT, SHUTDOWN)
 
 	// now caches the read instant of the batch (0: not read yet); writes
 	// invalidate it.
 	now int64
 
 	// Scratch reused by every batch so that the hot path does not allocate.
-	ops   []shards.Op
-	res   []shards.Result
-	slots []slot
+	wb    writeBatch // the run of writes being submitted
 	tmp   []byte
 	keys  [][]byte // a command's keys, for the cluster routing check
 	wkeys wireKeys // the keyspace as the cluster routing check reads it
@@ -61,71 +55,48 @@ type Conn struct {
 	multi    atomic.Int64
 	multiMem atomic.Int64
 
-	// nameCache and cmdCache are resolve's cache: the name bytes of the
-	// last command without subcommands, and that command.
-	nameCache []byte
-	cmdCache  *Command
+	// rcache is resolve's cache.
+	rcache resolver
 
-	cur      *Command   // the command running now
-	stats    []cmdStats // per command, indexed by Command.index
+	cur      *Command // the command running now
 	lastCmd  atomic.Pointer[Command]
 	lastSeen atomic.Int64 // Unix ns of the last batch
 
-	// queryDeadline is true while the read deadline is the query
-	// timeout's (the client has started a command and must finish it).
-	queryDeadline bool
+	// rs is the read side's limits (the query timeout's deadline).
+	rs readState
 
-	// Output buffer limit (outbuf.go): omem is the bytes pending for the
-	// client (CLIENT LIST), softSince when they passed the soft limit,
-	// writeDeadline the write deadline set, outLimited that the client is
-	// being closed for its output.
-	omem          atomic.Int64
-	softSince     time.Time
-	writeDeadline time.Time
-	outLimited    bool
+	// ob is the output buffer limit's state (outbuf.go).
+	ob output
 
-	// gc is the connection's handle on its event loop (loop.go), for the
-	// loop goroutine; nil for a connection served by its own goroutine.
-	// loop holds the same for other goroutines (nil until the loop has
-	// opened the connection).
-	gc   gnet.Conn
-	loop atomic.Pointer[loopConn]
+	// lp is the connection's event loop (loop.go); zero for a connection
+	// served by its own goroutine.
+	lp loopState
 	// closing is set by closeNow, so that a connection killed while it
 	// moves onto its loop is closed there.
 	closing atomic.Bool
-	// partialSince is when a loop connection started the command it has
-	// not finished (Unix ns; 0: none), for the query timeout.
-	partialSince atomic.Int64
-	// loopSoft is set while a loop connection has more than the soft
-	// output limit pending (see checkLoopOutput).
-	loopSoft atomic.Bool
+	// cmem is the memory the connection accounts for (clientmem.go).
+	cmem clientMem
 
-	// mem is the memory the connection accounts for (clientmem.go;
-	// CLIENT LIST tot-mem), written by its goroutine or loop only;
-	// noEvict is CLIENT NO-EVICT.
-	mem     atomic.Int64
-	noEvict atomic.Bool
+	// auth is the connection's authentication (authguard.go).
+	auth authState
 
-	// authFails counts consecutive failed authentications (see authGuard);
-	// penalty is the time the current command waited for the guard, kept
-	// out of its execution time.
-	authFails int
-	penalty   time.Duration
-
-	// classes gathers the decisions of the command or run of writes in
-	// progress by key class until they are accounted (classes.go); the
-	// connection's goroutine or loop only.
-	classes classTally
+	// acct is the connection's accounting of its commands (stats.go).
+	acct tally
 
 	mu       sync.Mutex // guards the fields below
 	name     string
 	libName  string
 	libVer   string
 	pubProto int
+}
 
-	// hotRand picks the decisions the heavy-hitter summaries sample
-	// (hotkeys.go).
-	hotRand uint64
+// writeBatch is the scratch of a connection's run of writes, reused by
+// every batch so that the hot path does not allocate: the run's commands
+// (slots) and the ops they prepared, with their results.
+type writeBatch struct {
+	ops   []shards.Op
+	res   []shards.Result
+	slots []slot
 }
 
 // slot is one command of a batch of writes.
@@ -147,14 +118,14 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		addr:  nc.RemoteAddr().String(),
 		laddr: nc.LocalAddr().String(),
 		start: s.now(),
-		proto: 2,
-		stats: make([]cmdStats, len(s.table.all)),
+		Reply: Reply{proto: 2},
+		acct:  tally{stats: make([]cmdStats, len(s.table.all))},
 	}
-	c.authed = *s.requirePass.Load() == ""
+	c.auth.authed = *s.requirePass.Load() == ""
 	c.multi.Store(-1)
 	c.pubProto = 2
 	c.rd = newReader(nc, s.cfg.MaxBulkLen, s.cfg.MaxArgs)
-	c.rd.beforeRead = c.beforeRead
+	c.rd.beforeRead = func(partial bool) { c.rs.beforeRead(c, partial) }
 	c.lastSeen.Store(c.start)
 	return c
 }
@@ -179,7 +150,7 @@ func (c *Conn) serve() {
 			return // the loop owns the connection now
 		}
 		c.nc.Close()
-		c.release()
+		release(c)
 		s.removeConn(c)
 		s.wg.Done()
 	}()
@@ -192,22 +163,22 @@ func (c *Conn) serve() {
 		}
 		if t := s.timeout.Load(); t > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t)))
-		} else if c.queryDeadline {
+		} else if c.rs.queryDeadline {
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
-		c.queryDeadline = false
+		c.rs.queryDeadline = false
 		c.refreshLimits()
 		cmds, err := c.rd.next()
 		if err != nil {
-			c.readFailed(err)
+			c.rs.readFailed(c, err)
 			return
 		}
 		c.now = 0
 		c.execBatch(cmds)
-		if err := c.flush(); err != nil || c.quit {
+		if err := c.ob.flush(c); err != nil || c.quit {
 			return
 		}
-		if c.authed && s.loops != nil && s.loopable(c.nc) {
+		if c.auth.authed && s.loops != nil && s.loopable(c.nc) {
 			// Authenticated: the rest of the connection runs on a loop
 			// (failed AUTH waits happen here, never on a loop).
 			moved = true
@@ -224,11 +195,18 @@ func (c *Conn) serve() {
 // doing ends at its next read or write. Safe from any goroutine.
 func (c *Conn) closeNow() {
 	c.closing.Store(true)
-	if lc := c.loop.Load(); lc != nil {
+	if lc := c.lp.loop.Load(); lc != nil {
 		_ = lc.gc.Close()
 		return
 	}
 	c.nc.Close()
+}
+
+// readState is the read side's state: queryDeadline is true while the
+// read deadline is the query timeout's (the client has started a command
+// and must finish it).
+type readState struct {
+	queryDeadline bool
 }
 
 // refreshLimits gives the reader the limits of this batch (they can change
@@ -237,23 +215,23 @@ func (c *Conn) refreshLimits() {
 	s := c.srv
 	c.rd.maxBulk = int(s.maxBulk.Load())
 	c.rd.maxQuery = int(s.queryLimit.Load())
-	c.rd.unauth = !c.authed
+	c.rd.unauth = !c.auth.authed
 }
 
 // readFailed answers (a protocol error), counts and logs the reason a
 // connection's input ended; the caller closes it.
-func (c *Conn) readFailed(err error) {
+func (r *readState) readFailed(c *Conn, err error) {
 	s := c.srv
 	var perr *protocolError
 	switch {
 	case errors.As(err, &perr):
 		c.WriteError(err)
-		_ = c.flush()
+		_ = c.ob.flush(c)
 		s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
 	case errors.Is(err, errQueryLimit):
 		s.stats.queryLimited.Add(1)
 		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", c.rd.maxQuery)
-	case errors.Is(err, os.ErrDeadlineExceeded) && c.queryDeadline && !s.draining.Load():
+	case errors.Is(err, os.ErrDeadlineExceeded) && r.queryDeadline && !s.draining.Load():
 		s.stats.queryTimeouts.Add(1)
 		s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(s.queryTime.Load()))
 	case !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed):
@@ -265,9 +243,9 @@ func (c *Conn) readFailed(err error) {
 // query timeout (once per batch: the deadline counts from the first wait),
 // so that a client sending a command slowly cannot hold its connection and
 // buffer forever. The idle timeout, when shorter, still applies.
-func (c *Conn) beforeRead(partial bool) {
-	c.trackMem() // the query buffer may have grown for the rest
-	if !partial || c.queryDeadline {
+func (r *readState) beforeRead(c *Conn, partial bool) {
+	c.cmem.trackMem(c) // the query buffer may have grown for the rest
+	if !partial || r.queryDeadline {
 		return
 	}
 	qt := c.srv.queryTime.Load()
@@ -277,7 +255,7 @@ func (c *Conn) beforeRead(partial bool) {
 	if t := c.srv.timeout.Load(); t > 0 && t < qt {
 		return // the idle deadline set for this batch comes first
 	}
-	c.queryDeadline = true
+	r.queryDeadline = true
 	_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(qt)))
 }
 
@@ -297,8 +275,8 @@ func (c *Conn) execBatch(cmds []span) {
 		a := args[cmds[i].lo:cmds[i].hi]
 		asking := c.asking // ASKING applies to the next command only
 		c.asking = false
-		cmd, err := c.resolve(a)
-		if err == nil && !c.authed && cmd.Flags&FlagNoAuth == 0 {
+		cmd, err := c.rcache.resolve(c.srv.table, a)
+		if err == nil && !c.auth.authed && cmd.Flags&FlagNoAuth == 0 {
 			err = ErrNoAuth
 		}
 		if c.tx.on && (err != nil || !runsInMulti(cmd)) {
@@ -306,10 +284,10 @@ func (c *Conn) execBatch(cmds []span) {
 				c.tx.failed = true // Redis: EXEC answers EXECABORT
 				c.reject(cmd, err)
 			} else {
-				c.queue(cmd, a)
+				c.tx.queue(c, cmd, a)
 			}
 			i++
-			if c.outputOver(0) {
+			if c.ob.outputOver(c, 0) {
 				return
 			}
 			continue
@@ -329,30 +307,30 @@ func (c *Conn) execBatch(cmds []span) {
 			if err != nil {
 				c.fail(cmd, err)
 			}
-			t0 = c.account(cmd, a, t0)
+			t0 = c.acct.account(c, cmd, a, t0)
 			i++
 		} else {
-			c.slots = c.slots[:0]
-			c.slots = append(c.slots, slot{cmd: cmd, args: a, asking: asking})
+			c.wb.slots = c.wb.slots[:0]
+			c.wb.slots = append(c.wb.slots, slot{cmd: cmd, args: a, asking: asking})
 			for i++; i < len(cmds); i++ {
 				a := args[cmds[i].lo:cmds[i].hi]
-				next, err := c.resolve(a)
-				if err != nil || next.Prepare == nil || (!c.authed && next.Flags&FlagNoAuth == 0) {
+				next, err := c.rcache.resolve(c.srv.table, a)
+				if err != nil || next.Prepare == nil || (!c.auth.authed && next.Flags&FlagNoAuth == 0) {
 					break
 				}
-				c.slots = append(c.slots, slot{cmd: next, args: a})
+				c.wb.slots = append(c.wb.slots, slot{cmd: next, args: a})
 			}
-			c.runWrites(c.slots)
-			t0 = c.accountSlots(c.slots, t0)
+			c.wb.runWrites(c, c.wb.slots)
+			t0 = c.acct.accountSlots(c, c.wb.slots, t0)
 		}
 		if c.quit {
 			return
 		}
-		if c.outputOver(0) {
+		if c.ob.outputOver(c, 0) {
 			return
 		}
 		if len(c.out) > flushAt {
-			if c.flush() != nil {
+			if c.ob.flush(c) != nil {
 				c.quit = true
 				return
 			}
@@ -360,20 +338,28 @@ func (c *Conn) execBatch(cmds []span) {
 	}
 }
 
+// resolver is a connection's one-entry cache of command names: the name
+// bytes of the last command without subcommands it named (nameCache), and
+// that command (cmdCache).
+type resolver struct {
+	nameCache []byte
+	cmdCache  *Command
+}
+
 // resolve is table.resolve with a one-entry cache of the last command
 // without subcommands this connection named, in the exact bytes it sent:
 // a client repeating one command (a pipeline of CL.THROTTLE) skips the
 // table's case-folding map lookup. The table is sealed before the first
 // connection, so the cached pointer stays valid.
-func (c *Conn) resolve(args [][]byte) (*Command, error) {
-	cmd := c.cmdCache
-	if cmd == nil || !bytes.Equal(args[0], c.nameCache) {
-		if cmd = c.srv.table.lookup(args[0]); cmd == nil {
+func (r *resolver) resolve(t *table, args [][]byte) (*Command, error) {
+	cmd := r.cmdCache
+	if cmd == nil || !bytes.Equal(args[0], r.nameCache) {
+		if cmd = t.lookup(args[0]); cmd == nil {
 			return nil, &unknownCommandError{args: args}
 		}
 		if cmd.subs == nil {
-			c.nameCache = append(c.nameCache[:0], args[0]...)
-			c.cmdCache = cmd
+			r.nameCache = append(r.nameCache[:0], args[0]...)
+			r.cmdCache = cmd
 		}
 	}
 	return resolveFrom(cmd, args)
@@ -381,27 +367,27 @@ func (c *Conn) resolve(args [][]byte) (*Command, error) {
 
 // runWrites prepares the ops of a run of batchable writes, submits them in
 // one Backend.Write, and appends every reply in order.
-func (c *Conn) runWrites(slots []slot) {
-	n, werr := c.submitWrites(slots, false)
+func (b *writeBatch) runWrites(c *Conn, slots []slot) {
+	n, werr := b.submitWrites(c, slots, false)
 	for k := range slots {
-		c.finishWrite(&slots[k], werr)
+		b.finishWrite(c, &slots[k], werr)
 	}
-	c.releaseOps(n)
+	b.releaseOps(c, n)
 }
 
 // submitWrites routes and prepares the ops of slots and submits those
 // that prepared in one Backend call (WriteAtomic when atomic: a
 // transaction's writes). It returns how many ops it used and the call's
 // error; the replies are left to finishWrite.
-func (c *Conn) submitWrites(slots []slot, atomic bool) (int, error) {
+func (b *writeBatch) submitWrites(c *Conn, slots []slot, atomic bool) (int, error) {
 	n := 0
 	for k := range slots {
 		sl := &slots[k]
-		if n == len(c.ops) {
-			c.ops = append(c.ops, shards.Op{})
-			c.res = append(c.res, shards.Result{})
+		if n == len(b.ops) {
+			b.ops = append(b.ops, shards.Op{})
+			b.res = append(b.res, shards.Result{})
 		}
-		op := &c.ops[n]
+		op := &b.ops[n]
 		op.Keys = op.Keys[:0]
 		op.Reqs = op.Reqs[:0]
 		op.NoGrow = false
@@ -424,9 +410,9 @@ func (c *Conn) submitWrites(slots []slot, atomic bool) (int, error) {
 	}
 	var werr error
 	if atomic {
-		werr = c.srv.backend.WriteAtomic(c.srv.ctx, c.ops[:n], c.res[:n])
+		werr = c.srv.backend.WriteAtomic(c.srv.ctx, b.ops[:n], b.res[:n])
 	} else {
-		werr = c.srv.backend.Write(c.srv.ctx, c.ops[:n], c.res[:n])
+		werr = c.srv.backend.Write(c.srv.ctx, b.ops[:n], b.res[:n])
 	}
 	c.now = 0
 	return n, werr
@@ -434,25 +420,25 @@ func (c *Conn) submitWrites(slots []slot, atomic bool) (int, error) {
 
 // finishWrite appends the reply of one write submitted by submitWrites
 // (werr: the submitting call's error).
-func (c *Conn) finishWrite(sl *slot, werr error) {
+func (b *writeBatch) finishWrite(c *Conn, sl *slot, werr error) {
 	c.setCurrent(sl.cmd)
 	switch {
 	case sl.op < 0:
 		c.fail(sl.cmd, sl.err)
 	case werr != nil:
 		c.fail(sl.cmd, werr)
-	case c.res[sl.op].Err != nil:
-		c.fail(sl.cmd, c.redirect(c.res[sl.op].Err, c.ops[sl.op].Keys))
+	case b.res[sl.op].Err != nil:
+		c.fail(sl.cmd, c.redirect(b.res[sl.op].Err, b.ops[sl.op].Keys))
 	default:
-		sl.cmd.Finish(c, sl.args, &c.res[sl.op])
+		sl.cmd.Finish(c, sl.args, &b.res[sl.op])
 	}
 }
 
 // releaseOps drops the references of the first n ops to their keys (they
 // live in the read buffer or a transaction's queue).
-func (c *Conn) releaseOps(n int) {
+func (b *writeBatch) releaseOps(c *Conn, n int) {
 	for k := 0; k < n; k++ {
-		clear(c.ops[k].Keys)
+		clear(b.ops[k].Keys)
 	}
 }
 
@@ -481,7 +467,7 @@ func (c *Conn) setCurrent(cmd *Command) {
 func (c *Conn) reject(cmd *Command, err error) {
 	c.srv.stats.errors.Add(1)
 	if cmd != nil {
-		c.stats[cmd.index].rejected.Add(1)
+		c.acct.stats[cmd.index].rejected.Add(1)
 	}
 	c.WriteError(err)
 }
@@ -492,23 +478,23 @@ func (c *Conn) fail(cmd *Command, err error) {
 		err = &arityError{cmd.fullName}
 	}
 	c.srv.stats.errors.Add(1)
-	c.stats[cmd.index].failed.Add(1)
+	c.acct.stats[cmd.index].failed.Add(1)
 	c.WriteError(err)
 }
 
 // account adds one call of cmd and the time since t0 (the latency
 // histogram, and the slow log when slow enough); it returns the new t0.
-func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
+func (t *tally) account(c *Conn, cmd *Command, args [][]byte, t0 time.Time) time.Time {
 	t1 := time.Now()
-	ns := int64(t1.Sub(t0) - c.penalty)
-	c.penalty = 0
-	st := &c.stats[cmd.index]
+	ns := int64(t1.Sub(t0) - c.auth.penalty)
+	c.auth.penalty = 0
+	st := &t.stats[cmd.index]
 	st.calls.Add(1)
 	st.nanos.Add(ns)
-	c.flushClasses()
-	c.srv.latency.observe(cmd.index, c.id, ns)
-	if c.srv.slowlog.slow(ns) {
-		c.srv.slowlog.add(c, cmd, args, ns)
+	t.flushClasses(c)
+	c.srv.latency.Observe(cmd.index, c.id, ns)
+	if c.srv.slowlog.Slow(ns) {
+		logSlow(c, cmd, args, ns)
 	}
 	return t1
 }
@@ -516,13 +502,13 @@ func (c *Conn) account(cmd *Command, args [][]byte, t0 time.Time) time.Time {
 // accountSlots shares the time of a write batch evenly among its commands.
 // A run of one command (a pipeline of CL.THROTTLE) is counted with one
 // update of each counter, not one per command.
-func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
+func (t *tally) accountSlots(c *Conn, slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
 	per := int64(t1.Sub(t0)) / int64(len(slots))
-	c.flushClasses()
-	if c.srv.slowlog.slow(per) {
+	t.flushClasses(c)
+	if c.srv.slowlog.Slow(per) {
 		for k := range slots {
-			c.srv.slowlog.add(c, slots[k].cmd, slots[k].args, per)
+			logSlow(c, slots[k].cmd, slots[k].args, per)
 		}
 	}
 	for k := 0; k < len(slots); {
@@ -531,20 +517,20 @@ func (c *Conn) accountSlots(slots []slot, t0 time.Time) time.Time {
 		for k+n < len(slots) && slots[k+n].cmd == cmd {
 			n++
 		}
-		st := &c.stats[cmd.index]
+		st := &t.stats[cmd.index]
 		st.calls.Add(int64(n))
 		st.nanos.Add(per * int64(n))
-		c.srv.latency.observeN(cmd.index, c.id, per, n)
+		c.srv.latency.ObserveN(cmd.index, c.id, per, n)
 		k += n
 	}
 	return t1
 }
 
 // countDecision records a limiter decision of the current command.
-func (c *Conn) countDecision(limited bool) {
+func (t *tally) countDecision(c *Conn, limited bool) {
 	if limited {
-		c.stats[c.cur.index].limited.Add(1)
+		t.stats[c.cur.index].limited.Add(1)
 	} else {
-		c.stats[c.cur.index].allowed.Add(1)
+		t.stats[c.cur.index].allowed.Add(1)
 	}
 }

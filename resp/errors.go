@@ -7,6 +7,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
@@ -194,6 +195,9 @@ func appendErrorText(b []byte, err error) []byte {
 		// A peer region's reply to a forwarded command, already in its
 		// wording: relayed verbatim.
 		return appendLine(b, re.Msg)
+	}
+	if b, ok := appendSettingError(b, err); ok {
+		return b // first: a refused value wraps the setter's own error
 	}
 	if gap := (*region.SequenceError)(nil); errors.As(err, &gap) {
 		// The sender reads the code and the number after it.
@@ -385,6 +389,26 @@ func appendErrorText(b []byte, err error) []byte {
 	// Engine range errors and anything else: "ERR " and the message, which
 	// names the argument at fault.
 	return appendLine(append(b, "ERR "...), err.Error())
+}
+
+// appendSettingError words CONFIG SET's refusals (internal/setting's
+// Registry.Set) in Redis 7's words; ok is false for any other error.
+func appendSettingError(b []byte, err error) (_ []byte, ok bool) {
+	var (
+		unknown *setting.UnknownError
+		refused *setting.SetError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		b = append(b, "ERR Unknown option or number of arguments for CONFIG SET - '"...)
+		return append(appendLine(b, clip([]byte(unknown.Given))), '\''), true
+	case errors.As(err, &refused):
+		b = append(b, "ERR CONFIG SET failed (possibly related to argument '"...)
+		b = appendLine(b, clip([]byte(refused.Name)))
+		b = append(b, "') - "...)
+		return appendLine(b, refused.Err.Error()), true
+	}
+	return b, false
 }
 
 // appendLogError words a refused join of a node whose raft log is not the

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"math"
 	"math/rand/v2"
 	"strconv"
 
@@ -16,16 +15,17 @@ import (
 // answer LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
 // hotkeys and the metrics' top keys.
 
-// hotSet is the summaries in force; CONFIG SET hotkeys-capacity replaces
-// it whole.
-type hotSet struct {
-	capacity           int
-	requested, limited *hotkeys.Sketch
-}
-
 // DefaultHotkeysCapacity is hotkeys-capacity's default: 1024 keys a
 // summary, about 270 KB for both.
 const DefaultHotkeysCapacity = 1024
+
+// newHotkeys returns new, empty summaries of capacity keys (nil: off).
+func newHotkeys(capacity int) *hotkeys.Pair {
+	if capacity <= 0 {
+		return nil
+	}
+	return hotkeys.NewPair(capacity)
+}
 
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
@@ -38,57 +38,16 @@ type HotKey struct {
 	Count, Err uint64
 }
 
-// setHotkeys starts new, empty summaries of capacity keys (0: off).
-func (s *Server) setHotkeys(capacity int) {
-	if capacity <= 0 {
-		s.hot.Store(nil)
-		return
-	}
-	s.hot.Store(&hotSet{capacity: capacity, requested: hotkeys.New(capacity), limited: hotkeys.New(capacity)})
-}
-
-// hotSample is the summaries' sampling: one decision in hotSample is
-// recorded, picked at random, and counts are scaled back up. It keeps the
-// hot path's cost (a hash, a striped lock, a heap step: about 100 ns) to a
-// few nanoseconds a command on average; a heavy hitter, by definition
-// frequent, is sampled many times.
-const hotSample = 32
-
 // countKey records a limiter decision on key for the current command,
-// one in hotSample picked by the connection's own xorshift generator (no
-// lock, no allocation).
-func (c *Conn) countKey(key []byte, limited bool) {
+// one in hotkeys.Sample picked by the connection's own generator (no lock,
+// no allocation).
+func (t *tally) countKey(c *Conn, key []byte, limited bool) {
 	if limited {
-		c.violation(key)
+		violation(c, key)
 	}
-	h := c.srv.hot.Load()
-	if h == nil {
-		return
+	if h := c.srv.hot.Load(); h != nil && t.hotRand.Pick(rand.Uint64) {
+		h.Record(family(c.cur.index), key, limited)
 	}
-	x := c.hotRand
-	if x == 0 {
-		x = rand.Uint64() | 1
-	}
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	c.hotRand = x
-	if x%hotSample != 0 {
-		return
-	}
-	f := family(c.cur.index)
-	h.requested.Record(f, key)
-	if limited {
-		h.limited.Record(f, key)
-	}
-}
-
-// scale turns a summary's sampled count and error bound into an estimate
-// of the true count and a bound on its error: the Space-Saving error
-// scaled, plus four standard deviations of the sampling (so the true
-// count lies within count ± error with about 99.99% confidence).
-func scale(count, errBound uint64) (uint64, uint64) {
-	return count * hotSample, errBound*hotSample + uint64(4*hotSample*math.Sqrt(float64(count))+0.5)
 }
 
 // family is a command's family in the summaries: its table index (the
@@ -100,68 +59,56 @@ func family(index int) uint8 { return uint8(min(index, int(rlsFamily)-1)) }
 const rlsFamily uint8 = 255
 
 // familyName is the command a family's keys are listed under.
-func (s *Server) familyName(f uint8) string {
+func (t *table) familyName(f uint8) string {
 	switch {
 	case f == rlsFamily:
 		return "rls"
-	case int(f) >= len(s.table.all): // cannot happen while the table has fewer than rlsFamily commands
+	case int(f) >= len(t.all): // cannot happen while the table has fewer than rlsFamily commands
 		return "unknown"
 	}
-	return s.table.all[f].fullName
+	return t.all[f].fullName
 }
 
 // CountDecision records a decision the Envoy rate-limit service took on
 // key (its limiter key) in the heavy-hitter summaries, under the command
-// "rls", sampled as the limiter commands are (one in hotSample). Safe for
+// "rls", sampled as the limiter commands are (one in hotkeys.Sample). Safe for
 // concurrent use; key is not kept.
 func (s *Server) CountDecision(key []byte, limited bool) {
 	h := s.hot.Load()
-	if h == nil || rand.Uint64()%hotSample != 0 {
+	if h == nil || rand.Uint64()%hotkeys.Sample != 0 {
 		return
 	}
-	h.requested.Record(rlsFamily, key)
-	if limited {
-		h.limited.Record(rlsFamily, key)
-	}
+	h.Record(rlsFamily, key, limited)
 }
 
-// hotKeys returns the n most counted keys of a summary.
-func (s *Server) hotKeys(sk *hotkeys.Sketch, n int) []HotKey {
+// topKeys returns the n most counted keys of a summary, under their
+// commands' names.
+func topKeys(t *table, sk *hotkeys.Sketch, n int) []HotKey {
 	top := sk.Top(n)
 	out := make([]HotKey, len(top))
 	for i, e := range top {
-		n, err := scale(e.Count, e.Err)
-		out[i] = HotKey{Key: string(e.Key), Command: s.familyName(e.Family), Count: n, Err: err}
+		n, err := hotkeys.Scale(e.Count, e.Err)
+		out[i] = HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
 	}
 	return out
 }
 
-// hotStats fills Stats' top keys.
-func (s *Server) hotStats(st *Stats) {
-	h := s.hot.Load()
-	if h == nil {
-		return
-	}
-	st.HotRequested = s.hotKeys(h.requested, hotTop)
-	st.HotLimited = s.hotKeys(h.limited, hotTop)
-}
-
-func (s *Server) infoHotkeys(b []byte, _ int64) []byte {
+func infoHotkeys(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Hotkeys\r\n"...)
 	h := s.hot.Load()
 	if h == nil {
 		return fieldInt(b, "hotkeys_capacity", 0)
 	}
-	b = fieldInt(b, "hotkeys_capacity", int64(h.capacity))
-	b = fieldInt(b, "hotkeys_memory_bytes", int64(2*h.requested.Capacity()*hotkeys.EntryBytes))
-	b = fieldInt(b, "hotkeys_sample", hotSample)
-	b = fieldInt(b, "hotkeys_requested_sampled", int64(h.requested.Total()))
-	b = fieldInt(b, "hotkeys_limited_sampled", int64(h.limited.Total()))
+	b = fieldInt(b, "hotkeys_capacity", int64(h.Capacity()))
+	b = fieldInt(b, "hotkeys_memory_bytes", int64(2*h.Requested.Capacity()*hotkeys.EntryBytes))
+	b = fieldInt(b, "hotkeys_sample", hotkeys.Sample)
+	b = fieldInt(b, "hotkeys_requested_sampled", int64(h.Requested.Total()))
+	b = fieldInt(b, "hotkeys_limited_sampled", int64(h.Limited.Total()))
 	for _, part := range []struct {
 		name string
 		sk   *hotkeys.Sketch
-	}{{"requested", h.requested}, {"limited", h.limited}} {
-		for i, k := range s.hotKeys(part.sk, hotTop) {
+	}{{"requested", h.Requested}, {"limited", h.Limited}} {
+		for i, k := range topKeys(s.table, part.sk, hotTop) {
 			b = field(b, part.name+"_"+strconv.Itoa(i), "key="+strconv.Quote(k.Key)+",cmd="+k.Command+
 				",count="+strconv.FormatUint(k.Count, 10)+",error="+strconv.FormatUint(k.Err, 10))
 		}
@@ -174,7 +121,7 @@ func (s *Server) infoHotkeys(b []byte, _ int64) []byte {
 func (s *Server) hotkeysSetting() Setting {
 	return Setting{Name: "hotkeys-capacity", Get: func() string {
 		if h := s.hot.Load(); h != nil {
-			return strconv.Itoa(h.capacity)
+			return strconv.Itoa(h.Capacity())
 		}
 		return "0"
 	}, Set: func(v string) error {
@@ -182,7 +129,7 @@ func (s *Server) hotkeysSetting() Setting {
 		if err != nil {
 			return err
 		}
-		s.setHotkeys(int(n))
+		s.hot.Store(newHotkeys(int(n)))
 		return nil
 	}}
 }
@@ -196,13 +143,13 @@ func limiterTop(c *Conn, args [][]byte) error {
 	if h == nil {
 		return errHotkeysOff
 	}
-	sk, n := h.requested, int64(10)
+	sk, n := h.Requested, int64(10)
 	for i := 2; i < len(args); i++ {
 		switch {
 		case equalFoldString(args[i], "requested"):
-			sk = h.requested
+			sk = h.Requested
 		case equalFoldString(args[i], "limited"):
-			sk = h.limited
+			sk = h.Limited
 		case equalFoldString(args[i], "count") && i+1 < len(args):
 			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
 			if err != nil || v < 1 {
@@ -214,7 +161,7 @@ func limiterTop(c *Conn, args [][]byte) error {
 			return &textError{"ERR syntax error"}
 		}
 	}
-	top := c.srv.hotKeys(sk, int(n))
+	top := topKeys(c.srv.table, sk, int(n))
 	c.WriteArray(len(top))
 	for _, k := range top {
 		c.WriteArray(4)
@@ -231,12 +178,12 @@ func objectFreq(c *Conn, args [][]byte) error {
 	if h == nil {
 		return errHotkeysOff
 	}
-	n, _ := h.requested.Estimate(rlsFamily, args[2]) // the Envoy service's
-	n *= hotSample
+	n, _ := h.Requested.Estimate(rlsFamily, args[2]) // the Envoy service's
+	n *= hotkeys.Sample
 	for _, cmd := range c.srv.table.all {
 		if cmd.Group == "ratelimit" && cmd.Finish != nil {
-			cnt, _ := h.requested.Estimate(family(cmd.index), args[2])
-			n += cnt * hotSample
+			cnt, _ := h.Requested.Estimate(family(cmd.index), args[2])
+			n += cnt * hotkeys.Sample
 		}
 	}
 	c.WriteInt(int64(n))

@@ -53,10 +53,10 @@ func BenchmarkCountKey(b *testing.B) {
 					b.ReportAllocs()
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
-						c.countKey(keys[i%nkeys], i%4 == 0)
-						c.countClass(keys[i%nkeys], i%4 == 0)
+						c.acct.countKey(c, keys[i%nkeys], i%4 == 0)
+						c.acct.countClass(c, keys[i%nkeys], i%4 == 0)
 						if i%16 == 15 {
-							c.flushClasses() // as accounting a pipeline of 16 does
+							c.acct.flushClasses(c) // as accounting a pipeline of 16 does
 						}
 					}
 				})

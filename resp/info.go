@@ -21,19 +21,19 @@ type infoSection struct {
 // default set leaves out commandstats, as Redis does, and latencystats, as
 // Redis 7 does.
 var infoSections = []infoSection{
-	{"server", true, (*Server).infoServer},
-	{"clients", true, (*Server).infoClients},
-	{"memory", true, (*Server).infoMemory},
-	{"persistence", true, (*Server).infoPersistence},
-	{"stats", true, (*Server).infoStats},
-	{"replication", true, (*Server).infoReplication},
-	{"cpu", true, (*Server).infoCPU},
-	{"cluster", true, (*Server).infoCluster},
-	{"keyspace", true, (*Server).infoKeyspace},
-	{"commandstats", false, (*Server).infoCommandstats},
-	{"latencystats", false, (*Server).infoLatencystats},
-	{"hotkeys", false, (*Server).infoHotkeys},
-	{"classes", false, (*Server).infoClasses},
+	{"server", true, infoServer},
+	{"clients", true, infoClients},
+	{"memory", true, infoMemory},
+	{"persistence", true, infoPersistence},
+	{"stats", true, infoStats},
+	{"replication", true, infoReplication},
+	{"cpu", true, infoCPU},
+	{"cluster", true, infoCluster},
+	{"keyspace", true, infoKeyspace},
+	{"commandstats", false, infoCommandstats},
+	{"latencystats", false, infoLatencystats},
+	{"hotkeys", false, infoHotkeys},
+	{"classes", false, infoClasses},
 	{"regions", false, (*Server).infoRegions},
 }
 
@@ -107,7 +107,7 @@ func fieldInt(b []byte, name string, v int64) []byte {
 }
 
 // infoServer appends the Server section: versions, process and uptime.
-func (s *Server) infoServer(b []byte, now int64) []byte {
+func infoServer(s *Server, b []byte, now int64) []byte {
 	b = append(b, "# Server\r\n"...)
 	b = field(b, "redis_version", redisVersion)
 	b = field(b, "cellserver_version", Version)
@@ -121,7 +121,7 @@ func (s *Server) infoServer(b []byte, now int64) []byte {
 	b = field(b, "go_version", runtime.Version())
 	b = fieldInt(b, "process_id", int64(os.Getpid()))
 	port := "0"
-	if st := s.setting["port"]; st != nil {
+	if st := s.settings.Lookup("port"); st != nil {
 		port = st.Get()
 	}
 	b = field(b, "tcp_port", port)
@@ -134,7 +134,7 @@ func (s *Server) infoServer(b []byte, now int64) []byte {
 }
 
 // infoClients appends the Clients section.
-func (s *Server) infoClients(b []byte, _ int64) []byte {
+func infoClients(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Clients\r\n"...)
 	b = fieldInt(b, "connected_clients", s.clients.Load())
 	b = fieldInt(b, "maxclients", s.maxClients.Load())
@@ -143,7 +143,7 @@ func (s *Server) infoClients(b []byte, _ int64) []byte {
 
 // infoMemory appends the Memory section: the Go heap, the keyspace's size
 // and the maxmemory settings.
-func (s *Server) infoMemory(b []byte, now int64) []byte {
+func infoMemory(s *Server, b []byte, now int64) []byte {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	st := s.backend.Store().Stats(now)
@@ -169,7 +169,7 @@ func (s *Server) infoMemory(b []byte, now int64) []byte {
 
 // infoPersistence appends the Persistence section: the Persister's fields,
 // or fixed Redis-compatible ones when nothing is persisted.
-func (s *Server) infoPersistence(b []byte, _ int64) []byte {
+func infoPersistence(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Persistence\r\n"...)
 	if p := s.cfg.Persistence; p != nil {
 		for _, f := range p.InfoFields() {
@@ -189,7 +189,7 @@ func (s *Server) infoPersistence(b []byte, _ int64) []byte {
 
 // infoStats appends the Stats section: connection and command counters,
 // and the limiter's allowed and limited totals, overall and per command.
-func (s *Server) infoStats(b []byte, now int64) []byte {
+func infoStats(s *Server, b []byte, now int64) []byte {
 	cs := s.commandStats()
 	var calls, allowed, limited int64
 	for i := range cs {
@@ -204,13 +204,13 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
 	b = fieldInt(b, "expired_keys", int64(st.Expired))
 	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
-	b = fieldInt(b, "evicted_clients", s.cmem.evicted.Load())
+	b = fieldInt(b, "evicted_clients", s.cmem.Evicted())
 	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())
 	b = fieldInt(b, "client_query_timeout_disconnections", s.stats.queryTimeouts.Load())
 	b = fieldInt(b, "client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())
 	b = fieldInt(b, "total_error_replies", s.stats.errors.Load())
-	b = fieldInt(b, "acl_access_denied_auth", s.guard.failures.Load())
-	b = fieldInt(b, "auth_failure_disconnections", s.guard.disconnects.Load())
+	b = fieldInt(b, "acl_access_denied_auth", s.guard.Failures())
+	b = fieldInt(b, "auth_failure_disconnections", s.guard.Disconnects())
 	b = fieldInt(b, "protected_mode_rejected_connections", s.stats.protectedDenied.Load())
 	b = fieldInt(b, "tls_handshake_failures", s.tlsFailures())
 	b = fieldInt(b, "limiter_allowed", allowed)
@@ -236,7 +236,7 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 
 // infoReplication appends the Replication section: the cluster's fields,
 // or those of a lone master.
-func (s *Server) infoReplication(b []byte, _ int64) []byte {
+func infoReplication(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Replication\r\n"...)
 	if cl := s.cfg.Cluster; cl != nil {
 		for _, f := range cl.InfoFields() {
@@ -250,7 +250,7 @@ func (s *Server) infoReplication(b []byte, _ int64) []byte {
 }
 
 // infoCPU appends the CPU section: GOMAXPROCS and the goroutine count.
-func (s *Server) infoCPU(b []byte, _ int64) []byte {
+func infoCPU(_ *Server, b []byte, _ int64) []byte {
 	b = append(b, "# CPU\r\n"...)
 	b = fieldInt(b, "go_max_procs", int64(runtime.GOMAXPROCS(0)))
 	return fieldInt(b, "goroutines", int64(runtime.NumGoroutine()))
@@ -258,7 +258,7 @@ func (s *Server) infoCPU(b []byte, _ int64) []byte {
 
 // infoCluster appends the Cluster section: cluster_enabled is 1 in a
 // replication group, which speaks the Redis Cluster protocol (CLUSTER).
-func (s *Server) infoCluster(b []byte, _ int64) []byte {
+func infoCluster(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Cluster\r\n"...)
 	enabled := int64(0)
 	if s.cfg.Cluster != nil {
@@ -269,7 +269,7 @@ func (s *Server) infoCluster(b []byte, _ int64) []byte {
 
 // infoKeyspace appends the Keyspace section: db0's key count and the count
 // of keys of each limiter kind present.
-func (s *Server) infoKeyspace(b []byte, now int64) []byte {
+func infoKeyspace(s *Server, b []byte, now int64) []byte {
 	b = append(b, "# Keyspace\r\n"...)
 	st := s.backend.Store().Stats(now)
 	if st.Keys > 0 {
@@ -291,7 +291,7 @@ func (s *Server) infoKeyspace(b []byte, now int64) []byte {
 
 // infoCommandstats appends the Commandstats section: one cmdstat_ line per
 // command that was called, rejected or failed at least once.
-func (s *Server) infoCommandstats(b []byte, _ int64) []byte {
+func infoCommandstats(s *Server, b []byte, _ int64) []byte {
 	cs := s.commandStats()
 	b = append(b, "# Commandstats\r\n"...)
 	for _, cmd := range s.table.all {
@@ -338,14 +338,14 @@ var latencyQuantiles = []struct {
 
 // infoLatencystats appends the Latencystats section: p50, p99 and p99.9 in
 // microseconds for every command with recorded latencies.
-func (s *Server) infoLatencystats(b []byte, _ int64) []byte {
+func infoLatencystats(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Latencystats\r\n"...)
 	lat := s.latencyHists()
 	if lat == nil {
 		return b
 	}
 	for _, cmd := range s.table.all {
-		h := lat.snapshot(cmd.index)
+		h := lat.Snapshot(cmd.index)
 		if h.Count == 0 {
 			continue
 		}

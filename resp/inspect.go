@@ -80,7 +80,7 @@ func (s *Server) rules() decide.Rules {
 }
 
 // violation writes a limited decision on key to the violations log.
-func (c *Conn) violation(key []byte) {
+func violation(c *Conn, key []byte) {
 	if v := c.srv.cfg.Violations; v.Enabled() {
 		v.Limited(c.srv.now(), key, c.cur.Name, "")
 	}

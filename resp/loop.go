@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -76,7 +77,7 @@ func (l *loops) enroll(c *Conn, nc net.Conn) error {
 	// EnrollContext returns once the loop has opened the connection, or
 	// failed to register it (gnet then returns no error, but OnOpen never
 	// ran and OnClose never will).
-	if c.loop.Load() == nil {
+	if c.lp.loop.Load() == nil {
 		return errors.New("the event loop could not register the connection")
 	}
 	// closeNow stores closing, then loads loop; OnOpen stored loop before
@@ -97,15 +98,15 @@ func (l *loops) stop() {
 // OnOpen runs on the connection's loop before any of its traffic.
 func (l *loops) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := gc.Context().(*Conn)
-	c.gc = gc
-	c.loop.Store(&loopConn{gc})
+	c.lp.gc = gc
+	c.lp.loop.Store(&loopConn{gc})
 	c.rd.rd = loopInput{gc}
 	c.rd.beforeRead = nil
 	c.rd.maxBatch = loopBatch
-	if c.queryDeadline || c.rd.w > c.rd.r {
+	if c.rs.queryDeadline || c.rd.w > c.rd.r {
 		// Moved from its goroutine with input already read: run it now
 		// rather than at the next arrival.
-		c.queryDeadline = false
+		c.rs.queryDeadline = false
 		_ = gc.Wake(nil)
 	}
 	return nil, gnet.None
@@ -114,7 +115,7 @@ func (l *loops) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 // OnTraffic runs a connection's complete commands.
 func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*Conn)
-	if c.onTraffic() {
+	if c.lp.onTraffic(c) {
 		return gnet.Close
 	}
 	return gnet.None
@@ -123,10 +124,21 @@ func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
 // OnClose runs once per connection, whoever closed it.
 func (l *loops) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	c := gc.Context().(*Conn)
-	c.release()
+	release(c)
 	c.srv.removeConn(c)
 	c.srv.wg.Done()
 	return gnet.None
+}
+
+// loopState is a connection's event loop: gc is its handle, for the loop
+// goroutine (nil for a connection served by its own goroutine); loop holds
+// the same for other goroutines (nil until the loop has opened the
+// connection); partialSince is when the connection started the command it
+// has not finished (Unix ns; 0: none), for the query timeout.
+type loopState struct {
+	gc           gnet.Conn
+	loop         atomic.Pointer[loopConn]
+	partialSince atomic.Int64
 }
 
 // loopConn is a connection's loop handle as other goroutines see it.
@@ -146,7 +158,7 @@ func (in loopInput) Read(p []byte) (int, error) {
 
 // onTraffic parses and runs every complete command received so far and
 // writes their replies; it reports whether the connection must close.
-func (c *Conn) onTraffic() (closing bool) {
+func (l *loopState) onTraffic(c *Conn) (closing bool) {
 	s := c.srv
 	defer func() {
 		if r := recover(); r != nil {
@@ -154,18 +166,18 @@ func (c *Conn) onTraffic() (closing bool) {
 			closing = true
 		}
 	}()
-	if in := c.gc.InboundBuffered(); in > int(s.queryLimit.Load()) {
+	if in := l.gc.InboundBuffered(); in > int(s.queryLimit.Load()) {
 		// What gnet holds beyond the reader (a connection that yielded
 		// while its client kept sending) counts against the same limit.
 		s.stats.queryLimited.Add(1)
 		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", s.queryLimit.Load())
 		return true
 	}
-	if prev := c.omem.Load(); prev > 0 || c.loopSoft.Load() {
-		if c.checkLoopOutput() != nil {
+	if prev := c.ob.omem.Load(); prev > 0 || c.ob.loopSoft.Load() {
+		if c.ob.checkLoopOutput(c) != nil {
 			return true
 		}
-		if c.omem.Load() < prev {
+		if c.ob.omem.Load() < prev {
 			// Draining its replies counts as activity (idle timeout).
 			c.lastSeen.Store(time.Now().UnixNano())
 		}
@@ -178,24 +190,24 @@ func (c *Conn) onTraffic() (closing bool) {
 		if time.Since(start) > loopSlice {
 			// A long pipeline of slow commands (KEYS) yields to the
 			// loop's other connections; its next event continues it.
-			_ = c.gc.Wake(nil)
-			return c.flush() != nil
+			_ = l.gc.Wake(nil)
+			return c.ob.flush(c) != nil
 		}
 		c.refreshLimits()
 		cmds, err := c.rd.next()
 		if errors.Is(err, errWouldBlock) {
-			c.markPartial(c.rd.w > c.rd.r)
-			return c.flush() != nil
+			l.markPartial(c.rd.w > c.rd.r)
+			return c.ob.flush(c) != nil
 		}
 		if err != nil {
-			c.readFailed(err)
+			c.rs.readFailed(c, err)
 			return true
 		}
-		c.markPartial(false)
+		l.markPartial(false)
 		c.now = 0
 		c.execBatch(cmds) // flushes on its own past flushAt
 		if c.quit {
-			_ = c.flush()
+			_ = c.ob.flush(c)
 			return true
 		}
 	}
@@ -203,14 +215,14 @@ func (c *Conn) onTraffic() (closing bool) {
 
 // markPartial records when the client started a command it has not
 // finished (for the query timeout, which loops enforce in sweepLoopConns).
-func (c *Conn) markPartial(partial bool) {
+func (l *loopState) markPartial(partial bool) {
 	switch {
 	case !partial:
-		if c.partialSince.Load() != 0 {
-			c.partialSince.Store(0)
+		if l.partialSince.Load() != 0 {
+			l.partialSince.Store(0)
 		}
-	case c.partialSince.Load() == 0:
-		c.partialSince.Store(time.Now().UnixNano())
+	case l.partialSince.Load() == 0:
+		l.partialSince.Store(time.Now().UnixNano())
 	}
 }
 
@@ -231,18 +243,18 @@ func (s *Server) sweepLoopConns() {
 		idle, query := s.timeout.Load(), s.queryTime.Load()
 		s.mu.Lock()
 		for c := range s.conns {
-			lc := c.loop.Load()
+			lc := c.lp.loop.Load()
 			if lc == nil {
 				continue
 			}
-			switch p := c.partialSince.Load(); {
+			switch p := c.lp.partialSince.Load(); {
 			case query > 0 && p != 0 && now-p > query:
 				s.stats.queryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
-			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
+			case idle > 0 && now-c.lastSeen.Load() > idle && c.ob.omem.Load() == 0:
 				_ = lc.gc.Close()
-			case c.loopSoft.Load(), c.omem.Load() > 0:
+			case c.ob.loopSoft.Load(), c.ob.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits
 				// and whether its client is still draining them, and
 				// publishes what gnet still keeps (maxmemory-clients).

@@ -1,10 +1,9 @@
 package resp
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/maxmemory"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -14,50 +13,21 @@ import (
 // load. Between two checks the keyspace can outgrow the limit by what new
 // keys and growing logs take in one interval.
 
-// MemoryPolicy is what happens when the keyspace is over maxmemory.
-type MemoryPolicy int32
+// MemoryPolicy is what happens when the keyspace is over maxmemory
+// (internal/maxmemory).
+type MemoryPolicy = maxmemory.Policy
 
+// The policies (internal/maxmemory).
 const (
-	// NoEviction refuses limiter commands that would create a key or grow
-	// one (a sliding log's new entry that needs a larger array): "OOM
-	// command not allowed when used memory > 'maxmemory'.". New clients
-	// fail closed; keys that exist keep limiting.
-	NoEviction MemoryPolicy = iota
-	// VolatileTTL deletes the keys nearest to expiry until the keyspace is
-	// under the limit: the limits of those keys fail open (they start
-	// afresh). Every limiter key has an expiry, so every key is a candidate.
-	VolatileTTL
+	NoEviction  = maxmemory.NoEviction
+	VolatileTTL = maxmemory.VolatileTTL
 )
 
 // DefaultMemoryCheckInterval is how often maxmemory is checked.
-const DefaultMemoryCheckInterval = 100 * time.Millisecond
-
-// Eviction tuning: keys deleted per write and records sampled per key
-// (Redis's maxmemory-samples default).
-const (
-	evictBatch   = 128
-	evictSamples = 5
-	evictRounds  = 256
-)
-
-// String returns the policy's redis.conf name.
-func (p MemoryPolicy) String() string {
-	if p == VolatileTTL {
-		return "volatile-ttl"
-	}
-	return "noeviction"
-}
+const DefaultMemoryCheckInterval = maxmemory.DefaultCheckInterval
 
 // ParseMemoryPolicy reads a maxmemory-policy name (noeviction, volatile-ttl).
-func ParseMemoryPolicy(s string) (MemoryPolicy, error) {
-	switch strings.ToLower(s) {
-	case "noeviction":
-		return NoEviction, nil
-	case "volatile-ttl":
-		return VolatileTTL, nil
-	}
-	return 0, fmt.Errorf("invalid maxmemory-policy %q (want noeviction or volatile-ttl)", s)
-}
+func ParseMemoryPolicy(s string) (MemoryPolicy, error) { return maxmemory.ParsePolicy(s) }
 
 // memoryLoop enforces maxmemory until the server's context ends.
 func (s *Server) memoryLoop() {
@@ -75,50 +45,23 @@ func (s *Server) memoryLoop() {
 }
 
 // checkMemory compares the keyspace with maxmemory once and applies the
-// policy.
+// policy (maxmemory.Check), deleting through the backend.
 func (s *Server) checkMemory() {
-	limit := s.maxMemory.Load()
-	if limit <= 0 {
-		s.oom.Store(false)
-		return
-	}
-	store := s.backend.Store()
-	keys, used := store.Usage()
-	if used <= limit {
-		s.oom.Store(false)
-		return
-	}
-	if MemoryPolicy(s.policy.Load()) == NoEviction || !s.mayEvict() {
-		s.oom.Store(true)
-		return
-	}
-	// Evict in batches until under the limit; with nothing left to evict,
-	// refuse new keys instead.
 	var ops [1]shards.Op
 	var res [1]shards.Result
-	// At most evictRounds batches per check, so that one check never holds
-	// the loop for long; the next check continues.
-	for round := 0; used > limit && round < evictRounds && s.ctx.Err() == nil; round++ {
-		// Evict about as many keys as the excess takes, at the mean size.
-		n := evictBatch
-		if keys > 0 {
-			n = int(min(int64(evictBatch), (used-limit)/max(used/keys, 1)+1))
-		}
-		cands := store.EvictionCandidates(n, evictSamples)
-		if len(cands) == 0 {
-			s.oom.Store(true)
-			return
-		}
-		ops[0] = shards.Op{Code: shards.OpDel, Keys: cands}
-		if err := s.backend.Write(s.ctx, ops[:], res[:]); err != nil {
-			s.log.Warn("maxmemory: eviction failed", "err", err)
-			s.oom.Store(true)
-			return
-		}
-		s.stats.evicted.Add(res[0].N)
-		keys, used = store.Usage()
+	oom, evicted, err := maxmemory.Check(s.ctx, s.maxMemory.Load(), MemoryPolicy(s.policy.Load()), s.mayEvict, s.backend.Store(),
+		func(keys [][]byte) (int64, error) {
+			ops[0] = shards.Op{Code: shards.OpDel, Keys: keys}
+			if err := s.backend.Write(s.ctx, ops[:], res[:]); err != nil {
+				return 0, err
+			}
+			return res[0].N, nil
+		})
+	s.stats.evicted.Add(evicted)
+	if err != nil {
+		s.log.Warn("maxmemory: eviction failed", "err", err)
 	}
-	s.oom.Store(used > limit) // still over after this check's rounds: refuse new keys meanwhile
+	s.oom.Store(oom)
 }
 
 // mayEvict reports whether this node deletes keys for maxmemory: a

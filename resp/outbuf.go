@@ -2,13 +2,11 @@ package resp
 
 import (
 	"errors"
-	"fmt"
 	"net"
-	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/outlimit"
 )
 
 // Output buffer limit (client-output-buffer-limit).
@@ -27,78 +25,21 @@ import (
 // The bytes counted are those the server holds and the kernel has not yet
 // accepted (CLIENT LIST's omem), as Redis counts its reply buffers.
 
-// OutputLimit is one client class's client-output-buffer-limit.
-type OutputLimit struct {
-	// Hard closes the client as soon as more than Hard bytes are pending
-	// for it (0: no hard limit).
-	Hard int64
-	// Soft closes the client when more than Soft bytes stay pending for
-	// longer than SoftSeconds (0 in either: no soft limit).
-	Soft        int64
-	SoftSeconds int64
-}
+// OutputLimit is one client class's client-output-buffer-limit
+// (internal/outlimit).
+type OutputLimit = outlimit.Limit
 
 // OutputLimits is the client-output-buffer-limit setting, in Redis's three
-// classes. Only Normal applies: cellserver has no replica (its cluster
-// replicates over raft) and no pub/sub clients, so Replica and PubSub are
-// accepted and reported by CONFIG GET for compatibility, and ignored.
-type OutputLimits struct {
-	Normal, Replica, PubSub OutputLimit
-}
+// classes (internal/outlimit): only Normal applies.
+type OutputLimits = outlimit.Limits
 
-// DefaultOutputLimits returns the default: normal clients 64mb hard, 16mb
-// soft for 60 s (Redis's default for normal clients is no limit, but a
-// limiter's replies are tens of bytes and the only large ones are
-// administrative, so a bound costs nothing legitimate and keeps one client
-// from holding unbounded memory); the other classes have Redis's defaults.
-func DefaultOutputLimits() OutputLimits {
-	return OutputLimits{
-		Normal:  OutputLimit{Hard: 64 << 20, Soft: 16 << 20, SoftSeconds: 60},
-		Replica: OutputLimit{Hard: 256 << 20, Soft: 64 << 20, SoftSeconds: 60},
-		PubSub:  OutputLimit{Hard: 32 << 20, Soft: 8 << 20, SoftSeconds: 60},
-	}
-}
+// DefaultOutputLimits returns client-output-buffer-limit's default.
+func DefaultOutputLimits() OutputLimits { return outlimit.Default() }
 
-// ParseOutputLimits reads a client-output-buffer-limit value, one or more
-// groups of "<class> <hard> <soft> <soft-seconds>" (class normal, replica
-// (or slave) or pubsub; sizes in bytes with redis.conf units such as 64mb),
-// over base: classes not named keep base's values, as in Redis.
+// ParseOutputLimits reads a client-output-buffer-limit value over base
+// (outlimit.Parse).
 func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
-	f := strings.Fields(s)
-	if len(f) == 0 || len(f)%4 != 0 {
-		return base, errors.New("Wrong number of arguments in buffer limit configuration.")
-	}
-	out := base
-	for i := 0; i < len(f); i += 4 {
-		var l *OutputLimit
-		switch strings.ToLower(f[i]) {
-		case "normal":
-			l = &out.Normal
-		case "replica", "slave":
-			l = &out.Replica
-		case "pubsub":
-			l = &out.PubSub
-		default:
-			return base, errors.New("Invalid client class specified in buffer limit configuration.")
-		}
-		hard, err1 := setting.ParseBytes(f[i+1])
-		soft, err2 := setting.ParseBytes(f[i+2])
-		secs, err3 := strconv.ParseInt(f[i+3], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil || hard < 0 || soft < 0 || secs < 0 || secs > 1<<31 {
-			return base, errors.New("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
-		}
-		*l = OutputLimit{Hard: hard, Soft: soft, SoftSeconds: secs}
-	}
-	return out, nil
-}
-
-// String formats the setting as Redis's CONFIG GET does, in bytes:
-// "normal 67108864 16777216 60 slave 268435456 67108864 60 pubsub ...".
-func (l OutputLimits) String() string {
-	return fmt.Sprintf("normal %d %d %d slave %d %d %d pubsub %d %d %d",
-		l.Normal.Hard, l.Normal.Soft, l.Normal.SoftSeconds,
-		l.Replica.Hard, l.Replica.Soft, l.Replica.SoftSeconds,
-		l.PubSub.Hard, l.PubSub.Soft, l.PubSub.SoftSeconds)
+	return outlimit.Parse(s, base)
 }
 
 // errOutputLimit ends a connection closed by client-output-buffer-limit.
@@ -109,13 +50,26 @@ var errOutputLimit = errors.New("output buffer limit reached")
 // the client has drained below it.
 const writeChunk = 256 << 10
 
+// output is a connection's state under client-output-buffer-limit: omem
+// is the bytes pending for the client (CLIENT LIST), softSince when they
+// passed the soft limit, writeDeadline the write deadline set, outLimited
+// that the client is being closed for its output; loopSoft is set while a
+// loop connection has more than the soft limit pending (checkLoopOutput).
+type output struct {
+	omem          atomic.Int64
+	softSince     time.Time
+	writeDeadline time.Time
+	outLimited    bool
+	loopSoft      atomic.Bool
+}
+
 // outputOver reports whether the client must be closed because pending
 // bytes (its unwritten replies plus extra, a reply being built aside) pass
 // the hard limit. The first time, it logs, counts, drops the pending
 // replies and marks the connection to close after the command: handlers
 // building a large reply call it as they go and stop when it is true.
-func (c *Conn) outputOver(extra int) bool {
-	if c.outLimited {
+func (o *output) outputOver(c *Conn, extra int) bool {
+	if o.outLimited {
 		return true
 	}
 	hard := c.srv.outLimits.Load().Normal.Hard
@@ -123,22 +77,22 @@ func (c *Conn) outputOver(extra int) bool {
 		return false
 	}
 	n := int64(len(c.out) + extra)
-	if n <= hard && c.gc != nil {
-		n += int64(c.gc.OutboundBuffered())
+	if n <= hard && c.lp.gc != nil {
+		n += int64(c.lp.gc.OutboundBuffered())
 	}
 	if n <= hard {
 		return false
 	}
-	c.closeForOutput("hard", n)
+	o.closeForOutput(c, "hard", n)
 	return true
 }
 
 // closeForOutput marks the client closed by the output buffer limit.
-func (c *Conn) closeForOutput(which string, pending int64) {
-	c.outLimited = true
+func (o *output) closeForOutput(c *Conn, which string, pending int64) {
+	o.outLimited = true
 	c.quit = true
 	c.out = c.out[:0]
-	c.omem.Store(0)
+	o.omem.Store(0)
 	c.srv.stats.outputLimited.Add(1)
 	l := c.srv.outLimits.Load().Normal
 	c.srv.log.Warn("closing client that reached its output buffer limit", "client", c.addr, "limit", which,
@@ -148,10 +102,10 @@ func (c *Conn) closeForOutput(which string, pending int64) {
 // flush writes the pending replies (writeOut), and publishes the
 // connection's memory before (a client that does not read holds its
 // replies while the write waits) and after (clientmem.go).
-func (c *Conn) flush() error {
-	c.trackMem()
-	err := c.writeOut()
-	c.trackMem()
+func (o *output) flush(c *Conn) error {
+	c.cmem.trackMem(c)
+	err := o.writeOut(c)
+	c.cmem.trackMem(c)
 	return err
 }
 
@@ -161,53 +115,53 @@ func (c *Conn) flush() error {
 // it), so a client that does not drain them in time is closed; below the
 // soft limit a write may block as long as the client does not read
 // (back-pressure: the connection reads no more commands meanwhile).
-func (c *Conn) writeOut() error {
-	if c.outLimited {
+func (o *output) writeOut(c *Conn) error {
+	if o.outLimited {
 		return errOutputLimit
 	}
 	if len(c.out) == 0 {
 		return nil
 	}
-	if c.outputOver(0) {
+	if o.outputOver(c, 0) {
 		return errOutputLimit
 	}
-	if c.gc != nil {
-		return c.flushLoop()
+	if c.lp.gc != nil {
+		return o.flushLoop(c)
 	}
 	l := c.srv.outLimits.Load().Normal
 	out := c.out
 	var err error
 	for len(out) > 0 && err == nil {
-		c.omem.Store(int64(len(out)))
+		o.omem.Store(int64(len(out)))
 		chunk := len(out)
 		var dl time.Time
 		if l.Soft > 0 && l.SoftSeconds > 0 && int64(len(out)) > l.Soft {
-			if c.softSince.IsZero() {
-				c.softSince = time.Now()
+			if o.softSince.IsZero() {
+				o.softSince = time.Now()
 			}
-			dl = c.softSince.Add(time.Duration(l.SoftSeconds) * time.Second)
+			dl = o.softSince.Add(time.Duration(l.SoftSeconds) * time.Second)
 			chunk = min(chunk, writeChunk)
 		} else {
-			c.softSince = time.Time{}
+			o.softSince = time.Time{}
 		}
-		if !dl.Equal(c.writeDeadline) {
+		if !dl.Equal(o.writeDeadline) {
 			_ = c.nc.SetWriteDeadline(dl)
-			c.writeDeadline = dl
+			o.writeDeadline = dl
 		}
 		var n int
 		n, err = c.nc.Write(out[:chunk])
 		out = out[n:]
 	}
 	if err == nil {
-		c.softSince = time.Time{}
+		o.softSince = time.Time{}
 	} else {
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && !c.writeDeadline.IsZero() {
-			c.closeForOutput("soft", int64(len(out)))
+		if errors.As(err, &ne) && ne.Timeout() && !o.writeDeadline.IsZero() {
+			o.closeForOutput(c, "soft", int64(len(out)))
 			err = errOutputLimit
 		}
 	}
-	c.omem.Store(0)
+	o.omem.Store(0)
 	c.resetOut()
 	return err
 }
@@ -217,35 +171,35 @@ func (c *Conn) writeOut() error {
 // and nothing back-pressures the client; the limits bound what gnet keeps.
 // As in Redis, they are checked when replies are added: the hard limit at
 // once, the soft limit against the time the pending bytes first passed it.
-func (c *Conn) flushLoop() error {
-	_, err := c.gc.Write(c.out)
+func (o *output) flushLoop(c *Conn) error {
+	_, err := c.lp.gc.Write(c.out)
 	c.resetOut()
 	if err != nil {
 		return err
 	}
-	return c.checkLoopOutput()
+	return o.checkLoopOutput(c)
 }
 
 // checkLoopOutput compares what gnet keeps for a loop connection with the
 // limits. While more than the soft limit is pending, loopSoft is set and
 // the sweeper wakes the connection to check again, so that a client that
 // stops reading and sending is still closed when the soft time runs out.
-func (c *Conn) checkLoopOutput() error {
-	pending := int64(c.gc.OutboundBuffered())
-	c.omem.Store(pending)
+func (o *output) checkLoopOutput(c *Conn) error {
+	pending := int64(c.lp.gc.OutboundBuffered())
+	o.omem.Store(pending)
 	l := c.srv.outLimits.Load().Normal
 	switch {
 	case l.Hard > 0 && pending > l.Hard:
-		c.closeForOutput("hard", pending)
+		o.closeForOutput(c, "hard", pending)
 		return errOutputLimit
 	case l.Soft <= 0 || l.SoftSeconds <= 0 || pending <= l.Soft:
-		c.softSince = time.Time{}
-		c.loopSoft.Store(false)
-	case c.softSince.IsZero():
-		c.softSince = time.Now()
-		c.loopSoft.Store(true)
-	case time.Since(c.softSince) > time.Duration(l.SoftSeconds)*time.Second:
-		c.closeForOutput("soft", pending)
+		o.softSince = time.Time{}
+		o.loopSoft.Store(false)
+	case o.softSince.IsZero():
+		o.softSince = time.Now()
+		o.loopSoft.Store(true)
+	case time.Since(o.softSince) > time.Duration(l.SoftSeconds)*time.Second:
+		o.closeForOutput(c, "soft", pending)
 		return errOutputLimit
 	}
 	return nil
@@ -253,7 +207,7 @@ func (c *Conn) checkLoopOutput() error {
 
 // resetOut empties the reply buffer after a write, dropping one that a
 // large reply grew past 1 MiB.
-func (c *Conn) resetOut() {
+func (c *Reply) resetOut() {
 	if cap(c.out) > 1<<20 {
 		c.out = nil
 	} else {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/authguard"
 	"github.com/cellserver/cellserver/internal/testcert"
 	"github.com/cellserver/cellserver/internal/testnet"
 	"github.com/cellserver/cellserver/shards"
@@ -247,7 +248,7 @@ func TestProtectedModeRealPeers(t *testing.T) {
 }
 
 // TestAuthFlood: 10,000 wrong passwords pipelined on one connection. The
-// connection is closed after authConnFailures answers, each counted in
+// connection is closed after authguard.ConnFailures answers, each counted in
 // INFO and in one ACL LOG entry; a new connection from the same address
 // then waits before its answer, and the right password still works and
 // clears the address's record.
@@ -280,8 +281,8 @@ func TestAuthFlood(t *testing.T) {
 	}
 	rc.Close()
 	wg.Wait()
-	if answered != authConnFailures {
-		t.Errorf("answered %d wrong passwords before the close, want %d", answered, authConnFailures)
+	if answered != authguard.ConnFailures {
+		t.Errorf("answered %d wrong passwords before the close, want %d", answered, authguard.ConnFailures)
 	}
 	st := ts.srv.Stats()
 	if st.AuthFailures != int64(answered) || st.AuthClosed != 1 {
@@ -289,14 +290,14 @@ func TestAuthFlood(t *testing.T) {
 	}
 
 	// A new connection from the same address waits (the address has
-	// failed authConnFailures times: authDelay's maximum).
+	// failed authguard.ConnFailures times: authDelay's maximum).
 	again := ts.raw(t)
 	start := time.Now()
 	again.send(t, "AUTH wrong\r\n")
 	if got := again.line(t); !strings.HasPrefix(got, "-WRONGPASS") {
 		t.Fatalf("AUTH wrong = %q", got)
 	}
-	if waited, want := time.Since(start), authDelay(authConnFailures)/2; waited < want {
+	if waited, want := time.Since(start), authguard.Delay(authguard.ConnFailures)/2; waited < want {
 		t.Errorf("AUTH on a new connection answered in %v, want at least %v", waited, want)
 	}
 	answered++
@@ -345,8 +346,8 @@ func TestAuthFlood(t *testing.T) {
 		default:
 			t.Errorf("RESP%d: age-seconds = %#v", proto, age)
 		}
-		if ts.srv.guard.tracked() != 0 {
-			t.Errorf("RESP%d: %d addresses tracked after a successful AUTH, want 0", proto, ts.srv.guard.tracked())
+		if ts.srv.guard.Tracked() != 0 {
+			t.Errorf("RESP%d: %d addresses tracked after a successful AUTH, want 0", proto, ts.srv.guard.Tracked())
 		}
 	}
 }
@@ -439,97 +440,6 @@ func TestACLCommand(t *testing.T) {
 	}
 	if v, err := c.Do(ctx, "ACL", "WHOAMI").Result(); err != nil || v != "default" {
 		t.Errorf("ACL WHOAMI = %v, %v; want default", v, err)
-	}
-}
-
-// TestAuthGuardSchedule: the waits an address earns, their queueing across
-// parallel attempts, forgetting, success and the bound on addresses, on a
-// fake clock.
-func TestAuthGuardSchedule(t *testing.T) {
-	delays := []struct {
-		fails int
-		want  time.Duration
-	}{
-		{0, 0}, {authFreeFailures - 1, 0}, {authFreeFailures, authDelayMin}, {authFreeFailures + 1, 2 * authDelayMin},
-		{authFreeFailures + 6, 64 * authDelayMin}, {authFreeFailures + 7, authDelayMax}, {1000, authDelayMax},
-	}
-	for _, d := range delays {
-		if got := authDelay(d.fails); got != d.want {
-			t.Errorf("authDelay(%d) = %v, want %v", d.fails, got, d.want)
-		}
-	}
-
-	now := time.Unix(1000, 0)
-	g := newAuthGuard()
-	g.now = func() time.Time { return now }
-	for i := 0; i < authConnFailures; i++ {
-		g.fail("192.0.2.1")
-	}
-	// Parallel attempts from the address wait one after another, until
-	// the schedule is authQueueMax ahead.
-	var waits []time.Duration
-	for {
-		w, ok := g.schedule("192.0.2.1")
-		if !ok {
-			break
-		}
-		waits = append(waits, w)
-	}
-	if want := int(authQueueMax / authDelayMax); len(waits) != want || waits[0] != authDelayMax || waits[len(waits)-1] != authQueueMax {
-		t.Errorf("parallel waits = %v, want %d of them from %v to %v", waits, want, authDelayMax, authQueueMax)
-	}
-	if w, ok := g.schedule("192.0.2.2"); !ok || w != 0 {
-		t.Errorf("another address waits %v (ok %v), want 0", w, ok)
-	}
-	now = now.Add(authForget + time.Second)
-	if w, ok := g.schedule("192.0.2.1"); !ok || w != 0 || g.tracked() != 0 {
-		t.Errorf("after authForget: wait %v, ok %v, tracked %d; want 0, true, 0", w, ok, g.tracked())
-	}
-	for i := 0; i < authFreeFailures; i++ {
-		g.fail("192.0.2.1")
-	}
-	g.succeed("192.0.2.1")
-	if w, _ := g.schedule("192.0.2.1"); w != 0 {
-		t.Errorf("after success: wait %v, want 0", w)
-	}
-	// At most one log line per address per authLogEvery.
-	var logged []bool
-	for _, step := range []time.Duration{0, authLogEvery / 2, authLogEvery / 2, 0} {
-		now = now.Add(step)
-		_, log := g.fail("192.0.2.3")
-		logged = append(logged, log)
-	}
-	if fmt.Sprint(logged) != "[true false true false]" {
-		t.Errorf("failures at 0, +½s, +½s, +0 logged %v, want [true false true false]", logged)
-	}
-	for i := 0; i <= authMaxAddrs; i++ {
-		now = now.Add(time.Millisecond)
-		g.fail("10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256))
-	}
-	if g.tracked() != authMaxAddrs {
-		t.Errorf("tracked %d addresses, want at most %d", g.tracked(), authMaxAddrs)
-	}
-	if _, known := g.addrs["10.0.0.0"]; known {
-		t.Error("the address with the oldest failure is still tracked beyond authMaxAddrs")
-	}
-}
-
-func TestAddrKey(t *testing.T) {
-	tests := []struct {
-		addr net.Addr
-		want string
-	}{
-		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 2}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 3}, "2001:db8:1:2::/64"},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::1"), Port: 4}, "2001:db8:1:2::/64"},
-		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 5}, "::1"},
-		{&net.UnixAddr{Name: "", Net: "unix"}, "unix"},
-	}
-	for _, tt := range tests {
-		if got := addrKey(tt.addr); got != tt.want {
-			t.Errorf("addrKey(%v) = %q, want %q", tt.addr, got, tt.want)
-		}
 	}
 }
 

@@ -16,8 +16,15 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/acllog"
+	"github.com/cellserver/cellserver/internal/authguard"
+	"github.com/cellserver/cellserver/internal/clientmem"
+	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/keyclass"
+	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/slowlog"
 	"github.com/cellserver/cellserver/internal/version"
 	"github.com/cellserver/cellserver/internal/violations"
 	"github.com/cellserver/cellserver/region"
@@ -258,24 +265,23 @@ func (c *Config) Validate() error {
 // concurrent use. A Server serves once: after Close or Shutdown, make a new
 // one.
 type Server struct {
-	cfg     Config
-	backend decide.Backend
-	log     *slog.Logger
-	now     func() int64
-	table   *table
-	setting map[string]*Setting
-	setlist []*Setting
+	cfg      Config
+	backend  decide.Backend
+	log      *slog.Logger
+	now      func() int64
+	table    *table
+	settings *setting.Registry // CONFIG GET and SET (settings.go)
 	// rewriteMu makes CONFIG REWRITEs take turns.
 	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
-	hot atomic.Pointer[hotSet]
+	hot atomic.Pointer[hotkeys.Pair]
 	// classes are the key classes in force (classes.go).
-	classes classState
+	classes keyclass.Live
 
 	requirePass atomic.Pointer[string]
-	protected   atomic.Bool // protected-mode
-	guard       *authGuard  // failed AUTH delays and counters
-	acllog      aclLog
+	protected   atomic.Bool      // protected-mode
+	guard       *authguard.Guard // failed AUTH delays and counters
+	acllog      acllog.Log
 	maxClients  atomic.Int64
 	timeout     atomic.Int64 // ns
 	maxBulk     atomic.Int64 // proto-max-bulk-len
@@ -290,9 +296,12 @@ type Server struct {
 	raft        *replication.Node // the RAFT.* commands' node (RegisterCluster); nil otherwise
 	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[OutputLimits]
-	cmem        clientMemory // maxmemory-clients (clientmem.go)
-	slowlog     slowlog
-	latency     *latencies
+	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
+	// evictWarned is when the evictor last logged that it could not bring
+	// the clients within maxmemory-clients (its goroutine only).
+	evictWarned time.Time
+	slowlog     slowlog.Log
+	latency     *latency.Striped
 
 	started  int64 // Unix ns
 	nextID   atomic.Int64
@@ -337,7 +346,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 		shutdown: make(chan struct{}),
 		stopping: make(chan struct{}),
 		served:   make(chan struct{}),
-		guard:    newAuthGuard(),
+		guard:    authguard.New(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -357,8 +366,8 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
-	s.initClientMemory(cfg.MaxMemoryClients)
-	s.setHotkeys(cfg.HotkeysCapacity)
+	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)
+	s.hot.Store(newHotkeys(cfg.HotkeysCapacity))
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)
 	}
@@ -367,9 +376,11 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	}
 	outLimits := cfg.OutputLimits
 	s.outLimits.Store(&outLimits)
-	s.slowlog.slowerThan.Store(cfg.SlowlogSlowerThan)
-	s.slowlog.maxLen.Store(int64(cfg.SlowlogMaxLen))
-	s.initClasses(cfg.MetricsClasses, cfg.MetricsClassLimit)
+	s.slowlog.SetSlowerThan(cfg.SlowlogSlowerThan)
+	s.slowlog.SetMaxLen(int64(cfg.SlowlogMaxLen))
+	s.classes.Update(func(c *keyclass.Config) {
+		*c = keyclass.Config{Rules: cfg.MetricsClasses, Limit: cfg.MetricsClassLimit}
+	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, cmd := range commands(registerBuiltin) {
 		s.table.add(cmd)
@@ -459,7 +470,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) prepare() {
 	s.table.sealed.Store(true)
 	s.stats.closed = make([]cmdStats, len(s.table.all))
-	s.latency = newLatencies(len(s.table.all))
+	s.latency = latency.New(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()
 	s.bg.Add(1)
@@ -502,7 +513,7 @@ func (s *Server) startConn(nc net.Conn) {
 	// A client that must authenticate, or that protected mode refuses,
 	// starts on its own goroutine: failed AUTH waits and the refusal's
 	// write may take time, which no loop may spend.
-	if c.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || isLocal(nc.RemoteAddr())) {
+	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || authguard.IsLocal(nc.RemoteAddr())) {
 		if err := s.loops.enroll(c, nc); err != nil {
 			// nc is closed; nothing was read from it.
 			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
@@ -527,7 +538,7 @@ func (s *Server) removeConn(c *Conn) {
 	// holds and close another client for it.
 	s.mu.Lock()
 	delete(s.conns, c)
-	c.untrackMem()
+	c.cmem.untrackMem(c)
 	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
@@ -612,7 +623,7 @@ func (s *Server) pokeConns() {
 	defer s.mu.Unlock()
 	past := time.Unix(1, 0)
 	for c := range s.conns {
-		if lc := c.loop.Load(); lc != nil {
+		if lc := c.lp.loop.Load(); lc != nil {
 			// Between events a loop connection has nothing in flight:
 			// its loop closes it after the event it may be running.
 			_ = lc.gc.Close()

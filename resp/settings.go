@@ -6,42 +6,21 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
-// Setting is one parameter of CONFIG GET and CONFIG SET. The built-in
-// live settings parse and range-check their values with internal/setting's
-// table, which also words their errors.
-type Setting struct {
-	// Name is the parameter's name, lower case, as in redis.conf.
-	Name string
-	// Get returns the current value.
-	Get func() string
-	// Set changes the value live; nil makes the parameter read-only
-	// ("can't set immutable config"). Its error is shown to the client.
-	Set func(value string) error
-	// Fallback settings are used only when no other setting (built in, or
-	// in Config.Settings) has the name: a generic read-only view of every
-	// configured setting, which the servers' own live ones override.
-	Fallback bool
-	// Batch, when not nil, completes Set for settings that change
-	// together (the TLS files: a certificate and its key): Set only
-	// records the value, and CONFIG SET calls Batch.Apply once, after
-	// every Set of the command, for all the settings that share it.
-	Batch *SettingBatch
-}
+// Setting is one parameter of CONFIG GET and CONFIG SET
+// (internal/setting's Live). The built-in live settings parse and
+// range-check their values with internal/setting's table, which also words
+// their errors.
+type Setting = setting.Live
 
-// SettingBatch takes into effect the values its settings' Set recorded.
-// Apply either applies them all or changes nothing and returns why; CONFIG
-// SET then puts the recorded values back with Set.
-type SettingBatch struct {
-	Apply func() error
-}
+// SettingBatch takes into effect the values its settings' Set recorded
+// (internal/setting's Batch).
+type SettingBatch = setting.Batch
 
 // fallbackSettings may be replaced by Config.Settings of the same name.
 var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": true, "dbfilename": true}
@@ -125,20 +104,20 @@ func (s *Server) initSettings() error {
 			s.queryTime.Store(n * int64(time.Second))
 			return nil
 		}},
-		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.slowerThan.Load()) }, Set: func(v string) error {
+		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.SlowerThan()) }, Set: func(v string) error {
 			n, err := setting.Must("slowlog-log-slower-than").ParseLive(v)
 			if err != nil {
 				return err
 			}
-			s.slowlog.slowerThan.Store(n)
+			s.slowlog.SetSlowerThan(n)
 			return nil
 		}},
-		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.maxLen.Load()) }, Set: func(v string) error {
+		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.MaxLen()) }, Set: func(v string) error {
 			n, err := setting.Must("slowlog-max-len").ParseLive(v)
 			if err != nil {
 				return err
 			}
-			s.slowlog.maxLen.Store(n)
+			s.slowlog.SetMaxLen(n)
 			return nil
 		}},
 		{Name: "maxmemory", Get: func() string { return itoa(s.maxMemory.Load()) }, Set: func(v string) error {
@@ -147,15 +126,15 @@ func (s *Server) initSettings() error {
 				return err
 			}
 			s.maxMemory.Store(n)
-			s.updateClientMemoryLimit() // a share of maxmemory follows it
+			s.cmem.Update(s.maxMemory.Load()) // a share of maxmemory follows it
 			return nil
 		}},
-		{Name: "maxmemory-clients", Get: func() string { return s.cmem.setting.Load().String() }, Set: func(v string) error {
+		{Name: "maxmemory-clients", Get: func() string { return s.cmem.Setting().String() }, Set: func(v string) error {
 			l, err := ParseClientMemoryLimit(v)
 			if err != nil {
 				return err
 			}
-			s.setClientMemoryLimit(l)
+			s.cmem.SetLimit(l, s.maxMemory.Load())
 			return nil
 		}},
 		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {
@@ -214,33 +193,11 @@ func (s *Server) initSettings() error {
 		}
 	}
 	builtin = append(builtin, s.policySettings()...)
-	s.setting = make(map[string]*Setting)
-	for i := range builtin {
-		s.setting[builtin[i].Name] = &builtin[i]
+	reg, err := setting.NewRegistry(builtin, s.cfg.Settings, func(name string) bool { return fallbackSettings[name] })
+	if err != nil {
+		return fmt.Errorf("resp: %w", err)
 	}
-	for _, fallback := range []bool{false, true} {
-		for i := range s.cfg.Settings {
-			st := &s.cfg.Settings[i]
-			if st.Fallback != fallback {
-				continue
-			}
-			name := strings.ToLower(st.Name)
-			_, dup := s.setting[name]
-			switch {
-			case st.Get == nil:
-				return fmt.Errorf("resp: setting %q has no getter", name)
-			case dup && fallback:
-				continue
-			case dup && !fallbackSettings[name]:
-				return fmt.Errorf("resp: setting %q defined twice", name)
-			}
-			s.setting[name] = st
-		}
-	}
-	for _, st := range s.setting {
-		s.setlist = append(s.setlist, st)
-	}
-	sort.Slice(s.setlist, func(i, j int) bool { return s.setlist[i].Name < s.setlist[j].Name })
+	s.settings = reg
 	return nil
 }
 
@@ -286,15 +243,11 @@ func LogLevelName(l slog.Level) string {
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {
-	var match []*Setting
-	for _, st := range c.srv.setlist {
-		for _, p := range args[2:] {
-			if globMatch([]byte(strings.ToLower(string(p))), []byte(st.Name)) {
-				match = append(match, st)
-				break
-			}
-		}
+	patterns := make([]string, len(args)-2)
+	for i, p := range args[2:] {
+		patterns[i] = string(p)
 	}
+	match := c.srv.settings.Match(patterns, func(p, name string) bool { return globMatch([]byte(p), []byte(name)) })
 	c.WriteMap(len(match))
 	for _, st := range match {
 		c.WriteBulkString(st.Name)
@@ -307,54 +260,19 @@ func configSetHandler(c *Conn, args [][]byte) error {
 	if len(args)%2 != 0 {
 		return &arityError{"config|set"}
 	}
-	// Check every pair first so that a bad one changes nothing.
-	sts := make([]*Setting, 0, len(args)/2)
+	// Every pair is checked first, so that a bad one changes
+	// nothing; a value refused after others were applied
+	// puts those back, as Redis 7 does (setting.Registry).
+	names := make([]string, 0, len(args)/2-1)
+	values := make([]string, 0, len(args)/2-1)
 	for i := 2; i < len(args); i += 2 {
-		name := strings.ToLower(string(args[i]))
-		st := c.srv.setting[name]
-		if st == nil {
-			return &textError{"ERR Unknown option or number of arguments for CONFIG SET - '" + string(clip(args[i])) + "'"}
-		}
-		if st.Set == nil {
-			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config"}
-		}
-		if slices.Contains(sts, st) {
-			// Redis 7 refuses a parameter named twice (and
-			// names it as given).
-			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + string(clip(args[i])) + "') - duplicate parameter"}
-		}
-		sts = append(sts, st)
+		names = append(names, string(args[i]))
+		values = append(values, string(args[i+1]))
 	}
-	// Apply in order; a value refused after others were
-	// applied puts those back, as Redis 7 does.
-	old := make([]string, len(sts))
-	for k, st := range sts {
-		old[k] = st.Get()
-		if err := st.Set(string(args[2+2*k+1])); err != nil {
-			for j := k - 1; j >= 0; j-- {
-				if rerr := sts[j].Set(old[j]); rerr != nil {
-					c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
-				}
-			}
-			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
-		}
-	}
-	// Settings that change together take effect once,
-	// after all their values are recorded.
-	var applied []*SettingBatch
-	for _, st := range sts {
-		if st.Batch == nil || slices.Contains(applied, st.Batch) {
-			continue
-		}
-		applied = append(applied, st.Batch)
-		if err := st.Batch.Apply(); err != nil {
-			for j := len(sts) - 1; j >= 0; j-- {
-				if rerr := sts[j].Set(old[j]); rerr != nil {
-					c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", sts[j].Name, "err", rerr)
-				}
-			}
-			return &textError{"ERR CONFIG SET failed (possibly related to argument '" + st.Name + "') - " + err.Error()}
-		}
+	if err := c.srv.settings.Set(names, values, func(name string, err error) {
+		c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", name, "err", err)
+	}); err != nil {
+		return err
 	}
 	c.WriteOK()
 	return nil
@@ -376,15 +294,8 @@ func (s *Server) rewriteConfig(c *Conn) error {
 	if s.cfg.ConfigFile == "" || s.cfg.RewriteConfig == nil {
 		return &textError{"ERR The server is running without a config file"}
 	}
-	live := func(name string) (string, bool) {
-		st := s.setting[name]
-		if st == nil || st.Set == nil {
-			return "", false
-		}
-		return st.Get(), true
-	}
 	s.rewriteMu.Lock()
-	err := s.cfg.RewriteConfig(live)
+	err := s.cfg.RewriteConfig(s.settings.Value)
 	s.rewriteMu.Unlock()
 	if err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)

@@ -17,7 +17,8 @@ func TestSettingsMatchTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, st := range srv.setting {
+	for _, st := range srv.settings.Match([]string{"*"}, func(_, _ string) bool { return true }) {
+		name := st.Name
 		spec := setting.Lookup(name)
 		if spec == nil || fallbackSettings[name] {
 			continue // databases, appendonly; save and dir belong to cmd

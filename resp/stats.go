@@ -3,6 +3,9 @@ package resp
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/latency"
 )
 
 // cmdStats counts one command's calls. Each connection owns one array of
@@ -49,6 +52,18 @@ func (s *cmdStats) reset() {
 	s.limited.Store(0)
 }
 
+// tally is a connection's accounting of its commands: its counters per
+// command (stats), the decisions of the command or run of writes in
+// progress by key class until they are accounted (classes, classes.go),
+// and the generator that picks the decisions the heavy-hitter summaries
+// sample (hotRand, hotkeys.go). The connection's goroutine or loop writes
+// it; other goroutines read the counters' atomics only.
+type tally struct {
+	stats   []cmdStats // per command, indexed by Command.index
+	classes classTally
+	hotRand hotkeys.Sampler
+}
+
 // serverStats are the server-wide counters.
 type serverStats struct {
 	connections   atomic.Int64 // total_connections_received
@@ -66,9 +81,9 @@ type serverStats struct {
 
 // absorb adds a closing connection's counters to the server's totals.
 func (st *serverStats) absorb(c *Conn) {
-	for i := range c.stats {
+	for i := range c.acct.stats {
 		var d statsSnapshot
-		c.stats[i].addTo(&d)
+		c.acct.stats[i].addTo(&d)
 		st.closed[i].add(&d)
 	}
 }
@@ -82,8 +97,8 @@ func (s *Server) commandStats() []statsSnapshot {
 	}
 	s.mu.Lock()
 	for c := range s.conns {
-		for i := range c.stats {
-			c.stats[i].addTo(&out[i])
+		for i := range c.acct.stats {
+			c.acct.stats[i].addTo(&out[i])
 		}
 	}
 	s.mu.Unlock()
@@ -97,8 +112,8 @@ func (s *Server) resetStats() {
 	}
 	s.mu.Lock()
 	for c := range s.conns {
-		for i := range c.stats {
-			c.stats[i].reset()
+		for i := range c.acct.stats {
+			c.acct.stats[i].reset()
 		}
 	}
 	s.mu.Unlock()
@@ -109,17 +124,16 @@ func (s *Server) resetStats() {
 	s.stats.queryLimited.Store(0)
 	s.stats.queryTimeouts.Store(0)
 	s.stats.outputLimited.Store(0)
-	s.cmem.evicted.Store(0)
+	s.cmem.ResetEvicted()
 	s.stats.protectedDenied.Store(0)
-	s.guard.failures.Store(0)
-	s.guard.disconnects.Store(0)
+	s.guard.ResetCounters()
 	if l := s.latencyHists(); l != nil {
-		l.reset()
+		l.Reset()
 	}
-	s.resetClasses()
+	s.classes.Reset()
 }
 
-func (s *Server) latencyHists() *latencies {
+func (s *Server) latencyHists() *latency.Striped {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latency
@@ -142,7 +156,7 @@ type CommandStats struct {
 	// Time is the total execution time.
 	Time time.Duration
 	// Latency is the histogram of execution times.
-	Latency Latency
+	Latency latency.Latency
 }
 
 // Stats is a snapshot of the server's counters.
@@ -209,33 +223,36 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
-		Classes:              s.classStats(),
+		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),
 		RejectedConnections:  s.stats.rejectedConns.Load(),
 		ProtectedModeDenied:  s.stats.protectedDenied.Load(),
-		AuthFailures:         s.guard.failures.Load(),
-		AuthClosed:           s.guard.disconnects.Load(),
+		AuthFailures:         s.guard.Failures(),
+		AuthClosed:           s.guard.Disconnects(),
 		QueryBufferClosed:    s.stats.queryLimited.Load(),
 		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
 		OutputBufferClosed:   s.stats.outputLimited.Load(),
-		EvictedClients:       s.cmem.evicted.Load(),
-		ClientMemory:         s.cmem.total.Load(),
-		ClientMemoryLimit:    s.cmem.limit.Load(),
+		EvictedClients:       s.cmem.Evicted(),
+		ClientMemory:         s.cmem.Total(),
+		ClientMemoryLimit:    s.cmem.Bound(),
 		ErrorReplies:         s.stats.errors.Load(),
 		TLSHandshakeFailures: s.tlsFailures(),
 		EvictedKeys:          s.stats.evicted.Load(),
 		MaxMemory:            s.maxMemory.Load(),
 		UsedMemory:           s.backend.Store().UsedBytes(),
 		OOM:                  s.oom.Load(),
-		SlowlogLen:           s.slowlog.len(),
+		SlowlogLen:           s.slowlog.Len(),
 		ShadowLimited:        s.backend.Store().Shadowed(),
 	}
 	ps := s.cfg.Policy.Stats()
 	st.LimitOverridden, st.ShadowRequests = ps.Overridden, ps.ShadowRequests
 	vs := s.cfg.Violations.Stats()
 	st.ViolationsLogged, st.ViolationsSuppressed = vs.Logged, vs.Suppressed
-	s.hotStats(&st)
+	if h := s.hot.Load(); h != nil {
+		st.HotRequested = topKeys(s.table, h.Requested, hotTop)
+		st.HotLimited = topKeys(s.table, h.Limited, hotTop)
+	}
 	lat := s.latencyHists()
 	if lat == nil {
 		return st // not serving yet
@@ -249,7 +266,7 @@ func (s *Server) Stats() Stats {
 		st.Commands = append(st.Commands, CommandStats{
 			Name: cmd.fullName, Limiter: cmd.Group == "ratelimit",
 			Calls: c.calls, Rejected: c.rejected, Failed: c.failed, Allowed: c.allowed, Limited: c.limited,
-			Time: time.Duration(c.nanos), Latency: lat.snapshot(cmd.index),
+			Time: time.Duration(c.nanos), Latency: lat.Snapshot(cmd.index),
 		})
 	}
 	return st

@@ -108,70 +108,70 @@ func txAccess(cmd *Command) (write, access bool) {
 }
 
 // resetTx ends the transaction and lets go of its queue.
-func (c *Conn) resetTx() {
-	clear(c.tx.cmds)
-	cmds := c.tx.cmds[:0]
+func (tx *txState) resetTx(c *Conn) {
+	clear(tx.cmds)
+	cmds := tx.cmds[:0]
 	if cap(cmds) > 1024 {
 		cmds = nil
 	}
-	c.tx = txState{cmds: cmds}
-	c.publishTx()
+	*tx = txState{cmds: cmds}
+	tx.publishTx(c)
 }
 
 // publishTx mirrors the transaction's size for CLIENT LIST, and counts
 // it in the client's memory (maxmemory-clients, clientmem.go).
-func (c *Conn) publishTx() {
-	defer c.trackMem()
-	if !c.tx.on {
+func (tx *txState) publishTx(c *Conn) {
+	defer c.cmem.trackMem(c)
+	if !tx.on {
 		c.multi.Store(-1)
 		c.multiMem.Store(0)
 		return
 	}
-	c.multi.Store(int64(len(c.tx.cmds)))
-	c.multiMem.Store(c.tx.bytes)
+	c.multi.Store(int64(len(tx.cmds)))
+	c.multiMem.Store(tx.bytes)
 }
 
 // queue answers a command sent inside MULTI: QUEUED, or the refusal that
 // makes EXEC answer EXECABORT (Redis's queue-time errors).
-func (c *Conn) queue(cmd *Command, args [][]byte) {
-	asking := c.tx.asking
-	c.tx.asking = false
+func (tx *txState) queue(c *Conn, cmd *Command, args [][]byte) {
+	asking := tx.asking
+	tx.asking = false
 	refuse := func(err error) {
-		c.tx.failed = true
+		tx.failed = true
 		c.reject(cmd, err)
 	}
 	if cmd.Flags&FlagNoMulti != 0 {
 		refuse(errNoMulti)
 		return
 	}
-	if err := c.queueRoute(cmd, args, asking); err != nil {
+	if err := queueRoute(c, cmd, args, asking); err != nil {
 		refuse(err)
 		return
 	}
-	if c.tx.over {
+	if tx.over {
 		c.WriteSimple("QUEUED")
 		return
 	}
 	size, argBytes := queuedSize(args)
-	if err := c.txBound(size, argBytes); err != nil {
+	if err := tx.txBound(c, size, argBytes); err != nil {
 		// Let go of the queue now: the transaction can only abort.
-		clear(c.tx.cmds)
-		c.tx.cmds = nil
-		c.tx.bytes = 0
-		c.tx.over = true
-		c.publishTx()
+		clear(tx.cmds)
+		tx.cmds = nil
+		tx.bytes = 0
+		tx.over = true
+		tx.publishTx(c)
 		refuse(err)
 		return
 	}
 	write, access := txAccess(cmd)
 	switch {
-	case write && c.tx.readAfter:
+	case write && tx.readAfter:
 		refuse(errTxReadBetween)
 		return
 	case write:
-		c.tx.wrote = true
-	case access && c.tx.wrote:
-		c.tx.readAfter = true
+		tx.wrote = true
+	case access && tx.wrote:
+		tx.readAfter = true
 	}
 	n := 0
 	for _, a := range args {
@@ -183,11 +183,11 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 		buf = append(buf, a...)
 		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
-	c.tx.bytes += size
-	c.tx.argBytes += argBytes
-	c.tx.cmds = append(c.tx.cmds, queued{cmd: cmd, args: cp, asking: asking})
-	c.tx.asking = cmd.fullName == "asking"
-	c.publishTx()
+	tx.bytes += size
+	tx.argBytes += argBytes
+	tx.cmds = append(tx.cmds, queued{cmd: cmd, args: cp, asking: asking})
+	tx.asking = cmd.fullName == "asking"
+	tx.publishTx(c)
 	c.WriteSimple("QUEUED")
 }
 
@@ -204,14 +204,14 @@ func queuedSize(args [][]byte) (size, argBytes int64) {
 // txBound reports whether one more queued command (size bytes in memory,
 // argBytes of arguments) passes transaction-max-commands,
 // transaction-max-bytes or client-query-buffer-limit, naming the setting.
-func (c *Conn) txBound(size, argBytes int64) error {
-	if n := c.srv.txMaxCmds.Load(); int64(len(c.tx.cmds)) >= n {
+func (tx *txState) txBound(c *Conn, size, argBytes int64) error {
+	if n := c.srv.txMaxCmds.Load(); int64(len(tx.cmds)) >= n {
 		return &txLimitError{setting: "transaction-max-commands", limit: n, unit: "commands"}
 	}
-	if n := c.srv.txMaxBytes.Load(); c.tx.argBytes+argBytes > n {
+	if n := c.srv.txMaxBytes.Load(); tx.argBytes+argBytes > n {
 		return &txLimitError{setting: "transaction-max-bytes", limit: n, unit: "bytes"}
 	}
-	if n := c.srv.queryLimit.Load(); c.tx.bytes+size > n {
+	if n := c.srv.queryLimit.Load(); tx.bytes+size > n {
 		return &txLimitError{setting: "client-query-buffer-limit", limit: n, unit: "bytes"}
 	}
 	return nil
@@ -236,7 +236,7 @@ const (
 // shorter). Commands whose reply does not follow from their arguments
 // (KEYS, INFO, CLIENT LIST) are checked against the limit as their reply
 // is built, as outside a transaction.
-func (c *Conn) execReplyEstimate(q []queued) int64 {
+func execReplyEstimate(c *Conn, q []queued) int64 {
 	n := int64(16) // the array header
 	for i := range q {
 		e := &q[i]
@@ -258,15 +258,15 @@ func (c *Conn) execReplyEstimate(q []queued) int64 {
 // client's output buffer hard limit, with what is already pending for
 // it, before any of it runs: once its writes are applied, a client closed
 // for the size of their reply could not tell that they were.
-func (c *Conn) checkExecReply(q []queued) error {
+func (tx *txState) checkExecReply(c *Conn, q []queued) error {
 	hard := c.srv.outLimits.Load().Normal.Hard
 	if hard <= 0 {
 		return nil
 	}
-	est := c.execReplyEstimate(q)
+	est := execReplyEstimate(c, q)
 	pending := int64(len(c.out))
-	if c.gc != nil {
-		pending += int64(c.gc.OutboundBuffered())
+	if c.lp.gc != nil {
+		pending += int64(c.lp.gc.OutboundBuffered())
 	}
 	if est+pending > hard {
 		return &txReplyError{estimate: est, hard: hard}
@@ -278,7 +278,7 @@ func (c *Conn) checkExecReply(q []queued) error {
 // keys (as Redis Cluster checks each queued command): CROSSSLOT, or MOVED
 // for a slot this group does not serve (cluster.Check in Queue mode).
 // Migrating slots are decided at EXEC.
-func (c *Conn) queueRoute(cmd *Command, args [][]byte, asking bool) error {
+func queueRoute(c *Conn, cmd *Command, args [][]byte, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil
@@ -299,7 +299,7 @@ func (c *Conn) queueRoute(cmd *Command, args [][]byte, asking bool) error {
 // discards the transaction), decided by cluster.Check in Read mode. A
 // MIGRATE between this check and the write is still caught, per op, by
 // the group's state machine.
-func (c *Conn) execRoute(q []queued, asking bool) error {
+func execRoute(c *Conn, q []queued, asking bool) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil
@@ -325,16 +325,16 @@ func (c *Conn) execRoute(q []queued, asking bool) error {
 // command that reads the keyspace either before that point or after the
 // last write, so each sees the writes queued before it and none after.
 // Queued cluster slot changes are likewise one call (execSlots).
-func (c *Conn) execTx(asking bool) error {
-	q := c.tx.cmds
-	defer c.resetTx()
-	if c.tx.failed {
+func (tx *txState) execTx(c *Conn, asking bool) error {
+	q := tx.cmds
+	defer tx.resetTx(c)
+	if tx.failed {
 		return errExecAbort
 	}
-	if err := c.execRoute(q, asking); err != nil {
+	if err := execRoute(c, q, asking); err != nil {
 		return err
 	}
-	if err := c.checkExecReply(q); err != nil {
+	if err := tx.checkExecReply(c, q); err != nil {
 		return err
 	}
 	if asking {
@@ -355,7 +355,7 @@ func (c *Conn) execTx(asking bool) error {
 		}
 	}
 	// The writes' slots, indexed by position in q (op -1: not a write).
-	c.slots = c.slots[:0]
+	c.wb.slots = c.wb.slots[:0]
 	var werr error
 	nops, w := 0, 0
 	slotReplies := map[int]error(nil)
@@ -365,21 +365,21 @@ func (c *Conn) execTx(asking bool) error {
 		if i == firstWrite {
 			for k := range q {
 				if q[k].cmd.Prepare != nil {
-					c.slots = append(c.slots, slot{pos: k, cmd: q[k].cmd, args: q[k].args, asking: q[k].asking})
+					c.wb.slots = append(c.wb.slots, slot{pos: k, cmd: q[k].cmd, args: q[k].args, asking: q[k].asking})
 				}
 			}
-			nops, werr = c.submitWrites(c.slots, true)
+			nops, werr = c.wb.submitWrites(c, c.wb.slots, true)
 		}
 		if i == firstSlots {
-			slotReplies = c.execSlots(q)
+			slotReplies = execSlots(c, q)
 		}
 		switch {
 		case e.cmd.Prepare != nil:
-			// The writes are in c.slots in queue order.
-			for w < len(c.slots) && c.slots[w].pos < i {
+			// The writes are in c.wb.slots in queue order.
+			for w < len(c.wb.slots) && c.wb.slots[w].pos < i {
 				w++
 			}
-			c.finishWrite(&c.slots[w], werr)
+			c.wb.finishWrite(c, &c.wb.slots[w], werr)
 		case slotReplies != nil && e.cmd.slotChange != nil:
 			c.setCurrent(e.cmd)
 			if err := slotReplies[i]; err != nil {
@@ -398,17 +398,17 @@ func (c *Conn) execTx(asking bool) error {
 			}
 			c.asking = false // a queued ASKING applies through e.asking only
 		}
-		t0 = c.account(e.cmd, e.args, t0)
+		t0 = c.acct.account(c, e.cmd, e.args, t0)
 	}
-	c.releaseOps(nops)
-	c.slots = c.slots[:0]
+	c.wb.releaseOps(c, nops)
+	c.wb.slots = c.wb.slots[:0]
 	c.setCurrent(exec)
 	return nil
 }
 
 // execSlots makes the slot changes queued in q as one Cluster.ChangeSlots
 // call, and returns each one's answer by its position in q (nil: done).
-func (c *Conn) execSlots(q []queued) map[int]error {
+func execSlots(c *Conn, q []queued) map[int]error {
 	out := map[int]error{}
 	var changes []cluster.SlotChange
 	var pos []int
@@ -447,9 +447,9 @@ func multiHandler(c *Conn, _ [][]byte) error {
 	if c.tx.on {
 		return errNestedMulti
 	}
-	c.resetTx()
+	c.tx.resetTx(c)
 	c.tx.on = true
-	c.publishTx()
+	c.tx.publishTx(c)
 	c.WriteOK()
 	return nil
 }
@@ -458,14 +458,14 @@ func execHandler(c *Conn, _ [][]byte) error {
 	if !c.tx.on {
 		return errExecNoMulti
 	}
-	return c.execTx(c.cmdAsking)
+	return c.tx.execTx(c, c.cmdAsking)
 }
 
 func discardHandler(c *Conn, _ [][]byte) error {
 	if !c.tx.on {
 		return errDiscardNo
 	}
-	c.resetTx()
+	c.tx.resetTx(c)
 	c.WriteOK()
 	return nil
 }

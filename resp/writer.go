@@ -2,19 +2,25 @@ package resp
 
 import "strconv"
 
-// Reply encoding. Every reply byte is appended here, to the connection's
-// output buffer, so that RESP2 and RESP3 differ in one place. Replies go out
-// when a batch is done (or the buffer grows large), one write per batch.
+// Reply is a connection's reply encoding: every reply byte is appended
+// here, to the connection's output buffer, so that RESP2 and RESP3 differ
+// in one place. Replies go out when a batch is done (or the buffer grows
+// large), one write per batch (outbuf.go). Conn embeds it: a handler
+// writes its reply with c.WriteInt, c.WriteBulk, ...
+type Reply struct {
+	out   []byte
+	proto int // 2 or 3
+}
 
 // WriteInt appends an integer reply.
-func (c *Conn) WriteInt(n int64) {
+func (c *Reply) WriteInt(n int64) {
 	c.out = append(c.out, ':')
 	c.out = strconv.AppendInt(c.out, n, 10)
 	c.out = append(c.out, '\r', '\n')
 }
 
 // WriteBulk appends a bulk string reply.
-func (c *Conn) WriteBulk(b []byte) {
+func (c *Reply) WriteBulk(b []byte) {
 	c.out = append(c.out, '$')
 	c.out = strconv.AppendInt(c.out, int64(len(b)), 10)
 	c.out = append(c.out, '\r', '\n')
@@ -23,7 +29,7 @@ func (c *Conn) WriteBulk(b []byte) {
 }
 
 // WriteBulkString appends a bulk string reply.
-func (c *Conn) WriteBulkString(s string) {
+func (c *Reply) WriteBulkString(s string) {
 	c.out = append(c.out, '$')
 	c.out = strconv.AppendInt(c.out, int64(len(s)), 10)
 	c.out = append(c.out, '\r', '\n')
@@ -32,28 +38,28 @@ func (c *Conn) WriteBulkString(s string) {
 }
 
 // WriteBulkInt appends n as a bulk string (as TIME and SCAN's cursor are).
-func (c *Conn) WriteBulkInt(n int64) {
+func (c *Reply) WriteBulkInt(n int64) {
 	var tmp [20]byte
 	c.WriteBulk(strconv.AppendInt(tmp[:0], n, 10))
 }
 
 // WriteSimple appends a simple string reply such as OK. s must not contain
 // CR or LF.
-func (c *Conn) WriteSimple(s string) {
+func (c *Reply) WriteSimple(s string) {
 	c.out = append(c.out, '+')
 	c.out = append(c.out, s...)
 	c.out = append(c.out, '\r', '\n')
 }
 
 // WriteOK appends +OK.
-func (c *Conn) WriteOK() { c.out = append(c.out, "+OK\r\n"...) }
+func (c *Reply) WriteOK() { c.out = append(c.out, "+OK\r\n"...) }
 
 // WriteArray appends an array header of n elements; the elements follow.
-func (c *Conn) WriteArray(n int) { c.header('*', n) }
+func (c *Reply) WriteArray(n int) { c.header('*', n) }
 
 // WriteMap appends a map header of n key/value pairs: a RESP3 map, or in
 // RESP2 a flat array of 2n elements, as Redis does.
-func (c *Conn) WriteMap(n int) {
+func (c *Reply) WriteMap(n int) {
 	if c.proto >= 3 {
 		c.header('%', n)
 	} else {
@@ -62,7 +68,7 @@ func (c *Conn) WriteMap(n int) {
 }
 
 // WriteSet appends a set header of n elements (a RESP3 set, a RESP2 array).
-func (c *Conn) WriteSet(n int) {
+func (c *Reply) WriteSet(n int) {
 	if c.proto >= 3 {
 		c.header('~', n)
 	} else {
@@ -71,7 +77,7 @@ func (c *Conn) WriteSet(n int) {
 }
 
 // WriteNull appends the null reply (RESP2's nil bulk string, RESP3's _).
-func (c *Conn) WriteNull() {
+func (c *Reply) WriteNull() {
 	if c.proto >= 3 {
 		c.out = append(c.out, "_\r\n"...)
 	} else {
@@ -80,7 +86,7 @@ func (c *Conn) WriteNull() {
 }
 
 // WriteNullArray appends the null array (RESP2's *-1, RESP3's _).
-func (c *Conn) WriteNullArray() {
+func (c *Reply) WriteNullArray() {
 	if c.proto >= 3 {
 		c.out = append(c.out, "_\r\n"...)
 	} else {
@@ -89,7 +95,7 @@ func (c *Conn) WriteNullArray() {
 }
 
 // WriteError appends the error reply for err; see appendErrorText.
-func (c *Conn) WriteError(err error) { c.out = appendErrorReply(c.out, err) }
+func (c *Reply) WriteError(err error) { c.out = appendErrorReply(c.out, err) }
 
 // appendErrorReply appends err as a RESP error reply: '-', its wording
 // (appendErrorText), CRLF.
@@ -99,7 +105,7 @@ func appendErrorReply(b []byte, err error) []byte {
 	return append(b, '\r', '\n')
 }
 
-func (c *Conn) header(kind byte, n int) {
+func (c *Reply) header(kind byte, n int) {
 	c.out = append(c.out, kind)
 	c.out = strconv.AppendInt(c.out, int64(n), 10)
 	c.out = append(c.out, '\r', '\n')
@@ -107,7 +113,7 @@ func (c *Conn) header(kind byte, n int) {
 
 // WriteDouble appends a double reply: RESP3's double, or in RESP2 a bulk
 // string of the shortest decimal that reads back as f, as Redis does.
-func (c *Conn) WriteDouble(f float64) {
+func (c *Reply) WriteDouble(f float64) {
 	if c.proto >= 3 {
 		c.out = append(c.out, ',')
 		c.out = strconv.AppendFloat(c.out, f, 'g', -1, 64)

@@ -5,6 +5,10 @@
 // at most the returned error bound; a key whose true count is above
 // N/capacity (N the stream's length) is always in the summary.
 //
+// A server keeps a Pair of summaries (every decision, the limited ones),
+// fed one decision in Sample picked by a per-writer Sampler; Scale turns a
+// sampled count and error bound back into estimates of the true ones.
+//
 // Like every internal package it imports nothing of the project but
 // engine and other internal packages, so any layer may use it (the rule
 // is checked by internal/layers).

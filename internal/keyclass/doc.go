@@ -26,6 +26,9 @@
 // at Flush (a connection flushes once per command or pipelined run of
 // writes), so that a decision costs no atomic operation of its own.
 //
+// Live holds the classes a server has in force and their configuration,
+// swapped whole by a change that keeps the counts of the classes it keeps.
+//
 // Like every internal package it imports nothing of the project but
 // engine and other internal packages, so any layer may use it (the rule
 // is checked by internal/layers).

@@ -1,4 +1,4 @@
-package resp
+package latency
 
 import (
 	"math"
@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// Command latency histograms. A histogram has log-linear buckets over
-// nanoseconds: eight per power of two, so that every bucket is at most
+// A histogram has log-linear buckets over nanoseconds: eight per power of two, so that every bucket is at most
 // 12.5% wide, from 1 ns up to 2^36 ns (about 69 s); slower calls land in the
 // last bucket. Recording a call is an index computation and two atomic adds.
 //
@@ -54,36 +53,38 @@ func latBounds(i int) (lo, hi int64) {
 	return lo, hi
 }
 
-// latHist is one stripe of one command's histogram.
-type latHist struct {
+// hist is one stripe of one command's histogram.
+type hist struct {
 	counts [latBuckets]atomic.Uint64
 	sum    atomic.Int64 // ns
 }
 
-// latencies holds every command's striped histograms.
-type latencies struct {
-	stripes int                       // a power of two
-	hists   []atomic.Pointer[latHist] // command index × stripes + stripe
+// Striped holds every command's striped histograms.
+type Striped struct {
+	stripes int                    // a power of two
+	hists   []atomic.Pointer[hist] // command index × stripes + stripe
 }
 
-func newLatencies(commands int) *latencies {
+// New returns histograms for commands commands, striped by GOMAXPROCS (at
+// most 16 stripes).
+func New(commands int) *Striped {
 	n := 1
 	for n < runtime.GOMAXPROCS(0) && n < 16 {
 		n <<= 1
 	}
-	return &latencies{stripes: n, hists: make([]atomic.Pointer[latHist], commands*n)}
+	return &Striped{stripes: n, hists: make([]atomic.Pointer[hist], commands*n)}
 }
 
-// observe records one call of command cmd taking ns nanoseconds, in the
+// Observe records one call of command cmd taking ns nanoseconds, in the
 // stripe chosen by the connection id.
-func (l *latencies) observe(cmd int, id int64, ns int64) { l.observeN(cmd, id, ns, 1) }
+func (l *Striped) Observe(cmd int, id int64, ns int64) { l.ObserveN(cmd, id, ns, 1) }
 
-// observeN records n calls of command cmd taking ns nanoseconds each.
-func (l *latencies) observeN(cmd int, id int64, ns int64, n int) {
+// ObserveN records n calls of command cmd taking ns nanoseconds each.
+func (l *Striped) ObserveN(cmd int, id int64, ns int64, n int) {
 	p := &l.hists[cmd*l.stripes+int(id)&(l.stripes-1)]
 	h := p.Load()
 	if h == nil {
-		h = new(latHist)
+		h = new(hist)
 		if !p.CompareAndSwap(nil, h) {
 			h = p.Load()
 		}
@@ -92,8 +93,8 @@ func (l *latencies) observeN(cmd int, id int64, ns int64, n int) {
 	h.sum.Add(ns * int64(n))
 }
 
-// snapshot sums the stripes of command cmd.
-func (l *latencies) snapshot(cmd int) Latency {
+// Snapshot sums the stripes of command cmd.
+func (l *Striped) Snapshot(cmd int) Latency {
 	var out Latency
 	for s := 0; s < l.stripes; s++ {
 		h := l.hists[cmd*l.stripes+s].Load()
@@ -113,8 +114,8 @@ func (l *latencies) snapshot(cmd int) Latency {
 	return out
 }
 
-// reset zeroes every histogram (CONFIG RESETSTAT).
-func (l *latencies) reset() {
+// Reset zeroes every histogram (CONFIG RESETSTAT).
+func (l *Striped) Reset() {
 	for i := range l.hists {
 		if h := l.hists[i].Load(); h != nil {
 			for j := range h.counts {

@@ -1,0 +1,12 @@
+// Package authguard owns the defences against password guessing: the
+// failed authentications counted per address (an IP, an IPv6 client's
+// /64), the wait each attempt from an address earns before its password
+// is checked, the bound on how far ahead they are scheduled, the bound on
+// the addresses tracked, and which peers are local (protected mode).
+// Running the wait, checking the password and closing the connection are
+// the server's (resp's authguard.go).
+//
+// It must never import resp (or any package of the server). Like every
+// internal package it imports nothing of the project but engine and other
+// internal packages (checked by internal/layers).
+package authguard

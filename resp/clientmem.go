@@ -223,6 +223,8 @@ func (c *Conn) untrackMem() {
 // even while its transport is still being closed. The connection's
 // goroutine or loop only, after its last command.
 func (c *Conn) release() {
+	c.unwait() // a reservation stays consumed; it no longer waits here
+	c.held, c.pending = nil, nil
 	c.tx = txState{}
 	c.multi.Store(-1)
 	c.multiMem.Store(0)

@@ -18,6 +18,19 @@ const durationDoc = "a duration: an integer number of seconds, or an integer wit
 
 const countRange = "0 up to 2^40"
 
+// waitErrors are the errors of WAIT, for the commands that take it.
+var waitErrors = []string{
+	"`ERR WAIT <value> is out of range: must be 0..1d` for a negative wait or one above a day; `ERR WAIT \"<value>\" is not a duration: …` for one that does not parse.",
+	"`ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT` while `max-waiting` requests wait; nothing is consumed.",
+	"`ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step` when queued in a transaction (EXEC then answers EXECABORT).",
+}
+
+// waitArg is the trailing WAIT of the limiter commands that can wait
+// (wait.go).
+var waitArg = Arg{Name: "duration", Type: "string", Token: "WAIT", Optional: true,
+	Doc: "wait up to this long instead of being refused: a request the limiter would admit within it takes its place in line at once (first come, first served per key) and is answered allowed when its turn comes, the connection blocked meanwhile; otherwise it is refused at once, consuming nothing. " +
+		"A duration as the periods' (250ms, 2s; a bare integer is seconds), 0 up to 1 day, capped by `max-wait` (default 10s). Not inside MULTI"}
+
 // durationErrors are the errors of a duration argument, for the commands
 // that take one.
 var durationErrors = []string{
@@ -37,7 +50,7 @@ var limiterErrors = []string{
 func limiterCommands() []*Command {
 	return []*Command{
 		{
-			Name: "cl.throttle", Arity: -5, MaxArgs: 6, Flags: FlagWrite | FlagDenyOOM | FlagFast,
+			Name: "cl.throttle", Arity: -5, MaxArgs: 8, Flags: FlagWrite | FlagDenyOOM | FlagFast, Waits: true,
 			FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
 			Summary:    "Rate-limits a key with the Generic Cell Rate Algorithm, answering exactly as redis-cell does.",
 			Complexity: "O(1)",
@@ -47,9 +60,10 @@ func limiterCommands() []*Command {
 				{Name: "count_per_period", Type: "integer", Doc: "requests per period; 1 up to 2^40"},
 				{Name: "period", Type: "integer", Doc: "whole seconds; 1 up to 316224000 (3660 days)"},
 				{Name: "quantity", Type: "integer", Optional: true, Doc: "units this request takes (default 1); 0 peeks; negative gives capacity back (at most to a fresh key's state); from -2^40 up to 2^40"},
+				waitArg,
 			},
 			Reply:  limiterReply + " `retry_after` and `reset_after` are whole seconds: truncated, plus one when the remainder is at least 1 ms (redis-cell's rule).",
-			Errors: append([]string{"`ERR period <value> is out of range: must be 1..316224000 seconds` for a period of 0, a negative one or one above 3660 days (`CL.THROTTLE kb 5 5 316224001`); `ERR count_per_period <value> is out of range: must be 1..<period in ns> for this period (period / count_per_period must be at least 1 ns)` when `period / count_per_period` is below 1 ns (`CL.THROTTLE kb 5 1099511627776 1` → `… must be 1..1000000000 for this period …`; redis-cell does not support such rates either)."}, limiterErrors...),
+			Errors: append(append([]string{"`ERR period <value> is out of range: must be 1..316224000 seconds` for a period of 0, a negative one or one above 3660 days (`CL.THROTTLE kb 5 5 316224001`); `ERR count_per_period <value> is out of range: must be 1..<period in ns> for this period (period / count_per_period must be at least 1 ns)` when `period / count_per_period` is below 1 ns (`CL.THROTTLE kb 5 1099511627776 1` → `… must be 1..1000000000 for this period …`; redis-cell does not support such rates either)."}, limiterErrors...), waitErrors...),
 			Notes: []string{
 				"Example on a fresh key: `CL.THROTTLE user123 15 30 60` → `0 16 15 -1 2`.",
 				"The key stores the theoretical arrival time (TAT) and expires at it; `GET key` returns the TAT as decimal nanoseconds since the Unix epoch, as redis-cell stores it.",
@@ -79,7 +93,7 @@ func limiterCommands() []*Command {
 			Finish:  finishThrottleAll,
 		},
 		{
-			Name: "tb.take", Arity: -5, MaxArgs: 7, Flags: FlagWrite | FlagDenyOOM | FlagFast,
+			Name: "tb.take", Arity: -5, MaxArgs: 9, Flags: FlagWrite | FlagDenyOOM | FlagFast, Waits: true,
 			FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
 			Summary:    "Takes tokens from a token bucket.",
 			Complexity: "O(1)",
@@ -90,14 +104,15 @@ func limiterCommands() []*Command {
 				{Name: "refill_period", Type: "string", Doc: durationDoc},
 				{Name: "tokens", Type: "integer", Optional: true, Doc: "tokens this request takes (default 1); 0 peeks; " + countRange},
 				{Name: "interval", Type: "pure-token", Token: "INTERVAL", Optional: true, Doc: "refill_tokens arrive all at once at the end of each refill_period (aligned to the bucket's first use) instead of continuously"},
+				waitArg,
 			},
 			Reply:   limiterReply + " `limit` = capacity, `remaining` = whole tokens left, `reset_after` = time until the bucket is full again; times in milliseconds, rounded up.",
-			Errors:  append(slices.Clone(limiterErrors), durationErrors...),
+			Errors:  append(append(slices.Clone(limiterErrors), durationErrors...), waitErrors...),
 			Prepare: prepareLimit(engine.KindTokenBucket),
 			Finish:  finishMillis,
 		},
 		{
-			Name: "lb.add", Arity: -5, MaxArgs: 6, Flags: FlagWrite | FlagDenyOOM | FlagFast,
+			Name: "lb.add", Arity: -5, MaxArgs: 8, Flags: FlagWrite | FlagDenyOOM | FlagFast, Waits: true,
 			FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
 			Summary:    "Adds a request to a leaky bucket (a queue that drains at a fixed rate).",
 			Complexity: "O(1)",
@@ -107,9 +122,10 @@ func limiterCommands() []*Command {
 				{Name: "leak_count", Type: "integer", Doc: "requests drained per leak_period; 1 up to 2^40"},
 				{Name: "leak_period", Type: "string", Doc: durationDoc},
 				{Name: "count", Type: "integer", Optional: true, Doc: "units this request adds (default 1); 0 peeks; " + countRange},
+				waitArg,
 			},
 			Reply:   "Array of six integers: the five of every limiter (`limited`, `limit` = capacity, `remaining`, `retry_after`, `reset_after` = time until the bucket is empty) and `wait`: milliseconds until this admitted request reaches the head of the queue (0 when the bucket was empty, -1 when limited; for a peek, the wait a request admitted now would have). Times in milliseconds, rounded up.",
-			Errors:  append(slices.Clone(limiterErrors), durationErrors...),
+			Errors:  append(append(slices.Clone(limiterErrors), durationErrors...), waitErrors...),
 			Prepare: prepareLimit(engine.KindLeakyBucket),
 			Finish:  finishLeaky,
 		},
@@ -127,6 +143,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 	limitDoc := "requests allowed per window; 1 up to 2^40"
 	complexity := "O(1)"
 	errs := append(slices.Clone(limiterErrors), durationErrors...)
+	errs = append(errs, "`ERR WAIT is not supported by this limiter (a window keeps no place for a later turn): only CL.THROTTLE, TB.TAKE and LB.ADD can wait` for a trailing `WAIT duration`.")
 	var notes []string
 	if kind == engine.KindSlidingLog {
 		notes = []string{"Memory: a sliding-log key costs what every key does (27 bytes of record, table slot and parameter reference, plus its name), a 64-byte side-table entry, " +
@@ -138,7 +155,7 @@ func windowCommand(name string, kind engine.Kind, summary, reply string) *Comman
 		errs = append([]string{"`ERR limit <value> is out of range: must be 1..<sl-max-limit> (sl-max-limit)` for a limit above sl-max-limit (`ERR limit 100001 is out of range: must be 1..100000 (sl-max-limit)` by default)."}, errs...)
 	}
 	return &Command{
-		Name: name, Arity: -4, MaxArgs: 5, Flags: FlagWrite | FlagDenyOOM | FlagFast,
+		Name: name, Arity: -4, MaxArgs: 7, Flags: FlagWrite | FlagDenyOOM | FlagFast,
 		FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "ratelimit", Since: "0.1.0",
 		Summary: summary, Complexity: complexity,
 		Args: []Arg{
@@ -161,6 +178,11 @@ func prepareLimit(kind engine.Kind) func(c *Conn, args [][]byte, op *shards.Op) 
 		req, err := engine.ParseRequest(kind, args[2:], c.srv.cfg.Parse)
 		if err != nil {
 			return err
+		}
+		if req.Wait > 0 {
+			if err := c.applyWait(&req.Wait); err != nil {
+				return err
+			}
 		}
 		op.Code = shards.OpLimit
 		op.Keys = append(op.Keys, args[1])

@@ -126,6 +126,19 @@ type Conn struct {
 	// hotRand picks the decisions the heavy-hitter summaries sample
 	// (hotkeys.go).
 	hotRand uint64
+
+	// WAIT (wait.go), the connection's goroutine or loop only: held is
+	// the reply of a waiting request, due at waitDue (the server's
+	// monotonic ns; 0: none waits), which started waiting at waitStart;
+	// pending is the rest of its batch (loops); waitTimer is the
+	// goroutine's reusable timer. waitingNow is set while the request is
+	// counted as waiting.
+	held       []byte
+	waitDue    int64
+	waitStart  int64
+	pending    []span
+	waitTimer  *time.Timer
+	waitingNow atomic.Bool
 }
 
 // slot is one command of a batch of writes.
@@ -334,7 +347,9 @@ func (c *Conn) execBatch(cmds []span) {
 		} else {
 			c.slots = c.slots[:0]
 			c.slots = append(c.slots, slot{cmd: cmd, args: a, asking: asking})
-			for i++; i < len(cmds); i++ {
+			// A run ends after a command with WAIT: what follows it runs
+			// once it has been answered (wait.go).
+			for i++; i < len(cmds) && !hasWait(c.slots[len(c.slots)-1].cmd, c.slots[len(c.slots)-1].args); i++ {
 				a := args[cmds[i].lo:cmds[i].hi]
 				next, err := c.resolve(a)
 				if err != nil || next.Prepare == nil || (!c.authed && next.Flags&FlagNoAuth == 0) {
@@ -344,6 +359,19 @@ func (c *Conn) execBatch(cmds []span) {
 			}
 			c.runWrites(c.slots)
 			t0 = c.accountSlots(c.slots, t0)
+			if c.waitDue != 0 {
+				if c.gc != nil {
+					// On a loop: the rest waits for the turn (resumeLoop).
+					c.pending = cmds[i:]
+					c.srv.waits.schedule(c.waitDue, c)
+					return
+				}
+				if !c.waitHere() {
+					c.quit = true
+					return
+				}
+				t0 = time.Now()
+			}
 		}
 		if c.quit {
 			return
@@ -384,9 +412,26 @@ func (c *Conn) resolve(args [][]byte) (*Command, error) {
 func (c *Conn) runWrites(slots []slot) {
 	n, werr := c.submitWrites(slots, false)
 	for k := range slots {
+		mark := len(c.out)
 		c.finishWrite(&slots[k], werr)
+		if d := c.delayOf(&slots[k], werr); d > 0 {
+			c.hold(mark, d) // only the run's last command can wait
+		}
 	}
 	c.releaseOps(n)
+}
+
+// delayOf returns how long the reply of a write submitted by submitWrites
+// waits for its turn (engine.Result.Delay; 0: answered now).
+func (c *Conn) delayOf(sl *slot, werr error) int64 {
+	if sl.op < 0 || werr != nil {
+		return 0
+	}
+	res := &c.res[sl.op]
+	if res.Err != nil || len(res.Results) != 1 {
+		return 0
+	}
+	return res.Results[0].Delay
 }
 
 // submitWrites routes and prepares the ops of slots and submits those

@@ -138,7 +138,8 @@ func (s *Server) infoClients(b []byte, _ int64) []byte {
 	b = append(b, "# Clients\r\n"...)
 	b = fieldInt(b, "connected_clients", s.clients.Load())
 	b = fieldInt(b, "maxclients", s.maxClients.Load())
-	return fieldInt(b, "blocked_clients", 0)
+	// Blocked: the clients whose request waits for its turn (WAIT).
+	return fieldInt(b, "blocked_clients", s.waits.count.Load())
 }
 
 // infoMemory appends the Memory section: the Go heap, the keyspace's size

@@ -170,6 +170,13 @@ func (c *Conn) onTraffic() (closing bool) {
 			c.lastSeen.Store(time.Now().UnixNano())
 		}
 	}
+	if c.waitDue != 0 {
+		// A request of this connection waits for its turn (wait.go).
+		waiting, closing := c.resumeLoop()
+		if closing || waiting {
+			return closing
+		}
+	}
 	start := time.Now()
 	for {
 		if s.draining.Load() || c.closing.Load() {
@@ -197,6 +204,9 @@ func (c *Conn) onTraffic() (closing bool) {
 		if c.quit {
 			_ = c.flush()
 			return true
+		}
+		if c.waitDue != 0 {
+			return c.flush() != nil // resumed at its turn
 		}
 	}
 }
@@ -240,7 +250,7 @@ func (s *Server) sweepLoopConns() {
 				s.stats.queryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
-			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0:
+			case idle > 0 && now-c.lastSeen.Load() > idle && c.omem.Load() == 0 && !c.waitingNow.Load():
 				_ = lc.gc.Close()
 			case c.loopSoft.Load(), c.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits

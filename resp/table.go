@@ -98,6 +98,10 @@ type Command struct {
 	// above (Redis's movablekeys: MIGRATE's keys after KEYS), appending
 	// them to dst. The cluster routing check uses it.
 	MovableKeys func(dst, args [][]byte) [][]byte
+	// Waits marks a limiter command that takes a trailing WAIT duration
+	// (wait.go): a run of pipelined writes ends after it, and MULTI
+	// refuses it.
+	Waits bool
 	// OpenSlot lets the command run on a node whose group is migrating or
 	// importing its keys' slot, whoever owns it (MIGRATE, as in Redis
 	// Cluster: keys move freely between the two groups of an open slot).

@@ -144,6 +144,10 @@ func (c *Conn) queue(cmd *Command, args [][]byte) {
 		refuse(errNoMulti)
 		return
 	}
+	if hasWait(cmd, args) {
+		refuse(errWaitInMulti)
+		return
+	}
 	if err := c.queueRoute(cmd, args, asking); err != nil {
 		refuse(err)
 		return

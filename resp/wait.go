@@ -1,0 +1,304 @@
+package resp
+
+import (
+	"bytes"
+	"container/heap"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Waiting instead of refusing: a limiter request's trailing WAIT.
+//
+// The engine does the deciding (engine/wait.go): a request it would admit
+// within its wait is admitted at once as of its turn, its place reserved
+// in the key's state, and the result carries Delay, the time until that
+// turn. The server only holds the reply: it renders it at once (its fields
+// are as of the turn) and sends it when the turn comes. The connection is
+// blocked meanwhile, as a Redis client in BLPOP: the commands it pipelined
+// behind the waiting one run after the reply is sent (a run of pipelined
+// writes ends at a command with WAIT, so none of them is decided early).
+//
+// No goroutine or thread per waiter. A connection on an event loop keeps
+// the rest of its batch and returns to its loop; the server's one timer
+// heap (waiting.run) wakes the connection's loop when the turn comes, and
+// the loop sends the reply and runs the rest. A connection served by its
+// own goroutine (TLS, cluster nodes, regions) waits on its goroutine with
+// one reusable timer.
+//
+// A client that disconnects while waiting leaves its reservation consumed
+// (nothing is given back), so it never makes a key admit more than its
+// limit. A server shutting down closes waiting connections without their
+// replies, as Redis closes blocked clients.
+
+// Defaults of max-wait and max-waiting.
+const (
+	DefaultMaxWait    = 10 * time.Second
+	DefaultMaxWaiting = 100000
+)
+
+var (
+	// errTooManyWaiting refuses a request with WAIT while max-waiting
+	// requests wait on the server.
+	errTooManyWaiting = errors.New("too many requests waiting (max-waiting)")
+	// errWaitInMulti refuses a queued command with WAIT: a transaction's
+	// writes are one step and its replies one array.
+	errWaitInMulti = errors.New("WAIT inside MULTI")
+)
+
+// waiting is the server's side of WAIT: its settings, the requests waiting
+// and the heap of turns of the connections on event loops.
+type waiting struct {
+	maxWait    atomic.Int64 // max-wait, ns
+	maxWaiting atomic.Int64 // max-waiting
+	count      atomic.Int64 // requests waiting now
+	waited     atomic.Int64 // requests that waited, since start
+	waitedNs   atomic.Int64 // the time they waited, ns (until sent)
+	hist       waitHistogram
+
+	base time.Time // origin of the monotonic instants below
+
+	mu   sync.Mutex
+	due  turnHeap
+	kick chan struct{} // a new earliest turn (capacity 1)
+}
+
+func (w *waiting) init(cfg Config) {
+	w.maxWait.Store(int64(cfg.MaxWait))
+	w.maxWaiting.Store(cfg.MaxWaiting)
+	w.base = time.Now()
+	w.kick = make(chan struct{}, 1)
+}
+
+// mono is now on the monotonic clock, in ns since base.
+func (w *waiting) mono() int64 { return int64(time.Since(w.base)) }
+
+// admit caps a request's wait by max-wait, and refuses it while
+// max-waiting requests wait. wait is the request's WAIT (ns, > 0).
+func (w *waiting) admit(wait int64) (int64, error) {
+	if n := w.maxWaiting.Load(); w.count.Load() >= n {
+		return 0, errTooManyWaiting
+	}
+	return min(wait, w.maxWait.Load()), nil
+}
+
+// turn is one connection's reply due at an instant (mono ns).
+type turn struct {
+	at int64
+	c  *Conn
+}
+
+// turnHeap orders turns by instant (container/heap).
+type turnHeap []turn
+
+func (h turnHeap) Len() int           { return len(h) }
+func (h turnHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h turnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)        { *h = append(*h, x.(turn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = turn{}
+	*h = old[:len(old)-1]
+	return t
+}
+
+// schedule wakes c's loop at at (mono ns).
+func (w *waiting) schedule(at int64, c *Conn) {
+	w.mu.Lock()
+	heap.Push(&w.due, turn{at, c})
+	first := w.due[0].c == c && w.due[0].at == at
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run wakes the loop of each connection whose turn has come, until the
+// server stops. One goroutine per server (started with the event loops).
+func (w *waiting) run(s *Server) {
+	defer s.bg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var ready []*Conn
+	for {
+		w.mu.Lock()
+		now := w.mono()
+		for len(w.due) > 0 && w.due[0].at <= now {
+			ready = append(ready, heap.Pop(&w.due).(turn).c)
+		}
+		next := time.Hour
+		if len(w.due) > 0 {
+			next = time.Duration(w.due[0].at - now)
+		}
+		if cap(w.due) > 64 && len(w.due) < cap(w.due)/4 {
+			w.due = append(turnHeap(nil), w.due...) // let a past crowd's array go
+		}
+		w.mu.Unlock()
+		for i, c := range ready {
+			if lc := c.loop.Load(); lc != nil {
+				_ = lc.gc.Wake(nil) // a closed connection refuses: nothing to send
+			}
+			ready[i] = nil
+		}
+		ready = ready[:0]
+		t.Reset(next)
+		select {
+		case <-t.C:
+		case <-w.kick:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// hasWait reports whether a command of cmd with args ends with WAIT
+// duration (the engine parses it; this only finds it, to end a run of
+// pipelined writes there and to refuse it inside MULTI).
+func hasWait(cmd *Command, args [][]byte) bool {
+	n := len(args)
+	return cmd.Waits && n >= 4 && bytes.EqualFold(args[n-2], []byte("wait"))
+}
+
+// applyWait caps the wait of a request Prepare parsed (max-wait) and
+// refuses it past max-waiting; wait is the request's WAIT, > 0.
+func (c *Conn) applyWait(wait *int64) error {
+	w, err := c.srv.waits.admit(*wait)
+	*wait = w
+	return err
+}
+
+// hold keeps the reply written since mark, of a request admitted after
+// delay ns, for sending when its turn comes.
+func (c *Conn) hold(mark int, delay int64) {
+	w := &c.srv.waits
+	c.held = append(c.held[:0], c.out[mark:]...)
+	c.out = c.out[:mark]
+	c.waitStart = w.mono()
+	c.waitDue = c.waitStart + delay
+	c.waitingNow.Store(true)
+	w.count.Add(1)
+}
+
+// deliver appends the held reply to the output, its turn having come.
+func (c *Conn) deliver() {
+	w := &c.srv.waits
+	c.out = append(c.out, c.held...)
+	c.held = c.held[:0]
+	waited := w.mono() - c.waitStart
+	c.waitDue = 0
+	c.unwait()
+	w.waited.Add(1)
+	w.waitedNs.Add(waited)
+	w.hist.observe(waited)
+	c.lastSeen.Store(time.Now().UnixNano())
+}
+
+// unwait stops counting the connection's waiting request (delivered, or
+// the connection closed); it may run twice.
+func (c *Conn) unwait() {
+	if c.waitingNow.Swap(false) {
+		c.srv.waits.count.Add(-1)
+	}
+}
+
+// waitHere waits on the connection's own goroutine until its held reply's
+// turn, having sent the replies before it, then appends it. It reports
+// false when the connection must close instead (a failed write, the
+// server stopping).
+func (c *Conn) waitHere() bool {
+	if c.flush() != nil {
+		c.unwait()
+		return false
+	}
+	d := time.Duration(c.waitDue - c.srv.waits.mono())
+	if d > 0 {
+		if c.waitTimer == nil {
+			c.waitTimer = time.NewTimer(d)
+		} else {
+			c.waitTimer.Reset(d)
+		}
+		select {
+		case <-c.waitTimer.C:
+		case <-c.srv.stopping:
+			c.waitTimer.Stop()
+			c.unwait()
+			return false
+		}
+	}
+	c.deliver()
+	return true
+}
+
+// resumeLoop runs on a loop connection's event while it waits: before its
+// turn it does nothing (input stays buffered); at its turn it sends the
+// held reply and runs the rest of the batch, which may wait again. It
+// reports whether the connection still waits, and whether it must close.
+func (c *Conn) resumeLoop() (waiting, closing bool) {
+	if c.srv.waits.mono() < c.waitDue {
+		return true, false
+	}
+	c.deliver()
+	rest := c.pending
+	c.pending = nil
+	c.now = 0
+	c.execBatch(rest)
+	if c.quit {
+		_ = c.flush()
+		return false, true
+	}
+	if c.waitDue != 0 {
+		return true, c.flush() != nil
+	}
+	return false, false
+}
+
+// waitHistogram counts waits by duration, for the metrics: bucket i holds
+// the waits of at most waitBounds[i], the last one the longer ones.
+type waitHistogram struct {
+	counts [len(waitBounds) + 1]atomic.Int64
+}
+
+// waitBounds are the histogram's upper bounds, in ns.
+var waitBounds = [...]int64{1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
+
+func (h *waitHistogram) observe(ns int64) {
+	i := 0
+	for i < len(waitBounds) && ns > waitBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+}
+
+// WaitStats is a snapshot of the waiting requests, for the metrics.
+type WaitStats struct {
+	// Waiting is the requests waiting now.
+	Waiting int64
+	// Waited is the requests that waited and were answered, since start,
+	// and WaitedSeconds the time they waited in total.
+	Waited        int64
+	WaitedSeconds float64
+	// Bounds are the histogram's upper bounds in seconds; Counts[i] the
+	// waits of at most Bounds[i] (not cumulative), the last one the
+	// longer ones.
+	Bounds []float64
+	Counts []int64
+}
+
+// WaitStats returns the server's waiting requests and the histogram of
+// their waits. Safe from any goroutine.
+func (s *Server) WaitStats() WaitStats {
+	w := &s.waits
+	st := WaitStats{Waiting: w.count.Load(), Waited: w.waited.Load(), WaitedSeconds: float64(w.waitedNs.Load()) / 1e9}
+	for i := range w.hist.counts {
+		if i < len(waitBounds) {
+			st.Bounds = append(st.Bounds, float64(waitBounds[i])/1e9)
+		}
+		st.Counts = append(st.Counts, w.hist.counts[i].Load())
+	}
+	return st
+}

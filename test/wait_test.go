@@ -366,3 +366,66 @@ func TestWaitRefusals(t *testing.T) {
 		t.Errorf("the waiter = %v, want allowed", r.ints)
 	}
 }
+
+// In a 3-node group the reservation is the replicated write: waiters
+// connected to a follower (their requests forwarded to the leader) keep
+// their turns when the leader is killed with -9, and the new leader counts
+// every reservation: a request arriving after the failover waits behind
+// all of them.
+func TestWaitGroupFailover(t *testing.T) {
+	nodes := startCluster(t, 3)
+	l := waitLeader(t, nodes)
+	f := nodes[(l+1)%3]
+	ctx := ctxT(t)
+	// One request per 2 s: the head now, then turns at +2, +4 and +6 s.
+	key := "wait:group"
+	fc := noRetryClient(t, f.Addr)
+	head, err := throttle(ctx, fc, key, 0, 1, 2)
+	if err != nil || head[0] != 0 {
+		t.Fatalf("head request = %v, %v; want allowed", head, err)
+	}
+	headAt := time.Now()
+	var waiters []*rawClient
+	for i := range 3 {
+		c := dialRaw(t, f.Addr)
+		c.send("CL.THROTTLE", key, "0", "1", "2", "1", "WAIT", "10")
+		waitBlocked(t, f.server, i+1)
+		waiters = append(waiters, c)
+	}
+	nodes[l].kill()
+	for i, c := range waiters {
+		r := c.next()
+		if r.err != "" || r.ints[0] != 0 {
+			t.Fatalf("waiter %d = %v %q, want allowed after the failover", i+1, r.ints, r.err)
+		}
+		if d := r.at.Sub(headAt); d < time.Duration(2*(i+1))*time.Second-300*time.Millisecond {
+			t.Errorf("waiter %d answered %v after the head, before its turn at +%ds", i+1, d, 2*(i+1))
+		}
+	}
+	// The new leader holds all three reservations: a plain request is
+	// refused, and a new waiter's turn follows the third's (+8 s).
+	var survivor *clusterNode
+	poll.Until(t, 20*time.Second, func() error {
+		if i := leaderOf(nodes); i >= 0 && i != l {
+			survivor = nodes[i]
+			return nil
+		}
+		return fmt.Errorf("no new leader yet")
+	})
+	if time.Since(headAt) > 7*time.Second {
+		t.Skipf("the failover took %v: past the last turn, nothing left to check", time.Since(headAt))
+	}
+	sc := noRetryClient(t, survivor.Addr)
+	if r, err := throttle(ctx, sc, key, 0, 1, 2); err != nil || r[0] != 1 {
+		t.Fatalf("plain request after the failover = %v, %v; want limited (the reservations survive)", r, err)
+	}
+	last := dialRaw(t, survivor.Addr)
+	last.send("CL.THROTTLE", key, "0", "1", "2", "1", "WAIT", "10")
+	r := last.next()
+	if r.err != "" || r.ints[0] != 0 {
+		t.Fatalf("waiter after the failover = %v %q, want allowed", r.ints, r.err)
+	}
+	if d := r.at.Sub(headAt); d < 7700*time.Millisecond {
+		t.Errorf("waiter after the failover answered %v after the head, want at its turn +8s (behind the three reservations)", d)
+	}
+}

@@ -160,6 +160,56 @@ nothing. A key holds one kind of limiter; another limiter command on it answers
 WRONGTYPE and changes nothing. Every key expires by itself when its state is back
 to fresh.
 
+## Waiting instead of refusing (WAIT)
+
+` + "`CL.THROTTLE`, `TB.TAKE` and `LB.ADD`" + ` take a trailing ` + "`WAIT duration`" + ` (` + "`250ms`, `2s`" + `; a
+bare integer is seconds). A request the limiter would refuse now, but would
+admit within ` + "`duration`" + ` counting every request admitted or already waiting on
+the key, takes its place in line at once (first come, first served per key)
+and is answered allowed when its turn comes, never later than ` + "`duration`" + `; the
+reply's fields are those of an allowed reply at that moment (` + "`remaining`" + `
+counts every request admitted or waiting before it). Meanwhile the connection
+is blocked, as a Redis client in BLPOP: commands it pipelined behind the
+waiting one run after it is answered. A request that could not be admitted
+within ` + "`duration`" + ` is refused at once with the usual limited reply, consuming
+nothing. A shadowed refusal (` + "`limit-shadow`" + `) is answered allowed at once and never
+waits.
+
+- Waiting costs no thread per waiter: one timer heap per server wakes the
+  event loop of a connection whose turn has come. ` + "`max-wait`" + ` (default ` + "`10s`" + `)
+  caps ` + "`duration`" + `; ` + "`max-waiting`" + ` (default 100000) bounds the requests waiting on
+  one server, beyond which a request answers an error naming it.
+  ` + "`INFO clients`" + ` shows the requests waiting now as ` + "`blocked_clients`" + `.
+- The place is reserved in the key's state: a client that disconnects
+  while waiting leaves it consumed, so the key never admits more than its
+  limit. In a Raft group the reservation is the replicated write, so a
+  failover keeps every place in line (the reply is held by the node the
+  client is connected to).
+- ` + "`WAIT`" + ` inside ` + "`MULTI`" + ` is refused at queue time (` + "`EXEC`" + ` then answers ` + "`EXECABORT`" + `).
+  ` + "`CL.THROTTLEALL`" + ` and the window limiters (` + "`FW.INCR`, `SW.INCR`, `SL.ADD`" + `) do not
+  take ` + "`WAIT`" + `: a window keeps no place for a turn in a later window.
+
+` + "```console" + `
+$ redis-cli CL.THROTTLE wait:1 0 1 1              # one request per second: the first is allowed
+1) (integer) 0
+2) (integer) 1
+3) (integer) 0
+4) (integer) -1
+5) (integer) 1
+$ redis-cli CL.THROTTLE wait:1 0 1 1 WAIT 2s      # its turn comes in about 1 s: answered then, allowed
+1) (integer) 0
+2) (integer) 1
+3) (integer) 0
+4) (integer) -1
+5) (integer) 1
+$ redis-cli CL.THROTTLE wait:1 0 1 1 WAIT 100ms   # the next turn is a second away: refused at once
+1) (integer) 1
+2) (integer) 1
+3) (integer) 0
+4) (integer) 1
+5) (integer) 1
+` + "```" + `
+
 ## Generic errors
 
 - ` + "`ERR wrong number of arguments for '<command>' command`" + `

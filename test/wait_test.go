@@ -365,6 +365,44 @@ func TestWaitRefusals(t *testing.T) {
 	if r := w.next(); r.ints[0] != 0 {
 		t.Errorf("the waiter = %v, want allowed", r.ints)
 	}
+	// A shadowed refusal (limit-shadow) is answered allowed at once and
+	// never waits.
+	if r, err := s.client(t, 2).ConfigSet(ctxT(t), "limit-shadow", "sh:*").Result(); err != nil {
+		t.Fatalf("CONFIG SET limit-shadow = %v, %v", r, err)
+	}
+	c.send("CL.THROTTLE", "sh:1", "0", "1", "1")
+	c.next()
+	sent := time.Now()
+	c.send("CL.THROTTLE", "sh:1", "0", "1", "1", "1", "WAIT", "5")
+	if r := c.next(); r.err != "" || r.ints[0] != 0 || r.at.Sub(sent) > 500*time.Millisecond {
+		t.Errorf("shadowed refusal with WAIT = %v %q after %v, want allowed at once (its turn would have been 1s away)", r.ints, r.err, r.at.Sub(sent))
+	}
+}
+
+// In a cluster of groups, a waiting request is redirected like any other
+// and waits in the line of the group that owns its key.
+func TestWaitClusterOfGroups(t *testing.T) {
+	groups := startGroups(t, 2)
+	cc := newClusterClient(t, groups, nil)
+	ctx := ctxT(t)
+	for _, g := range groups {
+		key := keysIn(g, "wq", 1)[0]
+		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1).Int64Slice(); err != nil || r[0] != 0 {
+			t.Fatalf("group %s: head request = %v, %v; want allowed", g.name, r, err)
+		}
+		start := time.Now()
+		r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "2").Int64Slice()
+		if err != nil || r[0] != 0 {
+			t.Fatalf("group %s: waiter = %v, %v; want allowed", g.name, r, err)
+		}
+		// Its turn is 200 ms after the head's.
+		if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
+			t.Errorf("group %s: the waiter was answered after %v, want at its turn about 200ms after the head", g.name, d)
+		}
+		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "10ms").Int64Slice(); err != nil || r[0] != 1 {
+			t.Errorf("group %s: WAIT 10ms right after = %v, %v; want limited at once", g.name, r, err)
+		}
+	}
 }
 
 // In a 3-node group the reservation is the replicated write: waiters

@@ -222,6 +222,7 @@ func (s *Server) infoStats(b []byte, now int64) []byte {
 	b = fieldInt(b, "limit_overridden_requests", int64(ps.Overridden))
 	b = fieldInt(b, "shadow_requests", int64(ps.ShadowRequests))
 	b = fieldInt(b, "shadow_limited", int64(s.backend.Store().Shadowed()))
+	b = s.waits.infoWait(b)
 	vs := s.cfg.Violations.Stats()
 	b = fieldInt(b, "violations_logged", int64(vs.Logged))
 	b = fieldInt(b, "violations_suppressed", int64(vs.Suppressed))

@@ -56,6 +56,11 @@ type waiting struct {
 	waited     atomic.Int64 // requests that waited, since start
 	waitedNs   atomic.Int64 // the time they waited, ns (until sent)
 	hist       waitHistogram
+	// late is how long after its turn each reply was written (the timer
+	// heap's or goroutine's precision, and a busy loop's delay), and
+	// lateMax the longest, ns.
+	late    lateHistogram
+	lateMax atomic.Int64
 
 	base time.Time // origin of the monotonic instants below
 
@@ -189,7 +194,12 @@ func (c *Conn) deliver() {
 	w := &c.srv.waits
 	c.out = append(c.out, c.held...)
 	c.held = c.held[:0]
-	waited := w.mono() - c.waitStart
+	now := w.mono()
+	waited := now - c.waitStart
+	late := max(now-c.waitDue, 0)
+	w.late.observe(late)
+	for m := w.lateMax.Load(); late > m && !w.lateMax.CompareAndSwap(m, late); m = w.lateMax.Load() {
+	}
 	c.waitDue = 0
 	c.unwait()
 	w.waited.Add(1)
@@ -272,6 +282,66 @@ func (h *waitHistogram) observe(ns int64) {
 		i++
 	}
 	h.counts[i].Add(1)
+}
+
+// lateHistogram counts replies by how late they were written after their
+// turn: bucket i holds those of at most lateBounds[i], the last the later.
+type lateHistogram struct {
+	counts [len(lateBounds) + 1]atomic.Int64
+}
+
+// lateBounds are the lateness histogram's upper bounds, in ns.
+var lateBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 1e9}
+
+func (h *lateHistogram) observe(ns int64) {
+	i := 0
+	for i < len(lateBounds) && ns > lateBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+}
+
+// quantile returns the upper bound (ns) of the bucket holding the q-th
+// quantile of the lateness (q in (0, 1]), -1 past the last bound, 0 when
+// nothing was counted.
+func (h *lateHistogram) quantile(q float64) int64 {
+	var n [len(lateBounds) + 1]int64
+	var total int64
+	for i := range h.counts {
+		n[i] = h.counts[i].Load()
+		total += n[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int64(q*float64(total) + 0.999999)
+	var cum int64
+	for i := range n {
+		if cum += n[i]; cum >= rank {
+			if i == len(lateBounds) {
+				return -1
+			}
+			return lateBounds[i]
+		}
+	}
+	return -1
+}
+
+// infoWait appends the waiting requests' INFO stats fields.
+func (w *waiting) infoWait(b []byte) []byte {
+	b = fieldInt(b, "waited_requests", w.waited.Load())
+	b = fieldInt(b, "waited_usec", w.waitedNs.Load()/1e3)
+	// The reply's lateness after its turn: p50 and p99 as their histogram
+	// bucket's upper bound (-1: above a second), and the largest.
+	usec := func(ns int64) int64 {
+		if ns < 0 {
+			return -1
+		}
+		return ns / 1e3
+	}
+	b = fieldInt(b, "wait_late_p50_usec", usec(w.late.quantile(0.5)))
+	b = fieldInt(b, "wait_late_p99_usec", usec(w.late.quantile(0.99)))
+	return fieldInt(b, "wait_late_max_usec", w.lateMax.Load()/1e3)
 }
 
 // WaitStats is a snapshot of the waiting requests, for the metrics.

@@ -23,8 +23,9 @@ import (
 )
 
 // The request's flags, one bit each, the same in both forms: bit 0 is
-// Interval, bit 1 Shadow, bit 2 Exact, bit 3 Wait (a request with a
-// non-zero Wait: its value follows, see AppendBinary and AppendArgs). Bits were added in that order; an
+// Interval, bit 1 Shadow, bit 2 Exact, bit 4 Wait (a request with a
+// non-zero Wait: its value follows the other fields, see AppendBinary and
+// AppendArgs; bit 3 is left to the concurrency limiter's lease). Bits were added in that order; an
 // encoding written before a bit existed never set it, and a decoder older
 // than a bit refuses a request that carries it (binary: the log entry; RESP:
 // the peer's call) rather than reading it as unset.
@@ -32,7 +33,7 @@ const (
 	FlagInterval = 1 << 0
 	FlagShadow   = 1 << 1
 	FlagExact    = 1 << 2
-	FlagWait     = 1 << 3
+	FlagWait     = 1 << 4
 	// Flags are the bits a decoder accepts.
 	Flags = FlagInterval | FlagShadow | FlagExact | FlagWait
 )

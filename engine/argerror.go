@@ -96,6 +96,9 @@ func FormatDuration(ns int64) string {
 // units of each Request field by kind: CL.THROTTLE's period is whole
 // seconds, every other period or window a duration.
 func fieldUnit(k Kind, field int) Unit {
+	if field == fWait {
+		return UnitDuration
+	}
 	if field != fPeriod {
 		return UnitCount
 	}
@@ -120,6 +123,8 @@ func argRange(k Kind, field int) (lo, hi int64) {
 			return 1, MaxPeriod / 1e9
 		}
 		return int64(time.Millisecond), MaxPeriod
+	case fWait:
+		return 0, MaxWait
 	}
 	if k == KindGCRA {
 		return -MaxCount, MaxCount
@@ -136,7 +141,9 @@ func argErr(k Kind, field int, v int64, sentinel error) *ArgError {
 	}
 	lo, hi := argRange(k, field)
 	name := "argument"
-	if k < numKinds {
+	if field == fWait {
+		name = "WAIT"
+	} else if k < numKinds {
 		name = paramNames[k][field]
 	}
 	return &ArgError{Arg: name, Value: FormatValue(v, u), Min: lo, Max: hi, Unit: u, Err: sentinel, field: field}

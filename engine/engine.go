@@ -117,6 +117,13 @@ type Request struct {
 	// refused, not recorded). Other kinds ignore it. It travels with the
 	// request so that every replica decides alike.
 	Exact bool
+	// Wait is how long (ns) the client accepts to wait for an admission
+	// (the command's trailing WAIT): a request that would be refused now
+	// but admitted within Wait reserves its place at once (see Apply and
+	// wait.go). 0 waits for nothing. Range 0..MaxWait; only the kinds
+	// WaitSupported reports take it. It travels with the request so that
+	// every replica reserves alike.
+	Wait int64
 }
 
 // Result is the reply of one limiter request. All durations are nanoseconds
@@ -138,6 +145,10 @@ type Result struct {
 	// Wait is the leaky bucket's time until this request reaches the head
 	// of the queue; -1 when limited. Unused (0) by other kinds.
 	Wait int64
+	// Delay is the time (ns) from now until a waiting request
+	// (Request.Wait) is admitted: its reply is due then, and every other
+	// field is as of that instant. 0 for a request answered at once.
+	Delay int64
 	// Shadowed is true for a shadow request (Request.Shadow) that was
 	// refused and is answered allowed (Limited false): like any refusal it
 	// consumed nothing. Apply never sets it; the keyspace does.
@@ -157,6 +168,9 @@ const (
 	// tolerance, a bucket's time to refill or drain completely): 2^62 ns,
 	// about 146 years, so that now + span never overflows int64.
 	MaxSpan = int64(1) << 62
+	// MaxWait bounds Request.Wait: one day. Servers cap it much lower
+	// (the max-wait setting).
+	MaxWait = int64(24) * 3600 * 1e9
 )
 
 // Sentinel errors. The wire layer maps each to Redis's wording.
@@ -178,6 +192,9 @@ var (
 	// ErrLogLimit is returned when a sliding log's limit exceeds the
 	// server's configured maximum.
 	ErrLogLimit = errors.New("limit exceeds the sliding log maximum")
+	// ErrWaitUnsupported is returned for WAIT on a kind that cannot
+	// reserve a place (the window limiters; see wait.go).
+	ErrWaitUnsupported = errors.New("WAIT is not supported by this limiter")
 )
 
 // Apply runs req against st at now and returns the next state and the reply.
@@ -202,7 +219,21 @@ var (
 // a sliding log the returned State may share st.Log's backing array and
 // write into it: st counts as replaced, and a copy kept elsewhere (a
 // snapshot capture) must deep-copy Log.
+//
+// A request with Wait > 0 that is refused at now but would be allowed at
+// now+RetryAfter <= now+Wait is admitted as of that instant instead (a
+// reservation, wait.go): the returned State holds it, and the Result is
+// the allowed reply at now+Delay. A shadow request never reserves.
 func Apply(st State, req *Request, now int64) (State, Result) {
+	next, res := apply(st, req, now)
+	if res.Limited && req.Wait > 0 && !req.Shadow && res.RetryAfter >= 0 && res.RetryAfter <= req.Wait && WaitSupported(req.Kind) {
+		return reserve(st, req, now, res)
+	}
+	return next, res
+}
+
+// apply runs req against st at now, without waiting.
+func apply(st State, req *Request, now int64) (State, Result) {
 	switch req.Kind {
 	case KindGCRA:
 		return throttle(st, req, now)

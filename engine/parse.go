@@ -156,7 +156,9 @@ var paramNames = [numKinds][4]string{
 
 func paramErr(k Kind, field int, err error) error {
 	name := "argument"
-	if k < numKinds {
+	if field == fWait {
+		name = "WAIT"
+	} else if k < numKinds {
 		name = paramNames[k][field]
 	}
 	return fmt.Errorf("%s: %w", name, err)
@@ -167,6 +169,7 @@ const (
 	fRate
 	fPeriod
 	fQuantity
+	fWait // the trailing WAIT duration
 )
 
 // ParseRequest parses the arguments after the key of one limiter command:
@@ -177,6 +180,10 @@ const (
 //	KindFixedWindow   FW.INCR      limit window [count]
 //	KindSlidingWindow SW.INCR      limit window [count]
 //	KindSlidingLog    SL.ADD       limit window [count]
+//
+// Every command may end with WAIT duration (any letter case; a duration
+// as ParseDuration reads it, 0 up to MaxWait), setting Request.Wait; the
+// kinds WaitSupported refuses answer ErrWaitUnsupported.
 //
 // Counts are integers (ParseInt); the quantity defaults to 1. CL.THROTTLE's
 // period is whole seconds, as in redis-cell; other periods and windows are
@@ -204,12 +211,22 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 	default:
 		return Request{}, fmt.Errorf("kind %d: %w", kind, ErrSyntax)
 	}
+	r := Request{Kind: kind, Quantity: 1}
+	var text [5][]byte // each field's argument, for ArgError.Value
+	var err error
+	if n := len(args); n > minArgs && equalFold(args[n-2], "wait") {
+		if !WaitSupported(kind) {
+			return Request{}, ErrWaitUnsupported
+		}
+		text[fWait] = args[n-1]
+		if r.Wait, err = parseWait(kind, args[n-1]); err != nil {
+			return Request{}, err
+		}
+		args = args[:n-2]
+	}
 	if len(args) < minArgs || len(args) > maxArgs {
 		return Request{}, ErrArity
 	}
-	r := Request{Kind: kind, Quantity: 1}
-	var text [4][]byte // each field's argument, for ArgError.Value
-	var err error
 	text[fBurst] = args[0]
 	if r.Burst, err = ParseInt(args[0]); err != nil {
 		return Request{}, intErr(kind, fBurst, args[0], err)
@@ -259,6 +276,24 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// parseWait parses WAIT's duration (0 up to MaxWait).
+func parseWait(kind Kind, b []byte) (int64, error) {
+	ns, err := ParseDuration(b)
+	switch {
+	case errors.Is(err, ErrInvalidDuration):
+		err = ErrInvalidDuration
+	case err == nil && ns < 0:
+		err = ErrNegative
+	case err != nil || ns > MaxWait:
+		err = ErrNotInteger
+	default:
+		return ns, nil
+	}
+	ae := argErr(kind, fWait, 0, err)
+	ae.Value = string(b)
+	return 0, ae
 }
 
 // intErr is the error of field's integer argument b that ParseInt
@@ -359,7 +394,10 @@ func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, err
 //     rounded up to whole periods, ⌈capacity/rate⌉ × period <= MaxSpan; this
 //     also bounds capacity × period / rate and, since a request above the
 //     capacity is refused, quantity × period / rate;
-//   - windows: 2 × window <= 2 × MaxPeriod < MaxSpan always holds.
+//   - windows: 2 × window <= 2 × MaxPeriod < MaxSpan always holds;
+//   - a waiting request (Wait > 0, the kinds WaitSupported names): the
+//     span above plus Wait <= MaxSpan, so that a reservation dated up to
+//     Wait ahead keeps every sum in int64. Wait is in 0..MaxWait.
 func (r *Request) Validate() error {
 	k := r.Kind
 	if !k.Valid() {
@@ -405,6 +443,14 @@ func (r *Request) Validate() error {
 	if r.Interval && k != KindTokenBucket {
 		return fmt.Errorf("INTERVAL: %w", ErrSyntax)
 	}
+	switch {
+	case r.Wait < 0:
+		return argErr(k, fWait, r.Wait, ErrNegative)
+	case r.Wait > MaxWait:
+		return argErr(k, fWait, r.Wait, ErrNotInteger)
+	case r.Wait > 0 && !WaitSupported(k):
+		return ErrWaitUnsupported
+	}
 	switch k {
 	case KindGCRA:
 		t := emissionInterval(r.Period, r.Rate)
@@ -418,6 +464,9 @@ func (r *Request) Validate() error {
 			// T × (max_burst+1) <= MaxSpan.
 			return argErr(k, fBurst, r.Burst, ErrOverflow).bounded(BoundSpan, MaxSpan/t-1)
 		}
+		if tol, _ := spanProduct(t, r.Burst+1); r.Wait > MaxSpan-tol {
+			return argErr(k, fWait, r.Wait, ErrOverflow).bounded(BoundSpan, MaxSpan-tol)
+		}
 	case KindTokenBucket, KindLeakyBucket:
 		periods := (r.Burst + r.Rate - 1) / r.Rate
 		if _, ok := spanProduct(periods, r.Period); !ok {
@@ -428,6 +477,9 @@ func (r *Request) Validate() error {
 				hi = p * r.Rate
 			}
 			return argErr(k, fBurst, r.Burst, ErrOverflow).bounded(BoundSpan, hi)
+		}
+		if span, _ := spanProduct(periods, r.Period); r.Wait > MaxSpan-span {
+			return argErr(k, fWait, r.Wait, ErrOverflow).bounded(BoundSpan, MaxSpan-span)
 		}
 	}
 	return nil

@@ -26,7 +26,8 @@ package engine
 //
 //	A  the next refill instant (Unix ns)
 //	B  the deficit in whole tokens (capacity minus tokens held), 1..capacity
-//	C  -1, marking the INTERVAL variant
+//	C  -1, marking the INTERVAL variant (-2 when written by a reservation
+//	   dated in the future, see wait.go and intervalDeficit)
 //	ExpireAt = the refill instant at which the bucket is full again
 //
 // Parameters changing between calls. Parameters are sent with every call and
@@ -43,8 +44,14 @@ package engine
 // that call: tokens missing (rounded up) become time at the new rate, and the
 // other way round with a new alignment starting then.
 
-// tbIntervalMark in State.C marks a token bucket in the INTERVAL variant.
-const tbIntervalMark = -1
+// tbIntervalMark in State.C marks a token bucket in the INTERVAL variant;
+// tbIntervalReserved marks one written by a reservation (wait.go), whose
+// next refill A may lie more than a period ahead: the refills before A
+// are spoken for.
+const (
+	tbIntervalMark     = -1
+	tbIntervalReserved = -2
+)
 
 // takeTokens is TB.TAKE: a token bucket of req.Burst tokens refilling
 // req.Rate tokens per req.Period ns, continuously or (req.Interval) all at
@@ -159,7 +166,7 @@ func loadDeficit(st State, kind Kind, rate, period, capacity int64, now int64) u
 func takeTokensInterval(st State, req *Request, now int64) (State, Result) {
 	capacity, rate, period, q := req.Burst, req.Rate, req.Period, req.Quantity
 	deficit, refill := intervalDeficit(st, rate, period, capacity, now)
-	res := Result{Limit: capacity, RetryAfter: -1, Remaining: capacity - deficit}
+	res := Result{Limit: capacity, RetryAfter: -1, Remaining: max(capacity-deficit, 0)}
 	res.ResetAfter = intervalFullAt(deficit, refill, rate, period, now) - now
 	if q < 0 || q > capacity {
 		res.Limited = true
@@ -182,8 +189,8 @@ func takeTokensInterval(st State, req *Request, now int64) (State, Result) {
 }
 
 // intervalDeficit returns the whole tokens an INTERVAL bucket lacks at now
-// (0..capacity), after the refills due by now, and its next refill instant
-// (> now). A full bucket starts a new alignment: its next refill is one
+// (0..capacity, more while reservations are held), after the refills due
+// by now, and its next refill instant (> now). A full bucket starts a new alignment: its next refill is one
 // period from now.
 func intervalDeficit(st State, rate, period, capacity int64, now int64) (deficit, refill int64) {
 	refill = satAdd(now, period)
@@ -197,6 +204,14 @@ func intervalDeficit(st State, rate, period, capacity int64, now int64) (deficit
 		return capacity - bucketRemaining(d, capacity, period), refill
 	}
 	deficit, refill = min(max(st.B, 0), capacity), st.A
+	if ahead := refill - now; st.C == tbIntervalReserved && ahead > period {
+		// A reservation (wait.go) dated at a refill instant before A
+		// took the refills between now and it: the k refills at
+		// A−period, …, A−k·period still ahead of now are spoken for, so
+		// the bucket lacks their tokens as well (more than capacity).
+		k := min((ahead-1)/period, MaxCount/rate)
+		return deficit + k*rate, refill - k*period
+	}
 	if now >= refill {
 		due := 1 + (uint64(now)-uint64(refill))/uint64(period) // refills at or before now
 		need := uint64(deficit+rate-1) / uint64(rate)          // refills to be full

@@ -43,6 +43,10 @@ type denyCache struct {
 	max     time.Duration // > 0
 	entries int           // >= 1
 	now     func() time.Time
+	// slack is the limiter's WithWait: a request arriving slack before the
+	// refusal's retry_after is up is admitted by waiting, so a refusal
+	// holds only until then.
+	slack time.Duration
 
 	mu    sync.Mutex
 	m     map[denyKey]*list.Element // guarded by mu; values are *denial
@@ -85,6 +89,7 @@ func (c *denyCache) put(key string, n int64, d Decision) {
 	}
 	ttl := c.max
 	if wait, ok := d.RetryAfter(); ok {
+		wait -= c.slack
 		if wait <= 0 {
 			return
 		}

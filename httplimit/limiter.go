@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,9 @@ type Limiter struct {
 	policies []compiled
 	prefix   string
 	timeout  time.Duration
+	// wait is WithWait's longest wait (0: none), sent as waitArg.
+	wait    time.Duration
+	waitArg string
 	// bounded is true when the client itself stops a call at its
 	// context's deadline (ContextTimeoutEnabled), so no goroutine is
 	// needed to enforce the timeout.
@@ -83,11 +87,20 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 		return nil, err
 	}
 	l := &Limiter{client: client, policies: cs, prefix: cfg.prefix, timeout: cfg.timeout}
+	if cfg.wait > 0 {
+		if len(cs) != 1 || cs[0].cmd == "FW.INCR" || cs[0].cmd == "SW.INCR" || cs[0].cmd == "SL.ADD" {
+			return nil, fmt.Errorf("%w: WithWait needs one policy of GCRA, TokenBucket or LeakyBucket (the commands that take WAIT), not %d policies of %s", ErrInvalidOption, len(cs), cs[0].cmd)
+		}
+		ms := (cfg.wait + time.Millisecond - 1) / time.Millisecond
+		l.wait = ms * time.Millisecond
+		l.waitArg = strconv.FormatInt(int64(ms), 10) + "ms"
+	}
 	if !cfg.noBreaker {
 		l.breaker = &breaker{failures: cfg.breakerFailures, coolDown: cfg.breakerCoolDown, now: cfg.now}
 	}
 	if cfg.denyMax > 0 {
 		l.deny = newDenyCache(cfg.denyMax, DenyCacheEntries, cfg.now)
+		l.deny.slack = l.wait
 	}
 	l.refusals.watchDials(client)
 	switch c := client.(type) {
@@ -177,7 +190,7 @@ func (l *Limiter) decide(parent context.Context, key string, n int64) (Decision,
 	refusable, refuse := context.WithCancelCause(parent)
 	defer refuse(nil)
 	defer l.refusals.watch(refuse)()
-	ctx, cancel := context.WithTimeout(refusable, l.timeout)
+	ctx, cancel := context.WithTimeout(refusable, l.timeout+l.wait)
 	defer cancel()
 	args := l.command(key, n)
 	v, err := l.do(ctx, args)
@@ -219,7 +232,11 @@ func (l *Limiter) command(key string, n int64) []any {
 		args = append(args, c.cmd, l.ServerKey(c.Name, key))
 		args = append(args, c.params...)
 		args = append(args, n)
-		return append(args, c.suffix...)
+		args = append(args, c.suffix...)
+		if l.wait > 0 {
+			args = append(args, "WAIT", l.waitArg)
+		}
+		return args
 	}
 	args := make([]any, 0, 1+5*len(l.policies))
 	args = append(args, "CL.THROTTLEALL")

@@ -27,6 +27,8 @@ type config struct {
 	now             func() time.Time // the breaker's and deny cache's clock; tests pass a fake one
 	// denyMax is the deny cache's longest hold; 0 turns it off.
 	denyMax time.Duration
+	// wait is WithWait's longest wait; 0: never wait.
+	wait time.Duration
 	// limiterOpt names an option given that configures the Limiter
 	// itself, which Limiter.Middleware cannot take.
 	limiterOpt string
@@ -47,6 +49,9 @@ func newConfig(opts []Option) (config, error) {
 	if cfg.breakerFailures < 1 || cfg.breakerCoolDown <= 0 {
 		return config{}, fmt.Errorf("%w: circuit breaker: %d failures (want 1 or more) and cool-down %v (want positive)",
 			ErrInvalidOption, cfg.breakerFailures, cfg.breakerCoolDown)
+	}
+	if cfg.wait < 0 || cfg.wait > MaxWait {
+		return config{}, fmt.Errorf("%w: wait %v must be 0 (off) up to %v", ErrInvalidOption, cfg.wait, MaxWait)
 	}
 	if cfg.denyMax < 0 {
 		return config{}, fmt.Errorf("%w: deny cache max %v must be 0 (off) or positive", ErrInvalidOption, cfg.denyMax)
@@ -116,6 +121,25 @@ func WithoutCircuitBreaker() Option {
 // negative.
 func WithDenyCache(max time.Duration) Option {
 	return func(c *config) { c.denyMax, c.limiterOpt = max, "WithDenyCache" }
+}
+
+// MaxWait bounds WithWait: the server caps any wait by its max-wait
+// setting (default 10 s) anyway.
+const MaxWait = time.Minute
+
+// WithWait makes a request that would be refused wait instead, when the
+// server would admit it within max: the server keeps its place in line
+// (first come, first served per key) and answers it allowed at its turn,
+// so the handler runs late rather than the client getting a 429 and
+// retrying. A request that could not be admitted within max is refused at
+// once, as without the option. The decision's time bound becomes the
+// timeout plus max; the client's own read timeout (go-redis's ReadTimeout,
+// 3 s by default) must exceed that too, or ContextTimeoutEnabled be set.
+// It needs one policy of GCRA, TokenBucket or LeakyBucket (the commands
+// that take WAIT; NewLimiter refuses it otherwise); max runs from 1 ms to
+// MaxWait, in whole milliseconds (rounded up), 0 turns it off.
+func WithWait(max time.Duration) Option {
+	return func(c *config) { c.wait, c.limiterOpt = max, "WithWait" }
 }
 
 // WithKeyPrefix puts prefix before every key the limiter writes on the

@@ -101,6 +101,7 @@ type Collector struct {
 	rlsReloads, rlsForwarded, rlsRedirected, rlsUndecided   *prometheus.Desc
 	rlsDescHits, rlsDescOver, rlsDescNear, rlsDescShadow    *prometheus.Desc
 	classDecisions                                          *prometheus.Desc
+	waiting, waitDuration                                   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -185,6 +186,9 @@ func NewCollector(src Sources) *Collector {
 		rlsDescShadow: d("rls_descriptor_shadow_over_limit_total", "Hits over the limit of a shadow_mode rule (answered OK), by domain and descriptor.", "domain", "descriptor"),
 		rlsUndecided:  d("rls_undecided_descriptors_total", "Descriptors that could not be decided (no leader in their group, no group serving their slot, an error on their key): answered UNKNOWN, or their call failed."),
 
+		waiting:      d("waiting_requests", "Limiter requests waiting for their turn (WAIT) on this server now (INFO blocked_clients)."),
+		waitDuration: d("wait_duration_seconds", "How long the requests that waited (WAIT) waited, from their admission to their reply."),
+
 		classDecisions: d("class_decisions_total", "Limiter decisions by key class and outcome (allowed, limited): the first metrics-class rule matching the key, else its prefix up to the first ':' for the first metrics-class-limit prefixes, else other; a CL.THROTTLEALL counts each of its keys. Absent while classes are off.", "class", "outcome"),
 	}
 	c.descs = descs
@@ -252,6 +256,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, k := range st.HotLimited {
 		gauge(c.hotKeys, float64(k.Count), "limited", k.Command, strings.ToValidUTF8(k.Key, "\uFFFD"))
+	}
+	gauge(c.waiting, float64(st.Wait.Waiting))
+	if st.Wait.Waited > 0 {
+		buckets := make(map[float64]uint64, len(st.Wait.Bounds))
+		var cum uint64
+		for i, b := range st.Wait.Bounds {
+			cum += uint64(st.Wait.Counts[i])
+			buckets[b] = cum
+		}
+		// The counters are read one by one: a wait answered meanwhile may
+		// be in the buckets and not yet in the count.
+		ch <- prometheus.MustNewConstHistogram(c.waitDuration, max(uint64(st.Wait.Waited), cum+uint64(st.Wait.Counts[len(st.Wait.Bounds)])), st.Wait.WaitedSeconds, buckets)
 	}
 	for _, k := range st.Classes {
 		counter(c.classDecisions, float64(k.Allowed), k.Name, "allowed")

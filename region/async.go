@@ -396,8 +396,8 @@ func DecodeApply(args [][]byte, maxLogLimit int64) (ApplyCall, error) {
 		case err != nil:
 		case req.Quantity == 0:
 			err = fmt.Errorf("quantity 0 consumes nothing")
-		case req.Shadow || req.Exact:
-			err = fmt.Errorf("a consumption carries no shadow or exact flag")
+		case req.Shadow || req.Exact || req.Wait != 0:
+			err = fmt.Errorf("a consumption carries no shadow, exact or wait flag")
 		case hashslot.Of(f[0]) != slot:
 			err = fmt.Errorf("key hashes to slot %d, not %d", hashslot.Of(f[0]), slot)
 		case strings.HasPrefix(string(f[0]), seqKeyPrefix):
@@ -565,7 +565,9 @@ func (g *Gate) enqueue(op *shards.Op, res *shards.Result) {
 			continue
 		}
 		req := op.Reqs[i]
-		req.Shadow, req.Exact = false, false
+		// A consumption is applied as of its arrival; a waiter's turn was
+		// decided here (docs/regions.md).
+		req.Shadow, req.Exact, req.Wait = false, false, 0
 		for _, o := range g.outboxes {
 			o.add(k, req, now)
 		}

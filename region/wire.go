@@ -122,13 +122,20 @@ func decodeRequest(f [][]byte) (engine.Request, error) {
 	return r, r.Validate()
 }
 
-// EncodeResult appends r as REGION.EXEC's per-key reply fields.
+// EncodeResult appends r as REGION.EXEC's per-key reply fields: six, and
+// a seventh, the delay (ns), for a waiting request admitted for a later
+// turn (engine.Result.Delay; only a request that carried a wait, which an
+// older home refuses, gets one).
 func EncodeResult(dst []int64, r *engine.Result) []int64 {
 	l := int64(0)
 	if r.Limited {
 		l = 1
 	}
-	return append(dst, l, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, r.Wait)
+	dst = append(dst, l, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, r.Wait)
+	if r.Delay > 0 {
+		dst = append(dst, r.Delay)
+	}
+	return dst
 }
 
 // decodeResults reads REGION.EXEC's reply for n keys into out.
@@ -137,17 +144,20 @@ func decodeResults(v respclient.Value, n int, out []engine.Result) error {
 		return fmt.Errorf("region: malformed REGION.EXEC reply (kind %q, %d elements, want %d)", v.Kind, len(v.Elems), n)
 	}
 	for i, e := range v.Elems {
-		if e.Kind != respclient.Array || len(e.Elems) != resultFields {
+		if e.Kind != respclient.Array || len(e.Elems) != resultFields && len(e.Elems) != resultFields+1 {
 			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
 		}
-		var f [resultFields]int64
+		var f [resultFields + 1]int64
 		for j, x := range e.Elems {
 			if x.Kind != respclient.Integer {
 				return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
 			}
 			f[j] = x.Int
 		}
-		out[i] = engine.Result{Limited: f[0] != 0, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5]}
+		out[i] = engine.Result{Limited: f[0] != 0, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5], Delay: f[6]}
+		if f[6] < 0 || f[6] > 0 && f[0] != 0 {
+			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d: delay %d", i+1, f[6])
+		}
 	}
 	return nil
 }

@@ -122,10 +122,15 @@ const opFlags = opNoGrow | opAsking | opDest | opExclusive
 // the other bits must be 0.
 const restoreReplace = 0x01
 
-// A result's limited byte (a forwarded batch's reply).
+// A result's limited byte (a forwarded batch's reply). resultDelayed is
+// an allowed result of a waiting request (engine.Result.Delay > 0): its
+// delay follows the other fields as one more varint. Only a request that
+// carried a wait (codec.FlagWait, which an older leader refuses) gets one
+// back, so an older follower never reads it.
 const (
 	resultLimited  = 1
 	resultShadowed = 2
+	resultDelayed  = 3
 )
 
 // errOther marks an op error that is not in resultErrs; its text follows.
@@ -569,6 +574,8 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 				limited = resultLimited
 			case x.Shadowed:
 				limited = resultShadowed
+			case x.Delay > 0:
+				limited = resultDelayed
 			}
 			dst = append(dst, limited)
 			dst = binary.AppendVarint(dst, x.Limit)
@@ -576,6 +583,9 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			dst = binary.AppendVarint(dst, x.RetryAfter)
 			dst = binary.AppendVarint(dst, x.ResetAfter)
 			dst = binary.AppendVarint(dst, x.Wait)
+			if limited == resultDelayed {
+				dst = binary.AppendVarint(dst, x.Delay)
+			}
 		}
 	}
 	return dst
@@ -619,7 +629,8 @@ func decodeResults(b []byte, res []shards.Result) error {
 		nr := r.count("limiter result count", 6)
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
-			switch r.byte1("limited") {
+			kind := r.byte1("limited")
+			switch kind {
 			case resultLimited:
 				x.Limited = true
 			case resultShadowed:
@@ -630,6 +641,9 @@ func decodeResults(b []byte, res []shards.Result) error {
 			x.RetryAfter = r.varint("retry_after")
 			x.ResetAfter = r.varint("reset_after")
 			x.Wait = r.varint("wait")
+			if kind == resultDelayed {
+				x.Delay = r.varint("delay")
+			}
 			rs.Results = append(rs.Results, x)
 		}
 	}

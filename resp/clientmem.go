@@ -105,6 +105,8 @@ func (m *clientMem) untrackMem(c *Conn) {
 // even while its transport is still being closed. The connection's
 // goroutine or loop only, after its last command.
 func release(c *Conn) {
+	c.wt.unwait(c) // a reservation stays consumed; it no longer waits here
+	c.wt.held, c.wt.pending = nil, nil
 	c.tx = txState{}
 	c.multi.Store(-1)
 	c.multiMem.Store(0)

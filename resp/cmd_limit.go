@@ -17,6 +17,14 @@ func prepareLimit(kind engine.Kind) func(c *Conn, args [][]byte, op *shards.Op) 
 		if err != nil {
 			return err
 		}
+		if req.Wait > 0 {
+			// max-wait caps the wait; past max-waiting it is refused.
+			w, err := c.srv.waits.admit(req.Wait)
+			if err != nil {
+				return err
+			}
+			req.Wait = w
+		}
 		op.Code = shards.OpLimit
 		op.Keys = append(op.Keys, args[1])
 		op.Reqs = append(op.Reqs, req)

@@ -198,8 +198,8 @@ func commandSteps() []step {
 			if docs["group"] != "ratelimit" || docs["complexity"] != "O(1)" {
 				t.Errorf("COMMAND DOCS cl.throttle = %v", docs)
 			}
-			if args, ok := docs["arguments"].([]any); !ok || len(args) != 5 {
-				t.Errorf("COMMAND DOCS cl.throttle arguments = %v, want 5", docs["arguments"])
+			if args, ok := docs["arguments"].([]any); !ok || len(args) != 6 {
+				t.Errorf("COMMAND DOCS cl.throttle arguments = %v, want 6", docs["arguments"])
 			}
 		}},
 		{args: []any{"INFO", "keyspace"}, check: func(t *testing.T, i int, v any) {
@@ -208,7 +208,7 @@ func commandSteps() []step {
 				t.Errorf("INFO keyspace = %q, want a positive avg_ttl (every key has a TTL)", s)
 			}
 		}},
-		{args: []any{"INFO", "commandstats"}, check: containsAll("cmdstat_cl.throttle:calls=", "rejected_calls=2,failed_calls=6,allowed=3,limited=1")},
+		{args: []any{"INFO", "commandstats"}, check: containsAll("cmdstat_cl.throttle:calls=", "rejected_calls=1,failed_calls=7,allowed=3,limited=1")},
 		{args: []any{"INFO"}, check: containsAll("# Server\r\n", "redis_version:", "# Clients\r\n", "# Memory\r\n", "# Persistence\r\nloading:0\r\n", "# Stats\r\n", "limiter_allowed:", "# Replication\r\nrole:master\r\n", "# Keyspace\r\n")},
 		{args: []any{"FLUSHALL", "bogus"}, err: "ERR syntax error"},
 		{args: []any{"FLUSHALL", "ASYNC"}, want: "OK"},

@@ -83,6 +83,9 @@ type Conn struct {
 	// acct is the connection's accounting of its commands (stats.go).
 	acct tally
 
+	// wt is the connection's request waiting for its turn (WAIT, wait.go).
+	wt connWait
+
 	mu       sync.Mutex // guards the fields below
 	name     string
 	libName  string
@@ -312,7 +315,9 @@ func (c *Conn) execBatch(cmds []span) {
 		} else {
 			c.wb.slots = c.wb.slots[:0]
 			c.wb.slots = append(c.wb.slots, slot{cmd: cmd, args: a, asking: asking})
-			for i++; i < len(cmds); i++ {
+			// A run ends after a command with WAIT: what follows it runs
+			// once it has been answered (wait.go).
+			for i++; i < len(cmds) && !hasWait(c.wb.slots[len(c.wb.slots)-1].cmd, c.wb.slots[len(c.wb.slots)-1].args); i++ {
 				a := args[cmds[i].lo:cmds[i].hi]
 				next, err := c.rcache.resolve(c.srv.table, a)
 				if err != nil || next.Prepare == nil || (!c.auth.authed && next.Flags&FlagNoAuth == 0) {
@@ -322,6 +327,19 @@ func (c *Conn) execBatch(cmds []span) {
 			}
 			c.wb.runWrites(c, c.wb.slots)
 			t0 = c.acct.accountSlots(c, c.wb.slots, t0)
+			if c.wt.due != 0 {
+				if c.lp.gc != nil {
+					// On a loop: the rest waits for the turn (resumeLoop).
+					c.wt.pending = cmds[i:]
+					c.srv.waits.schedule(c.wt.due, c)
+					return
+				}
+				if !c.wt.waitHere(c) {
+					c.quit = true
+					return
+				}
+				t0 = time.Now()
+			}
 		}
 		if c.quit {
 			return
@@ -370,7 +388,11 @@ func (r *resolver) resolve(t *table, args [][]byte) (*Command, error) {
 func (b *writeBatch) runWrites(c *Conn, slots []slot) {
 	n, werr := b.submitWrites(c, slots, false)
 	for k := range slots {
+		mark := len(c.out)
 		b.finishWrite(c, &slots[k], werr)
+		if d := b.delayOf(&slots[k], werr); d > 0 {
+			c.wt.hold(c, mark, d) // only the run's last command can wait
+		}
 	}
 	b.releaseOps(c, n)
 }

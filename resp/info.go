@@ -138,7 +138,8 @@ func infoClients(s *Server, b []byte, _ int64) []byte {
 	b = append(b, "# Clients\r\n"...)
 	b = fieldInt(b, "connected_clients", s.clients.Load())
 	b = fieldInt(b, "maxclients", s.maxClients.Load())
-	return fieldInt(b, "blocked_clients", 0)
+	// Blocked: the clients whose request waits for its turn (WAIT).
+	return fieldInt(b, "blocked_clients", s.waits.count.Load())
 }
 
 // infoMemory appends the Memory section: the Go heap, the keyspace's size
@@ -221,6 +222,7 @@ func infoStats(s *Server, b []byte, now int64) []byte {
 	b = fieldInt(b, "limit_overridden_requests", int64(ps.Overridden))
 	b = fieldInt(b, "shadow_requests", int64(ps.ShadowRequests))
 	b = fieldInt(b, "shadow_limited", int64(s.backend.Store().Shadowed()))
+	b = s.waits.infoWait(b)
 	vs := s.cfg.Violations.Stats()
 	b = fieldInt(b, "violations_logged", int64(vs.Logged))
 	b = fieldInt(b, "violations_suppressed", int64(vs.Suppressed))

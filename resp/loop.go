@@ -182,6 +182,13 @@ func (l *loopState) onTraffic(c *Conn) (closing bool) {
 			c.lastSeen.Store(time.Now().UnixNano())
 		}
 	}
+	if c.wt.due != 0 {
+		// A request of this connection waits for its turn (wait.go).
+		waiting, closing := c.wt.resumeLoop(c)
+		if closing || waiting {
+			return closing
+		}
+	}
 	start := time.Now()
 	for {
 		if s.draining.Load() || c.closing.Load() {
@@ -209,6 +216,9 @@ func (l *loopState) onTraffic(c *Conn) (closing bool) {
 		if c.quit {
 			_ = c.ob.flush(c)
 			return true
+		}
+		if c.wt.due != 0 {
+			return c.ob.flush(c) != nil // resumed at its turn
 		}
 	}
 }
@@ -252,7 +262,7 @@ func (s *Server) sweepLoopConns() {
 				s.stats.queryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
-			case idle > 0 && now-c.lastSeen.Load() > idle && c.ob.omem.Load() == 0:
+			case idle > 0 && now-c.lastSeen.Load() > idle && c.ob.omem.Load() == 0 && !c.wt.waitingNow.Load():
 				_ = lc.gc.Close()
 			case c.ob.loopSoft.Load(), c.ob.omem.Load() > 0:
 				// Replies pending: the connection checks the output limits

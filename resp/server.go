@@ -84,6 +84,11 @@ type Config struct {
 	// EXECABORT. Changeable live.
 	TxMaxCommands int
 	TxMaxBytes    int64
+	// MaxWait caps the WAIT of a limiter request (max-wait; wait.go), 1ms
+	// up to engine.MaxWait. MaxWaiting bounds the requests waiting at
+	// once (max-waiting; 0 refuses WAIT). Changeable live.
+	MaxWait    time.Duration
+	MaxWaiting int64
 	// QueryTimeout bounds the time a client may take to send the rest of
 	// a command it has started (0: no bound): a slow sender is closed when
 	// it passes. Changeable live.
@@ -191,6 +196,8 @@ func DefaultConfig() Config {
 		QueryTimeout:        DefaultQueryTimeout,
 		TxMaxCommands:       DefaultTxMaxCommands,
 		TxMaxBytes:          DefaultTxMaxBytes,
+		MaxWait:             DefaultMaxWait,
+		MaxWaiting:          DefaultMaxWaiting,
 		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
 		SlowlogMaxLen:       DefaultSlowlogMaxLen,
 		MemoryCheckInterval: DefaultMemoryCheckInterval,
@@ -228,7 +235,8 @@ func (c *Config) Validate() error {
 		name string
 		n    int64
 	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)},
-		{"transaction-max-commands", int64(c.TxMaxCommands)}, {"transaction-max-bytes", c.TxMaxBytes}} {
+		{"transaction-max-commands", int64(c.TxMaxCommands)}, {"transaction-max-bytes", c.TxMaxBytes},
+		{"max-wait", int64(c.MaxWait)}, {"max-waiting", c.MaxWaiting}} {
 		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
 			return fmt.Errorf("resp: %w", err)
 		}
@@ -288,6 +296,7 @@ type Server struct {
 	queryLimit  atomic.Int64 // client-query-buffer-limit
 	txMaxCmds   atomic.Int64 // transaction-max-commands
 	txMaxBytes  atomic.Int64 // transaction-max-bytes
+	waits       waiting      // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
 	queryTime   atomic.Int64 // ns
 	maxMemory   atomic.Int64
 	policy      atomic.Int32      // MemoryPolicy
@@ -363,6 +372,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.queryLimit.Store(int64(cfg.QueryBufferLimit))
 	s.txMaxCmds.Store(int64(cfg.TxMaxCommands))
 	s.txMaxBytes.Store(cfg.TxMaxBytes)
+	s.waits.init(cfg)
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
@@ -476,8 +486,9 @@ func (s *Server) prepare() {
 	s.bg.Add(1)
 	go s.evictLoop()
 	if s.loops != nil {
-		s.bg.Add(1)
+		s.bg.Add(2)
 		go s.sweepLoopConns()
+		go s.waits.run(s)
 	}
 }
 

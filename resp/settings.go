@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
@@ -94,6 +95,25 @@ func (s *Server) initSettings() error {
 				return err
 			}
 			s.txMaxBytes.Store(n)
+			return nil
+		}},
+		{Name: "max-wait", Get: func() string { return engine.FormatDuration(s.waits.maxWait.Load()) }, Set: func(v string) error {
+			n, err := engine.ParseDuration([]byte(v))
+			if err == nil {
+				err = setting.Must("max-wait").CheckRange(n)
+			}
+			if err != nil {
+				return fmt.Errorf("argument must be a duration from 1ms to 1d (500ms, 10s): %w", err)
+			}
+			s.waits.maxWait.Store(n)
+			return nil
+		}},
+		{Name: "max-waiting", Get: func() string { return itoa(s.waits.maxWaiting.Load()) }, Set: func(v string) error {
+			n, err := setting.Must("max-waiting").ParseLive(v)
+			if err != nil {
+				return err
+			}
+			s.waits.maxWaiting.Store(n)
 			return nil
 		}},
 		{Name: "client-query-timeout", Get: func() string { return itoa(s.queryTime.Load() / int64(time.Second)) }, Set: func(v string) error {

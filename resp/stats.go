@@ -164,6 +164,9 @@ type Stats struct {
 	// Commands lists every command called, rejected or failed at least
 	// once, in table order.
 	Commands []CommandStats
+	// Wait is the requests waiting for their turn (WAIT) and the
+	// histogram of their waits.
+	Wait WaitStats
 	// ConnectedClients is the number of open client connections.
 	ConnectedClients int64
 	// ConnectionsReceived counts accepted connections, RejectedConnections
@@ -223,6 +226,7 @@ type Stats struct {
 // connections).
 func (s *Server) Stats() Stats {
 	st := Stats{
+		Wait:                 s.waits.stats(),
 		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),

@@ -103,6 +103,10 @@ type Command struct {
 	// movable is the metadata's movable_keys: MovableKeys must be bound
 	// exactly when it is set.
 	movable bool
+	// Waits marks a limiter command that takes a trailing WAIT duration
+	// (wait.go): a run of pipelined writes ends after it, and MULTI
+	// refuses it.
+	Waits bool
 	// OpenSlot lets the command run on a node whose group is migrating or
 	// importing its keys' slot, whoever owns it (MIGRATE, as in Redis
 	// Cluster: keys move freely between the two groups of an open slot).

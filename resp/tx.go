@@ -144,6 +144,10 @@ func (tx *txState) queue(c *Conn, cmd *Command, args [][]byte) {
 		refuse(errNoMulti)
 		return
 	}
+	if hasWait(cmd, args) {
+		refuse(errWaitInMulti)
+		return
+	}
 	if err := queueRoute(c, cmd, args, asking); err != nil {
 		refuse(err)
 		return

@@ -134,7 +134,8 @@ func corruptf(off int64, format string, args ...any) error {
 //
 //   - gcra: A (the TAT) == ExpireAt; B == C == 0.
 //   - token bucket, continuous: 1 <= C <= MaxCount, 0 <= B < C, ExpireAt is
-//     A or A+1. INTERVAL (C == -1): 0 <= B <= MaxCount, A <= ExpireAt.
+//     A or A+1. INTERVAL (C == -1, or -2 written by a WAIT reservation):
+//     0 <= B <= MaxCount, A <= ExpireAt.
 //   - leaky bucket: 1 <= C <= MaxCount, 0 <= B < C, ExpireAt is A or A+1.
 //   - fixed window: 0 <= B <= MaxCount, C == 0, 0 < ExpireAt-A <= MaxPeriod.
 //   - sliding window: 0 <= B, C <= MaxCount, 0 < ExpireAt-A <= 2×MaxPeriod.
@@ -158,7 +159,7 @@ func ValidateState(st *engine.State) error {
 			return invalidf("gcra state A=%d B=%d C=%d is not (expiry %d, 0, 0)", st.A, st.B, st.C, st.ExpireAt)
 		}
 	case engine.KindTokenBucket:
-		if st.C == -1 { // INTERVAL variant
+		if st.C == -1 || st.C == -2 { // INTERVAL variant (-2: reserved ahead)
 			if !inCount(st.B) || st.A > st.ExpireAt {
 				return invalidf("token bucket (interval) state A=%d B=%d expiry %d out of range", st.A, st.B, st.ExpireAt)
 			}

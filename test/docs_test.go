@@ -411,8 +411,8 @@ func TestDocsParser(t *testing.T) {
 var docExample = regexp.MustCompile("Example on a fresh key: `([^`]+)` → `([^`]+)`")
 
 // TestDocsExamples runs the README's console blocks in order on one fresh
-// standalone server, then every "Example on a fresh key" of
-// docs/commands.md, and compares each reply with the docs.
+// standalone server, then docs/commands.md's console blocks and every
+// "Example on a fresh key" of it, and compares each reply with the docs.
 func TestDocsExamples(t *testing.T) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli not installed (scripts/test.sh installs it)")
@@ -435,6 +435,18 @@ func TestDocsExamples(t *testing.T) {
 				t.Errorf("%s:%d: %q is not a redis-cli command; mark the block <!-- doc-test: skip -->", b.file, c.line, c.text)
 				continue
 			}
+			if err := matchReply(c, cli(c.args...)); err != nil {
+				t.Errorf("%s:%d: $ %s: %v", b.file, c.line, c.text, err)
+			}
+			ran++
+		}
+	}
+	// docs/commands.md's console blocks (the WAIT section's), in order.
+	for _, b := range parseConsoleBlocks(t, filepath.Join("..", "docs", "commands.md")) {
+		if b.skip {
+			continue
+		}
+		for _, c := range b.cmds {
 			if err := matchReply(c, cli(c.args...)); err != nil {
 				t.Errorf("%s:%d: $ %s: %v", b.file, c.line, c.text, err)
 			}

@@ -35,10 +35,12 @@ type opsConfig struct {
 	TLSAuthClients  string // yes, no, optional
 	ProtoMaxBulkLen int64
 	QueryBufLimit   int64
-	QueryTimeout    int    // seconds; 0: none
-	OutputLimit     string // client-output-buffer-limit
-	TxMaxCommands   int    // transaction-max-commands
-	TxMaxBytes      int64  // transaction-max-bytes
+	QueryTimeout    int           // seconds; 0: none
+	OutputLimit     string        // client-output-buffer-limit
+	TxMaxCommands   int           // transaction-max-commands
+	TxMaxBytes      int64         // transaction-max-bytes
+	MaxWait         time.Duration // max-wait
+	MaxWaiting      int64         // max-waiting
 
 	SlowlogSlowerThan int64 // µs
 	SlowlogMaxLen     int
@@ -74,6 +76,8 @@ func defaultOpsConfig() opsConfig {
 		OutputLimit:       "normal 64mb 16mb 60",
 		TxMaxCommands:     rc.TxMaxCommands,
 		TxMaxBytes:        rc.TxMaxBytes,
+		MaxWait:           rc.MaxWait,
+		MaxWaiting:        rc.MaxWaiting,
 		SlowlogSlowerThan: rc.SlowlogSlowerThan,
 		SlowlogMaxLen:     rc.SlowlogMaxLen,
 		MaxMemoryPolicy:   rc.MemoryPolicy.String(),
@@ -99,6 +103,8 @@ var opsDirectives = []directive{
 	{name: "client-output-buffer-limit", field: func(c *Config) any { return &c.Ops.OutputLimit }},
 	{name: "transaction-max-commands", field: func(c *Config) any { return &c.Ops.TxMaxCommands }},
 	{name: "transaction-max-bytes", field: func(c *Config) any { return &c.Ops.TxMaxBytes }},
+	{name: "max-wait", field: func(c *Config) any { return &c.Ops.MaxWait }},
+	{name: "max-waiting", field: func(c *Config) any { return &c.Ops.MaxWaiting }},
 	{name: "slowlog-log-slower-than", field: func(c *Config) any { return &c.Ops.SlowlogSlowerThan }},
 	{name: "slowlog-max-len", field: func(c *Config) any { return &c.Ops.SlowlogMaxLen }},
 	{name: "maxmemory", field: func(c *Config) any { return &c.Ops.MaxMemory }},
@@ -189,6 +195,8 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.QueryTimeout = time.Duration(o.QueryTimeout) * time.Second
 	rc.TxMaxCommands = o.TxMaxCommands
 	rc.TxMaxBytes = o.TxMaxBytes
+	rc.MaxWait = o.MaxWait
+	rc.MaxWaiting = o.MaxWaiting
 	rc.OutputLimits, _ = resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()) // checked by validateOps
 	rc.SlowlogSlowerThan = o.SlowlogSlowerThan
 	rc.SlowlogMaxLen = o.SlowlogMaxLen

@@ -17,12 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cellserver/cellserver/engine"
 )
 
 // The request's flags, one bit each, the same in both forms: bit 0 is
-// Interval, bit 1 Shadow, bit 2 Exact. Bits were added in that order; an
+// Interval, bit 1 Shadow, bit 2 Exact, bit 4 Wait (a request with a
+// non-zero Wait: its value follows the other fields, see AppendBinary and
+// AppendArgs; bit 3 is left to the concurrency limiter's lease). Bits were added in that order; an
 // encoding written before a bit existed never set it, and a decoder older
 // than a bit refuses a request that carries it (binary: the log entry; RESP:
 // the peer's call) rather than reading it as unset.
@@ -30,8 +33,9 @@ const (
 	FlagInterval = 1 << 0
 	FlagShadow   = 1 << 1
 	FlagExact    = 1 << 2
+	FlagWait     = 1 << 4
 	// Flags are the bits a decoder accepts.
-	Flags = FlagInterval | FlagShadow | FlagExact
+	Flags = FlagInterval | FlagShadow | FlagExact | FlagWait
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -48,6 +52,9 @@ func FlagsOf(r *engine.Request) byte {
 	}
 	if r.Exact {
 		f |= FlagExact
+	}
+	if r.Wait != 0 {
+		f |= FlagWait
 	}
 	return f
 }
@@ -68,13 +75,17 @@ func setFlags(r *engine.Request, f uint64) error {
 const MinBinary = 6
 
 // AppendBinary appends r's binary form: byte kind, byte flags, then varint
-// burst, rate, period and quantity.
+// burst, rate, period and quantity, then, with FlagWait only, varint wait.
 func AppendBinary(dst []byte, r *engine.Request) []byte {
 	dst = append(dst, byte(r.Kind), FlagsOf(r))
 	dst = binary.AppendVarint(dst, r.Burst)
 	dst = binary.AppendVarint(dst, r.Rate)
 	dst = binary.AppendVarint(dst, r.Period)
-	return binary.AppendVarint(dst, r.Quantity)
+	dst = binary.AppendVarint(dst, r.Quantity)
+	if r.Wait != 0 {
+		dst = binary.AppendVarint(dst, r.Wait)
+	}
+	return dst
 }
 
 // ReadBinary decodes the request at the start of b (AppendBinary's form)
@@ -90,6 +101,7 @@ func ReadBinary(b []byte) (engine.Request, int, error) {
 		return r, 0, err
 	}
 	n := 2
+	wait := b[1]&FlagWait != 0
 	for _, f := range [...]struct {
 		p    *int64
 		name string
@@ -99,6 +111,17 @@ func ReadBinary(b []byte) (engine.Request, int, error) {
 			return r, 0, errTruncated(f.name)
 		}
 		*f.p = v
+		n += m
+	}
+	if wait {
+		v, m := binary.Varint(b[n:])
+		if m <= 0 {
+			return r, 0, errTruncated("wait")
+		}
+		if v == 0 {
+			return r, 0, fmt.Errorf("%w: wait flag with a zero wait", ErrMalformed)
+		}
+		r.Wait = v
 		n += m
 	}
 	return r, n, nil
@@ -113,7 +136,9 @@ func errTruncated(field string) error {
 const ArgFields = 6
 
 // AppendArgs appends r's RESP form: the kind's name, then decimal burst,
-// rate, period (ns), quantity and flags. The flags field is 0 or 1 for a
+// rate, period (ns), quantity and flags; with FlagWait the flags field is
+// followed by a comma and the decimal wait (ns) in the same field, so that
+// a receiver older than the flag refuses the field. The flags field is 0 or 1 for a
 // request with no flag but Interval, as the field (then named interval) was
 // before it carried the others, so a receiver older than them reads such a
 // request as it always did, and refuses one that carries them.
@@ -121,7 +146,16 @@ func AppendArgs(args [][]byte, r *engine.Request) [][]byte {
 	return append(args, []byte(r.Kind.String()),
 		strconv.AppendInt(nil, r.Burst, 10), strconv.AppendInt(nil, r.Rate, 10),
 		strconv.AppendInt(nil, r.Period, 10), strconv.AppendInt(nil, r.Quantity, 10),
-		strconv.AppendUint(nil, uint64(FlagsOf(r)), 10))
+		appendFlagsArg(r))
+}
+
+// appendFlagsArg is the flags field of the RESP form.
+func appendFlagsArg(r *engine.Request) []byte {
+	b := strconv.AppendUint(nil, uint64(FlagsOf(r)), 10)
+	if r.Wait != 0 {
+		b = strconv.AppendInt(append(b, ','), r.Wait, 10)
+	}
+	return b
 }
 
 // ParseArgs decodes ArgFields arguments (AppendArgs's form). An error wraps
@@ -143,9 +177,21 @@ func ParseArgs(f [][]byte) (engine.Request, error) {
 		}
 		*p = v
 	}
-	fl, err := strconv.ParseUint(string(f[5]), 10, 8)
+	flags, wait, hasWait := strings.Cut(string(f[5]), ",")
+	fl, err := strconv.ParseUint(flags, 10, 8)
 	if err != nil {
 		return r, fmt.Errorf("%w: flags %q: not 0..%d", ErrMalformed, f[5], Flags)
 	}
-	return r, setFlags(&r, fl)
+	if err := setFlags(&r, fl); err != nil {
+		return r, err
+	}
+	if hasWait != (fl&FlagWait != 0) {
+		return r, fmt.Errorf("%w: flags %q: the wait flag and a wait go together", ErrMalformed, f[5])
+	}
+	if hasWait {
+		if r.Wait, err = strconv.ParseInt(wait, 10, 64); err != nil || r.Wait == 0 {
+			return r, fmt.Errorf("%w: flags %q: wait not a non-zero integer", ErrMalformed, f[5])
+		}
+	}
+	return r, nil
 }

@@ -107,7 +107,8 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"kind only", good[:1]},
-		{"unknown flag", append([]byte{good[0], 0x08}, good[2:]...)},
+		{"unknown flag", append([]byte{good[0], 0x40}, good[2:]...)},
+		{"wait flag without a wait", append([]byte{good[0], 0x10}, good[2:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"overlong varint", append(good[:2:2], 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01)},
 	} {
@@ -131,6 +132,11 @@ func TestMalformed(t *testing.T) {
 		args("gcra", "1", "2", "3", "4", "8"),
 		args("gcra", "1", "2", "3", "4", "-1"),
 		args("gcra", "1", "2", "3", "4", "256"),
+		args("gcra", "1", "2", "3", "4", "16"),
+		args("gcra", "1", "2", "3", "4", "64"),
+		args("gcra", "1", "2", "3", "4", "0,5"),
+		args("gcra", "1", "2", "3", "4", "16,0"),
+		args("gcra", "1", "2", "3", "4", "16,x"),
 	} {
 		if _, err := ParseArgs(f); !errors.Is(err, ErrMalformed) {
 			t.Errorf("ParseArgs(%q) err = %v, want ErrMalformed", f, err)

@@ -38,6 +38,8 @@ type Command struct {
 	MovableKeys bool `json:"movable_keys,omitempty"`
 	// OpenSlot lets the command run on either group of an open slot.
 	OpenSlot bool `json:"open_slot,omitempty"`
+	// Waits marks a limiter command that takes a trailing WAIT duration.
+	Waits bool `json:"waits,omitempty"`
 	// Register names the server set the command belongs to: empty for every
 	// server, "raft" for RegisterCluster, "region" for RegisterRegions.
 	// Only a top-level command has one.

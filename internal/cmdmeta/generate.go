@@ -66,6 +66,9 @@ func writeCommand(b *bytes.Buffer, c *Command) {
 	if c.MovableKeys {
 		field("movable", "true")
 	}
+	if c.Waits {
+		field("Waits", "true")
+	}
 	if c.OpenSlot {
 		field("OpenSlot", "true")
 	}

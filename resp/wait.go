@@ -1,0 +1,394 @@
+package resp
+
+import (
+	"bytes"
+	"container/heap"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Waiting instead of refusing: a limiter request's trailing WAIT.
+//
+// The engine does the deciding (engine/wait.go): a request it would admit
+// within its wait is admitted at once as of its turn, its place reserved
+// in the key's state, and the result carries Delay, the time until that
+// turn. The server only holds the reply: it renders it at once (its fields
+// are as of the turn) and sends it when the turn comes. The connection is
+// blocked meanwhile, as a Redis client in BLPOP: the commands it pipelined
+// behind the waiting one run after the reply is sent (a run of pipelined
+// writes ends at a command with WAIT, so none of them is decided early).
+//
+// No goroutine or thread per waiter. A connection on an event loop keeps
+// the rest of its batch and returns to its loop; the server's one timer
+// heap (waiting.run) wakes the connection's loop when the turn comes, and
+// the loop sends the reply and runs the rest. A connection served by its
+// own goroutine (TLS, cluster nodes, regions) waits on its goroutine with
+// one reusable timer.
+//
+// A client that disconnects while waiting leaves its reservation consumed
+// (nothing is given back), so it never makes a key admit more than its
+// limit. A server shutting down closes waiting connections without their
+// replies, as Redis closes blocked clients.
+
+// Defaults of max-wait and max-waiting.
+const (
+	DefaultMaxWait    = 10 * time.Second
+	DefaultMaxWaiting = 100000
+)
+
+var (
+	// errTooManyWaiting refuses a request with WAIT while max-waiting
+	// requests wait on the server.
+	errTooManyWaiting = errors.New("too many requests waiting (max-waiting)")
+	// errWaitInMulti refuses a queued command with WAIT: a transaction's
+	// writes are one step and its replies one array.
+	errWaitInMulti = errors.New("WAIT inside MULTI")
+)
+
+// waiting is the server's side of WAIT: its settings, the requests waiting
+// and the heap of turns of the connections on event loops.
+type waiting struct {
+	maxWait    atomic.Int64 // max-wait, ns
+	maxWaiting atomic.Int64 // max-waiting
+	count      atomic.Int64 // requests waiting now
+	waited     atomic.Int64 // requests that waited, since start
+	waitedNs   atomic.Int64 // the time they waited, ns (until sent)
+	hist       waitHistogram
+	// late is how long after its turn each reply was written (the timer
+	// heap's or goroutine's precision, and a busy loop's delay), and
+	// lateMax the longest, ns.
+	late    lateHistogram
+	lateMax atomic.Int64
+
+	base time.Time // origin of the monotonic instants below
+
+	mu   sync.Mutex
+	due  turnHeap
+	kick chan struct{} // a new earliest turn (capacity 1)
+}
+
+func (w *waiting) init(cfg Config) {
+	w.maxWait.Store(int64(cfg.MaxWait))
+	w.maxWaiting.Store(cfg.MaxWaiting)
+	w.base = time.Now()
+	w.kick = make(chan struct{}, 1)
+}
+
+// mono is now on the monotonic clock, in ns since base.
+func (w *waiting) mono() int64 { return int64(time.Since(w.base)) }
+
+// admit caps a request's wait by max-wait, and refuses it while
+// max-waiting requests wait. wait is the request's WAIT (ns, > 0).
+func (w *waiting) admit(wait int64) (int64, error) {
+	if n := w.maxWaiting.Load(); w.count.Load() >= n {
+		return 0, errTooManyWaiting
+	}
+	return min(wait, w.maxWait.Load()), nil
+}
+
+// turn is one connection's reply due at an instant (mono ns).
+type turn struct {
+	at int64
+	c  *Conn
+}
+
+// turnHeap orders turns by instant (container/heap).
+type turnHeap []turn
+
+func (h turnHeap) Len() int           { return len(h) }
+func (h turnHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h turnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)        { *h = append(*h, x.(turn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = turn{}
+	*h = old[:len(old)-1]
+	return t
+}
+
+// schedule wakes c's loop at at (mono ns).
+func (w *waiting) schedule(at int64, c *Conn) {
+	w.mu.Lock()
+	heap.Push(&w.due, turn{at, c})
+	first := w.due[0].c == c && w.due[0].at == at
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run wakes the loop of each connection whose turn has come, until the
+// server stops. One goroutine per server (started with the event loops).
+func (w *waiting) run(s *Server) {
+	defer s.bg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var ready []*Conn
+	for {
+		w.mu.Lock()
+		now := w.mono()
+		for len(w.due) > 0 && w.due[0].at <= now {
+			ready = append(ready, heap.Pop(&w.due).(turn).c)
+		}
+		next := time.Hour
+		if len(w.due) > 0 {
+			next = time.Duration(w.due[0].at - now)
+		}
+		if cap(w.due) > 64 && len(w.due) < cap(w.due)/4 {
+			w.due = append(turnHeap(nil), w.due...) // let a past crowd's array go
+		}
+		w.mu.Unlock()
+		for i, c := range ready {
+			if lc := c.lp.loop.Load(); lc != nil {
+				_ = lc.gc.Wake(nil) // a closed connection refuses: nothing to send
+			}
+			ready[i] = nil
+		}
+		ready = ready[:0]
+		t.Reset(next)
+		select {
+		case <-t.C:
+		case <-w.kick:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// hasWait reports whether a command of cmd with args ends with WAIT
+// duration (the engine parses it; this only finds it, to end a run of
+// pipelined writes there and to refuse it inside MULTI).
+func hasWait(cmd *Command, args [][]byte) bool {
+	n := len(args)
+	return cmd.Waits && n >= 4 && bytes.EqualFold(args[n-2], []byte("wait"))
+}
+
+// connWait is a connection's waiting request (WAIT), touched by the
+// connection's goroutine or loop only (waitingNow is read by the idle
+// sweep too): held is the reply of a waiting request, due at due (the
+// server's monotonic ns; 0: none waits), which started waiting at start;
+// pending is the rest of its batch (loops); timer is the goroutine's
+// reusable timer. waitingNow is set while the request is counted as
+// waiting.
+type connWait struct {
+	held       []byte
+	due        int64
+	start      int64
+	pending    []span
+	timer      *time.Timer
+	waitingNow atomic.Bool
+}
+
+// hold keeps the reply written since mark, of a request admitted after
+// delay ns, for sending when its turn comes.
+func (cw *connWait) hold(c *Conn, mark int, delay int64) {
+	w := &c.srv.waits
+	cw.held = append(cw.held[:0], c.out[mark:]...)
+	c.out = c.out[:mark]
+	cw.start = w.mono()
+	cw.due = cw.start + delay
+	cw.waitingNow.Store(true)
+	w.count.Add(1)
+}
+
+// deliver appends the held reply to the output, its turn having come.
+func (cw *connWait) deliver(c *Conn) {
+	w := &c.srv.waits
+	c.out = append(c.out, cw.held...)
+	cw.held = cw.held[:0]
+	now := w.mono()
+	waited := now - cw.start
+	late := max(now-cw.due, 0)
+	w.late.observe(late)
+	for m := w.lateMax.Load(); late > m && !w.lateMax.CompareAndSwap(m, late); m = w.lateMax.Load() {
+	}
+	cw.due = 0
+	cw.unwait(c)
+	w.waited.Add(1)
+	w.waitedNs.Add(waited)
+	w.hist.observe(waited)
+	c.lastSeen.Store(time.Now().UnixNano())
+}
+
+// unwait stops counting the connection's waiting request (delivered, or
+// the connection closed); it may run twice.
+func (cw *connWait) unwait(c *Conn) {
+	if cw.waitingNow.Swap(false) {
+		c.srv.waits.count.Add(-1)
+	}
+}
+
+// waitHere waits on the connection's own goroutine until its held reply's
+// turn, having sent the replies before it, then appends it. It reports
+// false when the connection must close instead (a failed write, the
+// server stopping).
+func (cw *connWait) waitHere(c *Conn) bool {
+	if c.ob.flush(c) != nil {
+		cw.unwait(c)
+		return false
+	}
+	d := time.Duration(cw.due - c.srv.waits.mono())
+	if d > 0 {
+		if cw.timer == nil {
+			cw.timer = time.NewTimer(d)
+		} else {
+			cw.timer.Reset(d)
+		}
+		select {
+		case <-cw.timer.C:
+		case <-c.srv.stopping:
+			cw.timer.Stop()
+			cw.unwait(c)
+			return false
+		}
+	}
+	cw.deliver(c)
+	return true
+}
+
+// resumeLoop runs on a loop connection's event while it waits: before its
+// turn it does nothing (input stays buffered); at its turn it sends the
+// held reply and runs the rest of the batch, which may wait again. It
+// reports whether the connection still waits, and whether it must close.
+func (cw *connWait) resumeLoop(c *Conn) (waiting, closing bool) {
+	if c.srv.waits.mono() < cw.due {
+		return true, false
+	}
+	cw.deliver(c)
+	rest := cw.pending
+	cw.pending = nil
+	c.now = 0
+	c.execBatch(rest)
+	if c.quit {
+		_ = c.ob.flush(c)
+		return false, true
+	}
+	if cw.due != 0 {
+		return true, c.ob.flush(c) != nil
+	}
+	return false, false
+}
+
+// delayOf returns how long the reply of a write submitted by submitWrites
+// waits for its turn (engine.Result.Delay; 0: answered now).
+func (b *writeBatch) delayOf(sl *slot, werr error) int64 {
+	if sl.op < 0 || werr != nil {
+		return 0
+	}
+	res := &b.res[sl.op]
+	if res.Err != nil || len(res.Results) != 1 {
+		return 0
+	}
+	return res.Results[0].Delay
+}
+
+// waitHistogram counts waits by duration, for the metrics: bucket i holds
+// the waits of at most waitBounds[i], the last one the longer ones.
+type waitHistogram struct {
+	counts [len(waitBounds) + 1]atomic.Int64
+}
+
+// waitBounds are the histogram's upper bounds, in ns.
+var waitBounds = [...]int64{1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
+
+func (h *waitHistogram) observe(ns int64) {
+	i := 0
+	for i < len(waitBounds) && ns > waitBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+}
+
+// lateHistogram counts replies by how late they were written after their
+// turn: bucket i holds those of at most lateBounds[i], the last the later.
+type lateHistogram struct {
+	counts [len(lateBounds) + 1]atomic.Int64
+}
+
+// lateBounds are the lateness histogram's upper bounds, in ns.
+var lateBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 1e9}
+
+func (h *lateHistogram) observe(ns int64) {
+	i := 0
+	for i < len(lateBounds) && ns > lateBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+}
+
+// quantile returns the upper bound (ns) of the bucket holding the q-th
+// quantile of the lateness (q in (0, 1]), -1 past the last bound, 0 when
+// nothing was counted.
+func (h *lateHistogram) quantile(q float64) int64 {
+	var n [len(lateBounds) + 1]int64
+	var total int64
+	for i := range h.counts {
+		n[i] = h.counts[i].Load()
+		total += n[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int64(q*float64(total) + 0.999999)
+	var cum int64
+	for i := range n {
+		if cum += n[i]; cum >= rank {
+			if i == len(lateBounds) {
+				return -1
+			}
+			return lateBounds[i]
+		}
+	}
+	return -1
+}
+
+// infoWait appends the waiting requests' INFO stats fields.
+func (w *waiting) infoWait(b []byte) []byte {
+	b = fieldInt(b, "waited_requests", w.waited.Load())
+	b = fieldInt(b, "waited_usec", w.waitedNs.Load()/1e3)
+	// The reply's lateness after its turn: p50 and p99 as their histogram
+	// bucket's upper bound (-1: above a second), and the largest.
+	usec := func(ns int64) int64 {
+		if ns < 0 {
+			return -1
+		}
+		return ns / 1e3
+	}
+	b = fieldInt(b, "wait_late_p50_usec", usec(w.late.quantile(0.5)))
+	b = fieldInt(b, "wait_late_p99_usec", usec(w.late.quantile(0.99)))
+	return fieldInt(b, "wait_late_max_usec", w.lateMax.Load()/1e3)
+}
+
+// WaitStats is a snapshot of the waiting requests, for the metrics.
+type WaitStats struct {
+	// Waiting is the requests waiting now.
+	Waiting int64
+	// Waited is the requests that waited and were answered, since start,
+	// and WaitedSeconds the time they waited in total.
+	Waited        int64
+	WaitedSeconds float64
+	// Bounds are the histogram's upper bounds in seconds; Counts[i] the
+	// waits of at most Bounds[i] (not cumulative), the last one the
+	// longer ones.
+	Bounds []float64
+	Counts []int64
+}
+
+// stats returns the waiting requests and the histogram of their waits
+// (Server.Stats' Wait). Safe from any goroutine.
+func (w *waiting) stats() WaitStats {
+	st := WaitStats{Waiting: w.count.Load(), Waited: w.waited.Load(), WaitedSeconds: float64(w.waitedNs.Load()) / 1e9}
+	for i := range w.hist.counts {
+		if i < len(waitBounds) {
+			st.Bounds = append(st.Bounds, float64(waitBounds[i])/1e9)
+		}
+		st.Counts = append(st.Counts, w.hist.counts[i].Load())
+	}
+	return st
+}

@@ -203,12 +203,12 @@ func (r *Request) validateLease() error {
 			return argErr(k, fQuantity, r.Quantity, ErrNotInteger)
 		}
 	case LeaseRenew:
-		if r.Burst != 0 || r.Quantity != 0 {
+		if r.Burst != 0 || r.Quantity != 0 || r.Shadow {
 			return ErrSyntax
 		}
 		return checkTTL()
 	case LeaseRelease:
-		if r.Burst != 0 || r.Quantity != 0 || r.Period != 0 {
+		if r.Burst != 0 || r.Quantity != 0 || r.Period != 0 || r.Shadow {
 			return ErrSyntax
 		}
 	default:
@@ -266,10 +266,17 @@ func applyLease(st State, req *Request, now int64) (State, Result) {
 	changed := expired > 0
 	switch req.Op {
 	case LeaseAcquire:
+		// The id this acquire holds, or would hold: a limited result
+		// names it too (the wire answers nil for a refusal, and a
+		// shadowed refusal, answered allowed, names a lease not held).
+		id := req.Lease
+		if id == "" {
+			id = leaseID(now, counter+1)
+		}
+		res.Lease = id
 		switch {
 		case pos >= 0:
 			leases = withExpiry(leases, pos, now+req.Period)
-			res.Lease = req.Lease
 			changed = true
 		case req.Quantity > req.Burst:
 			res.Limited = true
@@ -277,14 +284,11 @@ func applyLease(st State, req *Request, now int64) (State, Result) {
 			res.Limited = true
 			res.RetryAfter = earliest(leases) - now
 		default:
-			id := req.Lease
-			if id == "" {
+			if req.Lease == "" {
 				counter++
-				id = leaseID(now, counter)
 			}
 			leases = append(leases[:len(leases):len(leases)], Lease{ID: id, Units: req.Quantity, ExpireAt: now + req.Period})
 			held += req.Quantity
-			res.Lease = id
 			changed = true
 		}
 		res.Remaining = max(req.Burst-held, 0)

@@ -160,8 +160,10 @@ type Result struct {
 	// refused and is answered allowed (Limited false): like any refusal it
 	// consumed nothing. Apply never sets it; the keyspace does.
 	Shadowed bool
-	// Lease is the lease an allowed CC.ACQUIRE holds (the ID given, or
-	// the one the engine made); empty when limited, and for other kinds.
+	// Lease is the lease a CC.ACQUIRE holds (the ID given, or the one the
+	// engine made); when limited, the id it would have held (the wire
+	// answers nil for a refusal; a shadowed refusal answers it, not held).
+	// Empty for other kinds.
 	Lease string
 	// ExpiredLeases counts the leases this request found expired without
 	// a release and dropped (a crashed holder's); 0 for other kinds.

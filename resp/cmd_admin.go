@@ -9,6 +9,7 @@ import (
 func builtinCommands() []*Command {
 	var all []*Command
 	all = append(all, limiterCommands()...)
+	all = append(all, leaseCommands()...)
 	all = append(all, keyCommands()...)
 	all = append(all, connectionCommands()...)
 	all = append(all, serverCommands()...)

@@ -94,12 +94,13 @@ func inspectCommand() *Command {
 		Complexity: "O(1) (O(N) for a sliding log of N entries)",
 		Args:       []Arg{{Name: "key", Type: "key", Doc: "any key, live or not"}},
 		Reply: "Null for a missing key. Otherwise a map (flat array in RESP2), in order: " +
-			"`algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log); " +
+			"`algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log, concurrency); " +
 			"`params` (`known`, or `unknown` for a key restored from a snapshot, RESTORE or a move and not used since, or past a shard's 255 distinct parameter sets); " +
 			"`burst` (max_burst, capacity or limit), `rate` (count_per_period, refill_tokens or leak_count; 0 for the windows), `period_ms` (period, refill or leak period, or window, in milliseconds), `interval` (1 for TB.TAKE … INTERVAL): the parameters of the last request applied to the key (an override's, when one matched), null when unknown; " +
 			"`limit`, `remaining`: what a peek (quantity 0) with those parameters answers now, null when unknown; " +
 			"`reset_ms`: milliseconds until the key is back to fresh (rounded up); `ttl_ms`: the same instant as PTTL reads it (the key is deleted then); " +
-			"`override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none.",
+			"`override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none. " +
+			"A concurrency key (CC.ACQUIRE) has `burst` = max, `period_ms` = the last acquire's ttl, `limit` = max, `remaining` = max minus the units held, and a 13th field, `leases`: an array of `[id, units, ttl_ms]`, one per held lease, in the order they were taken.",
 		Notes: []string{"A read: nothing is consumed and the TTL does not change; a follower answers it as it answers GET. " +
 			"Keeping the parameters costs one byte a key (a reference into a per-shard table of the distinct parameter sets in use)."},
 		Handler: inspectHandler,
@@ -117,12 +118,27 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		return nil
 	}
 	m := c.srv.cfg.Policy.Lookup(args[1])
-	c.WriteMap(12)
+	var leases []engine.Lease
+	if st.Kind == engine.KindConcurrency {
+		leases = liveLeases(st.Leases, now)
+		c.WriteMap(13)
+	} else {
+		c.WriteMap(12)
+	}
 	c.WriteBulkString("algorithm")
 	c.WriteBulkString(st.Kind.String())
 	c.WriteBulkString("params")
 	var r engine.Result
-	if known {
+	switch {
+	case known && st.Kind == engine.KindConcurrency:
+		// No peek: what an acquire would find is max and the units the
+		// live leases hold.
+		r.Limit = p.Burst
+		for _, l := range leases {
+			r.Remaining += l.Units
+		}
+		r.Remaining = max(p.Burst-r.Remaining, 0)
+	case known:
 		peek := p.Request(st.Kind, 0)
 		if peek.Validate() != nil {
 			known = false // parameters that cannot peek (never stored so)
@@ -170,5 +186,27 @@ func inspectHandler(c *Conn, args [][]byte) error {
 	} else {
 		c.WriteNull()
 	}
+	if st.Kind == engine.KindConcurrency {
+		c.WriteBulkString("leases")
+		c.WriteArray(len(leases))
+		for _, l := range leases {
+			c.WriteArray(3)
+			c.WriteBulkString(l.ID)
+			c.WriteInt(l.Units)
+			c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
+		}
+	}
 	return nil
+}
+
+// liveLeases returns the leases of ls not expired at now (a new slice:
+// the store's array is shared and never written).
+func liveLeases(ls []engine.Lease, now int64) []engine.Lease {
+	out := make([]engine.Lease, 0, len(ls))
+	for _, l := range ls {
+		if l.ExpireAt > now {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -231,7 +231,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 			sh.mu.Unlock()
 			return
 		}
-		sh.setParams(idx, req)
+		if req.Kind != engine.KindConcurrency || req.Op == engine.LeaseAcquire {
+			sh.setParams(idx, req) // a release or renew names no limit
+		}
 	case idx >= 0:
 		sh.removeAt(pos, idx)
 		changed = !expired

@@ -483,3 +483,42 @@ func TestGlobalPipelined(t *testing.T) {
 		t.Error("the local op of the pipeline was not applied here")
 	}
 }
+
+// TestLeaseModes: in-flight keys are decided under local, split (each
+// region its share of max) and global in their home region; async and
+// global elsewhere refuse them with ErrLeaseMode, consuming nothing.
+func TestLeaseModes(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "sp:* split as:* async gl:* global us"
+	rs := startRegions(t, clock, regionSpec{name: "us", policy: pol}, regionSpec{name: "eu", policy: pol})
+	acq := engine.Request{Kind: engine.KindConcurrency, Op: engine.LeaseAcquire, Burst: 4, Period: int64(time.Minute), Quantity: 1}
+	for _, tc := range []struct {
+		region, key string
+		want        error
+		admitted    int
+	}{
+		{"eu", "loc:1", nil, 4},
+		{"eu", "sp:1", nil, 2}, // half of max 4
+		{"us", "gl:1", nil, 4}, // the home decides
+		{"eu", "gl:1", region.ErrLeaseMode, 0},
+		{"eu", "as:1", region.ErrLeaseMode, 0},
+	} {
+		got := 0
+		for range 6 {
+			res := rs[tc.region].limit(t, tc.key, acq)
+			if !errors.Is(res.Err, tc.want) {
+				t.Fatalf("%s: CC.ACQUIRE %s: err %v, want %v", tc.region, tc.key, res.Err, tc.want)
+			}
+			if res.Err == nil && !res.Results[0].Limited {
+				got++
+			}
+		}
+		if got != tc.admitted {
+			t.Errorf("%s: CC.ACQUIRE %s admitted %d, want %d", tc.region, tc.key, got, tc.admitted)
+		}
+	}
+	if _, ok := rs["eu"].store.Lookup([]byte("as:1"), clock.Now()); ok {
+		t.Error("a refused async CC.ACQUIRE created the key")
+	}
+}

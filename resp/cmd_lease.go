@@ -40,9 +40,9 @@ func leaseCommands() []*Command {
 			Errors: append([]string{
 				"`ERR lease id must be 1 to 64 bytes` for an empty or longer ID.",
 				"`ERR syntax error` for an option other than COST and ID, one given twice, or one without its value.",
-			}, append(append([]string(nil), limiterErrors...), durationErrors...)...),
+			}, append([]string{limiterErrors[0], limiterErrors[1], limiterErrors[2], limiterErrors[4], limiterErrors[5]}, durationErrors...)...),
 			Notes: []string{
-				"Example: `CC.ACQUIRE streams:user1 2 30s` → `0 2 1 -1 30000 \"<id>\"`; `CC.RELEASE streams:user1 <id>` → `1`.",
+				"Example on a fresh key: `CC.ACQUIRE streams:user1 2 30s ID job-1` → `0 2 1 -1 30000 \"job-1\"`. Without ID the server makes the id (the instant and a counter of the key, in base 36, such as `\"dn6g4g7fn63r-1\"`).",
 				"A concurrency key expires when nothing is held; it answers WRONGTYPE to the other limiter commands, and they to it. " +
 					"limit-override replaces max (ttl and cost stay the caller's); under limit-shadow a refusal answers allowed, with a lease id that is not held.",
 				"Memory: 64 bytes of side-table entry plus 32 bytes and the id's length per lease; a key holds at most 100000 leases (an acquire beyond is limited).",
@@ -60,6 +60,7 @@ func leaseCommands() []*Command {
 				{Name: "lease", Type: "string", Doc: "the lease id CC.ACQUIRE answered (or gave with ID)"},
 			},
 			Reply:   "Integer: 1 when a held lease was released, 0 when the lease is not held (unknown, expired, or already released); releasing twice is harmless.",
+			Notes:   []string{"Example on a fresh key: `CC.RELEASE streams:user2 job-1` → `0`. A release that frees the last held lease deletes the key."},
 			Errors:  []string{limiterErrors[0], "`ERR lease id must be 1 to 64 bytes`."},
 			Prepare: prepareLease(engine.LeaseRelease),
 			Finish:  finishLeaseCount,

@@ -148,7 +148,8 @@ same as redis-cell's, in RESP2 and RESP3 alike:
 | 4 | ` + "`retry_after`" + ` | time until this same request would be allowed; -1 when allowed, and -1 when it can never be | ` + "`Retry-After`" + ` |
 | 5 | ` + "`reset_after`" + ` | time until the key is back to fresh; 0 when it holds nothing | ` + "`X-RateLimit-Reset`" + ` |
 
-LB.ADD adds a sixth, ` + "`wait`" + `. CL.THROTTLE and CL.THROTTLEALL take the period in
+LB.ADD adds a sixth, ` + "`wait`" + `, and CC.ACQUIRE a sixth, the lease id (in-flight limits:
+CC.ACQUIRE holds units until CC.RELEASE or its ttl; a quantity there is at least 1). CL.THROTTLE and CL.THROTTLEALL take the period in
 whole seconds and reply in whole seconds (redis-cell's rounding); every other
 limiter takes durations as seconds or with a unit (` + "`500ms`, `15m`, `2S`" + `: ` + "`ms`, `s`, `m`, `h`, `d`" + `)
 and replies in milliseconds, rounded up so a client that waits that long is

@@ -458,7 +458,7 @@ func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *sha
 			return route{refused: true}, nil
 		}
 	}
-	if (rule.Mode == ModeAsync || rule.Mode == ModeGlobal && rule.Home != g.cfg.Name) && holdsLeases(op) {
+	if rule.Mode == ModeAsync && holdsLeases(op) {
 		*res = shards.Result{Err: ErrLeaseMode}
 		return route{refused: true}, nil
 	}

@@ -18,7 +18,7 @@ func regionCommands(g *region.Gate) []*Command {
 	return []*Command{
 		{
 			Name: "region.exec", Arity: -11, Flags: FlagWrite | FlagDenyOOM,
-			FirstKey: 4, LastKey: -1, KeyStep: 7, Group: "region", Since: "0.1.0",
+			FirstKey: 4, LastKey: -1, KeyStep: 7, MovableKeys: region.ExecKeys, Group: "region", Since: "0.1.0",
 			Summary:    "Decides limiter requests forwarded by a peer region for keys whose home is this region, under this region's limit-override and limit-shadow (sent by cellserver itself).",
 			Complexity: "O(N) where N is the number of keys",
 			Args: []Arg{
@@ -27,15 +27,15 @@ func regionCommands(g *region.Gate) []*Command {
 				{Name: "how", Type: "oneof", Args: []Arg{{Name: "one", Type: "pure-token", Token: "ONE", Doc: "one limiter request"}, {Name: "all", Type: "pure-token", Token: "ALL", Doc: "a CL.THROTTLEALL: all consumed if all allow"}}},
 				{Name: "request", Type: "block", Multiple: true, Args: []Arg{
 					{Name: "key", Type: "key", Doc: "the limited key"},
-					{Name: "kind", Type: "string", Doc: "gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log"},
+					{Name: "kind", Type: "string", Doc: "gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log or concurrency"},
 					{Name: "burst", Type: "integer", Doc: "max_burst, capacity or limit"},
 					{Name: "rate", Type: "integer", Doc: "count_per_period, refill_tokens or leak_count (0 for the windows)"},
 					{Name: "period", Type: "integer", Doc: "period or window in nanoseconds"},
 					{Name: "quantity", Type: "integer", Doc: "units taken (negative: a GCRA refund)"},
-					{Name: "flags", Type: "integer", Doc: "the request's flags: 1 a token bucket's INTERVAL variant, 2 shadow (limit-shadow where the request entered), 4 exact; their sum, 0 for none"},
+					{Name: "flags", Type: "integer", Doc: "the request's flags: 1 a token bucket's INTERVAL variant, 2 shadow (limit-shadow where the request entered), 4 exact, 8 a concurrency request (CC.*, ONE only: its op, 1 acquire, 2 release or 3 renew, and its lease id follow as two more arguments); their sum, 0 for none"},
 				}},
 			},
-			Reply: "Array holding, per key, an array of six integers: `limited`, `limit`, `remaining`, `retry_after`, `reset_after`, `wait`, the durations in nanoseconds (unrounded; the forwarding region rounds them as its command does).",
+			Reply: "Array holding, per key, an array of six integers: `limited`, `limit`, `remaining`, `retry_after`, `reset_after`, `wait`, the durations in nanoseconds (unrounded; the forwarding region rounds them as its command does); a CC.ACQUIRE's adds its lease id, a bulk string, seventh.",
 			Errors: []string{"`ERR region: wrong region name: …` when target is not this region; `ERR region: unknown origin region: …` when origin is not a region-peer; `ERR region: malformed peer operation: …` for arguments that do not form valid requests. Each is logged and nothing is applied.",
 				"`ERR region: no region is configured` on a server without `region`.",
 				"The errors of the limiter commands (WRONGTYPE, OOM) and, in a cluster, MOVED and the other redirections."},
@@ -65,9 +65,17 @@ func regionCommands(g *region.Gate) []*Command {
 				var f []int64
 				for i := range res.Results {
 					f = region.EncodeResult(f[:0], &res.Results[i])
-					c.WriteArray(len(f))
+					lease := res.Results[i].Lease
+					if lease != "" {
+						c.WriteArray(len(f) + 1) // CC.ACQUIRE's lease id, seventh
+					} else {
+						c.WriteArray(len(f))
+					}
 					for _, v := range f {
 						c.WriteInt(v)
+					}
+					if lease != "" {
+						c.WriteBulkString(lease)
 					}
 				}
 				return nil

@@ -50,8 +50,9 @@ func leasePairs(b *testing.B, addr string, lease bool) {
 			n := seq.Add(1)
 			key, id := "cc:bench:"+strconv.FormatInt(n%1000, 10), strconv.FormatInt(n, 36)
 			if !lease {
+				key = "gcra:bench:" + strconv.FormatInt(n%1000, 10)
 				for range 2 {
-					if v, err := c.Do(ctx, "CL.THROTTLE", key, 1<<40, 1, 60).Slice(); err != nil || v[0] != int64(0) {
+					if v, err := c.Do(ctx, "CL.THROTTLE", key, 1000000, 1000000, 1).Slice(); err != nil || v[0] != int64(0) {
 						b.Errorf("CL.THROTTLE %s = %v, %v; want allowed", key, v, err)
 						return
 					}

@@ -144,6 +144,14 @@ func TestLeases(t *testing.T) {
 			}
 		})
 	}
+	// LIMITER TOP counts the refused acquires under cc.acquire.
+	top, err := s.client(t, 2).Do(ctxT(t), "LIMITER", "TOP", "LIMITED", "COUNT", "10").Slice()
+	if err != nil {
+		t.Fatalf("LIMITER TOP LIMITED: %v", err)
+	}
+	if got := fmt.Sprint(top); !containsAll(got, "cc:2 cc.acquire", "cc:3 cc.acquire") {
+		t.Errorf("LIMITER TOP LIMITED = %s, want cc:2 and cc:3 under cc.acquire", got)
+	}
 }
 
 func containsAll(s string, subs ...string) bool {

@@ -122,10 +122,13 @@ const opFlags = opNoGrow | opAsking | opDest | opExclusive
 // the other bits must be 0.
 const restoreReplace = 0x01
 
-// A result's limited byte (a forwarded batch's reply).
+// A result's limited byte (a forwarded batch's reply): 1 limited or 2
+// shadowed in its low bits, and resultLease set when a CC.ACQUIRE's lease
+// id follows the integers (a length-prefixed string).
 const (
 	resultLimited  = 1
 	resultShadowed = 2
+	resultLease    = 4
 )
 
 // errOther marks an op error that is not in resultErrs; its text follows.
@@ -570,12 +573,18 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			case x.Shadowed:
 				limited = resultShadowed
 			}
+			if x.Lease != "" {
+				limited |= resultLease
+			}
 			dst = append(dst, limited)
 			dst = binary.AppendVarint(dst, x.Limit)
 			dst = binary.AppendVarint(dst, x.Remaining)
 			dst = binary.AppendVarint(dst, x.RetryAfter)
 			dst = binary.AppendVarint(dst, x.ResetAfter)
 			dst = binary.AppendVarint(dst, x.Wait)
+			if x.Lease != "" {
+				dst = appendBytes(dst, []byte(x.Lease))
+			}
 		}
 	}
 	return dst
@@ -619,17 +628,24 @@ func decodeResults(b []byte, res []shards.Result) error {
 		nr := r.count("limiter result count", 6)
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
-			switch r.byte1("limited") {
+			lb := r.byte1("limited")
+			switch lb &^ resultLease {
+			case 0:
 			case resultLimited:
 				x.Limited = true
 			case resultShadowed:
 				x.Shadowed = true
+			default:
+				r.fail("limited")
 			}
 			x.Limit = r.varint("limit")
 			x.Remaining = r.varint("remaining")
 			x.RetryAfter = r.varint("retry_after")
 			x.ResetAfter = r.varint("reset_after")
 			x.Wait = r.varint("wait")
+			if lb&resultLease != 0 {
+				x.Lease = string(r.bytes("lease"))
+			}
 			rs.Results = append(rs.Results, x)
 		}
 	}

@@ -312,8 +312,9 @@ func TestLeaseMigrate(t *testing.T) {
 }
 
 // TestLeaseGroupFailover: in a 3-node group, kill -9 of the leader keeps
-// every lease: after the failover the key is still full, and each lease
-// releases exactly once on the new leader.
+// every lease (one of them taken through a follower, which forwards it):
+// after the failover the key is still full, and each lease releases on
+// the new leader.
 func TestLeaseGroupFailover(t *testing.T) {
 	nodes := startCluster(t, 3)
 	l := waitLeader(t, nodes)
@@ -326,6 +327,14 @@ func TestLeaseGroupFailover(t *testing.T) {
 		}
 		leases = append(leases, r.lease)
 	}
+	// Through a follower (forwarded to the leader): the lease id comes
+	// back, and it holds the fourth unit.
+	fc := noRetryClient(t, nodes[(l+1)%3].Addr)
+	r, err := ccAcquireErr(ctxT(t), fc, "cc:g", 4, "120s")
+	if err != nil || r.f[0] != 0 || r.lease == "" {
+		t.Fatalf("CC.ACQUIRE cc:g 4 120s through a follower = %v, %v; want allowed with a lease", r, err)
+	}
+	leases = append(leases, r.lease)
 	nodes[l].kill()
 	var others []*clusterNode
 	for i, nd := range nodes {
@@ -342,11 +351,11 @@ func TestLeaseGroupFailover(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
-		after, err = ccAcquireErr(ctx, noRetryClient(t, others[nl].Addr), "cc:g", 3, "120s")
+		after, err = ccAcquireErr(ctx, noRetryClient(t, others[nl].Addr), "cc:g", 4, "120s")
 		return err
 	})
 	if after.f[0] != 1 || after.f[2] != 0 || !after.nilID {
-		t.Fatalf("CC.ACQUIRE after the failover = %v, want limited: all three leases kept", after)
+		t.Fatalf("CC.ACQUIRE after the failover = %v, want limited: all four leases kept", after)
 	}
 	nc := noRetryClient(t, others[leaderOf(others)].Addr)
 	for _, id := range leases {

@@ -126,8 +126,11 @@ func argRange(k Kind, field int) (lo, hi int64) {
 	case fWait:
 		return 0, MaxWait
 	}
-	if k == KindGCRA {
+	switch k {
+	case KindGCRA:
 		return -MaxCount, MaxCount
+	case KindConcurrency:
+		return 1, MaxCount // a lease holds at least one unit
 	}
 	return 0, MaxCount
 }

@@ -14,13 +14,15 @@ const (
 	KindFixedWindow        // FW.INCR
 	KindSlidingWindow      // SW.INCR
 	KindSlidingLog         // SL.ADD
+	KindConcurrency        // CC.ACQUIRE, CC.RELEASE, CC.RENEW
 	numKinds
 )
 
-var kindNames = [numKinds]string{"none", "gcra", "token-bucket", "leaky-bucket", "fixed-window", "sliding-window", "sliding-log"}
+var kindNames = [numKinds]string{"none", "gcra", "token-bucket", "leaky-bucket", "fixed-window", "sliding-window", "sliding-log", "concurrency"}
 
 // String returns the name TYPE replies with: "gcra", "token-bucket",
-// "leaky-bucket", "fixed-window", "sliding-window", "sliding-log", or "none".
+// "leaky-bucket", "fixed-window", "sliding-window", "sliding-log",
+// "concurrency", or "none".
 func (k Kind) String() string {
 	if k < numKinds {
 		return kindNames[k]
@@ -83,6 +85,10 @@ type State struct {
 	A, B, C  int64
 	// Log holds a sliding log's entries, oldest first; nil for other kinds.
 	Log []LogEntry
+	// Leases holds a concurrency key's leases (concurrency.go); nil for
+	// other kinds. The engine never writes into a Leases array it was
+	// given: a change returns a new one, so copies may share it.
+	Leases []Lease
 }
 
 // Request is one parsed limiter request: the kind and its parameters. It is
@@ -124,6 +130,17 @@ type Request struct {
 	// WaitSupported reports take it. It travels with the request so that
 	// every replica reserves alike.
 	Wait int64
+
+	// Op is what a concurrency request (KindConcurrency) does: LeaseAcquire,
+	// LeaseRelease or LeaseRenew; 0 for every other kind. For a concurrency
+	// request Burst is max, Period the lease's ttl (0 for a release) and
+	// Quantity the units an acquire holds (0 for a release or renew).
+	Op LeaseOp
+	// Lease is the lease a concurrency request names (CC.ACQUIRE's ID, the
+	// lease of CC.RELEASE and CC.RENEW), at most MaxLeaseID bytes; empty
+	// for an acquire without ID (the engine then makes one) and for every
+	// other kind.
+	Lease string
 }
 
 // Result is the reply of one limiter request. All durations are nanoseconds
@@ -131,6 +148,8 @@ type Request struct {
 // by redis-cell's rule, the others up to whole milliseconds).
 type Result struct {
 	// Limited is true when the request was refused (and consumed nothing).
+	// For CC.RELEASE and CC.RENEW it is true when the lease was not held
+	// (the reply 0).
 	Limited bool
 	// Limit is the key's total limit (X-RateLimit-Limit).
 	Limit int64
@@ -153,6 +172,14 @@ type Result struct {
 	// refused and is answered allowed (Limited false): like any refusal it
 	// consumed nothing. Apply never sets it; the keyspace does.
 	Shadowed bool
+	// Lease is the lease a CC.ACQUIRE holds (the ID given, or the one the
+	// engine made); when limited, the id it would have held (the wire
+	// answers nil for a refusal; a shadowed refusal answers it, not held).
+	// Empty for other kinds.
+	Lease string
+	// ExpiredLeases counts the leases this request found expired without
+	// a release and dropped (a crashed holder's); 0 for other kinds.
+	ExpiredLeases int64
 }
 
 // Limits on request parameters. Any combination inside them either works
@@ -247,6 +274,8 @@ func apply(st State, req *Request, now int64) (State, Result) {
 		return incrSlidingWindow(st, req, now)
 	case KindSlidingLog:
 		return addSlidingLog(st, req, now)
+	case KindConcurrency:
+		return applyLease(st, req, now)
 	}
 	return st, Result{Limited: true, RetryAfter: -1}
 }

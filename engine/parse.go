@@ -152,6 +152,7 @@ var paramNames = [numKinds][4]string{
 	KindFixedWindow:   {"limit", "rate", "window", "count"},
 	KindSlidingWindow: {"limit", "rate", "window", "count"},
 	KindSlidingLog:    {"limit", "rate", "window", "count"},
+	KindConcurrency:   {"max", "rate", "ttl", "cost"},
 }
 
 func paramErr(k Kind, field int, err error) error {
@@ -402,6 +403,12 @@ func (r *Request) Validate() error {
 	k := r.Kind
 	if !k.Valid() {
 		return fmt.Errorf("kind %d: %w", k, ErrSyntax)
+	}
+	if k == KindConcurrency {
+		return r.validateLease()
+	}
+	if r.Op != 0 || r.Lease != "" {
+		return ErrSyntax // lease fields belong to concurrency requests
 	}
 	switch {
 	case r.Burst < 0:

@@ -102,6 +102,8 @@ type Collector struct {
 	rlsDescHits, rlsDescOver, rlsDescNear, rlsDescShadow    *prometheus.Desc
 	classDecisions                                          *prometheus.Desc
 	waiting, waitDuration                                   *prometheus.Desc
+
+	leasesHeld, leasesExpired                               *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -138,6 +140,8 @@ func NewCollector(src Sources) *Collector {
 		oom:           d("maxmemory_refusing", "1 while the noeviction policy refuses writes that would add or grow a key."),
 		evicted:       d("evicted_keys_total", "Keys deleted by the volatile-ttl maxmemory policy."),
 		slowlogLen:    d("slowlog_length", "Entries in the slow log."),
+		leasesHeld:    d("leases_held", "Leases the in-flight (CC.ACQUIRE) keys hold, including expired ones not yet reclaimed."),
+		leasesExpired: d("leases_expired_total", "Leases freed because their ttl passed without CC.RELEASE or CC.RENEW (a holder that crashed or forgot to release)."),
 
 		authFailures:    d("auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth)."),
 		protectedDenied: d("protected_mode_rejected_connections_total", "Client connections of other hosts refused by protected mode (no password set)."),
@@ -285,6 +289,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.expired, float64(ks.ExpiredByKind[k]), k.String())
 	}
 	gauge(c.datasetBytes, float64(ks.Bytes))
+	gauge(c.leasesHeld, float64(ks.Leases))
+	counter(c.leasesExpired, float64(ks.LeasesExpired))
 
 	if p := c.src.Persistence; p != nil {
 		c.collectPersistence(p, gauge, counter)

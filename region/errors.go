@@ -15,6 +15,11 @@ var (
 	// MULTI/EXEC on a key whose home is another region: the transaction's
 	// atomicity cannot extend to a decision taken there.
 	ErrGlobalInTransaction = errors.New("region: a key decided in another region cannot be part of a transaction")
+	// ErrLeaseMode is returned for CC.ACQUIRE, CC.RELEASE or CC.RENEW on
+	// a key whose region mode is async: each region would make its own
+	// lease ids, and a peer's shipped consumption could never be released.
+	// Nothing is consumed.
+	ErrLeaseMode = errors.New("region: in-flight (CC.*) keys are decided under the local, split and global modes, not async: a lease taken in one region could not be released in the others")
 	// ErrWrongRegion is returned to a peer that names as its target a
 	// region other than this one.
 	ErrWrongRegion = errors.New("region: wrong region name")

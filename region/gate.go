@@ -458,6 +458,10 @@ func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *sha
 			return route{refused: true}, nil
 		}
 	}
+	if rule.Mode == ModeAsync && holdsLeases(op) {
+		*res = shards.Result{Err: ErrLeaseMode}
+		return route{refused: true}, nil
+	}
 	switch {
 	case rule.Mode == ModeGlobal && rule.Home != g.cfg.Name:
 		return route{home: g.links[rule.Home]}, nil
@@ -484,6 +488,16 @@ func (g *Gate) plan(pol *Policy, op *shards.Op, res *shards.Result) (route, *sha
 		scaled.Reqs[i] = r
 	}
 	return route{local: true}, &scaled
+}
+
+// holdsLeases reports whether op is an in-flight (concurrency) request.
+func holdsLeases(op *shards.Op) bool {
+	for i := range op.Reqs {
+		if op.Reqs[i].Kind == engine.KindConcurrency {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardAll sends the ops of fwd (indexes into ops, per home) to their

@@ -483,3 +483,65 @@ func TestGlobalPipelined(t *testing.T) {
 		t.Error("the local op of the pipeline was not applied here")
 	}
 }
+
+// TestLeaseModes: in-flight keys are decided under local, split (each
+// region its share of max) and global (at the home, the lease id coming
+// back through REGION.EXEC, and a release forwarded too); async refuses
+// them with ErrLeaseMode, consuming nothing.
+func TestLeaseModes(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(t0)
+	pol := "sp:* split as:* async gl:* global us"
+	rs := startRegions(t, clock, regionSpec{name: "us", policy: pol}, regionSpec{name: "eu", policy: pol})
+	acq := engine.Request{Kind: engine.KindConcurrency, Op: engine.LeaseAcquire, Burst: 4, Period: int64(time.Minute), Quantity: 1}
+	for _, tc := range []struct {
+		region, key string
+		want        error
+		admitted    int
+	}{
+		{"eu", "loc:1", nil, 4},
+		{"eu", "sp:1", nil, 2}, // half of max 4
+		{"eu", "gl:1", nil, 4}, // forwarded: the home decides
+		{"us", "gl:1", nil, 0}, // the home's own requests find it full
+		{"eu", "as:1", region.ErrLeaseMode, 0},
+	} {
+		got := 0
+		for range 6 {
+			res := rs[tc.region].limit(t, tc.key, acq)
+			if !errors.Is(res.Err, tc.want) {
+				t.Fatalf("%s: CC.ACQUIRE %s: err %v, want %v", tc.region, tc.key, res.Err, tc.want)
+			}
+			if res.Err == nil && !res.Results[0].Limited {
+				got++
+			}
+		}
+		if got != tc.admitted {
+			t.Errorf("%s: CC.ACQUIRE %s admitted %d, want %d", tc.region, tc.key, got, tc.admitted)
+		}
+	}
+	if _, ok := rs["eu"].store.Lookup([]byte("as:1"), clock.Now()); ok {
+		t.Error("a refused async CC.ACQUIRE created the key")
+	}
+	// A lease taken through eu comes back with its id, lives at us, and
+	// is released through eu.
+	acq.Lease = "fwd-1"
+	rel := engine.Request{Kind: engine.KindConcurrency, Op: engine.LeaseRelease, Lease: "fwd-1"}
+	if res := rs["eu"].limit(t, "gl:2", acq); res.Err != nil || res.Results[0].Limited || res.Results[0].Lease != "fwd-1" {
+		t.Fatalf("eu: CC.ACQUIRE gl:2 ... ID fwd-1 = %+v, want allowed with the lease", res)
+	}
+	if st, ok := rs["us"].store.Lookup([]byte("gl:2"), clock.Now()); !ok || len(st.Leases) != 1 {
+		t.Fatalf("the home holds %+v for gl:2, want one lease", st)
+	}
+	if _, ok := rs["eu"].store.Lookup([]byte("gl:2"), clock.Now()); ok {
+		t.Error("eu holds state for a key whose home is us")
+	}
+	for i, want := range []bool{false, true} { // released, then not held
+		if res := rs["eu"].limit(t, "gl:2", rel); res.Err != nil || res.Results[0].Limited != want {
+			t.Fatalf("eu: CC.RELEASE gl:2 fwd-1 #%d = %+v, want limited=%v", i+1, res, want)
+		}
+	}
+	gen := engine.Request{Kind: engine.KindConcurrency, Op: engine.LeaseAcquire, Burst: 1, Period: int64(time.Minute), Quantity: 1}
+	if res := rs["eu"].limit(t, "gl:3", gen); res.Err != nil || res.Results[0].Lease == "" {
+		t.Fatalf("eu: CC.ACQUIRE gl:3 without ID = %+v, want the id the home made", res)
+	}
+}

@@ -191,6 +191,17 @@ func TestExecRoundTrip(t *testing.T) {
 	if err != nil || call.Op.Reqs[0] != sh.Reqs[0] {
 		t.Fatalf("shadow, exact round trip = %+v, %v", call.Op.Reqs, err)
 	}
+	// A concurrency request carries its op and lease (ONE only).
+	cc := shards.Op{Code: shards.OpLimit, Keys: [][]byte{[]byte("k")},
+		Reqs: []engine.Request{{Kind: engine.KindConcurrency, Op: engine.LeaseAcquire, Lease: "job 7", Burst: 5, Period: 1e9, Quantity: 2}}}
+	args = encodeExec("us", "eu", &cc)
+	call, err = DecodeExec(args[1:], engine.DefaultMaxLogLimit)
+	if err != nil || call.Op.Reqs[0] != cc.Reqs[0] || string(call.Op.Keys[0]) != "k" {
+		t.Fatalf("concurrency round trip = %+v, %v", call.Op, err)
+	}
+	if keys := ExecKeys(nil, args); len(keys) != 1 || string(keys[0]) != "k" {
+		t.Fatalf("ExecKeys(%q) = %q, want [k]", args, keys)
+	}
 }
 
 func TestDecodeExecRefusesMalformed(t *testing.T) {
@@ -216,13 +227,21 @@ func TestDecodeExecRefusesMalformed(t *testing.T) {
 		{"quantity beyond range", with(8, "9999999999999999")},
 		{"interval on gcra", with(9, "1")},
 		{"flags not a number", with(9, "yes")},
-		{"unknown flag", with(9, "8")},
+		{"unknown flag", with(9, "16")},
+		{"lease flag without its fields", with(9, "8")},
+		{"lease fields without the flag", append(append([]string(nil), good...), "1", "job")},
+		{"lease in ALL", []string{"us", "eu", "ALL", "k", "concurrency", "5", "0", "1000000000", "1", "8", "1", "job"}},
+		{"release with a burst", []string{"us", "eu", "ONE", "k", "concurrency", "5", "0", "0", "0", "8", "2", "job"}},
 		{"negative quantity in ALL", with(2, "ALL")[:0]}, // replaced below
 		{"window with a rate", []string{"us", "eu", "ONE", "k", "fixed-window", "5", "2", "1000000000", "1", "0"}},
 		{"sliding log beyond the maximum", []string{"us", "eu", "ONE", "k", "sliding-log", "1000000", "0", "1000000000", "1", "0"}},
 		{"ALL of a token bucket", []string{"us", "eu", "ALL", "k", "token-bucket", "5", "2", "1000000000", "1", "0"}},
 	}
-	tests[12].args = []string{"us", "eu", "ALL", "k", "gcra", "5", "2", "1000000000", "-1", "0"}
+	for i := range tests {
+		if tests[i].name == "negative quantity in ALL" {
+			tests[i].args = []string{"us", "eu", "ALL", "k", "gcra", "5", "2", "1000000000", "-1", "0"}
+		}
+	}
 	for _, tt := range tests {
 		args := make([][]byte, len(tt.args))
 		for i, a := range tt.args {

@@ -16,7 +16,9 @@ import (
 //
 // origin is the sending region, target the region it means to reach; ONE
 // is one limiter request (OpLimit), ALL a CL.THROTTLEALL (OpLimitAll) of one
-// or more groups of seven fields. Each key's request is engine/codec's RESP
+// or more groups of seven fields. ONE's request may be a concurrency one
+// (CC.*, flag 8), whose op and lease follow as two more fields, and whose
+// reply adds the lease id as a seventh element, a bulk string. Each key's request is engine/codec's RESP
 // form: numbers are decimal, burst, rate, period (ns) and quantity as in
 // engine.Request, and flags the request's flags (bit 0 interval, bit 1
 // shadow, bit 2 exact; a request with none but interval reads 0 or 1, as
@@ -55,6 +57,23 @@ func appendRequest(args [][]byte, key []byte, r *engine.Request) [][]byte {
 	return codec.AppendArgs(append(args, key), r)
 }
 
+// ExecKeys appends the keys of a REGION.EXEC call (args with the command's
+// name first) to dst: every seventh argument from the fifth, or, for ONE,
+// the fifth alone (a concurrency request's op and lease follow its seven
+// fields).
+func ExecKeys(dst, args [][]byte) [][]byte {
+	if len(args) <= 1+execHead {
+		return dst
+	}
+	if strings.EqualFold(string(args[3]), "ONE") {
+		return append(dst, args[1+execHead])
+	}
+	for i := 1 + execHead; i < len(args); i += execFields {
+		dst = append(dst, args[i])
+	}
+	return dst
+}
+
 // ExecCall is a decoded REGION.EXEC.
 type ExecCall struct {
 	Origin, Target string
@@ -69,7 +88,10 @@ type ExecCall struct {
 // error wraps ErrBadBatch and says which field is wrong.
 func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
 	var c ExecCall
-	if len(args) < execHead+execFields || (len(args)-execHead)%execFields != 0 {
+	// ONE may carry a concurrency request: seven fields and its op and
+	// lease (engine/codec's FlagLease).
+	leaseOne := len(args) == execHead+execFields+codec.LeaseFields && strings.EqualFold(string(args[2]), "ONE")
+	if !leaseOne && (len(args) < execHead+execFields || (len(args)-execHead)%execFields != 0) {
 		return c, fmt.Errorf("%w: %d arguments, want 3 + 7 per key", ErrBadBatch, len(args))
 	}
 	c.Origin, c.Target = string(args[0]), string(args[1])
@@ -89,7 +111,11 @@ func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
 	c.Op.Reqs = make([]engine.Request, n)
 	for i := range n {
 		f := args[execHead+i*execFields:]
-		req, err := decodeField(f, maxLogLimit)
+		width := execFields
+		if leaseOne {
+			width = len(f)
+		}
+		req, err := decodeField(f[:width], maxLogLimit)
 		switch {
 		case err != nil:
 		case c.Op.Code == shards.OpLimitAll && (req.Kind != engine.KindGCRA || req.Quantity < 0):
@@ -107,7 +133,7 @@ func DecodeExec(args [][]byte, maxLogLimit int64) (ExecCall, error) {
 // decodeField decodes one key's fields (the key, then decodeRequest's),
 // refusing a sliding log above this server's maxLogLimit.
 func decodeField(f [][]byte, maxLogLimit int64) (engine.Request, error) {
-	req, err := decodeRequest(f[1:execFields])
+	req, err := decodeRequest(f[1:])
 	if err == nil && req.Kind == engine.KindSlidingLog && req.Burst > maxLogLimit {
 		err = engine.ErrLogLimit
 	}
@@ -144,17 +170,28 @@ func decodeResults(v respclient.Value, n int, out []engine.Result) error {
 		return fmt.Errorf("region: malformed REGION.EXEC reply (kind %q, %d elements, want %d)", v.Kind, len(v.Elems), n)
 	}
 	for i, e := range v.Elems {
-		if e.Kind != respclient.Array || len(e.Elems) != resultFields && len(e.Elems) != resultFields+1 {
+		// Six integers, then at most one of: the delay of a waiting
+		// request (an integer) or a CC.ACQUIRE's lease id (a bulk string).
+		extra := len(e.Elems) == resultFields+1
+		lease := extra && e.Elems[resultFields].Kind == respclient.Bulk
+		if e.Kind != respclient.Array || len(e.Elems) != resultFields && !extra {
 			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
 		}
 		var f [resultFields + 1]int64
-		for j, x := range e.Elems {
+		ints := e.Elems
+		if lease {
+			ints = e.Elems[:resultFields]
+		}
+		for j, x := range ints {
 			if x.Kind != respclient.Integer {
 				return fmt.Errorf("region: malformed REGION.EXEC reply for key %d", i+1)
 			}
 			f[j] = x.Int
 		}
 		out[i] = engine.Result{Limited: f[0] != 0, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5], Delay: f[6]}
+		if lease {
+			out[i].Lease = e.Elems[resultFields].Str
+		}
 		if f[6] < 0 || f[6] > 0 && f[0] != 0 {
 			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d: delay %d", i+1, f[6])
 		}

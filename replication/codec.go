@@ -122,15 +122,18 @@ const opFlags = opNoGrow | opAsking | opDest | opExclusive
 // the other bits must be 0.
 const restoreReplace = 0x01
 
-// A result's limited byte (a forwarded batch's reply). resultDelayed is
-// an allowed result of a waiting request (engine.Result.Delay > 0): its
-// delay follows the other fields as one more varint. Only a request that
-// carried a wait (codec.FlagWait, which an older leader refuses) gets one
-// back, so an older follower never reads it.
+// A result's limited byte (a forwarded batch's reply): in its low bits 1
+// limited, 2 shadowed, or 3 delayed — an allowed result of a waiting
+// request (engine.Result.Delay > 0), whose delay follows the other fields
+// as one more varint (only a request that carried a wait, codec.FlagWait,
+// which an older leader refuses, gets one back, so an older follower never
+// reads it) —; and resultLease set when a CC.ACQUIRE's lease id follows
+// (a length-prefixed string, after the delay if any).
 const (
 	resultLimited  = 1
 	resultShadowed = 2
 	resultDelayed  = 3
+	resultLease    = 4
 )
 
 // errOther marks an op error that is not in resultErrs; its text follows.
@@ -577,14 +580,20 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			case x.Delay > 0:
 				limited = resultDelayed
 			}
+			if x.Lease != "" {
+				limited |= resultLease
+			}
 			dst = append(dst, limited)
 			dst = binary.AppendVarint(dst, x.Limit)
 			dst = binary.AppendVarint(dst, x.Remaining)
 			dst = binary.AppendVarint(dst, x.RetryAfter)
 			dst = binary.AppendVarint(dst, x.ResetAfter)
 			dst = binary.AppendVarint(dst, x.Wait)
-			if limited == resultDelayed {
+			if limited&^resultLease == resultDelayed {
 				dst = binary.AppendVarint(dst, x.Delay)
+			}
+			if x.Lease != "" {
+				dst = appendBytes(dst, []byte(x.Lease))
 			}
 		}
 	}
@@ -629,20 +638,26 @@ func decodeResults(b []byte, res []shards.Result) error {
 		nr := r.count("limiter result count", 6)
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
-			kind := r.byte1("limited")
-			switch kind {
+			lb := r.byte1("limited")
+			switch lb &^ resultLease {
+			case 0, resultDelayed:
 			case resultLimited:
 				x.Limited = true
 			case resultShadowed:
 				x.Shadowed = true
+			default:
+				r.fail("limited")
 			}
 			x.Limit = r.varint("limit")
 			x.Remaining = r.varint("remaining")
 			x.RetryAfter = r.varint("retry_after")
 			x.ResetAfter = r.varint("reset_after")
 			x.Wait = r.varint("wait")
-			if kind == resultDelayed {
+			if lb&^resultLease == resultDelayed {
 				x.Delay = r.varint("delay")
+			}
+			if lb&resultLease != 0 {
+				x.Lease = string(r.bytes("lease"))
 			}
 			rs.Results = append(rs.Results, x)
 		}

@@ -46,6 +46,11 @@ func TestCodecResultShadowed(t *testing.T) {
 		{Limited: true, Limit: 2, RetryAfter: 5, ResetAfter: 9, Wait: -1},
 		{Shadowed: true, Limit: 2, RetryAfter: -1, ResetAfter: 9},
 		{Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 3},
+		// A CC.ACQUIRE's lease id travels back to the follower that
+		// forwarded it, allowed, shadowed or limited.
+		{Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 3, Lease: "job-7"},
+		{Shadowed: true, Limit: 2, RetryAfter: -1, ResetAfter: 3, Lease: "dn6g4g7fn63r-2"},
+		{Limited: true, Limit: 2, RetryAfter: 4, ResetAfter: 3, Lease: "x"},
 	}
 	got := make([]shards.Result, 1)
 	if err := decodeResults(encodeResults(nil, []shards.Result{{Results: want}}), got); err != nil {

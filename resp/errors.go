@@ -138,6 +138,7 @@ var sentinelReplies = []struct {
 	{cluster.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 	{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
 	{engine.ErrSyntax, "ERR syntax error"},
+	{engine.ErrLeaseID, "ERR lease id must be 1 to 64 bytes"},
 	{shards.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
 	{shards.ErrWouldGrow, "OOM command not allowed when used memory > 'maxmemory'."}, // the noeviction policy's refusal
 	{ErrNoAuth, "NOAUTH Authentication required."},

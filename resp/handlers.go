@@ -3,6 +3,7 @@ package resp
 import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -40,6 +41,9 @@ func bindings() map[string]binding {
 		"auth":                    {Handler: authHandler},
 		"bgsave":                  {Handler: bgsaveHandler},
 		"cl.inspect":              {Handler: inspectHandler},
+		"cc.acquire":              {Prepare: prepareLease(engine.LeaseAcquire), Finish: finishAcquire},
+		"cc.release":              {Prepare: prepareLease(engine.LeaseRelease), Finish: finishLeaseCount},
+		"cc.renew":                {Prepare: prepareLease(engine.LeaseRenew), Finish: finishLeaseCount},
 		"cl.throttle":             {Prepare: prepareLimit(engine.KindGCRA), Finish: finishThrottle},
 		"cl.throttleall":          {Prepare: prepareThrottleAll, Finish: finishThrottleAll},
 		"client|getname":          {Handler: clientGetnameHandler},
@@ -109,7 +113,7 @@ func bindings() map[string]binding {
 		"readonly":                {Handler: readonlyHandler},
 		"readwrite":               {Handler: readonlyHandler},
 		"region.apply":            {Handler: regionApplyHandler},
-		"region.exec":             {Handler: regionExecHandler},
+		"region.exec":             {Handler: regionExecHandler, MovableKeys: region.ExecKeys},
 		"region|status":           {Handler: regionStatusHandler},
 		"restore":                 {Prepare: restorePrepare, Finish: restoreFinish},
 		"role":                    {Handler: roleHandler},

@@ -204,6 +204,8 @@ func infoStats(s *Server, b []byte, now int64) []byte {
 	b = fieldInt(b, "total_commands_processed", calls)
 	b = fieldInt(b, "rejected_connections", s.stats.rejectedConns.Load())
 	b = fieldInt(b, "expired_keys", int64(st.Expired))
+	b = fieldInt(b, "leases_held", st.Leases)
+	b = fieldInt(b, "leases_expired", int64(st.LeasesExpired))
 	b = fieldInt(b, "evicted_keys", s.stats.evicted.Load())
 	b = fieldInt(b, "evicted_clients", s.cmem.Evicted())
 	b = fieldInt(b, "client_query_buffer_limit_disconnections", s.stats.queryLimited.Load())

@@ -97,12 +97,27 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		return nil
 	}
 	m := c.srv.cfg.Policy.Lookup(args[1])
-	c.WriteMap(12)
+	var leases []engine.Lease
+	if st.Kind == engine.KindConcurrency {
+		leases = liveLeases(st.Leases, now)
+		c.WriteMap(13)
+	} else {
+		c.WriteMap(12)
+	}
 	c.WriteBulkString("algorithm")
 	c.WriteBulkString(st.Kind.String())
 	c.WriteBulkString("params")
 	var r engine.Result
-	if known {
+	switch {
+	case known && st.Kind == engine.KindConcurrency:
+		// No peek: what an acquire would find is max and the units the
+		// live leases hold.
+		r.Limit = p.Burst
+		for _, l := range leases {
+			r.Remaining += l.Units
+		}
+		r.Remaining = max(p.Burst-r.Remaining, 0)
+	case known:
 		peek := p.Request(st.Kind, 0)
 		if peek.Validate() != nil {
 			known = false // parameters that cannot peek (never stored so)
@@ -150,5 +165,27 @@ func inspectHandler(c *Conn, args [][]byte) error {
 	} else {
 		c.WriteNull()
 	}
+	if st.Kind == engine.KindConcurrency {
+		c.WriteBulkString("leases")
+		c.WriteArray(len(leases))
+		for _, l := range leases {
+			c.WriteArray(3)
+			c.WriteBulkString(l.ID)
+			c.WriteInt(l.Units)
+			c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
+		}
+	}
 	return nil
+}
+
+// liveLeases returns the leases of ls not expired at now (a new slice:
+// the store's array is shared and never written).
+func liveLeases(ls []engine.Lease, now int64) []engine.Lease {
+	out := make([]engine.Lease, 0, len(ls))
+	for _, l := range ls {
+		if l.ExpireAt > now {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -42,9 +42,17 @@ func regionExecHandler(c *Conn, args [][]byte) error {
 	var f []int64
 	for i := range res.Results {
 		f = region.EncodeResult(f[:0], &res.Results[i])
-		c.WriteArray(len(f))
+		lease := res.Results[i].Lease
+		if lease != "" {
+			c.WriteArray(len(f) + 1) // CC.ACQUIRE's lease id, last
+		} else {
+			c.WriteArray(len(f))
+		}
 		for _, v := range f {
 			c.WriteInt(v)
+		}
+		if lease != "" {
+			c.WriteBulkString(lease)
 		}
 	}
 	return nil

@@ -27,13 +27,26 @@ const extEntryBytes = 64
 // capacity, which append grows by about 1.25× once large (2× while small).
 const logEntryBytes = 16
 
+// leaseBytes is one lease's cost besides its id's bytes (engine.Lease: a
+// string header, units and expiry).
+const leaseBytes = 32
+
+// leasesBytes is what a concurrency key's leases cost.
+func leasesBytes(ls []engine.Lease) int64 {
+	b := int64(len(ls)) * leaseBytes
+	for i := range ls {
+		b += int64(len(ls[i].ID))
+	}
+	return b
+}
+
 // stateBytes is what a stored state costs besides its record and key: a
 // compact state nothing, any other a side-table entry and its log's array.
 func stateBytes(st *engine.State) int64 {
 	if compact(st) {
 		return 0
 	}
-	return extEntryBytes + int64(cap(st.Log))*logEntryBytes
+	return extEntryBytes + int64(cap(st.Log))*logEntryBytes + leasesBytes(st.Leases)
 }
 
 // grownBytes is the size NoGrow compares (see Op.NoGrow): as stateBytes,
@@ -44,7 +57,7 @@ func grownBytes(st *engine.State) int64 {
 	if compact(st) {
 		return 0
 	}
-	return extEntryBytes + int64(len(st.Log))*logEntryBytes
+	return extEntryBytes + int64(len(st.Log))*logEntryBytes + leasesBytes(st.Leases)
 }
 
 // grows reports whether storing next in place of old creates a key (old is

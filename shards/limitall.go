@@ -238,7 +238,7 @@ func (s *Store) commitKey(key []byte, reqs []engine.Request, i int, p *allPlan, 
 	sh := &s.shards[p.shardOf[i]]
 	pos, idx := sh.find(p.hash[i], key)
 	if p.stale[i] && idx >= 0 {
-		sh.countExpired(sh.recs[idx].kind())
+		sh.countExpired(idx)
 	}
 	switch {
 	case p.work[i].Kind != engine.KindNone:
@@ -271,7 +271,7 @@ func (s *Store) reclaimStale(keys [][]byte, p *allPlan) {
 		}
 		sh := &s.shards[p.shardOf[i]]
 		if pos, idx := sh.find(p.hash[i], key); idx >= 0 {
-			sh.countExpired(sh.recs[idx].kind())
+			sh.countExpired(idx)
 			sh.removeAt(pos, idx)
 		}
 	}

@@ -147,7 +147,7 @@ func (s *Store) moveOut(keys [][]byte, now int64, exclusive bool) (int64, error)
 				sh.changes.Add(1)
 				n++
 			} else {
-				sh.countExpired(sh.recs[idx].kind())
+				sh.countExpired(idx)
 			}
 			sh.removeAt(pos, idx)
 			sh.maybeShrink()
@@ -232,7 +232,7 @@ func (s *Store) restore(op *Op, now int64) (_ int64, err error) {
 	if idx >= 0 && sh.recs[idx].w() <= now {
 		// Expired: reclaimed first, so that what follows sees a
 		// missing key. That changes nothing a client can see.
-		sh.countExpired(sh.recs[idx].kind())
+		sh.countExpired(idx)
 		sh.removeAt(pos, idx)
 		sh.maybeShrink()
 		pos, idx = sh.find(h, key)

@@ -189,7 +189,7 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 	if idx >= 0 {
 		if sh.recs[idx].w() <= now {
 			expired = true // reuse the record in place if the key lives on
-			sh.countExpired(sh.recs[idx].kind())
+			sh.countExpired(idx)
 		} else {
 			if sh.recs[idx].kind() != req.Kind {
 				sh.mu.Unlock()
@@ -202,6 +202,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 	next, r := engine.Apply(st, req, now)
 	if r.Limited && req.Shadow {
 		s.unenforce(&r)
+	}
+	if r.ExpiredLeases > 0 {
+		sh.leasesExpired.Add(uint64(r.ExpiredLeases))
 	}
 	if noGrow && next.ExpireAt > now && next.Kind == req.Kind && grows(&st, &next) { // st is empty for a missing or expired key
 		// Refused before anything is stored. The engine enlarges a log by
@@ -228,7 +231,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 			sh.mu.Unlock()
 			return
 		}
-		sh.setParams(idx, req)
+		if req.Kind != engine.KindConcurrency || req.Op == engine.LeaseAcquire {
+			sh.setParams(idx, req) // a release or renew names no limit
+		}
 	case idx >= 0:
 		sh.removeAt(pos, idx)
 		changed = !expired
@@ -248,8 +253,11 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 // engine only ever drops old entries and appends new ones, so a log that
 // changed differs in one of these.
 func sameState(a, b *engine.State) bool {
-	if a.Kind != b.Kind || a.ExpireAt != b.ExpireAt || a.A != b.A || a.B != b.B || a.C != b.C || len(a.Log) != len(b.Log) {
+	if a.Kind != b.Kind || a.ExpireAt != b.ExpireAt || a.A != b.A || a.B != b.B || a.C != b.C || len(a.Log) != len(b.Log) || len(a.Leases) != len(b.Leases) {
 		return false
+	}
+	if len(a.Leases) > 0 && &a.Leases[0] != &b.Leases[0] {
+		return false // the engine replaces the array on every change
 	}
 	if n := len(a.Log); n > 0 {
 		return a.Log[0] == b.Log[0] && a.Log[n-1] == b.Log[n-1] && &a.Log[0] == &b.Log[0]
@@ -282,7 +290,7 @@ func (sh *shard) delLocked(h uint32, key []byte, now int64) bool {
 	if live {
 		sh.changes.Add(1)
 	} else {
-		sh.countExpired(sh.recs[idx].kind())
+		sh.countExpired(idx)
 	}
 	sh.removeAt(pos, idx)
 	return live
@@ -300,7 +308,7 @@ func (s *Store) Lookup(key []byte, now int64) (engine.State, bool) {
 		return engine.State{}, false
 	}
 	if sh.recs[idx].w() <= now {
-		sh.countExpired(sh.recs[idx].kind())
+		sh.countExpired(idx)
 		sh.removeAt(pos, idx)
 		sh.maybeShrink()
 		return engine.State{}, false
@@ -326,7 +334,7 @@ func (s *Store) Inspect(key []byte, now int64) (st engine.State, p Params, known
 		return engine.State{}, Params{}, false, false
 	}
 	if sh.recs[idx].w() <= now {
-		sh.countExpired(sh.recs[idx].kind())
+		sh.countExpired(idx)
 		sh.removeAt(pos, idx)
 		sh.maybeShrink()
 		return engine.State{}, Params{}, false, false
@@ -453,6 +461,12 @@ type Stats struct {
 	Expired uint64
 	// ExpiredByKind is Expired by limiter kind, indexed by engine.Kind.
 	ExpiredByKind [8]uint64
+	// Leases is the number of leases the concurrency keys hold (those
+	// expired but not yet reclaimed included).
+	Leases int64
+	// LeasesExpired counts the leases freed because their ttl passed
+	// without CC.RELEASE or CC.RENEW (a holder that crashed or forgot).
+	LeasesExpired uint64
 	// Bytes approximates the memory held by the store's tables, records,
 	// key bytes and side tables.
 	Bytes int64
@@ -482,8 +496,10 @@ func (s *Store) Stats(now int64) Stats {
 			st.KeysByKind[k] += int64(n)
 		}
 		st.Bytes += sh.bytes()
+		st.Leases += sh.leases
 		sh.mu.Unlock()
 		st.Expired += sh.expired.Load()
+		st.LeasesExpired += sh.leasesExpired.Load()
 		for k := range sh.expiredByKind {
 			st.ExpiredByKind[k] += sh.expiredByKind[k].Load()
 		}

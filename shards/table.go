@@ -43,7 +43,7 @@ const (
 )
 
 // The kind must fit in the 3 bits kept for it (compile-time check).
-const _ = uint(7 - engine.KindSlidingLog)
+const _ = uint(7 - engine.KindConcurrency)
 
 type rec struct {
 	h   uint32 // in-shard hash: the top 32 bits of the key's xxhash
@@ -71,11 +71,19 @@ func (r *rec) setKind(k engine.Kind, ext bool) {
 type extState struct {
 	A, B, C int64
 	Log     []engine.LogEntry
+	// Leases are a concurrency key's leases (never written in place: the
+	// engine replaces the array on every change).
+	Leases []engine.Lease
+}
+
+// extBytes is what e's log and leases cost, as logBytes counts them.
+func extBytes(e *extState) int64 {
+	return int64(cap(e.Log))*logEntryBytes + leasesBytes(e.Leases)
 }
 
 // compact reports whether st is stored in the record's single word.
 func compact(st *engine.State) bool {
-	return st.A == st.ExpireAt && st.B == 0 && st.C == 0 && st.Log == nil
+	return st.A == st.ExpireAt && st.B == 0 && st.C == 0 && st.Log == nil && st.Leases == nil
 }
 
 // shard is one lock's worth of keyspace. Every field is guarded by mu except
@@ -97,9 +105,13 @@ type shard struct {
 	pidx   []uint8
 	params paramTable
 	gen    uint64 // incremented whenever records move (rebuild)
-	// logBytes is the capacity of the sliding logs in ext, in bytes, kept
-	// up to date by set and removeAt (UsedBytes reads it in O(1)).
+	// logBytes is the capacity of the sliding logs in ext and the size of
+	// the concurrency keys' leases, in bytes, kept up to date by set and
+	// removeAt (UsedBytes reads it in O(1)).
 	logBytes int64
+	// leases is the number of leases the shard's concurrency keys hold
+	// (expired ones included until reclaimed), kept by set and removeAt.
+	leases int64
 
 	sweepPos int // next slab index the sweeper examines
 
@@ -107,6 +119,9 @@ type shard struct {
 	expired atomic.Uint64 // expired keys reclaimed
 	// expiredByKind is expired by limiter kind (see countExpired).
 	expiredByKind [8]atomic.Uint64
+	// leasesExpired counts the leases dropped because their ttl passed
+	// without a release (CC.ACQUIRE's crashed holders).
+	leasesExpired atomic.Uint64
 
 	_ [64]byte // keep neighbouring shards' locks on separate cache lines
 }
@@ -123,6 +138,7 @@ func (sh *shard) init() {
 	sh.pidx = nil
 	sh.params = paramTable{}
 	sh.logBytes = 0
+	sh.leases = 0
 	sh.gen++
 	sh.sweepPos = 0
 }
@@ -180,7 +196,7 @@ func (sh *shard) state(idx int) engine.State {
 		return engine.State{Kind: r.kind(), ExpireAt: w, A: w}
 	}
 	e := sh.ext[uint32(idx)]
-	return engine.State{Kind: r.kind(), ExpireAt: w, A: e.A, B: e.B, C: e.C, Log: e.Log}
+	return engine.State{Kind: r.kind(), ExpireAt: w, A: e.A, B: e.B, C: e.C, Log: e.Log, Leases: e.Leases}
 }
 
 // set stores st (a valid kind) into the live record idx.
@@ -191,7 +207,9 @@ func (sh *shard) set(idx int, st *engine.State) {
 		sh.byKind[st.Kind]++
 	}
 	if r.isExt() {
-		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * logEntryBytes
+		e := sh.ext[uint32(idx)]
+		sh.logBytes -= extBytes(&e)
+		sh.leases -= int64(len(e.Leases))
 	}
 	if compact(st) {
 		if r.isExt() {
@@ -202,8 +220,10 @@ func (sh *shard) set(idx int, st *engine.State) {
 		if sh.ext == nil {
 			sh.ext = make(map[uint32]extState)
 		}
-		sh.ext[uint32(idx)] = extState{A: st.A, B: st.B, C: st.C, Log: st.Log}
-		sh.logBytes += int64(cap(st.Log)) * logEntryBytes
+		e := extState{A: st.A, B: st.B, C: st.C, Log: st.Log, Leases: st.Leases}
+		sh.ext[uint32(idx)] = e
+		sh.logBytes += extBytes(&e)
+		sh.leases += int64(len(st.Leases))
 		r.setKind(st.Kind, true)
 	}
 	r.setW(st.ExpireAt)
@@ -290,7 +310,9 @@ shift:
 	}
 	r := &sh.recs[idx]
 	if r.isExt() {
-		sh.logBytes -= int64(cap(sh.ext[uint32(idx)].Log)) * logEntryBytes
+		e := sh.ext[uint32(idx)]
+		sh.logBytes -= extBytes(&e)
+		sh.leases -= int64(len(e.Leases))
 		delete(sh.ext, uint32(idx))
 	}
 	sh.byKind[r.kind()]--
@@ -448,24 +470,31 @@ func (sh *shard) reclaim(from, n, limit int, now int64) (next, examined, deleted
 		if !r.live() || r.w() > now {
 			continue
 		}
-		sh.countExpired(r.kind())
+		sh.countExpired(i)
 		sh.removeAt(sh.posOf(i), i)
 		deleted++
 	}
 	return i, examined, deleted
 }
 
-// countExpired counts one expired key of kind k reclaimed.
-func (sh *shard) countExpired(k engine.Kind) {
+// countExpired counts the expired key of the live record idx as
+// reclaimed (a concurrency key's leases as expired unreleased). The caller
+// holds sh.mu and removes or replaces the record next.
+func (sh *shard) countExpired(idx int) {
+	r := &sh.recs[idx]
+	k := r.kind()
 	sh.expired.Add(1)
 	sh.expiredByKind[k&7].Add(1)
+	if k == engine.KindConcurrency && r.isExt() {
+		sh.leasesExpired.Add(uint64(len(sh.ext[uint32(idx)].Leases)))
+	}
 }
 
 // bytes estimates the memory the shard holds.
 func (sh *shard) bytes() int64 {
 	b := int64(cap(sh.table))*4 + int64(cap(sh.recs))*20 + int64(cap(sh.arena)) + int64(cap(sh.pidx)) + sh.params.bytes()
 	for _, e := range sh.ext {
-		b += 64 + int64(cap(e.Log))*16 // map entry and its share of buckets, plus the log
+		b += 64 + extBytes(&e) // map entry and its share of buckets, plus the log or leases
 	}
 	return b
 }

@@ -20,8 +20,10 @@ import (
 // first byte.
 const DumpMagic = "\xceCELL"
 
-// DumpVersion is the DUMP payload version this package writes and reads.
-const DumpVersion = 1
+// DumpVersion is the newest DUMP payload version this package writes and
+// reads. Version 2 is the payload of a concurrency key (its leases); every
+// other key is still written as version 1, which older builds read.
+const DumpVersion = 2
 
 // dumpOverhead is the bytes of a DUMP payload besides the state: magic,
 // version and checksum.
@@ -70,7 +72,11 @@ func ParseState(b []byte) (st engine.State, rest []byte, err error) {
 func EncodeDump(st *engine.State) []byte {
 	b := make([]byte, 0, dumpOverhead+48)
 	b = append(b, DumpMagic...)
-	b = append(b, DumpVersion)
+	v := byte(1)
+	if st.Kind == engine.KindConcurrency {
+		v = 2
+	}
+	b = append(b, v)
 	b = AppendState(b, st)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -87,8 +93,8 @@ func DecodeDump(b []byte) (engine.State, error) {
 	if len(b) < dumpOverhead {
 		return engine.State{}, fmt.Errorf("%w: payload of %d bytes is truncated", ErrDumpChecksum, len(b))
 	}
-	if v := b[len(DumpMagic)]; v != DumpVersion {
-		return engine.State{}, fmt.Errorf("%w: version %d, this build reads %d", ErrDumpVersion, v, DumpVersion)
+	if v := b[len(DumpMagic)]; v < 1 || v > DumpVersion {
+		return engine.State{}, fmt.Errorf("%w: version %d, this build reads 1..%d", ErrDumpVersion, v, DumpVersion)
 	}
 	body, sum := b[:len(b)-crcLen], binary.LittleEndian.Uint32(b[len(b)-crcLen:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {

@@ -25,6 +25,7 @@ func engineStates(t *testing.T) []engine.State {
 		{Kind: engine.KindFixedWindow, Burst: 100, Period: int64(time.Hour), Quantity: 7},
 		{Kind: engine.KindSlidingWindow, Burst: 100, Period: int64(time.Minute), Quantity: 4},
 		{Kind: engine.KindSlidingLog, Burst: 100, Period: int64(time.Minute), Quantity: 2},
+		{Kind: engine.KindConcurrency, Op: engine.LeaseAcquire, Burst: 100, Period: int64(time.Minute), Quantity: 2},
 	}
 	var out []engine.State
 	for _, req := range reqs {
@@ -39,7 +40,7 @@ func engineStates(t *testing.T) []engine.State {
 		}
 		out = append(out, st)
 	}
-	for _, e := range sampleEntries() {
+	for _, e := range append(sampleEntries(), leaseEntries()...) {
 		out = append(out, e.State)
 	}
 	return out
@@ -50,7 +51,11 @@ func TestDumpRoundTrip(t *testing.T) {
 	for _, st := range engineStates(t) {
 		kinds[st.Kind] = true
 		b := EncodeDump(&st)
-		if !bytes.HasPrefix(b, []byte(DumpMagic)) || b[len(DumpMagic)] != DumpVersion {
+		wantV := byte(1) // version 2 only for what version 1 cannot hold
+		if st.Kind == engine.KindConcurrency {
+			wantV = 2
+		}
+		if !bytes.HasPrefix(b, []byte(DumpMagic)) || b[len(DumpMagic)] != wantV {
 			t.Fatalf("EncodeDump(%+v) = %x: no magic and version", st, b)
 		}
 		got, err := DecodeDump(b)
@@ -135,7 +140,7 @@ func TestDecodeDumpErrors(t *testing.T) {
 		{"empty", nil, ErrDumpNotCellserver},
 		{"text", []byte("hello world"), ErrDumpNotCellserver},
 		{"magic only", []byte(DumpMagic), ErrDumpChecksum},
-		{"future version", payload(2, &good), ErrDumpVersion},
+		{"future version", payload(3, &good), ErrDumpVersion},
 		{"version 0", payload(0, &good), ErrDumpVersion},
 		{"invalid state", payload(DumpVersion, &invalid), ErrDumpChecksum},
 		{"trailing byte inside the checksum", payload(DumpVersion, &good, 0), ErrDumpChecksum},

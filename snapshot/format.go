@@ -10,8 +10,11 @@ import (
 )
 
 // Version is the format version this package writes. The decoder reads every
-// version listed in FORMAT.md up to this one (today: 1).
-const Version = 1
+// version listed in FORMAT.md up to this one (today: 1 and 2). Version 2
+// adds the concurrency kind's records (kind 7, with their leases); a
+// version-1 file never holds one, and a build that reads version 1 only
+// refuses a version-2 file with ErrVersion rather than calling it corrupt.
+const Version = 2
 
 // Magic opens every snapshot file.
 const Magic = "CELLSNAP"
@@ -27,6 +30,8 @@ const (
 	// MaxLogEntries bounds a sliding log's entries: 2^25 (each admitted
 	// entry counts at least 1, and a log's limit is far below this).
 	MaxLogEntries = 1 << 25
+	// MaxLeases bounds a concurrency key's leases (engine.MaxLeases).
+	MaxLeases = engine.MaxLeases
 	// MaxBlockLen bounds a block's payload: 1 GiB. A single record larger
 	// than this cannot be written.
 	MaxBlockLen = 1 << 30
@@ -142,8 +147,12 @@ func corruptf(off int64, format string, args ...any) error {
 //   - sliding log: 1..MaxLogEntries entries, instants strictly increasing,
 //     each counting 1..MaxCount, summing to A <= MaxCount; B == C == 0; the
 //     newest entry before ExpireAt by at most MaxPeriod.
+//   - concurrency: 1..MaxLeases leases with distinct ids of 1..MaxLeaseID
+//     bytes, each holding 1..MaxCount units, summing to A <= MaxCount;
+//     0 <= B; C == 0; ExpireAt is the latest lease expiry and no lease
+//     expires more than MaxSpan before it.
 //
-// Only a sliding log holds Log entries. The encoder refuses, and the decoder
+// Only a sliding log holds Log entries, and only a concurrency key Leases. The encoder refuses, and the decoder
 // rejects, any state that fails this, so a snapshot never carries garbage
 // state in either direction.
 func ValidateState(st *engine.State) error {
@@ -152,6 +161,9 @@ func ValidateState(st *engine.State) error {
 	}
 	if st.Kind != engine.KindSlidingLog && len(st.Log) != 0 {
 		return invalidf("%s state holds %d log entries", st.Kind, len(st.Log))
+	}
+	if st.Kind != engine.KindConcurrency && len(st.Leases) != 0 {
+		return invalidf("%s state holds %d leases", st.Kind, len(st.Leases))
 	}
 	switch st.Kind {
 	case engine.KindGCRA:
@@ -178,6 +190,47 @@ func ValidateState(st *engine.State) error {
 		}
 	case engine.KindSlidingLog:
 		return validateLog(st)
+	case engine.KindConcurrency:
+		return validateLeases(st)
+	}
+	return nil
+}
+
+func validateLeases(st *engine.State) error {
+	n := len(st.Leases)
+	if n == 0 || n > MaxLeases {
+		return invalidf("concurrency key of %d leases (range 1..%d)", n, MaxLeases)
+	}
+	if st.B < 0 || st.C != 0 {
+		return invalidf("concurrency state B=%d C=%d is not (>= 0, 0)", st.B, st.C)
+	}
+	var sum int64
+	latest := st.Leases[0].ExpireAt
+	ids := make(map[string]struct{}, n)
+	for i, l := range st.Leases {
+		if len(l.ID) == 0 || len(l.ID) > engine.MaxLeaseID {
+			return invalidf("lease %d id of %d bytes (range 1..%d)", i, len(l.ID), engine.MaxLeaseID)
+		}
+		if _, dup := ids[l.ID]; dup {
+			return invalidf("lease %d id %q held twice", i, l.ID)
+		}
+		ids[l.ID] = struct{}{}
+		if l.Units < 1 || l.Units > engine.MaxCount {
+			return invalidf("lease %d holds %d units (range 1..%d)", i, l.Units, engine.MaxCount)
+		}
+		if sum += l.Units; sum > engine.MaxCount {
+			return invalidf("leases hold more than %d units", engine.MaxCount)
+		}
+		if l.ExpireAt > st.ExpireAt || uint64(st.ExpireAt)-uint64(l.ExpireAt) > uint64(engine.MaxSpan) {
+			return invalidf("lease %d expiry %d out of range of the key's %d", i, l.ExpireAt, st.ExpireAt)
+		}
+		latest = max(latest, l.ExpireAt)
+	}
+	if sum != st.A {
+		return invalidf("concurrency A=%d differs from its leases' units %d", st.A, sum)
+	}
+	if latest != st.ExpireAt {
+		return invalidf("concurrency expiry %d is not its latest lease's %d", st.ExpireAt, latest)
 	}
 	return nil
 }
@@ -291,6 +344,17 @@ func appendState(b []byte, created int64, st *engine.State) []byte {
 			}
 			prev = e.At
 			b = binary.AppendUvarint(b, uint64(e.Count))
+		}
+	}
+	if st.Kind == engine.KindConcurrency {
+		// Version 2: the leases, each id, units and expiry before the
+		// key's (ExpireAt - lease expiry >= 0).
+		b = binary.AppendUvarint(b, uint64(len(st.Leases)))
+		for _, l := range st.Leases {
+			b = binary.AppendUvarint(b, uint64(len(l.ID)))
+			b = append(b, l.ID...)
+			b = binary.AppendUvarint(b, uint64(l.Units))
+			b = binary.AppendUvarint(b, uint64(st.ExpireAt)-uint64(l.ExpireAt))
 		}
 	}
 	return b
@@ -412,6 +476,44 @@ func (p *recordParser) state(logBuf []engine.LogEntry) (engine.State, []engine.L
 			logBuf = log
 		}
 		st.Log = log
+	}
+	if st.Kind == engine.KindConcurrency {
+		lenOff := p.base + int64(p.pos)
+		n, err := p.uvarint("lease count")
+		if err != nil {
+			return st, logBuf, err
+		}
+		// Each lease takes at least 4 bytes (length, a byte of id, units,
+		// expiry), which bounds n by the block before allocating.
+		if n > MaxLeases || n > uint64(len(p.buf)-p.pos)/4 {
+			return st, logBuf, corruptf(lenOff, "lease count %d exceeds its block", n)
+		}
+		leases := make([]engine.Lease, 0, n)
+		for i := uint64(0); i < n; i++ {
+			off := p.base + int64(p.pos)
+			l, err := p.uvarint("lease id length")
+			if err != nil {
+				return st, logBuf, err
+			}
+			if l > engine.MaxLeaseID || l > uint64(len(p.buf)-p.pos) {
+				return st, logBuf, corruptf(off, "lease id length %d out of range", l)
+			}
+			id := string(p.buf[p.pos : p.pos+int(l)])
+			p.pos += int(l)
+			units, err := p.uvarint("lease units")
+			if err != nil {
+				return st, logBuf, err
+			}
+			before, err := p.uvarint("lease expiry")
+			if err != nil {
+				return st, logBuf, err
+			}
+			if units > uint64(engine.MaxCount) || before > uint64(engine.MaxSpan) {
+				return st, logBuf, corruptf(off, "lease units %d or expiry %d out of range", units, before)
+			}
+			leases = append(leases, engine.Lease{ID: id, Units: int64(units), ExpireAt: st.ExpireAt - int64(before)})
+		}
+		st.Leases = leases
 	}
 	return st, logBuf, nil
 }

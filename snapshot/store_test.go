@@ -195,10 +195,10 @@ func TestWriteStoreUnderTraffic(t *testing.T) {
 
 func TestLoadRefusesNewerVersion(t *testing.T) {
 	b := encodeSnapshot(t, Header{Created: t0}, sampleEntries())
-	b[8] = 2
+	b[8] = Version + 1
 	s := newStore(t, 1)
 	if _, err := Load(bytes.NewReader(b), s, t0); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Load of version 2 = %v, want ErrVersion (not ErrCorrupt)", err)
+		t.Fatalf("Load of version %d = %v, want ErrVersion (not ErrCorrupt)", Version+1, err)
 	}
 }
 

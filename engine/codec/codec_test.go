@@ -28,6 +28,14 @@ func everyField(t *testing.T) []engine.Request {
 			}
 		case f.Type.Kind() == reflect.Bool:
 			vals = append(vals, reflect.ValueOf(true))
+		case f.Type.Kind() == reflect.Uint8:
+			for _, v := range []uint64{1, 2, 3, 255} {
+				vals = append(vals, reflect.ValueOf(v).Convert(f.Type))
+			}
+		case f.Type.Kind() == reflect.String:
+			for _, v := range []string{"a", "job-7", string(make([]byte, 64)), "\xff\r\n $"} {
+				vals = append(vals, reflect.ValueOf(v))
+			}
 		case f.Type.Kind() == reflect.Int64:
 			for _, v := range ints {
 				vals = append(vals, reflect.ValueOf(v).Convert(f.Type))
@@ -55,6 +63,10 @@ func everyField(t *testing.T) []engine.Request {
 			fv.SetBool(true)
 		case fv.Kind() == reflect.Int64:
 			fv.SetInt(int64(1000 + i))
+		case fv.Kind() == reflect.Uint8:
+			fv.SetUint(uint64(i))
+		case fv.Kind() == reflect.String:
+			fv.SetString("lease-all")
 		}
 	}
 	return append(out, all)
@@ -69,8 +81,8 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("ReadBinary(AppendBinary(%+v)) = %+v, %d, %v; want the request, %d bytes", r, got, n, err, len(b)-1)
 		}
 		args := AppendArgs([][]byte{[]byte("key")}, &r)
-		if len(args) != 1+ArgFields {
-			t.Fatalf("AppendArgs gave %d fields, want %d", len(args)-1, ArgFields)
+		if len(args) != 1+NumArgs(&r) {
+			t.Fatalf("AppendArgs gave %d fields, want %d", len(args)-1, NumArgs(&r))
 		}
 		got, err = ParseArgs(args[1:])
 		if err != nil || got != r {
@@ -109,6 +121,9 @@ func TestMalformed(t *testing.T) {
 		{"kind only", good[:1]},
 		{"unknown flag", append([]byte{good[0], 0x40}, good[2:]...)},
 		{"wait flag without a wait", append([]byte{good[0], 0x10}, good[2:]...)},
+		{"lease flag, no op", append([]byte{good[0], FlagLease}, good[2:]...)},
+		{"lease longer than its bytes", append(append([]byte{good[0], FlagLease}, good[2:]...), 1, 5, 'a')},
+		{"lease above MaxLease", append(append([]byte{good[0], FlagLease}, good[2:]...), 1, 0x81, 0x10)},
 		{"truncated", good[:len(good)-1]},
 		{"overlong varint", append(good[:2:2], 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01)},
 	} {
@@ -129,7 +144,10 @@ func TestMalformed(t *testing.T) {
 		args("nosuch", "1", "2", "3", "4", "0"),
 		args("gcra", "x", "2", "3", "4", "0"),
 		args("gcra", "1", "2", "3", "99999999999999999999", "0"),
-		args("gcra", "1", "2", "3", "4", "8"),
+		args("gcra", "1", "2", "3", "4", "16"),
+		args("concurrency", "1", "0", "3", "1", "8"),
+		args("concurrency", "1", "0", "3", "1", "0", "1", "a"),
+		args("concurrency", "1", "0", "3", "1", "8", "x", "a"),
 		args("gcra", "1", "2", "3", "4", "-1"),
 		args("gcra", "1", "2", "3", "4", "256"),
 		args("gcra", "1", "2", "3", "4", "16"),

@@ -38,7 +38,11 @@ var (
 // SL.ADD's limit; Rate replaces count_per_period, refill_tokens and
 // leak_count (the window limiters have none and ignore it); Period
 // replaces period, refill_period, leak_period and window. The quantity and
-// TB.TAKE's INTERVAL stay the caller's.
+// TB.TAKE's INTERVAL stay the caller's. For CC.ACQUIRE, Burst replaces max
+// and nothing else applies: the ttl and cost stay the caller's (the ttl is
+// how long the holder may take before it renews, not a limit), and
+// CC.RELEASE and CC.RENEW pass unchanged (they are neither overridden nor
+// shadowed).
 type Override struct {
 	Pattern string
 	// Burst is 0..engine.MaxCount; Rate 1..engine.MaxCount; Period in
@@ -187,10 +191,16 @@ func (p *Policy) Lookup(key []byte) Match {
 // Apply costs two atomic loads; with rules, one pass over the key per list
 // (glob.Table), whatever their number.
 func (p *Policy) Apply(key []byte, req *engine.Request, opt engine.ParseOptions) error {
+	if req.Kind == engine.KindConcurrency && req.Op != engine.LeaseAcquire {
+		return nil // a release or renew has no limit to override or shadow
+	}
 	if o := p.overrides.Load().Lookup(key); o != nil {
 		next := *req
 		next.Burst, next.Period = o.Burst, o.Period
-		if req.Kind == engine.KindFixedWindow || req.Kind == engine.KindSlidingWindow || req.Kind == engine.KindSlidingLog {
+		if req.Kind == engine.KindConcurrency {
+			next.Period = req.Period // max only: the ttl is the holder's
+		}
+		if req.Kind == engine.KindFixedWindow || req.Kind == engine.KindSlidingWindow || req.Kind == engine.KindSlidingLog || req.Kind == engine.KindConcurrency {
 			next.Rate = 0
 		} else {
 			next.Rate = o.Rate

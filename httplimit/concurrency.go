@@ -1,0 +1,248 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultLeaseTTL is the lease's ttl of a ConcurrencyPolicy without TTL.
+const DefaultLeaseTTL = time.Minute
+
+// ConcurrencyPolicy caps the requests in flight per key (CC.ACQUIRE): at
+// most Max units are held at once, each request holding its quantity (1,
+// or WithQuantity's) from before the handler runs until it returns.
+type ConcurrencyPolicy struct {
+	// Name identifies the policy in the RateLimit and RateLimit-Policy
+	// fields and in the server's key, as Policy.Name.
+	Name string
+	// Max is the units held at most at once: 1 up to MaxCount.
+	Max int64
+	// TTL is how long a lease outlives a process that died holding it
+	// (the server frees it then). Zero: DefaultLeaseTTL, and a handler
+	// that runs longer loses its lease. Set: the lease is renewed every
+	// TTL/2 while the handler runs, so a handler may run as long as it
+	// needs. Whole milliseconds, 1 ms up to MaxPeriod.
+	TTL time.Duration
+}
+
+// ConcurrencyMiddleware returns net/http middleware that caps the requests
+// in flight per key: CC.ACQUIRE before the handler (one round trip,
+// bounded by WithTimeout), CC.RELEASE when the handler returns — also
+// when it panics — and CC.RENEW every TTL/2 while it runs (a TTL given).
+// A request key finds no key for passes unlimited.
+//
+// An admitted request gets RateLimit-Policy `"<name>";q=<Max>;qu="concurrent-requests"`
+// and RateLimit `"<name>";r=<remaining>` (and X-RateLimit-Limit and
+// -Remaining with WithLegacyHeaders); a refused one the same fields with
+// `;t=<seconds until the earliest lease expires>`, Retry-After (the same
+// seconds), and 429 with the quota-exceeded problem body (or
+// WithLimitedHandler's answer). Retry-After is only a bound: a release
+// frees a unit sooner. With no decision (the server down, slow or
+// answering an error), the request goes on unlimited (WithFailOpen, the
+// default) or gets 503 (WithFailClosed); a failed release or renewal is
+// passed to WithErrorHandler, and the lease then frees itself at its ttl.
+//
+// Of the options, WithFailOpen, WithFailClosed, WithTimeout,
+// WithKeyPrefix, WithLegacyHeaders, WithoutIETFHeaders, WithErrorHandler,
+// WithQuantity (the units a request holds; 1 up to MaxCount) and
+// WithLimitedHandler apply; the others are ignored. The error is
+// ErrInvalidPolicy or ErrInvalidOption.
+func ConcurrencyMiddleware(client redis.UniversalClient, p ConcurrencyPolicy, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: nil KeyFunc", ErrInvalidOption)
+	}
+	if err := checkName(p.Name); err != nil {
+		return nil, err
+	}
+	if p.Max < 1 || p.Max > MaxCount {
+		return nil, fmt.Errorf("%w: %q: max %d out of range 1 to 2^40", ErrInvalidPolicy, p.Name, p.Max)
+	}
+	if p.TTL < 0 || p.TTL > MaxPeriod || p.TTL%time.Millisecond != 0 {
+		return nil, fmt.Errorf("%w: %q: ttl %v must be 0 or whole milliseconds from 1ms up to 3660 days", ErrInvalidPolicy, p.Name, p.TTL)
+	}
+	m := &inFlight{client: client, p: p, key: key, cfg: cfg, ttl: p.TTL}
+	if m.ttl == 0 {
+		m.ttl = DefaultLeaseTTL
+	}
+	m.policyField = fmt.Sprintf("%q;q=%d;qu=\"concurrent-requests\"", p.Name, p.Max)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
+	}, nil
+}
+
+type inFlight struct {
+	client      redis.UniversalClient
+	p           ConcurrencyPolicy
+	key         KeyFunc
+	cfg         config
+	ttl         time.Duration // the lease's ttl sent
+	policyField string
+}
+
+// acquired is CC.ACQUIRE's reply.
+type acquired struct {
+	limited    bool
+	remaining  int64
+	retryAfter time.Duration // negative: never (or allowed)
+	lease      string
+}
+
+func (m *inFlight) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	key, ok := m.key(r)
+	if !ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	skey := m.cfg.prefix + m.p.Name + ":{" + hashTag(key) + "}"
+	a, err := m.acquire(r.Context(), skey, r)
+	if err != nil {
+		if m.cfg.onError != nil {
+			m.cfg.onError(r, err)
+		}
+		if m.cfg.failClosed {
+			writeProblem(w, problem{Type: problemBlank, Title: http.StatusText(http.StatusServiceUnavailable),
+				Status: http.StatusServiceUnavailable, Detail: "The rate limiter is unavailable."})
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	m.setFields(w.Header(), a)
+	if a.limited {
+		if m.cfg.limited != nil {
+			m.cfg.limited.ServeHTTP(w, r)
+			return
+		}
+		p := problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests, Violated: []string{m.p.Name}}
+		if a.retryAfter >= 0 {
+			p.Detail = fmt.Sprintf("Too many requests in flight: retry in at most %d s.", seconds(a.retryAfter))
+		} else {
+			p.Detail = "The request holds more than the whole quota of the policy: it can never be allowed."
+		}
+		writeProblem(w, p)
+		return
+	}
+	stop := m.renewing(r, skey, a.lease)
+	defer func() {
+		// Runs when the handler returns and when it panics (the panic
+		// goes on after): the units are freed either way.
+		stop()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.timeout)
+		defer cancel()
+		if err := m.client.Do(ctx, "CC.RELEASE", skey, a.lease).Err(); err != nil && m.cfg.onError != nil {
+			m.cfg.onError(r, fmt.Errorf("httplimit: CC.RELEASE: %w", err))
+		}
+	}()
+	next.ServeHTTP(w, r)
+}
+
+// acquire sends CC.ACQUIRE and reads its reply.
+func (m *inFlight) acquire(parent context.Context, skey string, r *http.Request) (acquired, error) {
+	n := int64(1)
+	if m.cfg.quantity != nil {
+		n = m.cfg.quantity(r)
+	}
+	if n < 1 || n > MaxQuantity {
+		return acquired{}, fmt.Errorf("%w: %d is out of range 1 to 2^40 (a lease holds at least one unit)", ErrInvalidQuantity, n)
+	}
+	ctx, cancel := context.WithTimeout(parent, m.cfg.timeout)
+	defer cancel()
+	ttl := strconv.FormatInt(m.ttl.Milliseconds(), 10) + "ms"
+	v, err := m.client.Do(ctx, "CC.ACQUIRE", skey, m.p.Max, ttl, "COST", n).Slice()
+	if err != nil {
+		return acquired{}, fmt.Errorf("httplimit: CC.ACQUIRE: %w", err)
+	}
+	bad := func() (acquired, error) { return acquired{}, fmt.Errorf("%w: CC.ACQUIRE answered %v", ErrBadReply, v) }
+	if len(v) != 6 {
+		return bad()
+	}
+	var f [5]int64
+	for i := range f {
+		x, ok := v[i].(int64)
+		if !ok {
+			return bad()
+		}
+		f[i] = x
+	}
+	a := acquired{limited: f[0] != 0, remaining: f[2], retryAfter: -1}
+	if f[3] >= 0 {
+		a.retryAfter = time.Duration(f[3]) * time.Millisecond
+	}
+	switch id := v[5].(type) {
+	case string:
+		a.lease = id
+	case nil:
+		if !a.limited {
+			return bad()
+		}
+	default:
+		return bad()
+	}
+	return a, nil
+}
+
+// renewing renews the lease every ttl/2 while the handler runs, when the
+// policy has a TTL; the returned func stops it and waits for it to end.
+func (m *inFlight) renewing(r *http.Request, skey, lease string) func() {
+	if m.p.TTL == 0 {
+		return func() {}
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(m.p.TTL / 2)
+		defer t.Stop()
+		ttl := strconv.FormatInt(m.p.TTL.Milliseconds(), 10) + "ms"
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.timeout)
+			held, err := m.client.Do(ctx, "CC.RENEW", skey, lease, ttl).Int64()
+			cancel()
+			switch {
+			case err != nil:
+				err = fmt.Errorf("httplimit: CC.RENEW: %w", err)
+			case held == 0:
+				err = fmt.Errorf("httplimit: CC.RENEW: lease %q of %s no longer held (expired before its renewal)", lease, skey)
+			}
+			if err != nil && m.cfg.onError != nil {
+				m.cfg.onError(r, err)
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// setFields sets the fields of a decision (see ConcurrencyMiddleware).
+func (m *inFlight) setFields(h http.Header, a acquired) {
+	if a.limited && a.retryAfter >= 0 {
+		h.Set("Retry-After", strconv.FormatInt(seconds(a.retryAfter), 10))
+	}
+	if m.cfg.ietf {
+		h.Set("RateLimit-Policy", m.policyField)
+		v := strconv.Quote(m.p.Name) + ";r=" + strconv.FormatInt(min(a.remaining, maxSFInteger), 10)
+		if a.limited && a.retryAfter >= 0 {
+			v += ";t=" + strconv.FormatInt(seconds(a.retryAfter), 10)
+		}
+		h.Set("RateLimit", v)
+	}
+	if m.cfg.legacy {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(m.p.Max, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(a.remaining, 10))
+	}
+}

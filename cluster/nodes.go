@@ -1,6 +1,10 @@
 package cluster
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/cellserver/cellserver/internal/hashslot"
+)
 
 // The CLUSTER NODES, REPLICAS and SHARDS texts of a Shard's nodes, in
 // Redis's words: the wire layer only frames them.
@@ -139,4 +143,29 @@ func (r *Routing) Replicas(id string) ([][]byte, error) {
 		lines = append(lines, line[:len(line)-1])
 	}
 	return lines, nil
+}
+
+// InfoFields returns the CLUSTER INFO fields of s, in Redis's order and
+// words (cluster_state is "ok" when every slot is served by a Healthy
+// group; the message and pfail counters are always 0: there is no bus).
+func (s Summary) InfoFields() [][2]string {
+	state := "fail"
+	if s.OK == hashslot.Count {
+		state = "ok"
+	}
+	i := strconv.Itoa
+	return [][2]string{
+		{"cluster_state", state},
+		{"cluster_slots_assigned", i(s.Assigned)},
+		{"cluster_slots_ok", i(s.OK)},
+		{"cluster_slots_pfail", "0"},
+		{"cluster_slots_fail", i(s.Assigned - s.OK)},
+		{"cluster_known_nodes", i(s.KnownNodes)},
+		{"cluster_size", i(s.Size)},
+		{"cluster_current_epoch", strconv.FormatUint(s.CurrentEpoch, 10)},
+		{"cluster_my_epoch", strconv.FormatUint(s.MyEpoch, 10)},
+		{"cluster_stats_messages_sent", "0"},
+		{"cluster_stats_messages_received", "0"},
+		{"total_cluster_links_buffer_limit_exceeded", "0"},
+	}
 }

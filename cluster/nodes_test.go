@@ -111,3 +111,30 @@ func TestSlotArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasAndInfo: CLUSTER REPLICAS of a leader, of a follower and of
+// an unknown id; CLUSTER INFO's fields.
+func TestReplicasAndInfo(t *testing.T) {
+	r := NewRouting(0, "a1", []GroupView{{Name: "a", Term: 3, Slots: [][2]int{{0, 16383}}, Reachable: true, Members: []GroupMember{
+		{ID: "a1", ClusterID: "ida1", RespAddr: "h:7001", RaftAddr: "h:8001", Leader: true, Health: HealthOnline},
+		{ID: "a2", ClusterID: "ida2", RespAddr: "h:7002", RaftAddr: "h:8002", Health: HealthSuspect}}}})
+	lines, err := r.Replicas("ida1")
+	if want := "[ida2 h:7002@8002 slave,fail? ida1 0 0 3 disconnected]"; err != nil || fmt.Sprintf("%s", lines) != want {
+		t.Errorf("Replicas(leader) = %s, %v; want %s", lines, err, want)
+	}
+	if _, err := r.Replicas("ida2"); !errors.Is(err, ErrNotMaster) {
+		t.Errorf("Replicas(follower) err = %v, want ErrNotMaster", err)
+	}
+	var unknown *NodeIDError
+	if _, err := r.Replicas("zz"); !errors.As(err, &unknown) || unknown.ID != "zz" {
+		t.Errorf("Replicas(unknown) err = %v, want a *NodeIDError naming zz", err)
+	}
+	if got := string(r.Nodes()); got != "ida1 h:7001@8001 myself,master - 0 0 3 connected 0-16383\n"+
+		"ida2 h:7002@8002 slave,fail? ida1 0 0 3 disconnected\n" {
+		t.Errorf("Nodes = %q", got)
+	}
+	f := r.Summary().InfoFields()
+	if fmt.Sprint(f[:3]) != "[[cluster_state ok] [cluster_slots_assigned 16384] [cluster_slots_ok 16384]]" || len(f) != 12 {
+		t.Errorf("InfoFields = %v", f)
+	}
+}

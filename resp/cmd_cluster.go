@@ -149,23 +149,11 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 
 // clusterInfo returns the CLUSTER INFO text.
 func clusterInfo(r *cluster.Routing) []byte {
-	s := r.Summary()
-	state := "fail"
-	if s.OK == clusterSlots {
-		state = "ok"
+	var b []byte
+	for _, f := range r.Summary().InfoFields() {
+		b = field(b, f[0], f[1])
 	}
-	b := field(nil, "cluster_state", state)
-	b = fieldInt(b, "cluster_slots_assigned", int64(s.Assigned))
-	b = fieldInt(b, "cluster_slots_ok", int64(s.OK))
-	b = fieldInt(b, "cluster_slots_pfail", 0)
-	b = fieldInt(b, "cluster_slots_fail", int64(s.Assigned-s.OK))
-	b = fieldInt(b, "cluster_known_nodes", int64(s.KnownNodes))
-	b = fieldInt(b, "cluster_size", int64(s.Size))
-	b = field(b, "cluster_current_epoch", strconv.FormatUint(s.CurrentEpoch, 10))
-	b = field(b, "cluster_my_epoch", strconv.FormatUint(s.MyEpoch, 10))
-	b = fieldInt(b, "cluster_stats_messages_sent", 0)
-	b = fieldInt(b, "cluster_stats_messages_received", 0)
-	return fieldInt(b, "total_cluster_links_buffer_limit_exceeded", 0)
+	return b
 }
 
 // unknownNode returns err, made an unknownNodeError naming id when it is

@@ -47,45 +47,14 @@ func clusterHandler(h func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byt
 	}
 }
 
-// slotKeys calls fn once for every distinct live key of slot at the read
-// instant, by scanning the whole keyspace (O(N) in the number of keys),
-// then for every key of the slot in the moving set (keys MIGRATE is
-// moving out are still this group's until the move completes). It stops
-// when fn returns false.
+// slotKeys calls fn for every key of slot at the read instant
+// (cluster.SlotKeys) until it returns false.
 func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	now, err := c.readNow()
 	if err != nil {
 		return err
 	}
-	store := c.srv.backend.Store()
-	seen := map[string]bool{} // a scan may report a key twice
-	var found [][]byte
-	keep := func(key []byte) {
-		if keySlot(key) == slot && !seen[string(key)] {
-			seen[string(key)] = true
-			found = append(found, append([]byte(nil), key...))
-		}
-	}
-	emit := func() bool {
-		for _, k := range found {
-			if !fn(k) {
-				return false
-			}
-		}
-		found = found[:0]
-		return true
-	}
-	for cur := uint64(0); ; {
-		cur = store.Scan(cur, 1000, now, func(key []byte, _ engine.Kind) { keep(key) })
-		if !emit() {
-			return nil
-		}
-		if cur == 0 {
-			break
-		}
-	}
-	store.MovingKeys(func(key []byte, _ engine.State) bool { keep(key); return true })
-	emit()
+	cluster.SlotKeys(c.srv.backend.Store(), slot, now, fn)
 	return nil
 }
 

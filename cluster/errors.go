@@ -76,3 +76,43 @@ func (e *MoveBusyError) Error() string { return fmt.Sprintf("%v (held by %s)", E
 
 // Unwrap returns ErrMoveBusy.
 func (e *MoveBusyError) Unwrap() error { return ErrMoveBusy }
+
+// Refusals of the slot arguments of the CLUSTER commands (args.go).
+var (
+	// ErrBadSlot: a slot argument that is not an integer in [0, 16384).
+	ErrBadSlot = errors.New("cluster: invalid or out of range slot")
+	// ErrSetSlotSyntax: SETSLOT with an unknown action or the wrong
+	// number of arguments for it.
+	ErrSetSlotSyntax = errors.New("cluster: invalid SETSLOT action or number of arguments")
+	// ErrNotMaster: CLUSTER REPLICAS of a node that is not its group's
+	// leader.
+	ErrNotMaster = errors.New("cluster: node is not a master")
+)
+
+// SlotRepeatError: a slot named twice in ADDSLOTS, DELSLOTS or their
+// RANGE forms.
+type SlotRepeatError struct{ Slot int }
+
+func (e *SlotRepeatError) Error() string {
+	return fmt.Sprintf("cluster: slot %d specified multiple times", e.Slot)
+}
+
+// SlotOrderError: a slot range whose start is past its end.
+type SlotOrderError struct{ First, Last int }
+
+func (e *SlotOrderError) Error() string {
+	return fmt.Sprintf("cluster: start slot %d is greater than end slot %d", e.First, e.Last)
+}
+
+// PortError: MEET's port (or bus port, Bus) is not one.
+type PortError struct {
+	Bus   bool
+	Value string
+}
+
+func (e *PortError) Error() string { return "cluster: invalid port " + e.Value }
+
+// NodeIDError: a node id the routing does not know (CLUSTER REPLICAS).
+type NodeIDError struct{ ID string }
+
+func (e *NodeIDError) Error() string { return "cluster: unknown node " + e.ID }

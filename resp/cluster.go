@@ -295,10 +295,7 @@ func raftInfoHandler(c *Conn, _ [][]byte) error {
 	inf := n.Info()
 	var b []byte
 	for _, f := range raftFields(&inf) {
-		b = append(b, f[0]...)
-		b = append(b, ':')
-		b = append(b, f[1]...)
-		b = append(b, "\r\n"...)
+		b = field(b, f[0], f[1])
 	}
 	c.WriteBulk(b)
 	return nil

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -20,11 +19,6 @@ import (
 // computed from one cluster.Routing, an immutable table (its views as data: Shards, SlotRanges, Summary). A standalone
 // server answers every CLUSTER subcommand, READONLY, READWRITE and ASKING
 // as a Redis server without cluster support does.
-
-// errClusterDisabled is Redis's reply on a server without cluster support.
-var errClusterDisabled = &textError{"ERR This instance has cluster support disabled"}
-
-var errFailoverOption = &textError{"ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"}
 
 // clusterRouting returns the node's routing table, or errClusterDisabled
 // on a standalone server. Before the node has a table, an unsharded one of
@@ -53,215 +47,15 @@ func clusterHandler(h func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byt
 	}
 }
 
-// parseSlot parses a slot number; anything but an integer in [0, 16384)
-// is Redis's invalid-slot error, msg.
-func parseSlot(b []byte, msg string) (int, error) {
-	n, err := engine.ParseInt(b)
-	if err != nil {
-		return 0, err
-	}
-	if n < 0 || n >= clusterSlots {
-		return 0, &textError{msg}
-	}
-	return int(n), nil
-}
-
-// errBadSlot is Redis's reply to a slot argument of ADDSLOTS, DELSLOTS and
-// SETSLOT that is not an integer in [0, 16384).
-var errBadSlot = &textError{"ERR Invalid or out of range slot"}
-
-// parseSlotArg parses a slot of ADDSLOTS, DELSLOTS or SETSLOT, where Redis
-// answers errBadSlot for a non-integer too.
-func parseSlotArg(b []byte) (int, error) {
-	n, err := engine.ParseInt(b)
-	if err != nil || n < 0 || n >= clusterSlots {
-		return 0, errBadSlot
-	}
-	return int(n), nil
-}
-
-// parseSlotList parses ADDSLOTS / DELSLOTS arguments: each a slot, none twice.
-func parseSlotList(args [][]byte) ([]int, error) {
-	slots := make([]int, 0, len(args))
-	seen := map[int]bool{}
-	for _, a := range args {
-		s, err := parseSlotArg(a)
-		if err != nil {
-			return nil, err
-		}
-		if seen[s] {
-			return nil, &textError{"ERR Slot " + strconv.Itoa(s) + " specified multiple times"}
-		}
-		seen[s] = true
-		slots = append(slots, s)
-	}
-	return slots, nil
-}
-
-// parseSlotRanges parses ADDSLOTSRANGE / DELSLOTSRANGE arguments: pairs of
-// start and end slots (inclusive), no slot twice. An odd count is the arity
-// error, as in Redis.
-func parseSlotRanges(args [][]byte) ([]int, error) {
-	if len(args)%2 != 0 {
-		return nil, engine.ErrArity
-	}
-	var slots []int
-	seen := map[int]bool{}
-	for i := 0; i < len(args); i += 2 {
-		lo, err := parseSlotArg(args[i])
-		if err != nil {
-			return nil, err
-		}
-		hi, err := parseSlotArg(args[i+1])
-		if err != nil {
-			return nil, err
-		}
-		if lo > hi {
-			return nil, &textError{"ERR start slot number " + strconv.Itoa(lo) + " is greater than end slot number " + strconv.Itoa(hi)}
-		}
-		for s := lo; s <= hi; s++ {
-			if seen[s] {
-				return nil, &textError{"ERR Slot " + strconv.Itoa(s) + " specified multiple times"}
-			}
-			seen[s] = true
-			slots = append(slots, s)
-		}
-	}
-	return slots, nil
-}
-
-// slotKeys calls fn once for every distinct live key of slot at the read
-// instant, by scanning the whole keyspace (O(N) in the number of keys),
-// then for every key of the slot in the moving set (keys MIGRATE is
-// moving out are still this group's until the move completes). It stops
-// when fn returns false.
+// slotKeys calls fn for every key of slot at the read instant
+// (cluster.SlotKeys) until it returns false.
 func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	now, err := c.readNow()
 	if err != nil {
 		return err
 	}
-	store := c.srv.backend.Store()
-	seen := map[string]bool{} // a scan may report a key twice
-	var found [][]byte
-	keep := func(key []byte) {
-		if keySlot(key) == slot && !seen[string(key)] {
-			seen[string(key)] = true
-			found = append(found, append([]byte(nil), key...))
-		}
-	}
-	emit := func() bool {
-		for _, k := range found {
-			if !fn(k) {
-				return false
-			}
-		}
-		found = found[:0]
-		return true
-	}
-	for cur := uint64(0); ; {
-		cur = store.Scan(cur, 1000, now, func(key []byte, _ engine.Kind) { keep(key) })
-		if !emit() {
-			return nil
-		}
-		if cur == 0 {
-			break
-		}
-	}
-	store.MovingKeys(func(key []byte, _ engine.State) bool { keep(key); return true })
-	emit()
+	cluster.SlotKeys(c.srv.backend.Store(), slot, now, fn)
 	return nil
-}
-
-// appendSlotMarks appends a shard's slot ranges, then its migrating
-// ("[slot->-<target-id>]") and importing ("[slot-<-<source-id>]") slots, as
-// Redis prints them in CLUSTER NODES.
-func appendSlotMarks(b []byte, sh *cluster.Shard) []byte {
-	for _, rg := range sh.Slots {
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(rg[0]), 10)
-		if rg[1] != rg[0] {
-			b = append(b, '-')
-			b = strconv.AppendInt(b, int64(rg[1]), 10)
-		}
-	}
-	mark := func(ms []cluster.SlotMark, arrow string) {
-		for _, m := range ms {
-			b = append(b, " ["...)
-			b = strconv.AppendInt(b, int64(m.Slot), 10)
-			b = append(b, arrow...)
-			b = append(b, m.NodeID...)
-			b = append(b, ']')
-		}
-	}
-	mark(sh.Migrating, "->-")
-	mark(sh.Importing, "-<-")
-	return b
-}
-
-// appendNodeLine appends the CLUSTER NODES line of node i of shard sh.
-func appendNodeLine(b []byte, sh *cluster.Shard, i int) []byte {
-	n := &sh.Nodes[i]
-	b = append(b, n.ID...)
-	b = append(b, ' ')
-	b = append(b, n.Host...)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(n.Port), 10)
-	b = append(b, '@')
-	b = strconv.AppendInt(b, int64(n.Bus), 10)
-	b = append(b, ' ')
-	if n.Myself {
-		b = append(b, "myself,"...)
-	}
-	master := "-"
-	if n.Master {
-		b = append(b, "master"...)
-	} else {
-		b = append(b, "slave"...)
-		master = n.MasterID
-	}
-	flag, link := nodeFailFlag(n.Health)
-	b = append(b, flag...)
-	b = append(b, ' ')
-	b = append(b, master...)
-	b = append(b, " 0 0 "...)
-	b = strconv.AppendUint(b, sh.Epoch, 10)
-	b = append(b, ' ')
-	b = append(b, link...)
-	if i == 0 && sh.Leader {
-		b = appendSlotMarks(b, sh)
-	}
-	return append(b, '\n')
-}
-
-// nodeFailFlag returns the flag a CLUSTER NODES line adds for a node of
-// health h (",fail?" for a suspected node, Redis's PFAIL; ",fail" for a
-// failed one, and for every node of a group that has not answered lately:
-// redis-cli --cluster skips such nodes instead of connecting) and its link
-// state, "disconnected" for either, else "connected".
-func nodeFailFlag(h cluster.Health) (flag, link string) {
-	switch h {
-	case cluster.HealthSuspect:
-		return ",fail?", "disconnected"
-	case cluster.HealthFailed:
-		return ",fail", "disconnected"
-	}
-	return "", "connected"
-}
-
-// shardHealth is a node's health in CLUSTER SHARDS, in Redis's words:
-// "failed" for every node of a group without a known leader or that has
-// not answered lately, and for a node its leader cannot reach (suspected
-// or failed: unlike Redis, which waits for FAIL, a node the leader cannot
-// reach is never reported online); "loading" for one that is catching up;
-// else "online".
-func shardHealth(sh *cluster.Shard, n *cluster.ViewNode) string {
-	switch {
-	case !sh.Healthy || !n.Health.Reachable():
-		return "failed"
-	case n.Health == cluster.HealthLoading:
-		return "loading"
-	}
-	return "online"
 }
 
 // writeClusterSlots answers CLUSTER SLOTS: each served range with its
@@ -303,10 +97,6 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 		c.WriteArray(len(sh.Nodes))
 		for i := range sh.Nodes {
 			n := &sh.Nodes[i]
-			role := "replica"
-			if n.Master {
-				role = "master"
-			}
 			c.WriteMap(7)
 			c.WriteBulkString("id")
 			c.WriteBulkString(n.ID)
@@ -317,87 +107,22 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 			c.WriteBulkString("endpoint")
 			c.WriteBulkString(n.Host)
 			c.WriteBulkString("role")
-			c.WriteBulkString(role)
+			c.WriteBulkString(n.Role())
 			c.WriteBulkString("replication-offset")
 			c.WriteInt(int64(n.Offset))
 			c.WriteBulkString("health")
-			c.WriteBulkString(shardHealth(sh, n))
+			c.WriteBulkString(sh.NodeHealth(i))
 		}
 	}
 }
 
 // clusterInfo returns the CLUSTER INFO text.
 func clusterInfo(r *cluster.Routing) []byte {
-	s := r.Summary()
-	state := "fail"
-	if s.OK == clusterSlots {
-		state = "ok"
+	var b []byte
+	for _, f := range r.Summary().InfoFields() {
+		b = field(b, f[0], f[1])
 	}
-	b := field(nil, "cluster_state", state)
-	b = fieldInt(b, "cluster_slots_assigned", int64(s.Assigned))
-	b = fieldInt(b, "cluster_slots_ok", int64(s.OK))
-	b = fieldInt(b, "cluster_slots_pfail", 0)
-	b = fieldInt(b, "cluster_slots_fail", int64(s.Assigned-s.OK))
-	b = fieldInt(b, "cluster_known_nodes", int64(s.KnownNodes))
-	b = fieldInt(b, "cluster_size", int64(s.Size))
-	b = field(b, "cluster_current_epoch", strconv.FormatUint(s.CurrentEpoch, 10))
-	b = field(b, "cluster_my_epoch", strconv.FormatUint(s.MyEpoch, 10))
-	b = fieldInt(b, "cluster_stats_messages_sent", 0)
-	b = fieldInt(b, "cluster_stats_messages_received", 0)
-	return fieldInt(b, "total_cluster_links_buffer_limit_exceeded", 0)
-}
-
-// setSlotAction parses SETSLOT's action and node id (args after the slot).
-func setSlotAction(args [][]byte) (cluster.SlotAction, string, error) {
-	bad := &textError{"ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"}
-	var a cluster.SlotAction
-	switch strings.ToLower(string(args[0])) {
-	case "importing":
-		a = cluster.SlotImporting
-	case "migrating":
-		a = cluster.SlotMigrating
-	case "node":
-		a = cluster.SlotNode
-	case "stable":
-		if len(args) != 1 {
-			return 0, "", bad
-		}
-		return cluster.SlotStable, "", nil
-	default:
-		return 0, "", bad
-	}
-	if len(args) != 2 {
-		return 0, "", bad
-	}
-	return a, string(args[1]), nil
-}
-
-// meetAddr parses MEET's host, port and optional bus port into the RESP
-// address to meet.
-func meetAddr(args [][]byte) (string, error) {
-	port, err := strconv.Atoi(string(args[1]))
-	if err != nil || port < 0 || port > 65535 {
-		return "", &textError{"ERR Invalid base port specified: " + string(clip(args[1]))}
-	}
-	if len(args) > 2 {
-		if bus, err := strconv.Atoi(string(args[2])); err != nil || bus < 0 || bus > 65535 {
-			return "", &textError{"ERR Invalid bus port specified: " + string(clip(args[2]))}
-		}
-	}
-	return net.JoinHostPort(string(args[0]), strconv.Itoa(port)), nil
-}
-
-// parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
-func parseSetSlot(args [][]byte) (cluster.SlotChange, error) {
-	slot, err := parseSlotArg(args[2])
-	if err != nil {
-		return cluster.SlotChange{}, err
-	}
-	action, id, err := setSlotAction(args[3:])
-	if err != nil {
-		return cluster.SlotChange{}, err
-	}
-	return cluster.SlotChange{Kind: cluster.SlotSet, Slot: slot, Action: action, NodeID: id}, nil
+	return b
 }
 
 // unknownNode returns err, made an unknownNodeError naming id when it is
@@ -405,6 +130,18 @@ func parseSetSlot(args [][]byte) (cluster.SlotChange, error) {
 func unknownNode(err error, id string) error {
 	if errors.Is(err, cluster.ErrUnknownNode) {
 		return &unknownNodeError{id}
+	}
+	return err
+}
+
+// parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
+func parseSetSlot(args [][]byte) (cluster.SlotChange, error) { return cluster.ParseSetSlot(args[2:]) }
+
+// badSlot returns err, made invalid (COUNTKEYSINSLOT's and GETKEYSINSLOT's
+// own wording) when it is cluster.ErrBadSlot.
+func badSlot(err, invalid error) error {
+	if errors.Is(err, cluster.ErrBadSlot) {
+		return invalid
 	}
 	return err
 }
@@ -420,14 +157,7 @@ func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error 
 }
 
 func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	var b []byte
-	shards := r.Shards()
-	for g := range shards {
-		for i := range shards[g].Nodes {
-			b = appendNodeLine(b, &shards[g], i)
-		}
-	}
-	c.WriteBulk(b)
+	c.WriteBulk(r.Nodes())
 	return nil
 }
 
@@ -456,9 +186,9 @@ func clusterKeyslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) er
 }
 
 func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	slot, err := parseSlot(args[2], "ERR Invalid slot")
+	slot, err := cluster.ParseSlot(args[2])
 	if err != nil {
-		return err
+		return badSlot(err, errInvalidSlot)
 	}
 	n := int64(0)
 	if err := slotKeys(c, slot, func([]byte) bool { n++; return true }); err != nil {
@@ -469,17 +199,16 @@ func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]
 }
 
 func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	const msg = "ERR Invalid slot or number of keys"
-	slot, err := parseSlot(args[2], msg)
+	slot, err := cluster.ParseSlot(args[2])
 	if err != nil {
-		return err
+		return badSlot(err, errInvalidSlotOrCount)
 	}
 	count, err := engine.ParseInt(args[3])
 	if err != nil {
 		return err
 	}
 	if count < 0 {
-		return &textError{msg}
+		return errInvalidSlotOrCount
 	}
 	var keys [][]byte
 	if count > 0 {
@@ -499,7 +228,7 @@ func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]by
 }
 
 func clusterAbortmoveCmd(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
-	slot, err := parseSlotArg(args[2])
+	slot, err := cluster.ParseSlotArg(args[2])
 	if err != nil {
 		return err
 	}
@@ -525,7 +254,7 @@ func clusterFailoverCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) 
 }
 
 func clusterMeetCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
-	addr, err := meetAddr(args[2:])
+	addr, err := cluster.ParseMeet(args[2:])
 	if err != nil {
 		return err
 	}
@@ -553,9 +282,9 @@ func clusterSetslotCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) e
 // DELSLOTSRANGE), which parse their slots and hand them to the group; in a
 // transaction they are one slot change each (slotChange).
 func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
-	parse := parseSlotList
+	parse := cluster.ParseSlotList
 	if ranged {
-		parse = parseSlotRanges
+		parse = cluster.ParseSlotRanges
 	}
 	return binding{
 		slotChange: func(a [][]byte) (cluster.SlotChange, error) {
@@ -583,18 +312,13 @@ func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
 // writeReplicas answers CLUSTER REPLICAS id: the followers of id's group,
 // when id is its leader.
 func writeReplicas(c *Conn, r *cluster.Routing, id string) error {
-	g := r.NodeGroup(id)
-	if g < 0 {
-		return &textError{"ERR Unknown node " + id}
+	lines, err := r.Replicas(id)
+	if err != nil {
+		return err
 	}
-	sh := r.Shards()[g]
-	if !sh.Leader || sh.Nodes[0].ID != id {
-		return &textError{"ERR The specified node is not a master"}
-	}
-	c.WriteArray(len(sh.Nodes) - 1)
-	for i := 1; i < len(sh.Nodes); i++ {
-		line := appendNodeLine(nil, &sh, i)
-		c.WriteBulk(line[:len(line)-1])
+	c.WriteArray(len(lines))
+	for _, l := range lines {
+		c.WriteBulk(l)
 	}
 	return nil
 }

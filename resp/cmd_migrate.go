@@ -29,9 +29,15 @@ import (
 // Errors of MIGRATE, in Redis's wording.
 var (
 	errMigrateConnect = cluster.ErrTargetUnreachable // worded in errors.go
-	errMigrateWrite   = &textError{"IOERR error or timeout writing to target instance"}
-	errMigrateRead    = &textError{"IOERR error or timeout reading to target instance"}
-	errMigrateKeysArg = &textError{"ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"}
+	errMigrateWrite   = errors.New("error or timeout writing to target instance")
+	errMigrateRead    = errors.New("error or timeout reading from target instance")
+	errMigrateKeysArg = errors.New("MIGRATE KEYS needs an empty key argument")
+	// RESTORE's refusals.
+	errDumpForeign = errors.New("DUMP payload is not cellserver's")
+	errDumpBad     = errors.New("DUMP payload version or checksum are wrong")
+	errRestoreTTL  = errors.New("invalid TTL value")
+	errRestoreFreq = errors.New("invalid FREQ value")
+	errRestoreIdle = errors.New("invalid IDLETIME value")
 )
 
 // newMover returns the server's Mover: over the group's log in a cluster
@@ -68,17 +74,16 @@ func (c *Conn) runMove(timeout time.Duration, fn func() error) error {
 	return c.srv.mover.Run(c.srv.ctx, moveLease(timeout), moveWait(timeout), fn)
 }
 
-// targetError is an error reply of MIGRATE's target, relayed as Redis does.
-func targetError(msg string) error {
-	return &textError{"ERR Target instance replied with error: " + msg}
-}
+// targetError is an error reply of MIGRATE's target, relayed as Redis does
+// (targetReplyError, worded in errors.go).
+func targetError(msg string) error { return &targetReplyError{msg} }
 
 // decodeDumpError words a DecodeDump failure as RESTORE answers it.
 func decodeDumpError(err error) error {
 	if errors.Is(err, snapshot.ErrDumpNotCellserver) {
-		return &textError{"ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"}
+		return errDumpForeign
 	}
-	return &textError{"ERR DUMP payload version or checksum are wrong"}
+	return errDumpBad
 }
 
 // migrateKeys appends MIGRATE's keys to dst: its key argument, or the
@@ -409,7 +414,7 @@ func prepareRestore(args [][]byte, op *shards.Op) error {
 		return err
 	}
 	if ttl < 0 {
-		return &textError{"ERR Invalid TTL value, must be >= 0"}
+		return errRestoreTTL
 	}
 	op.Replace = false
 	for i := 4; i < len(args); i++ {
@@ -448,10 +453,10 @@ func checkRestoreOption(name, value []byte) error {
 	}
 	if strings.EqualFold(string(name), "freq") {
 		if v < 0 || v > 255 {
-			return &textError{"ERR Invalid FREQ value, must be >= 0 and <= 255"}
+			return errRestoreFreq
 		}
 	} else if v < 0 {
-		return &textError{"ERR Invalid IDLETIME value, must be >= 0"}
+		return errRestoreIdle
 	}
 	return nil
 }

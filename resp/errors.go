@@ -105,6 +105,26 @@ type textError struct{ text string }
 
 func (e *textError) Error() string { return e.text }
 
+// Errors of the CLUSTER commands and of MIGRATE / RESTORE (cmd_cluster.go,
+// cmd_migrate.go), worded in sentinelReplies and appendErrorText; the
+// slot argument refusals are cluster's (cluster/args.go).
+var (
+	// errClusterDisabled: a CLUSTER command on a standalone server.
+	errClusterDisabled = errors.New("cluster support disabled")
+	// errFailoverOption: CLUSTER FAILOVER FORCE or TAKEOVER.
+	errFailoverOption = errors.New("FAILOVER FORCE and TAKEOVER are not needed")
+	// errInvalidSlot: COUNTKEYSINSLOT's slot out of range.
+	errInvalidSlot = errors.New("invalid slot")
+	// errInvalidSlotOrCount: GETKEYSINSLOT's slot out of range or
+	// negative count.
+	errInvalidSlotOrCount = errors.New("invalid slot or number of keys")
+)
+
+// targetReplyError is an error reply of MIGRATE's target.
+type targetReplyError struct{ msg string }
+
+func (e *targetReplyError) Error() string { return "target replied: " + e.msg }
+
 // sentinelReplies are the reply texts of sentinel errors, this package's
 // and those of the packages below it, in the order they are tested with
 // errors.Is (the first match words the reply). An error wrapping none of
@@ -173,6 +193,21 @@ var sentinelReplies = []struct {
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
 	{engine.ErrWaitUnsupported, "ERR WAIT is not supported by this limiter (a window keeps no place for a later turn): only CL.THROTTLE, TB.TAKE and LB.ADD can wait"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
+	{errClusterDisabled, "ERR This instance has cluster support disabled"},
+	{errFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
+	{errInvalidSlot, "ERR Invalid slot"},
+	{errInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
+	{cluster.ErrBadSlot, "ERR Invalid or out of range slot"},
+	{cluster.ErrSetSlotSyntax, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+	{cluster.ErrNotMaster, "ERR The specified node is not a master"},
+	{errMigrateWrite, "IOERR error or timeout writing to target instance"},
+	{errMigrateRead, "IOERR error or timeout reading to target instance"},
+	{errMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
+	{errDumpForeign, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
+	{errDumpBad, "ERR DUMP payload version or checksum are wrong"},
+	{errRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
+	{errRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
+	{errRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 }
 
 // slotRefusals word a *cluster.SlotError by the sentinel it wraps, in
@@ -235,6 +270,11 @@ func appendErrorText(b []byte, err error) []byte {
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
+		target *targetReplyError
+		repeat *cluster.SlotRepeatError
+		order  *cluster.SlotOrderError
+		port   *cluster.PortError
+		nodeID *cluster.NodeIDError
 	)
 	switch {
 	case errors.As(err, &inFl):
@@ -375,6 +415,26 @@ func appendErrorText(b []byte, err error) []byte {
 		b = append(b, "'. Try "...)
 		b = appendUpper(b, sub.container)
 		return append(b, " HELP."...)
+	case errors.As(err, &target):
+		return appendLine(append(b, "ERR Target instance replied with error: "...), target.msg)
+	case errors.As(err, &repeat):
+		b = append(b, "ERR Slot "...)
+		b = strconv.AppendInt(b, int64(repeat.Slot), 10)
+		return append(b, " specified multiple times"...)
+	case errors.As(err, &order):
+		b = append(b, "ERR start slot number "...)
+		b = strconv.AppendInt(b, int64(order.First), 10)
+		b = append(b, " is greater than end slot number "...)
+		return strconv.AppendInt(b, int64(order.Last), 10)
+	case errors.As(err, &port):
+		if port.Bus {
+			b = append(b, "ERR Invalid bus port specified: "...)
+		} else {
+			b = append(b, "ERR Invalid base port specified: "...)
+		}
+		return appendLine(b, clip([]byte(port.Value)))
+	case errors.As(err, &nodeID):
+		return appendLine(append(b, "ERR Unknown node "...), nodeID.ID)
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
 	case errors.As(err, &argE):

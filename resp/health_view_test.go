@@ -9,36 +9,6 @@ import (
 	"github.com/cellserver/cellserver/replication"
 )
 
-// TestMemberHealthViews: CLUSTER NODES' flags and link state and CLUSTER
-// SHARDS' health for each verdict, in Redis's words.
-func TestMemberHealthViews(t *testing.T) {
-	tests := []struct {
-		name       string
-		healthy    bool // the shard has a leader and answers
-		health     cluster.Health
-		flag, link string // CLUSTER NODES
-		shard      string // CLUSTER SHARDS
-	}{
-		{"no verdict", true, cluster.HealthUnknown, "", "connected", "online"},
-		{"online", true, cluster.HealthOnline, "", "connected", "online"},
-		{"catching up", true, cluster.HealthLoading, "", "connected", "loading"},
-		{"suspected", true, cluster.HealthSuspect, ",fail?", "disconnected", "failed"},
-		{"failed", true, cluster.HealthFailed, ",fail", "disconnected", "failed"},
-		{"online in a group without a leader", false, cluster.HealthOnline, "", "connected", "failed"},
-	}
-	for _, tc := range tests {
-		n := cluster.ViewNode{ID: "id", Host: "127.0.0.1", Port: 7002, Bus: 17002, MasterID: "m", Health: tc.health}
-		sh := cluster.Shard{Epoch: 4, Leader: true, Linked: true, Healthy: tc.healthy, Nodes: []cluster.ViewNode{{ID: "m", Master: true}, n}}
-		want := "id 127.0.0.1:7002@17002 slave" + tc.flag + " m 0 0 4 " + tc.link + "\n"
-		if got := string(appendNodeLine(nil, &sh, 1)); got != want {
-			t.Errorf("%s: CLUSTER NODES line = %q, want %q", tc.name, got, want)
-		}
-		if got := shardHealth(&sh, &sh.Nodes[1]); got != tc.shard {
-			t.Errorf("%s: CLUSTER SHARDS health = %q, want %q", tc.name, got, tc.shard)
-		}
-	}
-}
-
 // TestReplicaFields: INFO replication on a leader lists every other member
 // with its verdict's state, its offset and its lag in seconds; the members
 // it reaches come first and are the ones connected_slaves counts.

@@ -186,6 +186,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average after: $load_after"
+per_entry=$(redis-cli -p "${gports[$leader]}" RAFT.INFO | tr -d '\r' | sed -n 's/^raft_ops_per_entry://p')
+echo "leader: ${per_entry:-?} decisions per log entry (mean since start)"
 echo
 python3 - "$results" "$tck" "$REQUESTS" "Medians of $ROUNDS interleaved round(s); redis-benchmark -c $CLIENTS -P $PIPELINE -n $REQUESTS -r $KEYS ${CMD[*]}${NODE_FLAGS:+; group NODE_FLAGS=$NODE_FLAGS}; load average $load_before → $load_after." <<'EOF'
 import collections, statistics, sys

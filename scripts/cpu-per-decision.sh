@@ -33,6 +33,9 @@
 #   PPROF=            a directory: also take a 10 s CPU profile of the
 #                     leader and of one follower during the first group
 #                     run (each node runs with --pprof-addr), saved there
+#                     with the binary, and print each profile split into
+#                     the parts of a decision's path (lib/cpu-buckets.py);
+#                     profiling costs that run a little CPU of its own
 #
 # A quick run: ROUNDS=1 REQUESTS=100000 scripts/cpu-per-decision.sh
 set -euo pipefail
@@ -68,6 +71,7 @@ applied_at_least() { (($(applied "$1") >= $2)); }
 
 echo "building ./cmd/cellserver"
 go build -o "$work/cellserver" ./cmd/cellserver
+[[ -z $PPROF ]] || cp "$work/cellserver" "$PPROF/cellserver"
 
 sa_port=$(port)
 mkdir -p "$work/standalone"
@@ -219,3 +223,10 @@ print()
 print(f"leader/standalone {med(us['leader'][r] / sa[r] for r in rounds):.2f}  "
       f"worst-follower/standalone {med(worst[r] / sa[r] for r in rounds):.2f}")
 EOF
+if [[ -n $PPROF ]]; then
+	for who in leader follower; do
+		echo
+		echo "$who, CPU profile of the first group run split by part ($PPROF/$who.pprof):"
+		python3 scripts/lib/cpu-buckets.py "$PPROF/cellserver" "$PPROF/$who.pprof"
+	done
+fi

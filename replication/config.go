@@ -113,11 +113,9 @@ type Config struct {
 	// fewer slots make larger batches, more slots lower latency at light
 	// load.
 	MaxInflight int
-	// LogStore is the raft log and stable store: LogStoreAuto (the
-	// default: the store Dir holds, LogStoreWAL for a new directory),
-	// LogStoreBolt (raft.db) or LogStoreWAL (wal/, hashicorp's raft-wal).
-	// A node's directory holds one kind; switching means wiping it and
-	// rejoining.
+	// LogStore is the raft log and stable store: LogStoreBolt (raft.db,
+	// the default) or LogStoreWAL (wal/, hashicorp's raft-wal). A node's
+	// directory holds one kind; switching means wiping it and rejoining.
 	LogStore string
 	// AppendFsync is when log appends are synced to disk: FsyncAlways
 	// (before a node counts towards a commit; the default), FsyncEverySec
@@ -219,7 +217,7 @@ func DefaultConfig() Config {
 		NoLeaderTimeout:    3 * time.Second,
 		MaxBatch:           1024,
 		MaxInflight:        2,
-		LogStore:           LogStoreAuto,
+		LogStore:           LogStoreBolt,
 		AppendFsync:        FsyncAlways,
 		DeadServerTimeout:  30 * time.Second,
 		NodeTimeout:        15 * time.Second,
@@ -270,8 +268,8 @@ func (c *Config) Validate() error {
 		return bad("MaxBatch", "must be at least 1")
 	case c.MaxInflight < 1:
 		return bad("MaxInflight", "must be at least 1")
-	case c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL && c.LogStore != LogStoreAuto:
-		return bad("LogStore", "must be "+LogStoreBolt+", "+LogStoreWAL+" or "+LogStoreAuto)
+	case c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL:
+		return bad("LogStore", "must be "+LogStoreBolt+" or "+LogStoreWAL)
 	case c.AppendFsync != FsyncAlways && c.AppendFsync != FsyncEverySec && c.AppendFsync != FsyncNo:
 		return bad("AppendFsync", "must be always, everysec or no")
 	case c.DeadServerTimeout <= 0:

@@ -28,10 +28,6 @@ import (
 //     second fdatasync.
 //   - "wal" (wal/): hashicorp's raft-wal, pre-allocated segment files
 //     written sequentially: one fdatasync per append.
-//   - "auto" (the default): the store the directory already holds, raft-wal
-//     for a new one. raft-wal costs less CPU per decision on the leader
-//     and on every follower (docs/performance.md, "CPU per decision"), and
-//     a node upgraded in place keeps the raft.db it has.
 //
 // AppendFsync decides when appends reach the disk, as Redis's appendfsync:
 //
@@ -52,7 +48,6 @@ import (
 const (
 	LogStoreBolt = "boltdb"
 	LogStoreWAL  = "wal"
-	LogStoreAuto = "auto"
 
 	FsyncAlways   = "always"
 	FsyncEverySec = "everysec"
@@ -72,26 +67,13 @@ type logStore struct {
 // openLogStore opens (or creates) the configured store under cfg.Dir. The
 // syncer it starts for "everysec" stops when close is called.
 func openLogStore(cfg *Config, logger hclog.Logger, slogger *slog.Logger) (*logStore, error) {
-	switch resolveLogStore(cfg.LogStore, cfg.Dir) {
-	case LogStoreBolt:
+	switch cfg.LogStore {
+	case LogStoreBolt, "":
 		return openBolt(cfg, slogger)
 	case LogStoreWAL:
 		return openWAL(cfg, logger, slogger)
 	}
 	return nil, fmt.Errorf("replication: unknown log store %q", cfg.LogStore)
-}
-
-// resolveLogStore names the store a node with the setting store opens in
-// dir: LogStoreAuto (or "") is the store dir already holds (raft.db: bolt),
-// else raft-wal; the others are themselves.
-func resolveLogStore(store, dir string) string {
-	if store != LogStoreAuto && store != "" {
-		return store
-	}
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
-		return LogStoreBolt
-	}
-	return LogStoreWAL
 }
 
 func openBolt(cfg *Config, slogger *slog.Logger) (*logStore, error) {

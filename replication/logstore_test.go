@@ -213,47 +213,6 @@ func TestLogStoreRefusesOtherKind(t *testing.T) {
 	}
 }
 
-// The default, "auto", opens the store a directory holds (a node upgraded
-// in place keeps its raft.db and its log) and raft-wal in a new directory.
-func TestLogStoreAuto(t *testing.T) {
-	if got := DefaultConfig().LogStore; got != LogStoreAuto {
-		t.Fatalf("DefaultConfig().LogStore = %q, want %q", got, LogStoreAuto)
-	}
-	for _, tc := range []struct {
-		have       string // the store the directory holds; "" a new directory
-		want       string // the file or directory auto must open
-		notCreated string // what auto must not create beside it
-	}{
-		{have: "", want: "wal", notCreated: "raft.db"},
-		{have: LogStoreWAL, want: "wal", notCreated: "raft.db"},
-		{have: LogStoreBolt, want: "raft.db", notCreated: "wal"},
-	} {
-		t.Run("holding_"+map[string]string{"": "nothing"}[tc.have]+tc.have, func(t *testing.T) {
-			dir := t.TempDir()
-			if tc.have != "" {
-				s := mustOpenLogStore(t, dir, tc.have, FsyncAlways)
-				storeTestLogs(t, s.logs, 1, 10)
-				if err := s.close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			s := mustOpenLogStore(t, dir, LogStoreAuto, FsyncAlways)
-			defer s.close()
-			if tc.have != "" {
-				checkTestLogs(t, s.logs, 1, 10)
-			} else {
-				storeTestLogs(t, s.logs, 1, 10)
-			}
-			if _, err := os.Stat(filepath.Join(dir, tc.want)); err != nil {
-				t.Errorf("auto in a directory holding %q: %s missing: %v", tc.have, tc.want, err)
-			}
-			if _, err := os.Stat(filepath.Join(dir, tc.notCreated)); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("auto in a directory holding %q created %s (stat: %v)", tc.have, tc.notCreated, err)
-			}
-		})
-	}
-}
-
 // Each mode is wired as documented: "always" hands the store's own syncs
 // to the disk (bolt syncs its commits, raft-wal its segment files through
 // the plain file system); "everysec" and "no" defer them (bolt NoSync,

@@ -81,7 +81,7 @@ func TestClusterKillAllEverysec(t *testing.T) {
 		store string
 		args  []string
 	}{
-		{"boltdb", []string{"--raft-log-store", "boltdb", "--appendfsync", "everysec"}},
+		{"boltdb", []string{"--appendfsync", "everysec"}},
 		{"wal", []string{"--raft-log-store", "wal", "--appendfsync", "everysec"}},
 	} {
 		t.Run(tc.store, func(t *testing.T) { testKillAll(t, tc.store, "everysec", tc.args...) })

@@ -55,7 +55,7 @@ var Table = []Spec{
 	{Name: "raft-max-batch", Kind: Int, Min: 1, Max: NoMax, Default: "1024", Group: "cluster", Help: "cluster: most operations per raft log entry"},
 	{Name: "raft-max-inflight", Kind: Int, Min: 1, Max: NoMax, Default: "2", Group: "cluster", Help: "cluster: raft entries (or forwarded batches) in flight at once; writes queued meanwhile share the next entry"},
 	{Name: "appendfsync", Kind: Enum, Words: []string{"always", "everysec", "no"}, Default: "always", Group: "cluster", Help: "cluster: when raft log appends reach the disk: always (before a node counts towards a commit), everysec (written at once, synced every second), no"},
-	{Name: "raft-log-store", Kind: Enum, Words: []string{"auto", "boltdb", "wal"}, Default: "auto", Group: "cluster", Help: "cluster: raft log store, boltdb or wal (fixed for a node's data directory); auto: the store the directory holds, wal for a new one"},
+	{Name: "raft-log-store", Kind: Enum, Words: []string{"boltdb", "wal"}, Default: "boltdb", Group: "cluster", Help: "cluster: raft log store, boltdb or wal (fixed for a node's data directory)"},
 	{Name: "raft-local-reads", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: serve reads from local state without confirming leadership (faster, possibly stale)"},
 	{Name: "raft-cleanup-dead-servers", Kind: YesNo, Default: "no", Group: "cluster", Help: "cluster: the leader removes a member it has not reached for raft-dead-server-timeout, only if the remaining voters keep a reachable majority (yes/no)"},
 	{Name: "raft-dead-server-timeout", Kind: Duration, Min: int64(time.Second), Max: NoMax, Default: "30s", Group: "cluster", Help: "cluster: how long the leader must fail to reach a member before raft-cleanup-dead-servers removes it"},

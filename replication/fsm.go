@@ -69,6 +69,8 @@ type FSM struct {
 	scratch  opsScratch
 	spare    []shards.Result
 	spareRes []engine.Result
+	// spareResp is ApplyBatch's answer to raft, reused (always nils).
+	spareResp []interface{}
 }
 
 var (
@@ -110,9 +112,12 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return r
 }
 
-// ApplyBatch applies consecutive committed entries.
+// ApplyBatch applies consecutive committed entries. The responses (all
+// nil) are in a slice reused by the next call: raft reads them before it
+// calls again, on the same goroutine.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	out := make([]interface{}, len(logs))
+	out := slices.Grow(f.spareResp[:0], len(logs))[:len(logs)]
+	f.spareResp = out
 	for i, l := range logs {
 		out[i] = f.apply(l)
 	}

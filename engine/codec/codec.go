@@ -118,17 +118,26 @@ func ReadBinary(b []byte) (engine.Request, int, error) {
 		return r, 0, err
 	}
 	n := 2
-	for _, f := range [...]struct {
-		p    *int64
-		name string
-	}{{&r.Burst, "burst"}, {&r.Rate, "rate"}, {&r.Period, "period"}, {&r.Quantity, "quantity"}} {
-		v, m := binary.Varint(b[n:])
-		if m <= 0 {
-			return r, 0, errTruncated(f.name)
-		}
-		*f.p = v
-		n += m
+	// Field by field rather than through a table of pointers into r: the
+	// pointers made r escape, one allocation per request decoded (every
+	// decision a replica applies).
+	var m int
+	if r.Burst, m = binary.Varint(b[n:]); m <= 0 {
+		return r, 0, errTruncated("burst")
 	}
+	n += m
+	if r.Rate, m = binary.Varint(b[n:]); m <= 0 {
+		return r, 0, errTruncated("rate")
+	}
+	n += m
+	if r.Period, m = binary.Varint(b[n:]); m <= 0 {
+		return r, 0, errTruncated("period")
+	}
+	n += m
+	if r.Quantity, m = binary.Varint(b[n:]); m <= 0 {
+		return r, 0, errTruncated("quantity")
+	}
+	n += m
 	if b[1]&FlagLease != 0 {
 		if len(b) <= n {
 			return r, 0, errTruncated("op")

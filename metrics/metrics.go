@@ -103,7 +103,7 @@ type Collector struct {
 	classDecisions                                          *prometheus.Desc
 	waiting, waitDuration                                   *prometheus.Desc
 
-	leasesHeld, leasesExpired                               *prometheus.Desc
+	leasesHeld, leasesExpired *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)

@@ -102,8 +102,7 @@ type Collector struct {
 	rlsDescHits, rlsDescOver, rlsDescNear, rlsDescShadow    *prometheus.Desc
 	classDecisions                                          *prometheus.Desc
 	waiting, waitDuration                                   *prometheus.Desc
-
-	leasesHeld, leasesExpired *prometheus.Desc
+	leasesHeld, leasesExpired                               *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)

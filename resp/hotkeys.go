@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/setting"
 )
@@ -134,10 +135,6 @@ func (s *Server) hotkeysSetting() Setting {
 	}}
 }
 
-// errHotkeysOff is OBJECT FREQ's and LIMITER TOP's answer while the
-// summaries are off (Redis's OBJECT FREQ words its own refusal alike).
-var errHotkeysOff = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
-
 func limiterTop(c *Conn, args [][]byte) error {
 	h := c.srv.hot.Load()
 	if h == nil {
@@ -153,12 +150,12 @@ func limiterTop(c *Conn, args [][]byte) error {
 		case equalFoldString(args[i], "count") && i+1 < len(args):
 			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
 			if err != nil || v < 1 {
-				return &textError{"ERR value is not an integer or out of range"}
+				return engine.ErrNotInteger
 			}
 			n = min(v, int64(sk.Capacity()))
 			i++
 		default:
-			return &textError{"ERR syntax error"}
+			return engine.ErrSyntax
 		}
 	}
 	top := topKeys(c.srv.table, sk, int(n))

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/cmdmeta"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -164,74 +165,7 @@ type Command struct {
 
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
-func (cmd *Command) Syntax() string {
-	var b strings.Builder
-	b.WriteString(strings.ToUpper(strings.ReplaceAll(cmd.fullName, "|", " ")))
-	for _, a := range cmd.Args {
-		b.WriteByte(' ')
-		writeArgSyntax(&b, a)
-	}
-	return b.String()
-}
-
-func writeArgSyntax(b *strings.Builder, a Arg) {
-	if a.Optional {
-		b.WriteByte('[')
-	}
-	if a.Token != "" {
-		b.WriteString(a.Token)
-		if a.Type != "pure-token" {
-			b.WriteByte(' ')
-		}
-	}
-	switch a.Type {
-	case "pure-token":
-	case "oneof":
-		if !a.Optional {
-			b.WriteByte('<')
-		}
-		for i, s := range a.Args {
-			if i > 0 {
-				b.WriteString(" | ")
-			}
-			writeArgSyntax(b, s)
-		}
-		if !a.Optional {
-			b.WriteByte('>')
-		}
-	case "block":
-		for i, s := range a.Args {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			writeArgSyntax(b, s)
-		}
-	default:
-		b.WriteString(a.Name)
-	}
-	if a.Multiple {
-		b.WriteString(" [")
-		if a.Token != "" {
-			b.WriteString(a.Token)
-			b.WriteByte(' ')
-		}
-		switch a.Type {
-		case "block":
-			for i, s := range a.Args {
-				if i > 0 {
-					b.WriteByte(' ')
-				}
-				writeArgSyntax(b, s)
-			}
-		default:
-			b.WriteString(a.Name)
-		}
-		b.WriteString(" ...]")
-	}
-	if a.Optional {
-		b.WriteByte(']')
-	}
-}
+func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, metaArgs(cmd.Args)) }
 
 // table is the command table: one entry per name; registering a name twice
 // panics (a programming error, found by the first test that builds a server).

@@ -58,6 +58,9 @@ type Command struct {
 	Notes  []string `json:"notes,omitempty"`
 	// Subcommands make this a container.
 	Subcommands []Command `json:"subcommands,omitempty"`
+	// Bare is set by resp, never by a file: the container also runs with
+	// no subcommand, so docs/commands.md shows its own syntax line.
+	Bare bool `json:"-"`
 }
 
 // Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.

@@ -31,14 +31,6 @@ func newHotkeys(capacity int) *hotkeys.Pair {
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
 
-// HotKey is one key of a heavy-hitter summary: its estimated count since
-// the summary started; the true count lies within Count ± Err (see scale).
-type HotKey struct {
-	Key        string
-	Command    string // the limiter command that named it
-	Count, Err uint64
-}
-
 // countKey records a limiter decision on key for the current command,
 // one in hotkeys.Sample picked by the connection's own generator (no lock,
 // no allocation).

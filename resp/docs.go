@@ -41,24 +41,13 @@ func (cmd *Command) meta() cmdmeta.Command {
 		FirstKey: cmd.FirstKey, LastKey: cmd.LastKey, KeyStep: cmd.KeyStep,
 		MovableKeys: cmd.MovableKeys != nil, OpenSlot: cmd.OpenSlot, Waits: cmd.Waits, Register: cmd.register,
 		Group: cmd.Group, Since: cmd.Since, Summary: cmd.Summary, Complexity: cmd.Complexity,
-		Arguments: metaArgs(cmd.Args), Reply: cmd.Reply, Errors: cmd.Errors, Notes: cmd.Notes,
+		Arguments: cmd.Args, Reply: cmd.Reply, Errors: cmd.Errors, Notes: cmd.Notes,
 		Bare: len(cmd.Subcommands) > 0 && cmd.Handler != nil,
 	}
 	for _, sub := range cmd.Subcommands {
 		m.Subcommands = append(m.Subcommands, sub.meta())
 	}
 	return m
-}
-
-func metaArgs(args []Arg) []cmdmeta.Arg {
-	if len(args) == 0 {
-		return nil
-	}
-	out := make([]cmdmeta.Arg, len(args))
-	for i, a := range args {
-		out[i] = cmdmeta.Arg{Name: a.Name, Type: a.Type, Token: a.Token, Optional: a.Optional, Multiple: a.Multiple, Arguments: metaArgs(a.Args), Doc: a.Doc}
-	}
-	return out
 }
 
 // docsIntro opens docs/commands.md: what holds for every command (replies,

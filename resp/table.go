@@ -60,22 +60,7 @@ func (f Flag) names() []string {
 }
 
 // Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
-type Arg struct {
-	// Name is the argument's name (lower case, as in the syntax).
-	Name string
-	// Type is one of Redis's argument types: "key", "integer", "string",
-	// "pattern", "pure-token", "oneof", "block".
-	Type string
-	// Token is the literal keyword that introduces the argument (MATCH,
-	// INTERVAL), if any.
-	Token string
-	// Optional and Multiple mirror Redis's argument flags.
-	Optional, Multiple bool
-	// Args are the members of a "oneof" or "block" argument.
-	Args []Arg
-	// Doc states the argument's meaning, unit and range for docs/commands.md.
-	Doc string
-}
+type Arg = cmdmeta.Arg
 
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
@@ -165,7 +150,7 @@ type Command struct {
 
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
-func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, metaArgs(cmd.Args)) }
+func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Args) }
 
 // table is the command table: one entry per name; registering a name twice
 // panics (a programming error, found by the first test that builds a server).

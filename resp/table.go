@@ -319,13 +319,8 @@ func helpSubcommand(container *Command) *Command {
 		Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
 		Reply: "Array of simple strings.",
 		Handler: func(c *Conn, _ [][]byte) error {
-			up := strings.ToUpper(container.Name)
-			lines := []string{up + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
-			for _, sub := range container.Subcommands {
-				syn := sub.Syntax()
-				syn = strings.TrimSpace(strings.TrimPrefix(syn, up))
-				lines = append(lines, syn, "    "+sub.Summary)
-			}
+			m := container.meta()
+			lines := cmdmeta.Help(&m)
 			c.WriteArray(len(lines))
 			for _, l := range lines {
 				c.WriteSimple(l)

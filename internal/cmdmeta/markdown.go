@@ -183,3 +183,16 @@ func writeArgSyntax(b *strings.Builder, a Arg) {
 		b.WriteByte(']')
 	}
 }
+
+// Help returns the lines a container's HELP answers, as Redis's "<CMD>
+// HELP" lists its subcommands: each one's syntax and, indented, summary.
+func Help(container *Command) []string {
+	up := strings.ToUpper(container.Name)
+	lines := []string{up + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+	for i := range container.Subcommands {
+		sub := &container.Subcommands[i]
+		syn := Syntax(container.Name+"|"+sub.Name, sub.Arguments)
+		lines = append(lines, strings.TrimSpace(strings.TrimPrefix(syn, up)), "    "+sub.Summary)
+	}
+	return lines
+}

@@ -48,3 +48,15 @@ func TestInfoEntry(t *testing.T) {
 		t.Errorf("Info changed the command's flags: %q", cmd.Flags)
 	}
 }
+
+func TestHelp(t *testing.T) {
+	c := Command{Name: "client", Subcommands: []Command{
+		{Name: "setname", Summary: "Names the connection.", Arguments: []Arg{{Name: "connection-name", Type: "string"}}},
+		{Name: "help", Summary: "Lists the subcommands of CLIENT."},
+	}}
+	want := []string{"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"SETNAME connection-name", "    Names the connection.", "HELP", "    Lists the subcommands of CLIENT."}
+	if got := Help(&c); !slices.Equal(got, want) {
+		t.Errorf("Help = %q, want %q", got, want)
+	}
+}

@@ -32,7 +32,7 @@ func aclLogHandler(c *Conn, args [][]byte) error {
 			return err
 		}
 		if v < 0 {
-			return &textError{"ERR value is out of range, must be positive"}
+			return errNegative
 		}
 		n = v
 	}

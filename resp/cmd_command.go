@@ -1,6 +1,13 @@
 package resp
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cellserver/cellserver/internal/cmdmeta"
+)
+
+// COMMAND and its subcommands: cmdmeta says what an entry holds (Info,
+// Docs), these handlers choose the commands and write the replies.
 
 func commandHandler(c *Conn, _ [][]byte) error {
 	cmds := c.srv.table.sorted()
@@ -27,12 +34,7 @@ func commandListHandler(c *Conn, _ [][]byte) error {
 
 func commandInfoHandler(c *Conn, args [][]byte) error {
 	if len(args) == 2 {
-		cmds := c.srv.table.sorted()
-		c.WriteArray(len(cmds))
-		for _, cmd := range cmds {
-			c.writeCommandInfo(cmd)
-		}
-		return nil
+		return commandHandler(c, args)
 	}
 	c.WriteArray(len(args) - 2)
 	for _, name := range args[2:] {
@@ -59,7 +61,8 @@ func commandDocsHandler(c *Conn, args [][]byte) error {
 	c.WriteMap(len(cmds))
 	for _, cmd := range cmds {
 		c.WriteBulkString(cmd.fullName)
-		c.writeCommandDocs(cmd)
+		m := cmd.meta()
+		c.writeNode(cmdmeta.Docs(&m, cmd.fullName))
 	}
 	return nil
 }
@@ -76,186 +79,29 @@ func (t *table) lookupName(b []byte) *Command {
 	return t.byName[name]
 }
 
-// writeCommandInfo appends a COMMAND INFO entry in Redis 7's ten-element shape.
+// writeCommandInfo appends a COMMAND INFO entry.
 func (c *Conn) writeCommandInfo(cmd *Command) {
-	c.WriteArray(10)
-	c.WriteBulkString(cmd.fullName)
-	c.WriteInt(int64(cmd.Arity))
-	flags := cmd.Flags.names()
-	if cmd.MovableKeys != nil {
-		flags = append(flags, "movablekeys")
-	}
-	c.WriteSet(len(flags))
-	for _, f := range flags {
-		c.WriteSimple(f)
-	}
-	c.WriteInt(int64(cmd.FirstKey))
-	c.WriteInt(int64(cmd.LastKey))
-	c.WriteInt(int64(cmd.KeyStep))
-	cats := aclCategories(cmd)
-	c.WriteSet(len(cats))
-	for _, cat := range cats {
-		c.WriteSimple(cat)
-	}
-	c.WriteArray(0) // tips
-	c.writeKeySpecs(cmd)
-	c.WriteArray(len(cmd.Subcommands))
-	for _, sub := range cmd.Subcommands {
-		c.writeCommandInfo(sub)
-	}
+	m := cmd.meta()
+	c.writeNode(cmdmeta.Info(&m, cmd.fullName))
 }
 
-// writeKeySpecs describes the key positions in Redis 7's key-spec form.
-func (c *Conn) writeKeySpecs(cmd *Command) {
-	if cmd.FirstKey <= 0 {
-		c.WriteArray(0)
-		return
+// writeNode appends a reply cmdmeta describes.
+func (c *Conn) writeNode(n cmdmeta.Node) {
+	switch n.Kind {
+	case cmdmeta.KindArray:
+		c.WriteArray(len(n.Elems))
+	case cmdmeta.KindMap:
+		c.WriteMap(len(n.Elems) / 2)
+	case cmdmeta.KindSet:
+		c.WriteSet(len(n.Elems))
+	case cmdmeta.KindBulk:
+		c.WriteBulkString(n.Str)
+	case cmdmeta.KindSimple:
+		c.WriteSimple(n.Str)
+	case cmdmeta.KindInt:
+		c.WriteInt(n.Int)
 	}
-	flags := "RW"
-	access := "UPDATE"
-	if cmd.Flags&FlagReadonly != 0 {
-		flags, access = "RO", "ACCESS"
-	}
-	c.WriteArray(1)
-	c.WriteMap(3)
-	c.WriteBulkString("flags")
-	c.WriteSet(2)
-	c.WriteSimple(flags)
-	c.WriteSimple(access)
-	c.WriteBulkString("begin_search")
-	c.WriteMap(2)
-	c.WriteBulkString("type")
-	c.WriteBulkString("index")
-	c.WriteBulkString("spec")
-	c.WriteMap(1)
-	c.WriteBulkString("index")
-	c.WriteInt(int64(cmd.FirstKey))
-	c.WriteBulkString("find_keys")
-	c.WriteMap(2)
-	c.WriteBulkString("type")
-	c.WriteBulkString("range")
-	c.WriteBulkString("spec")
-	c.WriteMap(3)
-	c.WriteBulkString("lastkey")
-	last := 0
-	if cmd.LastKey < 0 {
-		last = -1
-	} else {
-		last = cmd.LastKey - cmd.FirstKey
-	}
-	c.WriteInt(int64(last))
-	c.WriteBulkString("keystep")
-	c.WriteInt(int64(cmd.KeyStep))
-	c.WriteBulkString("limit")
-	c.WriteInt(0)
-}
-
-func aclCategories(cmd *Command) []string {
-	var cats []string
-	switch {
-	case cmd.Flags&FlagWrite != 0:
-		cats = append(cats, "@write")
-	case cmd.Flags&FlagReadonly != 0:
-		cats = append(cats, "@read")
-	}
-	if cmd.Flags&FlagFast != 0 {
-		cats = append(cats, "@fast")
-	} else {
-		cats = append(cats, "@slow")
-	}
-	if cmd.Flags&FlagAdmin != 0 {
-		cats = append(cats, "@admin", "@dangerous")
-	}
-	switch cmd.Group {
-	case "ratelimit":
-		cats = append(cats, "@ratelimit")
-	case "generic":
-		cats = append(cats, "@keyspace")
-	case "connection":
-		cats = append(cats, "@connection")
-	}
-	return cats
-}
-
-// writeCommandDocs appends one command's COMMAND DOCS map.
-func (c *Conn) writeCommandDocs(cmd *Command) {
-	n := 4
-	if len(cmd.Args) > 0 {
-		n++
-	}
-	if len(cmd.Subcommands) > 0 {
-		n++
-	}
-	c.WriteMap(n)
-	c.WriteBulkString("summary")
-	c.WriteBulkString(cmd.Summary)
-	c.WriteBulkString("since")
-	c.WriteBulkString(cmd.Since)
-	c.WriteBulkString("group")
-	c.WriteBulkString(cmd.Group)
-	c.WriteBulkString("complexity")
-	c.WriteBulkString(cmd.Complexity)
-	if len(cmd.Args) > 0 {
-		c.WriteBulkString("arguments")
-		c.writeArgDocs(cmd.Args)
-	}
-	if len(cmd.Subcommands) > 0 {
-		c.WriteBulkString("subcommands")
-		c.WriteMap(len(cmd.Subcommands))
-		for _, sub := range cmd.Subcommands {
-			c.WriteBulkString(sub.fullName)
-			c.writeCommandDocs(sub)
-		}
-	}
-}
-
-func (c *Conn) writeArgDocs(args []Arg) {
-	c.WriteArray(len(args))
-	for _, a := range args {
-		var flags []string
-		if a.Optional {
-			flags = append(flags, "optional")
-		}
-		if a.Multiple {
-			flags = append(flags, "multiple")
-		}
-		n := 2
-		display := a.Type != "pure-token" && a.Type != "oneof" && a.Type != "block"
-		if display {
-			n++
-		}
-		if a.Token != "" {
-			n++
-		}
-		if len(flags) > 0 {
-			n++
-		}
-		if len(a.Args) > 0 {
-			n++
-		}
-		c.WriteMap(n)
-		c.WriteBulkString("name")
-		c.WriteBulkString(a.Name)
-		c.WriteBulkString("type")
-		c.WriteBulkString(a.Type)
-		if display {
-			c.WriteBulkString("display_text")
-			c.WriteBulkString(a.Name)
-		}
-		if a.Token != "" {
-			c.WriteBulkString("token")
-			c.WriteBulkString(a.Token)
-		}
-		if len(flags) > 0 {
-			c.WriteBulkString("flags")
-			c.WriteSet(len(flags))
-			for _, f := range flags {
-				c.WriteSimple(f)
-			}
-		}
-		if len(a.Args) > 0 {
-			c.WriteBulkString("arguments")
-			c.writeArgDocs(a.Args)
-		}
+	for _, e := range n.Elems {
+		c.writeNode(e)
 	}
 }

@@ -165,7 +165,7 @@ func scanHandler(c *Conn, args [][]byte) error {
 		case equalFoldString(args[i], "type"):
 			k, ok := engine.ParseKind(string(v))
 			if !ok || k == engine.KindNone {
-				return &textError{"ERR unknown type name '" + string(clip(v)) + "'"}
+				return &argRefusal{refuseTypeName, string(clip(v))}
 			}
 			kind = k
 		default:

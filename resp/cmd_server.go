@@ -67,7 +67,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 	if len(args) > 1 {
 		v, err := engine.ParseInt(args[1])
 		if err != nil {
-			return &textError{"ERR Protocol version is not an integer or out of range"}
+			return errProtoVersion
 		}
 		if v != 2 && v != 3 {
 			return ErrNoProto
@@ -90,7 +90,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 			name, setName = args[i+1], true
 			i++
 		default:
-			return &textError{"ERR Syntax error in HELLO option '" + string(clip(args[i])) + "'"}
+			return &argRefusal{refuseHelloOption, string(clip(args[i]))}
 		}
 	}
 	if !c.auth.authed {
@@ -130,7 +130,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 func validName(b []byte) error {
 	for _, ch := range b {
 		if ch < '!' || ch > '~' {
-			return &textError{"ERR Client names cannot contain spaces, newlines or special characters."}
+			return errClientName
 		}
 	}
 	return nil
@@ -169,11 +169,11 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 	case equalFoldString(args[2], "lib-ver"):
 		field = &c.libVer
 	default:
-		return &textError{"ERR Unrecognized option '" + string(clip(args[2])) + "'"}
+		return &argRefusal{refuseClientOption, string(clip(args[2]))}
 	}
 	for _, ch := range args[3] {
 		if ch < '!' || ch > '~' {
-			return &textError{"ERR " + strings.ToLower(string(args[2])) + " cannot contain spaces, newlines or special characters."}
+			return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
 		}
 	}
 	c.mu.Lock()
@@ -238,7 +238,7 @@ func parseKillFilter(args [][]byte) (*killFilter, error) {
 		case equalFoldString(args[i], "id"):
 			id, err := engine.ParseInt(v)
 			if err != nil || id < 1 {
-				return nil, &textError{"ERR client-id should be greater than 0"}
+				return nil, errKillClientID
 			}
 			f.id = id
 		case equalFoldString(args[i], "type"):
@@ -247,7 +247,7 @@ func parseKillFilter(args [][]byte) (*killFilter, error) {
 			case "master", "replica", "slave", "pubsub":
 				f.noNormal = true
 			default:
-				return nil, &textError{"ERR Unknown client type '" + string(clip(v)) + "'"}
+				return nil, &argRefusal{refuseClientType, string(clip(v))}
 			}
 		case equalFoldString(args[i], "addr"):
 			f.addr = string(v)
@@ -309,7 +309,7 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 	}
 	if old {
 		if len(victims) == 0 {
-			return &textError{"ERR No such client"}
+			return errNoSuchClient
 		}
 		c.WriteOK()
 		return nil
@@ -328,7 +328,7 @@ func clientListHandler(c *Conn, args [][]byte) error {
 			switch t {
 			case "normal", "master", "replica", "slave", "pubsub":
 			default:
-				return &textError{"ERR Unknown client type '" + string(clip(args[i+1])) + "'"}
+				return &argRefusal{refuseClientType, string(clip(args[i+1]))}
 			}
 			typeFilter = t
 			i++
@@ -337,7 +337,7 @@ func clientListHandler(c *Conn, args [][]byte) error {
 			for i++; i < len(args); i++ {
 				id, err := engine.ParseInt(args[i])
 				if err != nil || id < 1 {
-					return &textError{"ERR Invalid client ID"}
+					return errInvalidClientID
 				}
 				ids[id] = true
 			}

@@ -26,7 +26,7 @@ func commandMeta() []*Command {
 					Summary:    "Lists the recent failed authentications, or resets the list.",
 					Complexity: "O(N) where N is the number of entries returned",
 					Args: []Arg{
-						{Name: "operation", Type: "oneof", Optional: true, Args: []Arg{
+						{Name: "operation", Type: "oneof", Optional: true, Arguments: []Arg{
 							{Name: "count", Type: "integer", Doc: "how many entries, newest first (default 10)"},
 							{Name: "reset", Type: "pure-token", Token: "RESET"},
 						}},
@@ -260,7 +260,7 @@ func commandMeta() []*Command {
 			Summary:    "Checks several GCRA limits atomically: all are consumed if all allow, none otherwise.",
 			Complexity: "O(N) where N is the number of limits",
 			Args: []Arg{
-				{Name: "limit", Type: "block", Multiple: true, Args: []Arg{
+				{Name: "limit", Type: "block", Multiple: true, Arguments: []Arg{
 					{Name: "key", Type: "key", Doc: "as CL.THROTTLE"},
 					{Name: "max_burst", Type: "integer", Doc: "as CL.THROTTLE"},
 					{Name: "count_per_period", Type: "integer", Doc: "as CL.THROTTLE"},
@@ -329,7 +329,7 @@ func commandMeta() []*Command {
 					Summary:    "Records the client library's name or version (shown by CLIENT LIST).",
 					Complexity: "O(1)",
 					Args: []Arg{
-						{Name: "attr", Type: "oneof", Args: []Arg{
+						{Name: "attr", Type: "oneof", Arguments: []Arg{
 							{Name: "libname", Type: "string", Token: "LIB-NAME"},
 							{Name: "libver", Type: "string", Token: "LIB-VER"},
 						}},
@@ -345,7 +345,7 @@ func commandMeta() []*Command {
 					Summary:    "Lists the client connections.",
 					Complexity: "O(N) where N is the number of clients",
 					Args: []Arg{
-						{Name: "client-type", Type: "oneof", Token: "TYPE", Optional: true, Args: []Arg{
+						{Name: "client-type", Type: "oneof", Token: "TYPE", Optional: true, Arguments: []Arg{
 							{Name: "normal", Type: "pure-token", Token: "NORMAL"},
 							{Name: "master", Type: "pure-token", Token: "MASTER"},
 							{Name: "replica", Type: "pure-token", Token: "REPLICA"},
@@ -364,11 +364,11 @@ func commandMeta() []*Command {
 					Summary:    "Closes client connections.",
 					Complexity: "O(N) where N is the number of clients",
 					Args: []Arg{
-						{Name: "filter", Type: "oneof", Args: []Arg{
+						{Name: "filter", Type: "oneof", Arguments: []Arg{
 							{Name: "ip:port", Type: "string", Doc: "the old form: one client by its address"},
-							{Name: "new-format", Type: "oneof", Multiple: true, Args: []Arg{
+							{Name: "new-format", Type: "oneof", Multiple: true, Arguments: []Arg{
 								{Name: "client-id", Type: "integer", Token: "ID"},
-								{Name: "client-type", Type: "oneof", Token: "TYPE", Args: []Arg{
+								{Name: "client-type", Type: "oneof", Token: "TYPE", Arguments: []Arg{
 									{Name: "normal", Type: "pure-token", Token: "NORMAL"},
 									{Name: "master", Type: "pure-token", Token: "MASTER"},
 									{Name: "replica", Type: "pure-token", Token: "REPLICA"},
@@ -377,7 +377,7 @@ func commandMeta() []*Command {
 								{Name: "username", Type: "string", Token: "USER"},
 								{Name: "addr", Type: "string", Token: "ADDR", Doc: "ip:port of the client"},
 								{Name: "laddr", Type: "string", Token: "LADDR", Doc: "ip:port of the server's side"},
-								{Name: "skipme", Type: "oneof", Token: "SKIPME", Args: []Arg{
+								{Name: "skipme", Type: "oneof", Token: "SKIPME", Arguments: []Arg{
 									{Name: "yes", Type: "pure-token", Token: "YES"},
 									{Name: "no", Type: "pure-token", Token: "NO"},
 								}},
@@ -400,7 +400,7 @@ func commandMeta() []*Command {
 					Summary:    "Excludes this connection from client eviction (maxmemory-clients), or includes it again.",
 					Complexity: "O(1)",
 					Args: []Arg{
-						{Name: "enabled", Type: "oneof", Args: []Arg{
+						{Name: "enabled", Type: "oneof", Arguments: []Arg{
 							{Name: "on", Type: "pure-token", Token: "ON"},
 							{Name: "off", Type: "pure-token", Token: "OFF"},
 						}},
@@ -652,7 +652,7 @@ func commandMeta() []*Command {
 					Summary:    "Assigns ranges of slots to this node's group.",
 					Complexity: "O(N) where N is the number of slots",
 					Args: []Arg{
-						{Name: "range", Type: "block", Multiple: true, Args: []Arg{
+						{Name: "range", Type: "block", Multiple: true, Arguments: []Arg{
 							{Name: "start-slot", Type: "integer"},
 							{Name: "end-slot", Type: "integer"},
 						}},
@@ -700,7 +700,7 @@ func commandMeta() []*Command {
 					Summary:    "Makes ranges of slots of this node's group unassigned.",
 					Complexity: "O(N) where N is the number of slots",
 					Args: []Arg{
-						{Name: "range", Type: "block", Multiple: true, Args: []Arg{
+						{Name: "range", Type: "block", Multiple: true, Arguments: []Arg{
 							{Name: "start-slot", Type: "integer"},
 							{Name: "end-slot", Type: "integer"},
 						}},
@@ -728,7 +728,7 @@ func commandMeta() []*Command {
 					Summary:    "Makes this follower its group's leader.",
 					Complexity: "O(1)",
 					Args: []Arg{
-						{Name: "options", Type: "oneof", Optional: true, Args: []Arg{
+						{Name: "options", Type: "oneof", Optional: true, Arguments: []Arg{
 							{Name: "force", Type: "pure-token", Token: "FORCE"},
 							{Name: "takeover", Type: "pure-token", Token: "TAKEOVER"},
 						}},
@@ -775,7 +775,7 @@ func commandMeta() []*Command {
 					Complexity: "O(1)",
 					Args: []Arg{
 						{Name: "slot", Type: "integer"},
-						{Name: "subcommand", Type: "oneof", Args: []Arg{
+						{Name: "subcommand", Type: "oneof", Arguments: []Arg{
 							{Name: "importing", Type: "string", Token: "IMPORTING", Doc: "the node id of a member of the group the slot comes from"},
 							{Name: "migrating", Type: "string", Token: "MIGRATING", Doc: "the node id of a member of the group the slot goes to"},
 							{Name: "node", Type: "string", Token: "NODE", Doc: "the node id of a member of the group that owns the slot from now on"},
@@ -883,7 +883,7 @@ func commandMeta() []*Command {
 					Summary:    "Changes settings live: requirepass, maxclients, timeout, loglevel, save, protected-mode, metrics-class, metrics-class-limit, tls-cert-file, tls-key-file, tls-ca-cert-file, proto-max-bulk-len, client-query-buffer-limit, client-query-timeout, client-output-buffer-limit, transaction-max-commands, transaction-max-bytes, slowlog-log-slower-than, slowlog-max-len, maxmemory, hotkeys-capacity, limit-override, limit-shadow, violations-log, violations-log-rate, maxmemory-policy, maxmemory-clients, region-policy, rls-config, rls-response-headers (docs/configuration.md).",
 					Complexity: "O(N) where N is the number of settings",
 					Args: []Arg{
-						{Name: "data", Type: "block", Multiple: true, Args: []Arg{
+						{Name: "data", Type: "block", Multiple: true, Arguments: []Arg{
 							{Name: "parameter", Type: "string"},
 							{Name: "value", Type: "string"},
 						}},
@@ -1030,7 +1030,7 @@ func commandMeta() []*Command {
 			Summary:    "Deletes every key.",
 			Complexity: "O(N) where N is the number of keys",
 			Args: []Arg{
-				{Name: "flush-type", Type: "oneof", Optional: true, Args: []Arg{
+				{Name: "flush-type", Type: "oneof", Optional: true, Arguments: []Arg{
 					{Name: "async", Type: "pure-token", Token: "ASYNC"},
 					{Name: "sync", Type: "pure-token", Token: "SYNC"},
 				}, Doc: "accepted for compatibility; the flush is always immediate"},
@@ -1047,7 +1047,7 @@ func commandMeta() []*Command {
 			Summary:    "Deletes every key of the (only) database.",
 			Complexity: "O(N) where N is the number of keys",
 			Args: []Arg{
-				{Name: "flush-type", Type: "oneof", Optional: true, Args: []Arg{
+				{Name: "flush-type", Type: "oneof", Optional: true, Arguments: []Arg{
 					{Name: "async", Type: "pure-token", Token: "ASYNC"},
 					{Name: "sync", Type: "pure-token", Token: "SYNC"},
 				}, Doc: "accepted for compatibility; the flush is always immediate"},
@@ -1113,9 +1113,9 @@ func commandMeta() []*Command {
 			Summary:    "Selects the protocol version (2 or 3), optionally authenticates and names the connection, and describes the server.",
 			Complexity: "O(1)",
 			Args: []Arg{
-				{Name: "arguments", Type: "block", Optional: true, Args: []Arg{
+				{Name: "arguments", Type: "block", Optional: true, Arguments: []Arg{
 					{Name: "protover", Type: "integer", Doc: "2 (RESP2) or 3 (RESP3)"},
-					{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Args: []Arg{
+					{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Arguments: []Arg{
 						{Name: "username", Type: "string", Doc: "`default`"},
 						{Name: "password", Type: "string"},
 					}},
@@ -1219,7 +1219,7 @@ func commandMeta() []*Command {
 					Summary:    "Lists the keys limiter commands named most often (REQUESTED, the default) or limited most often (LIMITED), from a summary of hotkeys-capacity keys per list.",
 					Complexity: "O(C log C) where C is hotkeys-capacity",
 					Args: []Arg{
-						{Name: "list", Type: "oneof", Optional: true, Args: []Arg{
+						{Name: "list", Type: "oneof", Optional: true, Arguments: []Arg{
 							{Name: "requested", Type: "pure-token", Token: "REQUESTED"},
 							{Name: "limited", Type: "pure-token", Token: "LIMITED"},
 						}},
@@ -1280,7 +1280,7 @@ func commandMeta() []*Command {
 			Args: []Arg{
 				{Name: "host", Type: "string"},
 				{Name: "port", Type: "integer"},
-				{Name: "key-selector", Type: "oneof", Args: []Arg{
+				{Name: "key-selector", Type: "oneof", Arguments: []Arg{
 					{Name: "key", Type: "key"},
 					{Name: "empty-string", Type: "pure-token", Token: "\"\""},
 				}},
@@ -1288,9 +1288,9 @@ func commandMeta() []*Command {
 				{Name: "timeout", Type: "integer", Doc: "milliseconds for the connection and each exchange with the target (0 or less: 1000)"},
 				{Name: "copy", Type: "pure-token", Token: "COPY", Optional: true},
 				{Name: "replace", Type: "pure-token", Token: "REPLACE", Optional: true},
-				{Name: "authentication", Type: "oneof", Optional: true, Args: []Arg{
+				{Name: "authentication", Type: "oneof", Optional: true, Arguments: []Arg{
 					{Name: "password", Type: "string", Token: "AUTH"},
-					{Name: "username-password", Type: "block", Token: "AUTH2", Args: []Arg{
+					{Name: "username-password", Type: "block", Token: "AUTH2", Arguments: []Arg{
 						{Name: "username", Type: "string"},
 						{Name: "password", Type: "string"},
 					}},
@@ -1513,7 +1513,7 @@ func commandMeta() []*Command {
 				{Name: "stream", Type: "string", Doc: "the sending process's stream id for one day: 1 to 32 hex digits (cellserver sends 32 random ones), `-`, and the day it started (days since the Unix epoch, UTC)"},
 				{Name: "slot", Type: "integer", Doc: "the hash slot every key of the batch hashes to, 0 to 16383"},
 				{Name: "seq", Type: "integer", Doc: "the batch's number in the stream's lane for that slot, from 1; applied only when it is the next one"},
-				{Name: "consumption", Type: "block", Multiple: true, Args: []Arg{
+				{Name: "consumption", Type: "block", Multiple: true, Arguments: []Arg{
 					{Name: "key", Type: "key", Doc: "the limited key"},
 					{Name: "kind", Type: "string", Doc: "as REGION.EXEC"},
 					{Name: "burst", Type: "integer", Doc: "as REGION.EXEC"},
@@ -1548,11 +1548,11 @@ func commandMeta() []*Command {
 			Args: []Arg{
 				{Name: "origin", Type: "string", Doc: "the sending region; must be one of this server's region-peer names"},
 				{Name: "target", Type: "string", Doc: "the region the sender means to reach; must be this server's region"},
-				{Name: "how", Type: "oneof", Args: []Arg{
+				{Name: "how", Type: "oneof", Arguments: []Arg{
 					{Name: "one", Type: "pure-token", Token: "ONE", Doc: "one limiter request"},
 					{Name: "all", Type: "pure-token", Token: "ALL", Doc: "a CL.THROTTLEALL: all consumed if all allow"},
 				}},
-				{Name: "request", Type: "block", Multiple: true, Args: []Arg{
+				{Name: "request", Type: "block", Multiple: true, Arguments: []Arg{
 					{Name: "key", Type: "key", Doc: "the limited key"},
 					{Name: "kind", Type: "string", Doc: "gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log or concurrency"},
 					{Name: "burst", Type: "integer", Doc: "max_burst, capacity or limit"},
@@ -1696,7 +1696,7 @@ func commandMeta() []*Command {
 			Summary:    "Saves (when persistence is on) and stops the server.",
 			Complexity: "O(N) when saving",
 			Args: []Arg{
-				{Name: "save-selector", Type: "oneof", Optional: true, Args: []Arg{
+				{Name: "save-selector", Type: "oneof", Optional: true, Arguments: []Arg{
 					{Name: "nosave", Type: "pure-token", Token: "NOSAVE"},
 					{Name: "save", Type: "pure-token", Token: "SAVE"},
 				}, Doc: "NOSAVE skips the final save; SAVE requires one; default: save when persistence is on"},

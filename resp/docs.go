@@ -1,10 +1,9 @@
 package resp
 
 import (
-	"bytes"
 	_ "embed"
-	"fmt"
-	"strings"
+
+	"github.com/cellserver/cellserver/internal/cmdmeta"
 )
 
 // The metadata first (resp/commands/*.json → commands_gen.go), then the
@@ -25,104 +24,30 @@ func CommandsMarkdown() []byte {
 			t.add(cmd)
 		}
 	}
-	var b bytes.Buffer
-	b.WriteString(docsIntro)
-	groups := []struct{ name, title string }{
-		{"ratelimit", "Rate limiters"}, {"generic", "Keys"}, {"connection", "Connection"}, {"transactions", "Transactions"}, {"server", "Server"},
-		{"cluster", "Cluster (only in cluster mode)"},
-		{"region", "Regions (only with a region configured)"},
+	sorted := t.sorted()
+	cmds := make([]cmdmeta.Command, len(sorted))
+	for i, cmd := range sorted {
+		cmds[i] = cmd.meta()
 	}
-	b.WriteString("## Index\n\n| Command | Summary |\n|---|---|\n")
-	for _, g := range groups {
-		for _, cmd := range t.sorted() {
-			if cmd.Group == g.name {
-				fmt.Fprintf(&b, "| [%s](#%s) | %s |\n", strings.ToUpper(cmd.Name), anchor(cmd.Name), cmd.Summary)
-			}
-		}
-	}
-	for _, g := range groups {
-		fmt.Fprintf(&b, "\n## %s\n", g.title)
-		for _, cmd := range t.sorted() {
-			if cmd.Group == g.name {
-				writeCommandDoc(&b, cmd, "###")
-			}
-		}
-	}
-	return b.Bytes()
+	return cmdmeta.Markdown(docsIntro, cmds)
 }
 
-func anchor(name string) string {
-	return strings.NewReplacer(".", "", "|", "").Replace(strings.ToLower(name))
-}
-
-func writeCommandDoc(b *bytes.Buffer, cmd *Command, h string) {
-	fmt.Fprintf(b, "\n%s %s\n\n%s\n\n", h, strings.ToUpper(strings.ReplaceAll(cmd.fullName, "|", " ")), cmd.Summary)
-	if len(cmd.Subcommands) == 0 || cmd.Handler != nil {
-		fmt.Fprintf(b, "```\n%s\n```\n\n", cmd.Syntax())
-	}
-	if rows := argRows(cmd.Args, ""); len(rows) > 0 {
-		b.WriteString("| Argument | Type | Meaning and range |\n|---|---|---|\n")
-		for _, r := range rows {
-			b.WriteString(r)
-		}
-		b.WriteString("\n")
-	}
-	if cmd.Reply != "" {
-		fmt.Fprintf(b, "**Reply:** %s\n\n", cmd.Reply)
-	}
-	if len(cmd.Errors) > 0 {
-		b.WriteString("**Errors:**\n\n")
-		for _, e := range cmd.Errors {
-			fmt.Fprintf(b, "- %s\n", e)
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(b, "**Complexity:** %s. **Arity:** %d", cmd.Complexity, cmd.Arity)
-	if cmd.MaxArgs > 0 {
-		fmt.Fprintf(b, " (at most %d words with the name)", cmd.MaxArgs)
-	}
-	if f := cmd.Flags.names(); len(f) > 0 {
-		fmt.Fprintf(b, ". **Flags:** %s", strings.Join(f, ", "))
-	}
-	b.WriteString(".\n")
-	for _, n := range cmd.Notes {
-		fmt.Fprintf(b, "\n%s\n", n)
+// meta returns cmd's metadata (its subcommands' included, HELP too) in
+// cmdmeta's form, from which COMMAND INFO, COMMAND DOCS and the reference
+// are made.
+func (cmd *Command) meta() cmdmeta.Command {
+	m := cmdmeta.Command{
+		Name: cmd.Name, Arity: cmd.Arity, MaxArgs: cmd.MaxArgs, Flags: cmd.Flags.names(),
+		FirstKey: cmd.FirstKey, LastKey: cmd.LastKey, KeyStep: cmd.KeyStep,
+		MovableKeys: cmd.MovableKeys != nil, OpenSlot: cmd.OpenSlot, Waits: cmd.Waits, Register: cmd.register,
+		Group: cmd.Group, Since: cmd.Since, Summary: cmd.Summary, Complexity: cmd.Complexity,
+		Arguments: cmd.Args, Reply: cmd.Reply, Errors: cmd.Errors, Notes: cmd.Notes,
+		Bare: len(cmd.Subcommands) > 0 && cmd.Handler != nil,
 	}
 	for _, sub := range cmd.Subcommands {
-		writeCommandDoc(b, sub, h+"#")
+		m.Subcommands = append(m.Subcommands, sub.meta())
 	}
-}
-
-func argRows(args []Arg, prefix string) []string {
-	var rows []string
-	for _, a := range args {
-		name := a.Name
-		if a.Token != "" {
-			name = a.Token
-			if a.Type != "pure-token" {
-				name += " " + a.Name
-			}
-		}
-		var notes []string
-		if a.Optional {
-			notes = append(notes, "optional")
-		}
-		if a.Multiple {
-			notes = append(notes, "repeatable")
-		}
-		doc := a.Doc
-		if len(notes) > 0 {
-			if doc != "" {
-				doc += " "
-			}
-			doc += "(" + strings.Join(notes, ", ") + ")"
-		}
-		rows = append(rows, fmt.Sprintf("| %s`%s` | %s | %s |\n", prefix, name, a.Type, doc))
-		if len(a.Args) > 0 {
-			rows = append(rows, argRows(a.Args, prefix+"↳ ")...)
-		}
-	}
-	return rows
+	return m
 }
 
 // docsIntro opens docs/commands.md: what holds for every command (replies,

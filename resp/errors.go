@@ -66,6 +66,53 @@ var (
 	errSlotNotKnown = errors.New("hash slot not known yet")
 )
 
+// Refusals of the server, connection and key commands' arguments
+// (cmd_server.go, cmd_acl.go, cmd_keys.go, hotkeys.go, settings.go,
+// slowlog.go), worded in sentinelReplies and argRefusals.
+var (
+	errProtoVersion    = errors.New("protocol version is not an integer or out of range")
+	errClientName      = errors.New("client name has spaces, newlines or special characters")
+	errKillClientID    = errors.New("client-id is not positive")
+	errNoSuchClient    = errors.New("no such client")
+	errInvalidClientID = errors.New("invalid client id")
+	errNegative        = errors.New("value is negative")
+	errHotkeysOff      = errors.New("hotkeys-capacity is 0")
+	errNoConfigFile    = errors.New("no config file")
+	errSlowlogCount    = errors.New("count is below -1")
+)
+
+// refusalKind names what an argRefusal refuses.
+type refusalKind uint8
+
+const (
+	refuseHelloOption   refusalKind = iota // HELLO's unknown option
+	refuseClientOption                     // CLIENT SETINFO's unknown attribute
+	refuseClientInfo                       // CLIENT SETINFO's value with spaces
+	refuseClientType                       // CLIENT KILL/LIST TYPE's unknown type
+	refuseTypeName                         // SCAN TYPE's unknown type
+	refuseConfigRewrite                    // CONFIG REWRITE's failure, arg its cause
+)
+
+// argRefusal refuses a command for one argument, arg (already clipped),
+// which its reply quotes; argRefusals word it.
+type argRefusal struct {
+	kind refusalKind
+	arg  string
+}
+
+func (e *argRefusal) Error() string { return "refused argument " + e.arg }
+
+// argRefusals word an *argRefusal by its kind: arg goes between before and
+// after (CLIENT SETINFO's attribute in lower case).
+var argRefusals = [...]struct{ before, after string }{
+	refuseHelloOption:   {"ERR Syntax error in HELLO option '", "'"},
+	refuseClientOption:  {"ERR Unrecognized option '", "'"},
+	refuseClientInfo:    {"ERR ", " cannot contain spaces, newlines or special characters."},
+	refuseClientType:    {"ERR Unknown client type '", "'"},
+	refuseTypeName:      {"ERR unknown type name '", "'"},
+	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
+}
+
 // redirectError is a MOVED or ASK redirection: slot is served by the node
 // at addr (host:port).
 type redirectError struct {
@@ -208,6 +255,16 @@ var sentinelReplies = []struct {
 	{errRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
 	{errRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
 	{errRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
+
+	{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
+	{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
+	{errKillClientID, "ERR client-id should be greater than 0"},
+	{errNoSuchClient, "ERR No such client"},
+	{errInvalidClientID, "ERR Invalid client ID"},
+	{errNegative, "ERR value is out of range, must be positive"},
+	{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
+	{errNoConfigFile, "ERR The server is running without a config file"},
+	{errSlowlogCount, "ERR count should be greater than or equal to -1"},
 }
 
 // slotRefusals word a *cluster.SlotError by the sentinel it wraps, in
@@ -275,6 +332,8 @@ func appendErrorText(b []byte, err error) []byte {
 		order  *cluster.SlotOrderError
 		port   *cluster.PortError
 		nodeID *cluster.NodeIDError
+
+		refuse *argRefusal
 	)
 	switch {
 	case errors.As(err, &inFl):
@@ -437,6 +496,9 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(append(b, "ERR Unknown node "...), nodeID.ID)
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
+	case errors.As(err, &refuse):
+		w := argRefusals[refuse.kind]
+		return append(appendLine(append(b, w.before...), refuse.arg), w.after...)
 	case errors.As(err, &argE):
 		// What wraps it ("limit 2: ", "limit-override 'x': ") stays in
 		// front.

@@ -61,6 +61,22 @@ func TestErrorWording(t *testing.T) {
 		{&replication.RemoteError{Msg: "ERR replication: join: raft\r\nfailed"}, "ERR replication: join: raft  failed"},
 		{fmt.Errorf("forward: %w", &replication.RemoteError{Msg: "odd"}), "odd"},
 		{fmt.Errorf("forward: %w", &replication.PeerError{Text: "period: zero rate\r\nor period"}), "ERR period: zero rate  or period"},
+		// The server and connection commands' refusals (errors.go's block).
+		{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
+		{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
+		{errKillClientID, "ERR client-id should be greater than 0"},
+		{errNoSuchClient, "ERR No such client"},
+		{errInvalidClientID, "ERR Invalid client ID"},
+		{errNegative, "ERR value is out of range, must be positive"},
+		{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
+		{errNoConfigFile, "ERR The server is running without a config file"},
+		{errSlowlogCount, "ERR count should be greater than or equal to -1"},
+		{&argRefusal{refuseHelloOption, "foo"}, "ERR Syntax error in HELLO option 'foo'"},
+		{&argRefusal{refuseClientOption, "lib"}, "ERR Unrecognized option 'lib'"},
+		{&argRefusal{refuseClientInfo, "lib-name"}, "ERR lib-name cannot contain spaces, newlines or special characters."},
+		{&argRefusal{refuseClientType, "x"}, "ERR Unknown client type 'x'"},
+		{&argRefusal{refuseTypeName, "x"}, "ERR unknown type name 'x'"},
+		{&argRefusal{refuseConfigRewrite, "open cellserver.conf: permission denied"}, "ERR Rewriting config file: open cellserver.conf: permission denied"},
 		// Anything else: ERR and the text.
 		{errors.New("bad rate"), "ERR bad rate"},
 	}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/setting"
 )
@@ -29,14 +30,6 @@ func newHotkeys(capacity int) *hotkeys.Pair {
 
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
-
-// HotKey is one key of a heavy-hitter summary: its estimated count since
-// the summary started; the true count lies within Count ± Err (see scale).
-type HotKey struct {
-	Key        string
-	Command    string // the limiter command that named it
-	Count, Err uint64
-}
 
 // countKey records a limiter decision on key for the current command,
 // one in hotkeys.Sample picked by the connection's own generator (no lock,
@@ -134,10 +127,6 @@ func (s *Server) hotkeysSetting() Setting {
 	}}
 }
 
-// errHotkeysOff is OBJECT FREQ's and LIMITER TOP's answer while the
-// summaries are off (Redis's OBJECT FREQ words its own refusal alike).
-var errHotkeysOff = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
-
 func limiterTop(c *Conn, args [][]byte) error {
 	h := c.srv.hot.Load()
 	if h == nil {
@@ -153,12 +142,12 @@ func limiterTop(c *Conn, args [][]byte) error {
 		case equalFoldString(args[i], "count") && i+1 < len(args):
 			v, err := strconv.ParseInt(string(args[i+1]), 10, 64)
 			if err != nil || v < 1 {
-				return &textError{"ERR value is not an integer or out of range"}
+				return engine.ErrNotInteger
 			}
 			n = min(v, int64(sk.Capacity()))
 			i++
 		default:
-			return &textError{"ERR syntax error"}
+			return engine.ErrSyntax
 		}
 	}
 	top := topKeys(c.srv.table, sk, int(n))

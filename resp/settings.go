@@ -312,14 +312,14 @@ func configResetstatHandler(c *Conn, _ [][]byte) error {
 // file), with the live settings' values as CONFIG GET shows them.
 func (s *Server) rewriteConfig(c *Conn) error {
 	if s.cfg.ConfigFile == "" || s.cfg.RewriteConfig == nil {
-		return &textError{"ERR The server is running without a config file"}
+		return errNoConfigFile
 	}
 	s.rewriteMu.Lock()
 	err := s.cfg.RewriteConfig(s.settings.Value)
 	s.rewriteMu.Unlock()
 	if err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
-		return &textError{"ERR Rewriting config file: " + err.Error()}
+		return &argRefusal{refuseConfigRewrite, err.Error()}
 	}
 	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
 	c.WriteOK()

@@ -47,7 +47,7 @@ func slowlogGetHandler(c *Conn, args [][]byte) error {
 			return err
 		}
 		if v < -1 {
-			return &textError{"ERR count should be greater than or equal to -1"}
+			return errSlowlogCount
 		}
 		n = v
 	}

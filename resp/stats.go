@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/latency"
+	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
 // cmdStats counts one command's calls. Each connection owns one array of
@@ -139,87 +140,14 @@ func (s *Server) latencyHists() *latency.Striped {
 	return s.latency
 }
 
-// CommandStats are one command's counters since the server started (or
-// CONFIG RESETSTAT).
-type CommandStats struct {
-	// Name is the command's full name ("cl.throttle", "client|setname").
-	Name string
-	// Limiter is true for limiter commands, whose calls are decisions.
-	Limiter bool
-	// Calls counts the calls that ran (including those that answered an
-	// error); Rejected those refused before running (unknown subcommand,
-	// arity, NOAUTH); Failed those that ran and answered an error.
-	Calls, Rejected, Failed int64
-	// Allowed and Limited count limiter decisions (a CL.THROTTLEALL call
-	// is one decision).
-	Allowed, Limited int64
-	// Time is the total execution time.
-	Time time.Duration
-	// Latency is the histogram of execution times.
-	Latency latency.Latency
-}
-
-// Stats is a snapshot of the server's counters.
-type Stats struct {
-	// Commands lists every command called, rejected or failed at least
-	// once, in table order.
-	Commands []CommandStats
-	// Wait is the requests waiting for their turn (WAIT) and the
-	// histogram of their waits.
-	Wait WaitStats
-	// ConnectedClients is the number of open client connections.
-	ConnectedClients int64
-	// ConnectionsReceived counts accepted connections, RejectedConnections
-	// those refused by maxclients or protected mode, ProtectedModeDenied
-	// those refused by protected mode.
-	ConnectionsReceived, RejectedConnections, ProtectedModeDenied int64
-	// AuthFailures counts failed AUTH and HELLO AUTH attempts
-	// (acl_access_denied_auth), AuthClosed the clients closed for failing
-	// too often.
-	AuthFailures, AuthClosed int64
-	// QueryBufferClosed and QueryTimeoutClosed count clients closed by
-	// client-query-buffer-limit and by the query timeout.
-	QueryBufferClosed, QueryTimeoutClosed int64
-	// OutputBufferClosed counts clients closed by
-	// client-output-buffer-limit.
-	OutputBufferClosed int64
-	// EvictedClients counts clients closed by maxmemory-clients;
-	// ClientMemory is the memory the connected clients account for and
-	// ClientMemoryLimit the bound in force (0: none), in bytes.
-	EvictedClients, ClientMemory, ClientMemoryLimit int64
-	// ErrorReplies counts error replies (total_error_replies).
-	ErrorReplies int64
-	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
-	// (hotkeys.go; nil when hotkeys-capacity is 0).
-	HotRequested, HotLimited []HotKey
-	// Classes are the limiter decisions of each key class (classes.go; nil
-	// while off): configured rules first, then prefixes, then other.
-	Classes []ClassStats
-	// TLSHandshakeFailures counts failed TLS handshakes
-	// (Config.TLSHandshakeFailures; 0 without TLS).
-	TLSHandshakeFailures int64
-	// EvictedKeys counts keys deleted by maxmemory's volatile-ttl policy.
-	EvictedKeys int64
-	// MaxMemory is the maxmemory setting (0: none); UsedMemory the bytes
-	// the live keys need (shards' Store.UsedBytes, what maxmemory is
-	// compared with); OOM is true while noeviction refuses new keys and
-	// growth.
-	MaxMemory, UsedMemory int64
-	OOM                   bool
-	// SlowlogLen is the number of SLOWLOG entries.
-	SlowlogLen int
-	// ShadowLimited counts limit-shadow requests that would have been
-	// limited and were answered allowed: counted where each is applied,
-	// so every node of a group counts the same (shards' Store.Shadowed).
-	ShadowLimited uint64
-	// LimitOverridden and ShadowRequests count the requests this node
-	// received whose parameters a limit-override rule replaced, and that
-	// it sent as shadow (limitpolicy's Stats).
-	LimitOverridden, ShadowRequests uint64
-	// ViolationsLogged and ViolationsSuppressed count the violations log's
-	// lines and the limited decisions it left out (over its rate).
-	ViolationsLogged, ViolationsSuppressed uint64
-}
+// Stats, CommandStats, WaitStats and HotKey are the snapshot Server.Stats
+// returns (cmd/cellserver's metrics read it); serverstats holds them.
+type (
+	Stats        = serverstats.Stats
+	CommandStats = serverstats.CommandStats
+	WaitStats    = serverstats.WaitStats
+	HotKey       = serverstats.HotKey
+)
 
 // Stats returns a snapshot of the server's counters. It is safe to call
 // concurrently with serving, at any time; its cost is O(commands ×

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/cmdmeta"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -59,22 +60,7 @@ func (f Flag) names() []string {
 }
 
 // Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
-type Arg struct {
-	// Name is the argument's name (lower case, as in the syntax).
-	Name string
-	// Type is one of Redis's argument types: "key", "integer", "string",
-	// "pattern", "pure-token", "oneof", "block".
-	Type string
-	// Token is the literal keyword that introduces the argument (MATCH,
-	// INTERVAL), if any.
-	Token string
-	// Optional and Multiple mirror Redis's argument flags.
-	Optional, Multiple bool
-	// Args are the members of a "oneof" or "block" argument.
-	Args []Arg
-	// Doc states the argument's meaning, unit and range for docs/commands.md.
-	Doc string
-}
+type Arg = cmdmeta.Arg
 
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
@@ -164,74 +150,7 @@ type Command struct {
 
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
-func (cmd *Command) Syntax() string {
-	var b strings.Builder
-	b.WriteString(strings.ToUpper(strings.ReplaceAll(cmd.fullName, "|", " ")))
-	for _, a := range cmd.Args {
-		b.WriteByte(' ')
-		writeArgSyntax(&b, a)
-	}
-	return b.String()
-}
-
-func writeArgSyntax(b *strings.Builder, a Arg) {
-	if a.Optional {
-		b.WriteByte('[')
-	}
-	if a.Token != "" {
-		b.WriteString(a.Token)
-		if a.Type != "pure-token" {
-			b.WriteByte(' ')
-		}
-	}
-	switch a.Type {
-	case "pure-token":
-	case "oneof":
-		if !a.Optional {
-			b.WriteByte('<')
-		}
-		for i, s := range a.Args {
-			if i > 0 {
-				b.WriteString(" | ")
-			}
-			writeArgSyntax(b, s)
-		}
-		if !a.Optional {
-			b.WriteByte('>')
-		}
-	case "block":
-		for i, s := range a.Args {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			writeArgSyntax(b, s)
-		}
-	default:
-		b.WriteString(a.Name)
-	}
-	if a.Multiple {
-		b.WriteString(" [")
-		if a.Token != "" {
-			b.WriteString(a.Token)
-			b.WriteByte(' ')
-		}
-		switch a.Type {
-		case "block":
-			for i, s := range a.Args {
-				if i > 0 {
-					b.WriteByte(' ')
-				}
-				writeArgSyntax(b, s)
-			}
-		default:
-			b.WriteString(a.Name)
-		}
-		b.WriteString(" ...]")
-	}
-	if a.Optional {
-		b.WriteByte(']')
-	}
-}
+func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Args) }
 
 // table is the command table: one entry per name; registering a name twice
 // panics (a programming error, found by the first test that builds a server).
@@ -400,13 +319,8 @@ func helpSubcommand(container *Command) *Command {
 		Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
 		Reply: "Array of simple strings.",
 		Handler: func(c *Conn, _ [][]byte) error {
-			up := strings.ToUpper(container.Name)
-			lines := []string{up + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
-			for _, sub := range container.Subcommands {
-				syn := sub.Syntax()
-				syn = strings.TrimSpace(strings.TrimPrefix(syn, up))
-				lines = append(lines, syn, "    "+sub.Summary)
-			}
+			m := container.meta()
+			lines := cmdmeta.Help(&m)
 			c.WriteArray(len(lines))
 			for _, l := range lines {
 				c.WriteSimple(l)

@@ -365,21 +365,6 @@ func (w *waiting) infoWait(b []byte) []byte {
 	return fieldInt(b, "wait_late_max_usec", w.lateMax.Load()/1e3)
 }
 
-// WaitStats is a snapshot of the waiting requests, for the metrics.
-type WaitStats struct {
-	// Waiting is the requests waiting now.
-	Waiting int64
-	// Waited is the requests that waited and were answered, since start,
-	// and WaitedSeconds the time they waited in total.
-	Waited        int64
-	WaitedSeconds float64
-	// Bounds are the histogram's upper bounds in seconds; Counts[i] the
-	// waits of at most Bounds[i] (not cumulative), the last one the
-	// longer ones.
-	Bounds []float64
-	Counts []int64
-}
-
 // stats returns the waiting requests and the histogram of their waits
 // (Server.Stats' Wait). Safe from any goroutine.
 func (w *waiting) stats() WaitStats {

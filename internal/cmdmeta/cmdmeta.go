@@ -58,17 +58,30 @@ type Command struct {
 	Notes  []string `json:"notes,omitempty"`
 	// Subcommands make this a container.
 	Subcommands []Command `json:"subcommands,omitempty"`
+	// Bare is set by resp, never by a file: the container also runs with
+	// no subcommand, so docs/commands.md shows its own syntax line.
+	Bare bool `json:"-"`
 }
 
-// Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
+// Arg documents one argument, in the shape of Redis 7's COMMAND DOCS
+// (resp's Arg is this type).
 type Arg struct {
-	Name      string `json:"name"`
-	Type      string `json:"type"`
-	Token     string `json:"token,omitempty"`
-	Optional  bool   `json:"optional,omitempty"`
-	Multiple  bool   `json:"multiple,omitempty"`
-	Arguments []Arg  `json:"arguments,omitempty"`
-	Doc       string `json:"doc,omitempty"`
+	// Name is the argument's name (lower case, as in the syntax).
+	Name string `json:"name"`
+	// Type is one of Redis's argument types: "key", "integer", "string",
+	// "pattern", "pure-token", "oneof", "block".
+	Type string `json:"type"`
+	// Token is the literal keyword that introduces the argument (MATCH,
+	// INTERVAL), if any.
+	Token string `json:"token,omitempty"`
+	// Optional and Multiple mirror Redis's argument flags.
+	Optional bool `json:"optional,omitempty"`
+	Multiple bool `json:"multiple,omitempty"`
+	// Arguments are the members of a "oneof" or "block" argument.
+	Arguments []Arg `json:"arguments,omitempty"`
+	// Doc states the argument's meaning, unit and range for
+	// docs/commands.md.
+	Doc string `json:"doc,omitempty"`
 }
 
 // FlagIdents maps each flag name the files may use to resp's constant.

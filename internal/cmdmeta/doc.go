@@ -4,9 +4,13 @@
 // source of resp's command table metadata (resp/commands_gen.go). The
 // handlers stay Go code in package resp, bound to the metadata by name.
 //
+// It also holds what the metadata says beyond the table: the contents of
+// COMMAND INFO and COMMAND DOCS replies (Info, Docs: a Node tree resp
+// writes), the syntax lines (Syntax) and docs/commands.md (Markdown).
+//
 // It imports nothing of the project and must never import resp (which it
-// generates for) or any server package: it runs at `go generate` time (the
-// gen command) and in resp's tests, never in the server. The schema is
-// Command and Arg; Load reports every fault as an *Error naming the file
-// and the JSON field to fix.
+// generates for) or any server package. Load and Generate run at `go
+// generate` time (the gen command) and in resp's tests, never in the
+// server. The schema is Command and Arg; Load reports every fault as an
+// *Error naming the file and the JSON field to fix.
 package cmdmeta

@@ -122,7 +122,7 @@ func writeArgs(b *bytes.Buffer, args []Arg) {
 			b.WriteString(", Multiple: true")
 		}
 		if len(a.Arguments) > 0 {
-			b.WriteString(", Args: ")
+			b.WriteString(", Arguments: ")
 			writeArgs(b, a.Arguments)
 		}
 		if a.Doc != "" {

@@ -364,3 +364,37 @@ func TestLeaseGroupFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseClusterOfGroups: in a cluster of two groups each concurrency
+// key is decided by the group serving its slot (a cluster client follows
+// MOVED): two of max 2 held, the third limited with no lease, a release
+// answers 1 then 0 and frees one unit for the next acquire.
+func TestLeaseClusterOfGroups(t *testing.T) {
+	groups := startGroups(t, 2)
+	cc := newClusterClient(t, groups, nil)
+	ctx := ctxT(t)
+	for _, g := range groups {
+		key := keysIn(g, "cc", 1)[0]
+		var ids []string
+		for i := range 2 {
+			r, err := cc.Do(ctx, "CC.ACQUIRE", key, 2, "30s").Slice()
+			if err != nil || len(r) != 6 || r[0] != int64(0) {
+				t.Fatalf("group %s: acquire %d = %v, %v; want allowed with a lease", g.name, i+1, r, err)
+			}
+			ids = append(ids, r[5].(string))
+		}
+		r, err := cc.Do(ctx, "CC.ACQUIRE", key, 2, "30s").Slice()
+		if err != nil || len(r) != 6 || r[0] != int64(1) || r[5] != nil {
+			t.Fatalf("group %s: third acquire = %v, %v; want limited, no lease", g.name, r, err)
+		}
+		if n, err := cc.Do(ctx, "CC.RELEASE", key, ids[0]).Int64(); err != nil || n != 1 {
+			t.Fatalf("group %s: release = %d, %v; want 1", g.name, n, err)
+		}
+		if n, err := cc.Do(ctx, "CC.RELEASE", key, ids[0]).Int64(); err != nil || n != 0 {
+			t.Errorf("group %s: second release = %d, %v; want 0", g.name, n, err)
+		}
+		if r, err := cc.Do(ctx, "CC.ACQUIRE", key, 2, "30s").Slice(); err != nil || len(r) != 6 || r[0] != int64(0) {
+			t.Errorf("group %s: acquire after the release = %v, %v; want allowed", g.name, r, err)
+		}
+	}
+}

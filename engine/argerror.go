@@ -137,6 +137,20 @@ func argRange(k Kind, field int) (lo, hi int64) {
 
 // argErr is an ArgError for field of kind k holding v (in nanoseconds for
 // a period), with the field's own range.
+// inRange checks that v, field of a kind-k request, is in 1..max: an
+// *ArgError naming the field for a negative, zero or larger value.
+func inRange(k Kind, field int, v, max int64) error {
+	switch {
+	case v < 0:
+		return argErr(k, field, v, ErrNegative)
+	case v == 0:
+		return argErr(k, field, v, ErrZero)
+	case v > max:
+		return argErr(k, field, v, ErrNotInteger)
+	}
+	return nil
+}
+
 func argErr(k Kind, field int, v int64, sentinel error) *ArgError {
 	u := fieldUnit(k, field)
 	if u == UnitSeconds {

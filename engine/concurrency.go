@@ -170,37 +170,17 @@ func (r *Request) validateLease() error {
 	if len(r.Lease) > MaxLeaseID || (r.Op != LeaseAcquire && r.Lease == "") {
 		return ErrLeaseID
 	}
-	checkTTL := func() error {
-		switch {
-		case r.Period < 0:
-			return argErr(k, fPeriod, r.Period, ErrNegative)
-		case r.Period == 0:
-			return argErr(k, fPeriod, r.Period, ErrZero)
-		case r.Period > MaxPeriod:
-			return argErr(k, fPeriod, r.Period, ErrNotInteger)
-		}
-		return nil
-	}
+	checkTTL := func() error { return inRange(k, fPeriod, r.Period, MaxPeriod) }
 	switch r.Op {
 	case LeaseAcquire:
-		switch {
-		case r.Burst < 0:
-			return argErr(k, fBurst, r.Burst, ErrNegative)
-		case r.Burst == 0:
-			return argErr(k, fBurst, r.Burst, ErrZero)
-		case r.Burst > MaxCount:
-			return argErr(k, fBurst, r.Burst, ErrNotInteger)
+		if err := inRange(k, fBurst, r.Burst, MaxCount); err != nil {
+			return err
 		}
 		if err := checkTTL(); err != nil {
 			return err
 		}
-		switch {
-		case r.Quantity < 0:
-			return argErr(k, fQuantity, r.Quantity, ErrNegative)
-		case r.Quantity == 0:
-			return argErr(k, fQuantity, r.Quantity, ErrZero)
-		case r.Quantity > MaxCount:
-			return argErr(k, fQuantity, r.Quantity, ErrNotInteger)
+		if err := inRange(k, fQuantity, r.Quantity, MaxCount); err != nil {
+			return err
 		}
 	case LeaseRenew:
 		if r.Burst != 0 || r.Quantity != 0 || r.Shadow {

@@ -420,26 +420,16 @@ func (r *Request) Validate() error {
 	}
 	switch k {
 	case KindGCRA, KindTokenBucket, KindLeakyBucket:
-		switch {
-		case r.Rate < 0:
-			return argErr(k, fRate, r.Rate, ErrNegative)
-		case r.Rate == 0:
-			return argErr(k, fRate, r.Rate, ErrZero)
-		case r.Rate > MaxCount:
-			return argErr(k, fRate, r.Rate, ErrNotInteger)
+		if err := inRange(k, fRate, r.Rate, MaxCount); err != nil {
+			return err
 		}
 	default:
 		if r.Rate != 0 {
 			return paramErr(k, fRate, ErrSyntax)
 		}
 	}
-	switch {
-	case r.Period < 0:
-		return argErr(k, fPeriod, r.Period, ErrNegative)
-	case r.Period == 0:
-		return argErr(k, fPeriod, r.Period, ErrZero)
-	case r.Period > MaxPeriod:
-		return argErr(k, fPeriod, r.Period, ErrNotInteger)
+	if err := inRange(k, fPeriod, r.Period, MaxPeriod); err != nil {
+		return err
 	}
 	switch {
 	case r.Quantity < 0 && k != KindGCRA:

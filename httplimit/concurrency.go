@@ -105,18 +105,10 @@ func (m *inFlight) serve(next http.Handler, w http.ResponseWriter, r *http.Reque
 		next.ServeHTTP(w, r)
 		return
 	}
-	skey := m.cfg.prefix + m.p.Name + ":{" + hashTag(key) + "}"
+	skey := serverKey(m.cfg.prefix, m.p.Name, key)
 	a, err := m.acquire(r.Context(), skey, r)
 	if err != nil {
-		if m.cfg.onError != nil {
-			m.cfg.onError(r, err)
-		}
-		if m.cfg.failClosed {
-			writeProblem(w, problem{Type: problemBlank, Title: http.StatusText(http.StatusServiceUnavailable),
-				Status: http.StatusServiceUnavailable, Detail: "The rate limiter is unavailable."})
-			return
-		}
-		next.ServeHTTP(w, r)
+		m.cfg.undecided(next, w, r, err)
 		return
 	}
 	m.setFields(w.Header(), a)

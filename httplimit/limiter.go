@@ -126,7 +126,12 @@ func (l *Limiter) Policies() []Policy {
 // itself, or a hash of it when it is empty, longer than 128 bytes, holds a
 // brace or starts with '=' (see the package documentation).
 func (l *Limiter) ServerKey(policy, key string) string {
-	return l.prefix + policy + ":{" + hashTag(key) + "}"
+	return serverKey(l.prefix, policy, key)
+}
+
+// serverKey is the server's key for policy and the client key under prefix.
+func serverKey(prefix, policy, key string) string {
+	return prefix + policy + ":{" + hashTag(key) + "}"
 }
 
 // Allow takes one unit for key from every policy; see AllowN.

@@ -98,15 +98,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	d, err := m.limiter.AllowN(r.Context(), key, n)
 	if err != nil {
-		if m.cfg.onError != nil {
-			m.cfg.onError(r, err)
-		}
-		if m.cfg.failClosed {
-			writeProblem(w, problem{Type: problemBlank, Title: http.StatusText(http.StatusServiceUnavailable),
-				Status: http.StatusServiceUnavailable, Detail: "The rate limiter is unavailable."})
-			return
-		}
-		next.ServeHTTP(w, r)
+		m.cfg.undecided(next, w, r, err)
 		return
 	}
 	if m.cfg.onDecision != nil {

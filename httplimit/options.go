@@ -183,3 +183,17 @@ func WithQuantity(f func(r *http.Request) int64) Option {
 // (429 with an application/problem+json body). h is called with the
 // rate-limit fields and Retry-After already set, and writes the response.
 func WithLimitedHandler(h http.Handler) Option { return func(c *config) { c.limited = h } }
+
+// undecided answers a request that got no decision (err): on_error sees
+// it, then it is failed closed (503) or passed on to next (fail open).
+func (c *config) undecided(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
+	if c.onError != nil {
+		c.onError(r, err)
+	}
+	if c.failClosed {
+		writeProblem(w, problem{Type: problemBlank, Title: http.StatusText(http.StatusServiceUnavailable),
+			Status: http.StatusServiceUnavailable, Detail: "The rate limiter is unavailable."})
+		return
+	}
+	next.ServeHTTP(w, r)
+}

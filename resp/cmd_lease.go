@@ -34,19 +34,8 @@ func prepareLease(op engine.LeaseOp) func(c *Conn, args [][]byte, o *shards.Op) 
 // finishAcquire writes CC.ACQUIRE's reply: the five fields, then the lease.
 func finishAcquire(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.acct.countDecision(c, r.Limited)
-	c.acct.countKey(c, args[1], r.Limited)
-	c.acct.countClass(c, args[1], r.Limited)
-	limited := int64(0)
-	if r.Limited {
-		limited = 1
-	}
-	c.WriteArray(6)
-	c.WriteInt(limited)
-	c.WriteInt(r.Limit)
-	c.WriteInt(r.Remaining)
-	c.WriteInt(engine.CeilMillis(r.RetryAfter))
-	c.WriteInt(engine.CeilMillis(r.ResetAfter))
+	c.acct.countOne(c, args[1], r.Limited)
+	c.writeLimit(r, engine.CeilMillis, 1)
 	if r.Limited || r.Lease == "" {
 		c.WriteNull()
 	} else {

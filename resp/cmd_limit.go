@@ -43,12 +43,15 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	return c.applyPolicy(op)
 }
 
-func (c *Reply) writeLimit(r *engine.Result, round func(int64) int64) {
+// writeLimit writes the five fields every limiter replies, times rounded
+// by round, as an array of 5+extra elements: the caller writes the extra
+// ones (LB.ADD's wait, CC.ACQUIRE's lease).
+func (c *Reply) writeLimit(r *engine.Result, round func(int64) int64, extra int) {
 	limited := int64(0)
 	if r.Limited {
 		limited = 1
 	}
-	c.WriteArray(5)
+	c.WriteArray(5 + extra)
 	c.WriteInt(limited)
 	c.WriteInt(r.Limit)
 	c.WriteInt(r.Remaining)
@@ -56,12 +59,18 @@ func (c *Reply) writeLimit(r *engine.Result, round func(int64) int64) {
 	c.WriteInt(round(r.ResetAfter))
 }
 
+// countOne counts a single-key decision: the decision, the key's
+// frequency and its class.
+func (t *tally) countOne(c *Conn, key []byte, limited bool) {
+	t.countDecision(c, limited)
+	t.countKey(c, key, limited)
+	t.countClass(c, key, limited)
+}
+
 func finishThrottle(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.acct.countDecision(c, r.Limited)
-	c.acct.countKey(c, args[1], r.Limited)
-	c.acct.countClass(c, args[1], r.Limited)
-	c.writeLimit(r, engine.CellSeconds)
+	c.acct.countOne(c, args[1], r.Limited)
+	c.writeLimit(r, engine.CellSeconds, 0)
 }
 
 func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
@@ -71,33 +80,20 @@ func finishThrottleAll(c *Conn, args [][]byte, res *shards.Result) {
 		limited = limited || res.Results[i].Limited
 		c.acct.countKey(c, args[1+5*i], res.Results[i].Limited)
 		c.acct.countClass(c, args[1+5*i], res.Results[i].Limited)
-		c.writeLimit(&res.Results[i], engine.CellSeconds)
+		c.writeLimit(&res.Results[i], engine.CellSeconds, 0)
 	}
 	c.acct.countDecision(c, limited)
 }
 
 func finishMillis(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.acct.countDecision(c, r.Limited)
-	c.acct.countKey(c, args[1], r.Limited)
-	c.acct.countClass(c, args[1], r.Limited)
-	c.writeLimit(r, engine.CeilMillis)
+	c.acct.countOne(c, args[1], r.Limited)
+	c.writeLimit(r, engine.CeilMillis, 0)
 }
 
 func finishLeaky(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
-	c.acct.countDecision(c, r.Limited)
-	c.acct.countKey(c, args[1], r.Limited)
-	c.acct.countClass(c, args[1], r.Limited)
-	limited := int64(0)
-	if r.Limited {
-		limited = 1
-	}
-	c.WriteArray(6)
-	c.WriteInt(limited)
-	c.WriteInt(r.Limit)
-	c.WriteInt(r.Remaining)
-	c.WriteInt(engine.CeilMillis(r.RetryAfter))
-	c.WriteInt(engine.CeilMillis(r.ResetAfter))
+	c.acct.countOne(c, args[1], r.Limited)
+	c.writeLimit(r, engine.CeilMillis, 1)
 	c.WriteInt(engine.CeilMillis(r.Wait))
 }

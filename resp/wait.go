@@ -55,11 +55,11 @@ type waiting struct {
 	count      atomic.Int64 // requests waiting now
 	waited     atomic.Int64 // requests that waited, since start
 	waitedNs   atomic.Int64 // the time they waited, ns (until sent)
-	hist       waitHistogram
+	hist       histogram    // by waitBounds
 	// late is how long after its turn each reply was written (the timer
 	// heap's or goroutine's precision, and a busy loop's delay), and
 	// lateMax the longest, ns.
-	late    lateHistogram
+	late    histogram // by lateBounds
 	lateMax atomic.Int64
 
 	base time.Time // origin of the monotonic instants below
@@ -74,6 +74,8 @@ func (w *waiting) init(cfg Config) {
 	w.maxWaiting.Store(cfg.MaxWaiting)
 	w.base = time.Now()
 	w.kick = make(chan struct{}, 1)
+	w.hist.init(waitBounds[:])
+	w.late.init(lateBounds[:])
 }
 
 // mono is now on the monotonic clock, in ns since base.
@@ -288,45 +290,37 @@ func (b *writeBatch) delayOf(sl *slot, werr error) int64 {
 	return res.Results[0].Delay
 }
 
-// waitHistogram counts waits by duration, for the metrics: bucket i holds
-// the waits of at most waitBounds[i], the last one the longer ones.
-type waitHistogram struct {
-	counts [len(waitBounds) + 1]atomic.Int64
+// histogram counts durations into buckets: bucket i holds those of at
+// most bounds[i] ns, the last one the longer ones. Safe for concurrent use.
+type histogram struct {
+	bounds []int64
+	counts []atomic.Int64
 }
 
-// waitBounds are the histogram's upper bounds, in ns.
-var waitBounds = [...]int64{1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
+// waitBounds are the waits' histogram bounds (metrics), lateBounds those of
+// how late replies were written after their turn (INFO), in ns.
+var (
+	waitBounds = [...]int64{1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
+	lateBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 1e9}
+)
 
-func (h *waitHistogram) observe(ns int64) {
+func (h *histogram) init(bounds []int64) {
+	h.bounds, h.counts = bounds, make([]atomic.Int64, len(bounds)+1)
+}
+
+func (h *histogram) observe(ns int64) {
 	i := 0
-	for i < len(waitBounds) && ns > waitBounds[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-}
-
-// lateHistogram counts replies by how late they were written after their
-// turn: bucket i holds those of at most lateBounds[i], the last the later.
-type lateHistogram struct {
-	counts [len(lateBounds) + 1]atomic.Int64
-}
-
-// lateBounds are the lateness histogram's upper bounds, in ns.
-var lateBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 1e9}
-
-func (h *lateHistogram) observe(ns int64) {
-	i := 0
-	for i < len(lateBounds) && ns > lateBounds[i] {
+	for i < len(h.bounds) && ns > h.bounds[i] {
 		i++
 	}
 	h.counts[i].Add(1)
 }
 
 // quantile returns the upper bound (ns) of the bucket holding the q-th
-// quantile of the lateness (q in (0, 1]), -1 past the last bound, 0 when
-// nothing was counted.
-func (h *lateHistogram) quantile(q float64) int64 {
-	var n [len(lateBounds) + 1]int64
+// quantile (q in (0, 1]), -1 past the last bound, 0 when nothing was
+// counted.
+func (h *histogram) quantile(q float64) int64 {
+	n := make([]int64, len(h.counts))
 	var total int64
 	for i := range h.counts {
 		n[i] = h.counts[i].Load()
@@ -339,10 +333,10 @@ func (h *lateHistogram) quantile(q float64) int64 {
 	var cum int64
 	for i := range n {
 		if cum += n[i]; cum >= rank {
-			if i == len(lateBounds) {
+			if i == len(h.bounds) {
 				return -1
 			}
-			return lateBounds[i]
+			return h.bounds[i]
 		}
 	}
 	return -1

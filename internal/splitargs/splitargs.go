@@ -38,56 +38,37 @@ func Split(dst [][]byte, line []byte) ([][]byte, error) {
 			return dst, nil
 		}
 		start, out := i, i
-		inDouble, inSingle := false, false
+		var quote byte // the open quote, 0 outside quotes
 	word:
 		for ; ; i++ {
 			switch {
-			case inDouble:
-				switch {
-				case i == len(line):
-					return dst, ErrUnbalancedQuotes
-				case line[i] == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
-					line[out] = unhex(line[i+2])<<4 | unhex(line[i+3])
-					out++
-					i += 3
-				case line[i] == '\\' && i+1 < len(line):
-					i++
-					line[out] = unescape(line[i])
-					out++
-				case line[i] == '"':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
-						return dst, ErrQuoteFollowed
-					}
-					i++
-					break word
-				default:
-					line[out] = line[i]
-					out++
+			case quote != 0 && i == len(line):
+				return dst, ErrUnbalancedQuotes
+			case quote == '"' && line[i] == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
+				line[out] = unhex(line[i+2])<<4 | unhex(line[i+3])
+				out++
+				i += 3
+			case quote == '"' && line[i] == '\\' && i+1 < len(line):
+				i++
+				line[out] = unescape(line[i])
+				out++
+			case quote == '\'' && line[i] == '\\' && i+1 < len(line) && line[i+1] == '\'':
+				i++
+				line[out] = '\''
+				out++
+			case quote != 0 && line[i] == quote:
+				if i+1 < len(line) && !isSpace(line[i+1]) {
+					return dst, ErrQuoteFollowed
 				}
-			case inSingle:
-				switch {
-				case i == len(line):
-					return dst, ErrUnbalancedQuotes
-				case line[i] == '\\' && i+1 < len(line) && line[i+1] == '\'':
-					i++
-					line[out] = '\''
-					out++
-				case line[i] == '\'':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
-						return dst, ErrQuoteFollowed
-					}
-					i++
-					break word
-				default:
-					line[out] = line[i]
-					out++
-				}
+				i++
+				break word
+			case quote != 0:
+				line[out] = line[i]
+				out++
 			case i == len(line) || endsWord(line[i]):
 				break word
-			case line[i] == '"':
-				inDouble = true
-			case line[i] == '\'':
-				inSingle = true
+			case line[i] == '"' || line[i] == '\'':
+				quote = line[i]
 			default:
 				line[out] = line[i]
 				out++

@@ -326,18 +326,18 @@ func TestDeadServerCleanup(t *testing.T) {
 					}
 					return nil
 				})
-				// The leader that removed it logged why; leadership may
-				// have moved since on a loaded machine, so any survivor's
-				// log will do.
-				logged := false
-				for i := range c.nodes {
-					if i != deadIdx && strings.Contains(c.nodes[i].logs.String(), "unreachable for longer than the dead-server timeout") {
-						logged = true
+				// The leader that removed it logs why once the removal
+				// call returns, which is after the new configuration is
+				// visible above; leadership may have moved since on a
+				// loaded machine, so any survivor's log will do.
+				poll.Until(t, 10*time.Second, func() error {
+					for i := range c.nodes {
+						if i != deadIdx && strings.Contains(c.nodes[i].logs.String(), "unreachable for longer than the dead-server timeout") {
+							return nil
+						}
 					}
-				}
-				if !logged {
-					t.Errorf("no survivor's log mentions the cleanup")
-				}
+					return errors.New("no survivor's log mentions the cleanup")
+				})
 			} else {
 				// Wait until the leader has not reached it for well over the
 				// timeout: a cleanup would have happened by then.

@@ -71,7 +71,7 @@ func memUsage(c *Conn) int64 {
 	rd := c.rd
 	n := int64(max(len(rd.buf)-initialReadBuf, 0)) +
 		int64(cap(rd.args))*argSize + int64(cap(rd.pendArgs))*spanSize +
-		c.tx.bytes + int64(cap(c.out)) +
+		c.tx.Bytes + int64(cap(c.out)) +
 		int64(cap(c.wb.ops))*opSize + int64(cap(c.wb.slots))*slotSize
 	if c.lp.gc != nil {
 		// On a loop, gnet keeps the replies the socket has not taken and

@@ -14,6 +14,7 @@ import (
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/txqueue"
 )
 
 // TestMaxmemoryClientsSetting: CONFIG SET maxmemory-clients takes every
@@ -236,7 +237,7 @@ func write(t *testing.T, rc *rawConn, b string) {
 func queueUntil(t *testing.T, rc *rawConn, n, size int) bool {
 	t.Helper()
 	arg := strings.Repeat("z", size)
-	per := int64(queuedOverhead + 4 + 24 + size + 24)
+	per := int64(txqueue.EntryOverhead + 4 + 24 + size + 24)
 	for held := int64(0); held < int64(n); held += per {
 		if _, err := rc.Write([]byte(cmd("ECHO", arg))); err != nil {
 			return false
@@ -364,7 +365,7 @@ func BenchmarkTrackMem(b *testing.B) {
 	b.Run("changed", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.tx.bytes++
+			c.tx.Bytes++
 			c.cmem.trackMem(c)
 		}
 	})

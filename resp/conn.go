@@ -282,9 +282,9 @@ func (c *Conn) execBatch(cmds []span) {
 		if err == nil && !c.auth.authed && cmd.Flags&FlagNoAuth == 0 {
 			err = ErrNoAuth
 		}
-		if c.tx.on && (err != nil || !runsInMulti(cmd)) {
+		if c.tx.On && (err != nil || !runsInMulti(cmd)) {
 			if err != nil {
-				c.tx.failed = true // Redis: EXEC answers EXECABORT
+				c.tx.Failed = true // Redis: EXEC answers EXECABORT
 				c.reject(cmd, err)
 			} else {
 				c.tx.queue(c, cmd, a)

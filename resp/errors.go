@@ -8,6 +8,7 @@ import (
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/txqueue"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
@@ -324,8 +325,8 @@ func appendErrorText(b []byte, err error) []byte {
 		abortB *cluster.AbortBlockedError
 		inFl   *cluster.InFlightError
 		resend *cluster.ResendError
-		txMax  *txLimitError
-		txOut  *txReplyError
+		txMax  *txqueue.LimitError
+		txOut  *txqueue.ReplyError
 		argE   *engine.ArgError
 		target *targetReplyError
 		repeat *cluster.SlotRepeatError
@@ -431,17 +432,17 @@ func appendErrorText(b []byte, err error) []byte {
 		return append(b, "); RAFT.JOIN it again to rejoin"...)
 	case errors.As(err, &txMax):
 		b = append(b, "ERR transaction discarded: more than "...)
-		b = strconv.AppendInt(b, txMax.limit, 10)
+		b = strconv.AppendInt(b, txMax.Limit, 10)
 		b = append(b, ' ')
-		b = append(b, txMax.unit...)
+		b = append(b, txMax.Unit...)
 		b = append(b, " queued ("...)
-		b = append(b, txMax.setting...)
+		b = append(b, txMax.Setting...)
 		return append(b, "); split it into smaller transactions or raise the setting"...)
 	case errors.As(err, &txOut):
 		b = append(b, "ERR transaction discarded: its reply would be about "...)
-		b = strconv.AppendInt(b, txOut.estimate, 10)
+		b = strconv.AppendInt(b, txOut.Estimate, 10)
 		b = append(b, " bytes, over client-output-buffer-limit's hard limit of "...)
-		b = strconv.AppendInt(b, txOut.hard, 10)
+		b = strconv.AppendInt(b, txOut.Hard, 10)
 		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
 	case errors.As(err, &logE):
 		return appendLogError(b, logE)

@@ -3,10 +3,8 @@ package resp
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
@@ -28,21 +26,17 @@ var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": 
 
 func (s *Server) initSettings() error {
 	host, port, _ := net.SplitHostPort(s.cfg.Addr)
-	constant := func(v string) func() string { return func() string { return v } }
+	sec := int64(time.Second)
 	builtin := []Setting{
-		{Name: "bind", Get: constant(host)},
+		setting.LiveFixed("bind", host),
 		// The configured port, as Redis reports it: 0 means no plaintext
 		// port (a TLS-only server), whatever the listener is.
-		{Name: "port", Get: constant(port)},
+		setting.LiveFixed("port", port),
 		{Name: "requirepass", Get: func() string { return *s.requirePass.Load() }, Set: func(v string) error {
 			s.requirePass.Store(&v)
 			return nil
 		}},
-		{Name: "maxclients", Get: func() string { return itoa(s.maxClients.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("maxclients").ParseLive(v)
-			if err != nil {
-				return err
-			}
+		setting.LiveInt("maxclients", s.maxClients.Load, func(n int64) error {
 			if fit := s.cfg.FitClients; fit != nil && n > s.maxClients.Load() {
 				if err := fit(int(min(n, 1<<31))); err != nil {
 					return err
@@ -50,53 +44,16 @@ func (s *Server) initSettings() error {
 			}
 			s.maxClients.Store(n)
 			return nil
-		}},
-		{Name: "timeout", Get: func() string { return itoa(s.timeout.Load() / int64(time.Second)) }, Set: func(v string) error {
-			n, err := setting.Must("timeout").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.timeout.Store(n * int64(time.Second))
+		}),
+		setting.LiveInt("timeout", func() int64 { return s.timeout.Load() / sec }, func(n int64) error {
+			s.timeout.Store(n * sec)
 			return nil
-		}},
-		{Name: "loglevel", Get: func() string {
-			if s.cfg.LogLevel == nil {
-				return "notice"
-			}
-			return LogLevelName(s.cfg.LogLevel.Level())
-		}},
-		{Name: "proto-max-bulk-len", Get: func() string { return itoa(s.maxBulk.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("proto-max-bulk-len").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.maxBulk.Store(n)
-			return nil
-		}},
-		{Name: "client-query-buffer-limit", Get: func() string { return itoa(s.queryLimit.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("client-query-buffer-limit").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.queryLimit.Store(n)
-			return nil
-		}},
-		{Name: "transaction-max-commands", Get: func() string { return itoa(s.txMaxCmds.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("transaction-max-commands").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.txMaxCmds.Store(n)
-			return nil
-		}},
-		{Name: "transaction-max-bytes", Get: func() string { return itoa(s.txMaxBytes.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("transaction-max-bytes").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.txMaxBytes.Store(n)
-			return nil
-		}},
+		}),
+		s.logLevelSetting(),
+		setting.LiveVar("proto-max-bulk-len", &s.maxBulk),
+		setting.LiveVar("client-query-buffer-limit", &s.queryLimit),
+		setting.LiveVar("transaction-max-commands", &s.txMaxCmds),
+		setting.LiveVar("transaction-max-bytes", &s.txMaxBytes),
 		{Name: "max-wait", Get: func() string { return engine.FormatDuration(s.waits.maxWait.Load()) }, Set: func(v string) error {
 			n, err := engine.ParseDuration([]byte(v))
 			if err == nil {
@@ -108,47 +65,18 @@ func (s *Server) initSettings() error {
 			s.waits.maxWait.Store(n)
 			return nil
 		}},
-		{Name: "max-waiting", Get: func() string { return itoa(s.waits.maxWaiting.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("max-waiting").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.waits.maxWaiting.Store(n)
+		setting.LiveVar("max-waiting", &s.waits.maxWaiting),
+		setting.LiveInt("client-query-timeout", func() int64 { return s.queryTime.Load() / sec }, func(n int64) error {
+			s.queryTime.Store(n * sec)
 			return nil
-		}},
-		{Name: "client-query-timeout", Get: func() string { return itoa(s.queryTime.Load() / int64(time.Second)) }, Set: func(v string) error {
-			n, err := setting.Must("client-query-timeout").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.queryTime.Store(n * int64(time.Second))
-			return nil
-		}},
-		{Name: "slowlog-log-slower-than", Get: func() string { return itoa(s.slowlog.SlowerThan()) }, Set: func(v string) error {
-			n, err := setting.Must("slowlog-log-slower-than").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.slowlog.SetSlowerThan(n)
-			return nil
-		}},
-		{Name: "slowlog-max-len", Get: func() string { return itoa(s.slowlog.MaxLen()) }, Set: func(v string) error {
-			n, err := setting.Must("slowlog-max-len").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.slowlog.SetMaxLen(n)
-			return nil
-		}},
-		{Name: "maxmemory", Get: func() string { return itoa(s.maxMemory.Load()) }, Set: func(v string) error {
-			n, err := setting.Must("maxmemory").ParseLive(v)
-			if err != nil {
-				return err
-			}
+		}),
+		setting.LiveInt("slowlog-log-slower-than", s.slowlog.SlowerThan, func(n int64) error { s.slowlog.SetSlowerThan(n); return nil }),
+		setting.LiveInt("slowlog-max-len", s.slowlog.MaxLen, func(n int64) error { s.slowlog.SetMaxLen(n); return nil }),
+		setting.LiveInt("maxmemory", s.maxMemory.Load, func(n int64) error {
 			s.maxMemory.Store(n)
-			s.cmem.Update(s.maxMemory.Load()) // a share of maxmemory follows it
+			s.cmem.Update(n) // a share of maxmemory follows it
 			return nil
-		}},
+		}),
 		{Name: "maxmemory-clients", Get: func() string { return s.cmem.Setting().String() }, Set: func(v string) error {
 			l, err := ParseClientMemoryLimit(v)
 			if err != nil {
@@ -177,12 +105,7 @@ func (s *Server) initSettings() error {
 			s.outLimits.Store(&l)
 			return nil
 		}},
-		{Name: "protected-mode", Get: func() string {
-			if s.protected.Load() {
-				return "yes"
-			}
-			return "no"
-		}, Set: func(v string) error {
+		{Name: "protected-mode", Get: func() string { return yesNo(s.protected.Load()) }, Set: func(v string) error {
 			b, err := setting.ParseYesNo(v)
 			if err != nil {
 				return errors.New("argument must be 'yes' or 'no'")
@@ -191,27 +114,13 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		s.hotkeysSetting(),
-		{Name: "databases", Get: constant("1")},
-		{Name: "appendonly", Get: constant("no")},
-		{Name: "save", Get: constant("")},
-		{Name: "dbfilename", Get: constant("dump.rdb")},
+		setting.LiveFixed("databases", "1"),
+		setting.LiveFixed("appendonly", "no"),
+		setting.LiveFixed("save", ""),
+		setting.LiveFixed("dbfilename", "dump.rdb"),
 		{Name: "dir", Get: func() string { d, _ := os.Getwd(); return d }},
 	}
 	builtin = append(builtin, s.classSettings()...)
-	if s.cfg.LogLevel != nil {
-		builtin[5].Set = func(v string) error {
-			w, err := setting.Must("loglevel").ParseWord(v)
-			if err != nil {
-				return err
-			}
-			l, err := ParseLogLevel(w)
-			if err != nil {
-				return err
-			}
-			s.cfg.LogLevel.Set(l)
-			return nil
-		}
-	}
 	builtin = append(builtin, s.policySettings()...)
 	reg, err := setting.NewRegistry(builtin, s.cfg.Settings, func(name string) bool { return fallbackSettings[name] })
 	if err != nil {
@@ -221,45 +130,32 @@ func (s *Server) initSettings() error {
 	return nil
 }
 
-// liveSettings lists the settings CONFIG SET may change, from the settings
-// table.
-func liveSettings() string {
-	var names []string
-	for _, s := range setting.Table {
-		if s.Live {
-			names = append(names, s.Name)
+// logLevelSetting is loglevel: notice and read-only without
+// Config.LogLevel, else its level (setting.ParseLogLevel's words).
+func (s *Server) logLevelSetting() Setting {
+	lv := s.cfg.LogLevel
+	if lv == nil {
+		return setting.LiveFixed("loglevel", "notice")
+	}
+	return Setting{Name: "loglevel", Get: func() string { return setting.LogLevelName(lv.Level()) }, Set: func(v string) error {
+		w, err := setting.Must("loglevel").ParseWord(v)
+		if err != nil {
+			return err
 		}
-	}
-	return strings.Join(names, ", ")
+		l, err := setting.ParseLogLevel(w)
+		if err != nil {
+			return err
+		}
+		lv.Set(l)
+		return nil
+	}}
 }
 
-// ParseLogLevel maps Redis's log levels to slog: debug → Debug, verbose →
-// Debug+2, notice → Info, warning → Warn.
-func ParseLogLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "verbose":
-		return slog.LevelDebug + 2, nil
-	case "notice":
-		return slog.LevelInfo, nil
-	case "warning":
-		return slog.LevelWarn, nil
+func yesNo(b bool) string {
+	if b {
+		return "yes"
 	}
-	return 0, fmt.Errorf("invalid log level %q (want debug, verbose, notice or warning)", s)
-}
-
-// LogLevelName is the Redis name of an slog level (see ParseLogLevel).
-func LogLevelName(l slog.Level) string {
-	switch {
-	case l < slog.LevelDebug+2:
-		return "debug"
-	case l < slog.LevelInfo:
-		return "verbose"
-	case l < slog.LevelWarn:
-		return "notice"
-	}
-	return "warning"
+	return "no"
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {

@@ -101,7 +101,7 @@ func printAbout(opt options, stdout io.Writer) error {
 // level CONFIG SET loglevel changes.
 func newLogger(logLevel string, stderr io.Writer) (*slog.LevelVar, *slog.Logger) {
 	level := new(slog.LevelVar)
-	l, _ := resp.ParseLogLevel(logLevel)
+	l, _ := setting.ParseLogLevel(logLevel)
 	level.Set(l)
 	return level, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -1,0 +1,63 @@
+package setting
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// LiveInt is the Live of the Table's Int or Bytes setting name, read with get
+// and changed with set once CONFIG SET's value is parsed and in range
+// (Spec.ParseLive, which words the refusal). It panics when the Table has
+// no such setting.
+func LiveInt(name string, get func() int64, set func(n int64) error) Live {
+	spec := Must(name)
+	return Live{Name: name, Get: func() string { return strconv.FormatInt(get(), 10) }, Set: func(v string) error {
+		n, err := spec.ParseLive(v)
+		if err != nil {
+			return err
+		}
+		return set(n)
+	}}
+}
+
+// LiveVar is LiveInt for a setting whose value is v itself.
+func LiveVar(name string, v *atomic.Int64) Live {
+	return LiveInt(name, v.Load, func(n int64) error { v.Store(n); return nil })
+}
+
+// LiveFixed is a read-only setting whose value never changes.
+func LiveFixed(name, value string) Live {
+	return Live{Name: name, Get: func() string { return value }}
+}
+
+// ParseLogLevel maps Redis's log levels to slog: debug → Debug, verbose →
+// Debug+2, notice → Info, warning → Warn.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "verbose":
+		return slog.LevelDebug + 2, nil
+	case "notice":
+		return slog.LevelInfo, nil
+	case "warning":
+		return slog.LevelWarn, nil
+	}
+	return 0, fmt.Errorf("invalid log level %q (want debug, verbose, notice or warning)", s)
+}
+
+// LogLevelName is the Redis name of an slog level (see ParseLogLevel).
+func LogLevelName(l slog.Level) string {
+	switch {
+	case l < slog.LevelDebug+2:
+		return "debug"
+	case l < slog.LevelInfo:
+		return "verbose"
+	case l < slog.LevelWarn:
+		return "notice"
+	}
+	return "warning"
+}

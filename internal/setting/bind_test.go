@@ -1,0 +1,53 @@
+package setting
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+)
+
+func TestLiveVar(t *testing.T) {
+	var v atomic.Int64
+	v.Store(5)
+	st := LiveVar("transaction-max-commands", &v)
+	if got := st.Get(); got != "5" {
+		t.Errorf("Get = %q, want 5", got)
+	}
+	if err := st.Set("70"); err != nil || v.Load() != 70 {
+		t.Errorf("Set(70) = %v, value %d; want nil, 70", err, v.Load())
+	}
+	// Out of range and not a number: the table's wording, nothing changed.
+	for _, bad := range []string{"0", "x"} {
+		err := st.Set(bad)
+		if err == nil || err.Error() != Must("transaction-max-commands").LiveErr || v.Load() != 70 {
+			t.Errorf("Set(%q) = %v, value %d; want the LiveErr and 70", bad, err, v.Load())
+		}
+	}
+}
+
+func TestLiveIntSetterError(t *testing.T) {
+	refused := errors.New("no room")
+	st := LiveInt("maxclients", func() int64 { return 10 }, func(int64) error { return refused })
+	if err := st.Set("20"); err != refused {
+		t.Errorf("Set = %v, want the setter's error", err)
+	}
+	if st := LiveFixed("databases", "1"); st.Get() != "1" || st.Set != nil {
+		t.Errorf("LiveFixed: Get %q, Set %v; want 1 and read-only", st.Get(), st.Set != nil)
+	}
+}
+
+func TestLogLevels(t *testing.T) {
+	for _, name := range []string{"debug", "verbose", "notice", "warning"} {
+		l, err := ParseLogLevel(name)
+		if err != nil || LogLevelName(l) != name {
+			t.Errorf("ParseLogLevel(%q) = %v, %v; its name %q", name, l, err, LogLevelName(l))
+		}
+	}
+	if _, err := ParseLogLevel("loud"); err == nil {
+		t.Error("ParseLogLevel(loud) = nil error, want one")
+	}
+	if got := LogLevelName(slog.LevelError); got != "warning" {
+		t.Errorf("LogLevelName(Error) = %q, want warning", got)
+	}
+}

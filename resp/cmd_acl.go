@@ -14,7 +14,7 @@ func logAuthFailure(c *Conn, reason, context, object, username string) {
 	now := c.srv.now()
 	c.srv.acllog.Add(acllog.Entry{Reason: reason, Context: context, Object: object, Username: username,
 		Addr:       authguard.AddrKey(c.nc.RemoteAddr()),
-		ClientInfo: strings.TrimSuffix(string(c.srv.appendClientLine(nil, c, now)), "\n")}, now/1e6)
+		ClientInfo: strings.TrimSuffix(string(appendClientLine(nil, c, now)), "\n")}, now/1e6)
 }
 
 func aclWhoamiHandler(c *Conn, _ [][]byte) error { c.WriteBulkString("default"); return nil }

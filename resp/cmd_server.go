@@ -1,11 +1,14 @@
 package resp
 
 import (
+	"cmp"
 	"crypto/subtle"
-	"strconv"
+	"errors"
+	"slices"
 	"strings"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/clientlist"
 )
 
 func pingHandler(c *Conn, args [][]byte) error {
@@ -198,83 +201,48 @@ func clientNoEvictHandler(c *Conn, args [][]byte) error {
 }
 
 func clientInfoHandler(c *Conn, _ [][]byte) error {
-	c.WriteBulk(c.srv.appendClientLine(nil, c, c.srv.now()))
+	c.WriteBulk(appendClientLine(nil, c, c.srv.now()))
 	return nil
 }
 
-// killFilter is CLIENT KILL's selection; zero fields match every client.
-type killFilter struct {
-	id          int64
-	addr, laddr string
-	user        string
-	noNormal    bool  // TYPE other than normal: matches none (every client is normal)
-	maxAge      int64 // seconds; 0: any
-	skipMe      bool
+// appendClientLine appends o's CLIENT LIST line at now (internal/clientlist).
+func appendClientLine(b []byte, o *Conn, now int64) []byte {
+	o.mu.Lock()
+	cl := clientlist.Client{Name: o.name, LibName: o.libName, LibVer: o.libVer, Proto: o.pubProto}
+	o.mu.Unlock()
+	cl.ID, cl.Addr, cl.LAddr = o.id, o.addr, o.laddr
+	cl.Age, cl.Idle = (now-o.start)/1e9, (now-o.lastSeen.Load())/1e9
+	cl.Multi, cl.MultiMem = o.multi.Load(), o.multiMem.Load()
+	cl.NoEvict, cl.OutMem, cl.TotMem = o.cmem.noEvict.Load(), o.ob.omem.Load(), o.cmem.mem.Load()
+	cl.Cmd = "NULL"
+	if last := o.lastCmd.Load(); last != nil {
+		cl.Cmd = last.fullName
+	}
+	return cl.AppendLine(b)
 }
 
-func (f *killFilter) match(c, o *Conn, now int64) bool {
-	switch {
-	case f.noNormal, f.skipMe && o == c, o.closing.Load():
-		return false
-	case f.id != 0 && o.id != f.id, f.addr != "" && o.addr != f.addr, f.laddr != "" && o.laddr != f.laddr:
-		return false
-	case f.user != "" && f.user != "default":
-		return false
-	case f.maxAge > 0 && (now-o.start)/1e9 < f.maxAge:
-		return false
-	}
-	return true
-}
-
-// parseKillFilter reads CLIENT KILL's new form (args after KILL).
-func parseKillFilter(args [][]byte) (*killFilter, error) {
-	f := &killFilter{skipMe: true}
-	if len(args)%2 != 0 {
-		return nil, engine.ErrSyntax
-	}
-	for i := 0; i < len(args); i += 2 {
-		v := args[i+1]
-		switch {
-		case equalFoldString(args[i], "id"):
-			id, err := engine.ParseInt(v)
-			if err != nil || id < 1 {
-				return nil, errKillClientID
-			}
-			f.id = id
-		case equalFoldString(args[i], "type"):
-			switch strings.ToLower(string(v)) {
-			case "normal":
-			case "master", "replica", "slave", "pubsub":
-				f.noNormal = true
-			default:
-				return nil, &argRefusal{refuseClientType, string(clip(v))}
-			}
-		case equalFoldString(args[i], "addr"):
-			f.addr = string(v)
-		case equalFoldString(args[i], "laddr"):
-			f.laddr = string(v)
-		case equalFoldString(args[i], "user"):
-			f.user = string(v)
-		case equalFoldString(args[i], "maxage"):
-			age, err := engine.ParseInt(v)
-			if err != nil || age < 0 {
-				return nil, engine.ErrSyntax
-			}
-			f.maxAge = age
-		case equalFoldString(args[i], "skipme"):
-			switch {
-			case equalFoldString(v, "yes"):
-				f.skipMe = true
-			case equalFoldString(v, "no"):
-				f.skipMe = false
-			default:
-				return nil, engine.ErrSyntax
-			}
-		default:
-			return nil, engine.ErrSyntax
+// connsWhere returns the connections keep selects, by id. A killed client
+// is gone at once, as in Redis, though its goroutine or loop may still be
+// closing it.
+func connsWhere(s *Server, keep func(o *Conn) bool) []*Conn {
+	s.mu.Lock()
+	var out []*Conn
+	for o := range s.conns {
+		if !o.closing.Load() && keep(o) {
+			out = append(out, o)
 		}
 	}
-	return f, nil
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Conn) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// clientFilterError words a filter's refusal of a client type.
+func clientFilterError(err error) error {
+	if te := (*clientlist.TypeError)(nil); errors.As(err, &te) {
+		return &argRefusal{refuseClientType, string(clip([]byte(te.Given)))}
+	}
+	return err
 }
 
 // clientKillHandler closes the matching clients: another connection at
@@ -282,24 +250,17 @@ func parseKillFilter(args [][]byte) (*killFilter, error) {
 // one after this reply.
 func clientKillHandler(c *Conn, args [][]byte) error {
 	old := len(args) == 3
-	var f *killFilter
-	if old {
-		f = &killFilter{addr: string(args[2])}
-	} else {
+	f := &clientlist.Kill{Addr: string(args[2])}
+	if !old {
 		var err error
-		if f, err = parseKillFilter(args[2:]); err != nil {
-			return err
+		if f, err = clientlist.ParseKill(args[2:]); err != nil {
+			return clientFilterError(err)
 		}
 	}
 	now := c.srv.now()
-	var victims []*Conn
-	c.srv.mu.Lock()
-	for o := range c.srv.conns {
-		if f.match(c, o, now) {
-			victims = append(victims, o)
-		}
-	}
-	c.srv.mu.Unlock()
+	victims := connsWhere(c.srv, func(o *Conn) bool {
+		return f.Match(&clientlist.Client{ID: o.id, Addr: o.addr, LAddr: o.laddr, Age: (now - o.start) / 1e9}, o == c)
+	})
 	for _, o := range victims {
 		if o == c {
 			c.quit = true
@@ -319,114 +280,15 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 }
 
 func clientListHandler(c *Conn, args [][]byte) error {
-	var ids map[int64]bool
-	typeFilter := ""
-	for i := 2; i < len(args); i++ {
-		switch {
-		case equalFoldString(args[i], "type") && i+1 < len(args):
-			t := strings.ToLower(string(args[i+1]))
-			switch t {
-			case "normal", "master", "replica", "slave", "pubsub":
-			default:
-				return &argRefusal{refuseClientType, string(clip(args[i+1]))}
-			}
-			typeFilter = t
-			i++
-		case equalFoldString(args[i], "id") && i+1 < len(args):
-			ids = make(map[int64]bool)
-			for i++; i < len(args); i++ {
-				id, err := engine.ParseInt(args[i])
-				if err != nil || id < 1 {
-					return errInvalidClientID
-				}
-				ids[id] = true
-			}
-		default:
-			return engine.ErrSyntax
-		}
+	l, err := clientlist.ParseList(args[2:])
+	if err != nil {
+		return clientFilterError(err)
 	}
 	var out []byte
-	if typeFilter == "" || typeFilter == "normal" {
-		now := c.srv.now()
-		c.srv.mu.Lock()
-		conns := make([]*Conn, 0, len(c.srv.conns))
-		for o := range c.srv.conns {
-			// A killed client is gone for CLIENT LIST at once, as in
-			// Redis, though its goroutine or loop may still be closing it.
-			if (ids == nil || ids[o.id]) && !o.closing.Load() {
-				conns = append(conns, o)
-			}
-		}
-		c.srv.mu.Unlock()
-		sortConns(conns)
-		for _, o := range conns {
-			out = c.srv.appendClientLine(out, o, now)
-		}
+	now := c.srv.now()
+	for _, o := range connsWhere(c.srv, func(o *Conn) bool { return l.Match(o.id) }) {
+		out = appendClientLine(out, o, now)
 	}
 	c.WriteBulk(out)
 	return nil
-}
-
-func sortConns(cs []*Conn) {
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && cs[j].id < cs[j-1].id; j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
-}
-
-// appendClientLine appends o's CLIENT LIST line (with its "\n").
-func (s *Server) appendClientLine(b []byte, o *Conn, now int64) []byte {
-	o.mu.Lock()
-	name, lib, ver, proto := o.name, o.libName, o.libVer, o.pubProto
-	o.mu.Unlock()
-	cmd := "NULL"
-	if last := o.lastCmd.Load(); last != nil {
-		cmd = last.fullName
-	}
-	age := (now - o.start) / 1e9
-	idle := (now - o.lastSeen.Load()) / 1e9
-	b = append(b, "id="...)
-	b = strconv.AppendInt(b, o.id, 10)
-	b = append(b, " addr="...)
-	b = append(b, o.addr...)
-	b = append(b, " laddr="...)
-	b = append(b, o.laddr...)
-	b = append(b, " fd=-1 name="...)
-	b = append(b, name...)
-	b = append(b, " age="...)
-	b = strconv.AppendInt(b, max(age, 0), 10)
-	b = append(b, " idle="...)
-	b = strconv.AppendInt(b, max(idle, 0), 10)
-	// multi is -1 outside a transaction, else the commands queued (Redis's
-	// flag x marks a client inside MULTI, e one with CLIENT NO-EVICT on).
-	multi, multiMem := o.multi.Load(), o.multiMem.Load()
-	b = append(b, " flags="...)
-	switch noEvict := o.cmem.noEvict.Load(); {
-	case multi >= 0 && noEvict:
-		b = append(b, "xe"...)
-	case multi >= 0:
-		b = append(b, 'x')
-	case noEvict:
-		b = append(b, 'e')
-	default:
-		b = append(b, 'N')
-	}
-	b = append(b, " db=0 sub=0 psub=0 ssub=0 multi="...)
-	b = strconv.AppendInt(b, multi, 10)
-	b = append(b, " watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem="...)
-	b = strconv.AppendInt(b, multiMem, 10)
-	b = append(b, " rbs=0 rbp=0 obl=0 oll=0 omem="...)
-	b = strconv.AppendInt(b, o.ob.omem.Load(), 10)
-	b = append(b, " tot-mem="...)
-	b = strconv.AppendInt(b, o.cmem.mem.Load(), 10)
-	b = append(b, " events=r cmd="...)
-	b = append(b, cmd...)
-	b = append(b, " user=default redir=-1 resp="...)
-	b = strconv.AppendInt(b, int64(proto), 10)
-	b = append(b, " lib-name="...)
-	b = append(b, lib...)
-	b = append(b, " lib-ver="...)
-	b = append(b, ver...)
-	return append(b, '\n')
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/clientlist"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/txqueue"
 	"github.com/cellserver/cellserver/region"
@@ -73,9 +74,9 @@ var (
 var (
 	errProtoVersion    = errors.New("protocol version is not an integer or out of range")
 	errClientName      = errors.New("client name has spaces, newlines or special characters")
-	errKillClientID    = errors.New("client-id is not positive")
+	errKillClientID    = clientlist.ErrKillID
 	errNoSuchClient    = errors.New("no such client")
-	errInvalidClientID = errors.New("invalid client id")
+	errInvalidClientID = clientlist.ErrListID
 	errNegative        = errors.New("value is negative")
 	errHotkeysOff      = errors.New("hotkeys-capacity is 0")
 	errNoConfigFile    = errors.New("no config file")

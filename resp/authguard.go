@@ -32,48 +32,32 @@ func (a *authState) authWait(c *Conn, d time.Duration) bool {
 	}
 }
 
-// checkPassword runs one authentication attempt of user under the guard:
-// the wait its address has earned, then check (true: the password is
-// right), and on a failure the counters, the log line, the ACL LOG entry
-// and, after authguard.ConnFailures in a row on this connection, the
-// connection's close.
+// checkPassword runs one authentication attempt of user under the guard
+// (authguard.Guard.Attempt: the wait its address has earned, then check,
+// true when the password is right), then the log line, the ACL LOG entry
+// and the connection's close it calls for.
 func (a *authState) checkPassword(c *Conn, user []byte, check func() bool) error {
 	s := c.srv
-	g := s.guard
-	key := authguard.AddrKey(c.nc.RemoteAddr())
-	wait, ok := g.Schedule(key)
-	if !ok {
-		g.CountDisconnect()
-		c.quit = true
-		s.log.Debug("AUTH refused unchecked: too many failures from the address; client closed", "client", c.addr)
-		return ErrAuthThrottled
-	}
-	if wait > 0 && c.lp.gc != nil {
+	wait := func(d time.Duration) bool { return a.authWait(c, d) }
+	if c.lp.gc != nil {
 		// Only authenticated clients run on a loop, and a loop never
 		// waits: one that keeps failing AUTH again is closed instead.
-		g.CountDisconnect()
-		c.quit = true
-		return ErrAuthThrottled
+		wait = nil
 	}
-	if wait > 0 && !a.authWait(c, wait) {
-		c.quit = true
-		return ErrAuthThrottled
-	}
-	if check() {
-		g.Succeed(key)
-		a.fails = 0
+	out := s.guard.Attempt(authguard.AddrKey(c.nc.RemoteAddr()), &a.fails, wait, check)
+	c.quit = c.quit || out.Close
+	switch {
+	case out.OK:
 		a.authed = true
 		return nil
+	case out.Full:
+		s.log.Debug("AUTH refused unchecked: too many failures from the address; client closed", "client", c.addr)
+		return ErrAuthThrottled
+	case out.Throttled:
+		return ErrAuthThrottled
 	}
-	a.fails++
-	fails, log := g.Fail(key)
-	closing := a.fails >= authguard.ConnFailures
-	if closing {
-		g.CountDisconnect()
-		c.quit = true
-	}
-	if log {
-		s.log.Warn("AUTH failed", "client", c.addr, "user", string(clip(user)), "failures", fails, "closing", closing)
+	if out.Log {
+		s.log.Warn("AUTH failed", "client", c.addr, "user", string(clip(user)), "failures", out.Fails, "closing", out.Close)
 	}
 	logAuthFailure(c, "auth", "toplevel", "AUTH", string(clip(user)))
 	return ErrWrongPass

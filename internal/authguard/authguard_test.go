@@ -98,3 +98,56 @@ func TestAddrKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAttempt: one attempt's course under the guard — free failures, the
+// connection closed after ConnFailures in a row, the wait run (or refused
+// when the caller cannot wait), a success forgetting the address.
+func TestAttempt(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := New()
+	g.now = func() time.Time { return now }
+	var waited []time.Duration
+	wait := func(d time.Duration) bool { waited = append(waited, d); return true }
+	wrong := func() bool { return false }
+	fails := 0
+	for i := 1; i <= ConnFailures; i++ {
+		out := g.Attempt("192.0.2.1", &fails, wait, wrong)
+		if out.OK || out.Throttled || out.Fails != i || out.Close != (i == ConnFailures) {
+			t.Fatalf("failure %d: %+v, want Fails %d and Close only at %d", i, out, i, ConnFailures)
+		}
+	}
+	if len(waited) != ConnFailures-FreeFailures || waited[0] != DelayMin {
+		t.Errorf("waits %v, want %d from %v", waited, ConnFailures-FreeFailures, DelayMin)
+	}
+	if g.Disconnects() != 1 || g.Failures() != ConnFailures {
+		t.Errorf("Disconnects %d, Failures %d; want 1, %d", g.Disconnects(), g.Failures(), ConnFailures)
+	}
+	// A caller that cannot wait is refused unchecked and closed.
+	checked := false
+	out := g.Attempt("192.0.2.1", &fails, nil, func() bool { checked = true; return true })
+	if !out.Throttled || out.Full || !out.Close || checked {
+		t.Errorf("no wait possible: %+v (checked %v), want throttled and closed, unchecked", out, checked)
+	}
+	// A wait cut short: throttled, not counted as a disconnect by the guard.
+	out = g.Attempt("192.0.2.1", &fails, func(time.Duration) bool { return false }, wrong)
+	if !out.Throttled || !out.Close || g.Disconnects() != 2 {
+		t.Errorf("wait cut short: %+v, Disconnects %d; want throttled, closed, 2", out, g.Disconnects())
+	}
+	// Right: the address is forgotten and the connection's count reset.
+	out = g.Attempt("192.0.2.1", &fails, wait, func() bool { return true })
+	if !out.OK || fails != 0 || g.Tracked() != 0 {
+		t.Errorf("success: %+v, connection fails %d, tracked %d; want OK, 0, 0", out, fails, g.Tracked())
+	}
+	// A full schedule refuses at once.
+	for range 100 {
+		g.Fail("192.0.2.9")
+	}
+	for {
+		if _, ok := g.Schedule("192.0.2.9"); !ok {
+			break
+		}
+	}
+	if out := g.Attempt("192.0.2.9", &fails, wait, wrong); !out.Throttled || !out.Full || !out.Close {
+		t.Errorf("full schedule: %+v, want throttled (Full) and closed", out)
+	}
+}

@@ -92,7 +92,7 @@ func shutdownHandler(c *Conn, args [][]byte) error {
 		case equalFoldString(a, "force"):
 			force = true
 		case equalFoldString(a, "abort"):
-			return &textError{"ERR No shutdown in progress."}
+			return errNoShutdown
 		default:
 			return engine.ErrSyntax
 		}

@@ -118,16 +118,15 @@ func (c *Conn) lookup(key []byte) (engine.State, bool, error) {
 
 func ttlHandler(millis bool) func(c *Conn, args [][]byte) error {
 	return func(c *Conn, args [][]byte) error {
-		now, err := c.readNow()
-		if err != nil {
+		st, ok, err := c.lookup(args[1])
+		switch {
+		case err != nil:
 			return err
-		}
-		st, ok := c.srv.backend.Store().Lookup(args[1], now)
-		if !ok {
+		case !ok:
 			c.WriteInt(-2)
 			return nil
 		}
-		ms := engine.CeilMillis(st.ExpireAt - now)
+		ms := engine.CeilMillis(st.ExpireAt - c.now) // c.now: the instant lookup read at
 		if millis {
 			c.WriteInt(ms)
 		} else {

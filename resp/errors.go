@@ -81,6 +81,7 @@ var (
 	errHotkeysOff      = errors.New("hotkeys-capacity is 0")
 	errNoConfigFile    = errors.New("no config file")
 	errSlowlogCount    = errors.New("count is below -1")
+	errNoShutdown      = errors.New("no shutdown in progress")
 )
 
 // refusalKind names what an argRefusal refuses.
@@ -266,6 +267,7 @@ var sentinelReplies = []struct {
 	{errNegative, "ERR value is out of range, must be positive"},
 	{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
 	{errNoConfigFile, "ERR The server is running without a config file"},
+	{errNoShutdown, "ERR No shutdown in progress."},
 	{errSlowlogCount, "ERR count should be greater than or equal to -1"},
 }
 

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -77,42 +76,14 @@ func (s *Server) initSettings() error {
 			s.cmem.Update(n) // a share of maxmemory follows it
 			return nil
 		}),
-		{Name: "maxmemory-clients", Get: func() string { return s.cmem.Setting().String() }, Set: func(v string) error {
-			l, err := ParseClientMemoryLimit(v)
-			if err != nil {
-				return err
-			}
-			s.cmem.SetLimit(l, s.maxMemory.Load())
-			return nil
-		}},
-		{Name: "maxmemory-policy", Get: func() string { return MemoryPolicy(s.policy.Load()).String() }, Set: func(v string) error {
-			w, err := setting.Must("maxmemory-policy").ParseWord(v)
-			if err != nil {
-				return err
-			}
-			p, err := ParseMemoryPolicy(w)
-			if err != nil {
-				return err
-			}
-			s.policy.Store(int32(p))
-			return nil
-		}},
-		{Name: "client-output-buffer-limit", Get: func() string { return s.outLimits.Load().String() }, Set: func(v string) error {
-			l, err := ParseOutputLimits(v, *s.outLimits.Load())
-			if err != nil {
-				return err
-			}
-			s.outLimits.Store(&l)
-			return nil
-		}},
-		{Name: "protected-mode", Get: func() string { return yesNo(s.protected.Load()) }, Set: func(v string) error {
-			b, err := setting.ParseYesNo(v)
-			if err != nil {
-				return errors.New("argument must be 'yes' or 'no'")
-			}
-			s.protected.Store(b)
-			return nil
-		}},
+		setting.LiveFunc("maxmemory-clients", func() string { return s.cmem.Setting().String() }, ParseClientMemoryLimit,
+			func(l ClientMemoryLimit) { s.cmem.SetLimit(l, s.maxMemory.Load()) }),
+		setting.LiveFunc("maxmemory-policy", func() string { return MemoryPolicy(s.policy.Load()).String() }, parseMemoryPolicyWord,
+			func(p MemoryPolicy) { s.policy.Store(int32(p)) }),
+		setting.LiveFunc("client-output-buffer-limit", func() string { return s.outLimits.Load().String() },
+			func(v string) (OutputLimits, error) { return ParseOutputLimits(v, *s.outLimits.Load()) },
+			func(l OutputLimits) { s.outLimits.Store(&l) }),
+		setting.LiveBool("protected-mode", &s.protected),
 		s.hotkeysSetting(),
 		setting.LiveFixed("databases", "1"),
 		setting.LiveFixed("appendonly", "no"),
@@ -151,19 +122,18 @@ func (s *Server) logLevelSetting() Setting {
 	}}
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
+// parseMemoryPolicyWord reads maxmemory-policy's value: one of the
+// table's words, then the policy it names.
+func parseMemoryPolicyWord(v string) (MemoryPolicy, error) {
+	w, err := setting.Must("maxmemory-policy").ParseWord(v)
+	if err != nil {
+		return 0, err
 	}
-	return "no"
+	return ParseMemoryPolicy(w)
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {
-	patterns := make([]string, len(args)-2)
-	for i, p := range args[2:] {
-		patterns[i] = string(p)
-	}
-	match := c.srv.settings.Match(patterns, func(p, name string) bool { return globMatch([]byte(p), []byte(name)) })
+	match := c.srv.settings.Match(args[2:])
 	c.WriteMap(len(match))
 	for _, st := range match {
 		c.WriteBulkString(st.Name)

@@ -17,7 +17,7 @@ func TestSettingsMatchTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range srv.settings.Match([]string{"*"}, func(_, _ string) bool { return true }) {
+	for _, st := range srv.settings.Match([][]byte{[]byte("*")}) {
 		name := st.Name
 		spec := setting.Lookup(name)
 		if spec == nil || fallbackSettings[name] {

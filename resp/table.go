@@ -230,7 +230,11 @@ func (t *table) sorted() []*Command {
 }
 
 // lookup finds the command named b in any letter case, without allocating.
-func (t *table) lookup(b []byte) *Command {
+func (t *table) lookup(b []byte) *Command { return lookupFold(t.byName, b) }
+
+// lookupFold finds the entry of m named b in any letter case, without
+// allocating (names are at most 32 bytes).
+func lookupFold(m map[string]*Command, b []byte) *Command {
 	var lower [32]byte
 	if len(b) > len(lower) {
 		return nil
@@ -241,7 +245,7 @@ func (t *table) lookup(b []byte) *Command {
 		}
 		lower[i] = c
 	}
-	return t.byName[string(lower[:len(b)])]
+	return m[string(lower[:len(b)])]
 }
 
 // resolve finds the command args name, descending into a subcommand, and
@@ -263,7 +267,7 @@ func resolveFrom(cmd *Command, args [][]byte) (*Command, error) {
 			}
 			return cmd, &arityError{cmd.fullName}
 		}
-		sub := lookupSub(cmd.subs, args[1])
+		sub := lookupFold(cmd.subs, args[1])
 		if sub == nil {
 			return cmd, &unknownSubcommandError{sub: args[1], container: cmd.Name}
 		}
@@ -273,20 +277,6 @@ func resolveFrom(cmd *Command, args [][]byte) (*Command, error) {
 		return cmd, &arityError{cmd.fullName}
 	}
 	return cmd, nil
-}
-
-func lookupSub(subs map[string]*Command, b []byte) *Command {
-	var lower [32]byte
-	if len(b) > len(lower) {
-		return nil
-	}
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower[i] = c
-	}
-	return subs[string(lower[:len(b)])]
 }
 
 func arityOK(cmd *Command, n int) bool {

@@ -1,6 +1,7 @@
 package setting
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -26,6 +27,37 @@ func LiveInt(name string, get func() int64, set func(n int64) error) Live {
 // LiveVar is LiveInt for a setting whose value is v itself.
 func LiveVar(name string, v *atomic.Int64) Live {
 	return LiveInt(name, v.Load, func(n int64) error { v.Store(n); return nil })
+}
+
+// LiveFunc is a setting shown by get and changed by set with the value
+// parse reads (its error refuses the value, shown to the client).
+func LiveFunc[T any](name string, get func() string, parse func(string) (T, error), set func(T)) Live {
+	return Live{Name: name, Get: get, Set: func(v string) error {
+		x, err := parse(v)
+		if err != nil {
+			return err
+		}
+		set(x)
+		return nil
+	}}
+}
+
+// LiveBool is a yes/no setting whose value is v (ParseYesNo's words).
+func LiveBool(name string, v *atomic.Bool) Live {
+	return LiveFunc(name, func() string { return yesNo(v.Load()) }, func(s string) (bool, error) {
+		b, err := ParseYesNo(s)
+		if err != nil {
+			return false, errors.New("argument must be 'yes' or 'no'")
+		}
+		return b, nil
+	}, v.Store)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // LiveFixed is a read-only setting whose value never changes.

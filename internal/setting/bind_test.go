@@ -51,3 +51,27 @@ func TestLogLevels(t *testing.T) {
 		t.Errorf("LogLevelName(Error) = %q, want warning", got)
 	}
 }
+
+func TestLiveBoolAndFunc(t *testing.T) {
+	var b atomic.Bool
+	st := LiveBool("protected-mode", &b)
+	if err := st.Set("YES"); err != nil || !b.Load() || st.Get() != "yes" {
+		t.Errorf("Set(YES) = %v, value %v, Get %q; want nil, true, yes", err, b.Load(), st.Get())
+	}
+	if err := st.Set("maybe"); err == nil || err.Error() != "argument must be 'yes' or 'no'" || !b.Load() {
+		t.Errorf("Set(maybe) = %v, value %v; want the yes/no refusal and true kept", err, b.Load())
+	}
+	got := ""
+	fn := LiveFunc("x", func() string { return got }, func(v string) (int, error) {
+		if v == "" {
+			return 0, errors.New("empty")
+		}
+		return len(v), nil
+	}, func(n int) { got = string(rune('0' + n)) })
+	if err := fn.Set("abc"); err != nil || fn.Get() != "3" {
+		t.Errorf("LiveFunc Set(abc) = %v, Get %q; want nil, 3", err, fn.Get())
+	}
+	if err := fn.Set(""); err == nil || fn.Get() != "3" {
+		t.Errorf("LiveFunc Set(\"\") = %v, Get %q; want the parse error and 3 kept", err, fn.Get())
+	}
+}

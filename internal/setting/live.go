@@ -1,11 +1,14 @@
 package setting
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/cellserver/cellserver/internal/glob"
 )
 
 // Live is one setting as CONFIG GET and CONFIG SET see it: its name and
@@ -112,13 +115,13 @@ func NewRegistry(builtin, added []Live, replaceable func(name string) bool) (*Re
 // Lookup returns the setting of a lower-case name (nil: none).
 func (r *Registry) Lookup(name string) *Live { return r.byName[name] }
 
-// Match returns the settings whose name matches one of patterns, in name
-// order (CONFIG GET); match is the glob matcher.
-func (r *Registry) Match(patterns []string, match func(pattern, name string) bool) []*Live {
+// Match returns the settings whose name matches one of the Redis glob
+// patterns (in any letter case), in name order (CONFIG GET).
+func (r *Registry) Match(patterns [][]byte) []*Live {
 	var out []*Live
 	for _, st := range r.list {
 		for _, p := range patterns {
-			if match(strings.ToLower(p), st.Name) {
+			if glob.Match(bytes.ToLower(p), []byte(st.Name)) {
 				out = append(out, st)
 				break
 			}

@@ -63,7 +63,7 @@ func TestRegistrySet(t *testing.T) {
 	if v, ok := r.Value("ro"); ok || v != "" {
 		t.Errorf("Value(ro) = %q, %v; want a read-only setting left out", v, ok)
 	}
-	if got := r.Match([]string{"*"}, func(_, _ string) bool { return true }); len(got) != 5 || got[0].Name != "a" || got[0].Get() != "13" {
+	if got := r.Match([][]byte{[]byte("*")}); len(got) != 5 || got[0].Name != "a" || got[0].Get() != "13" {
 		t.Errorf("Match(*) = %d settings, first %s; want 5, a (the fallback shadowed)", len(got), got[0].Name)
 	}
 	if _, err := NewRegistry(builtin, []Live{live("b", nil)}, func(string) bool { return false }); err == nil {
@@ -76,4 +76,35 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestRegistryMatch: CONFIG GET's patterns are Redis globs in any letter
+// case; a setting matched by two patterns is listed once.
+func TestRegistryMatch(t *testing.T) {
+	get := func() string { return "" }
+	r, err := NewRegistry([]Live{{Name: "maxmemory", Get: get}, {Name: "maxmemory-policy", Get: get}, {Name: "timeout", Get: get}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		patterns []string
+		want     string
+	}{
+		{[]string{"MAXMEMORY*"}, "maxmemory maxmemory-policy"},
+		{[]string{"max?emory", "timeout", "*out"}, "maxmemory timeout"},
+		{[]string{"[mt]*y"}, "maxmemory maxmemory-policy"},
+		{[]string{"nothing"}, ""},
+	} {
+		var ps [][]byte
+		for _, p := range tc.patterns {
+			ps = append(ps, []byte(p))
+		}
+		var names []string
+		for _, st := range r.Match(ps) {
+			names = append(names, st.Name)
+		}
+		if got := strings.Join(names, " "); got != tc.want {
+			t.Errorf("Match(%q) = %q, want %q", tc.patterns, got, tc.want)
+		}
+	}
 }

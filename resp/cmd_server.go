@@ -174,10 +174,8 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 	default:
 		return &argRefusal{refuseClientOption, string(clip(args[2]))}
 	}
-	for _, ch := range args[3] {
-		if ch < '!' || ch > '~' {
-			return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
-		}
+	if validName(args[3]) != nil {
+		return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
 	}
 	c.mu.Lock()
 	*field = string(args[3])

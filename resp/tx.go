@@ -212,42 +212,30 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 	}
 	exec := c.cur
 	c.WriteArray(len(q))
-	firstWrite, firstSlots := -1, -1
-	for i := range q {
-		if q[i].Cmd.Prepare != nil && firstWrite < 0 {
-			firstWrite = i
-		}
-		if q[i].Cmd.slotChange != nil && firstSlots < 0 && c.srv.cfg.Cluster != nil {
-			firstSlots = i
-		}
-	}
-	// The writes' slots, indexed by position in q (op -1: not a write).
-	c.wb.slots = c.wb.slots[:0]
+	c.wb.slots = c.wb.slots[:0] // the writes, in queue order
 	var werr error
+	var slotReplies map[int]error
 	nops, w := 0, 0
-	slotReplies := map[int]error(nil)
 	t0 := time.Now()
 	for i := range q {
 		e := &q[i]
-		if i == firstWrite {
-			for k := range q {
-				if q[k].Cmd.Prepare != nil {
-					c.wb.slots = append(c.wb.slots, slot{pos: k, cmd: q[k].Cmd, args: q[k].Args, asking: q[k].Asking})
-				}
-			}
-			nops, werr = c.wb.submitWrites(c, c.wb.slots, true)
-		}
-		if i == firstSlots {
-			slotReplies = execSlots(c, q)
-		}
 		switch {
 		case e.Cmd.Prepare != nil:
-			// The writes are in c.wb.slots in queue order.
-			for w < len(c.wb.slots) && c.wb.slots[w].pos < i {
-				w++
+			if w == 0 {
+				// The first write submits them all, as one atomic call.
+				for k := i; k < len(q); k++ {
+					if q[k].Cmd.Prepare != nil {
+						c.wb.slots = append(c.wb.slots, slot{pos: k, cmd: q[k].Cmd, args: q[k].Args, asking: q[k].Asking})
+					}
+				}
+				nops, werr = c.wb.submitWrites(c, c.wb.slots, true)
 			}
 			c.wb.finishWrite(c, &c.wb.slots[w], werr)
-		case slotReplies != nil && e.Cmd.slotChange != nil:
+			w++
+		case e.Cmd.slotChange != nil && c.srv.cfg.Cluster != nil:
+			if slotReplies == nil {
+				slotReplies = execSlots(c, q)
+			}
 			c.setCurrent(e.Cmd)
 			if err := slotReplies[i]; err != nil {
 				c.fail(e.Cmd, err)

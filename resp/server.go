@@ -279,8 +279,6 @@ type Server struct {
 	now      func() int64
 	table    *table
 	settings *setting.Registry // CONFIG GET and SET (settings.go)
-	// rewriteMu makes CONFIG REWRITEs take turns.
-	rewriteMu sync.Mutex
 	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
 	hot atomic.Pointer[hotkeys.Pair]
 	// classes are the key classes in force (classes.go).

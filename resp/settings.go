@@ -164,30 +164,24 @@ func configSetHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
+// configRewriteHandler writes the live settings into the configuration
+// file (Config.RewriteConfig), one CONFIG REWRITE at a time.
 func configRewriteHandler(c *Conn, _ [][]byte) error {
-	return c.srv.rewriteConfig(c)
-}
-
-func configResetstatHandler(c *Conn, _ [][]byte) error {
-	c.srv.resetStats()
-	c.WriteOK()
-	return nil
-}
-
-// rewriteConfig runs CONFIG REWRITE: one at a time (two would race on the
-// file), with the live settings' values as CONFIG GET shows them.
-func (s *Server) rewriteConfig(c *Conn) error {
+	s := c.srv
 	if s.cfg.ConfigFile == "" || s.cfg.RewriteConfig == nil {
 		return errNoConfigFile
 	}
-	s.rewriteMu.Lock()
-	err := s.cfg.RewriteConfig(s.settings.Value)
-	s.rewriteMu.Unlock()
-	if err != nil {
+	if err := s.settings.Rewrite(s.cfg.RewriteConfig); err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
 		return &argRefusal{refuseConfigRewrite, err.Error()}
 	}
 	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
+	c.WriteOK()
+	return nil
+}
+
+func configResetstatHandler(c *Conn, _ [][]byte) error {
+	c.srv.resetStats()
 	c.WriteOK()
 	return nil
 }

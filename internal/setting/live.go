@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cellserver/cellserver/internal/glob"
 )
@@ -74,6 +75,8 @@ func (e *SetError) Unwrap() error { return e.Err }
 type Registry struct {
 	byName map[string]*Live
 	list   []*Live // sorted by name
+
+	rewriteMu sync.Mutex // CONFIG REWRITEs take turns (two would race on the file)
 }
 
 // NewRegistry makes the registry of builtin settings and added ones (a
@@ -138,6 +141,15 @@ func (r *Registry) Value(name string) (string, bool) {
 		return "", false
 	}
 	return st.Get(), true
+}
+
+// Rewrite runs write, CONFIG REWRITE's writer of the configuration file,
+// with Value (the live settings as CONFIG GET shows them), one call at a
+// time.
+func (r *Registry) Rewrite(write func(value func(name string) (string, bool)) error) error {
+	r.rewriteMu.Lock()
+	defer r.rewriteMu.Unlock()
+	return write(r.Value)
 }
 
 // Set changes several settings as one (CONFIG SET), as Redis 7 does:

@@ -3,6 +3,8 @@ package setting
 import (
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -106,5 +108,45 @@ func TestRegistryMatch(t *testing.T) {
 		if got := strings.Join(names, " "); got != tc.want {
 			t.Errorf("Match(%q) = %q, want %q", tc.patterns, got, tc.want)
 		}
+	}
+}
+
+// TestRegistryRewrite: CONFIG REWRITE's writer sees the live settings'
+// values (read-only ones not), one call at a time.
+func TestRegistryRewrite(t *testing.T) {
+	v := "5"
+	r, err := NewRegistry([]Live{{Name: "a", Get: func() string { return v }, Set: func(s string) error { v = s; return nil }},
+		{Name: "ro", Get: func() string { return "x" }}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.Rewrite(func(value func(string) (string, bool)) error {
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d rewrites at once, want 1", n)
+				}
+				defer inside.Add(-1)
+				if got, ok := value("a"); got != "5" || !ok {
+					t.Errorf("value(a) = %q, %v; want 5, true", got, ok)
+				}
+				if _, ok := value("ro"); ok {
+					t.Error("value(ro) ok, want a read-only setting left out")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	boom := errors.New("disk full")
+	if err := r.Rewrite(func(func(string) (string, bool)) error { return boom }); err != boom {
+		t.Errorf("Rewrite = %v, want the writer's error", err)
 	}
 }

@@ -102,7 +102,7 @@ func (tx *txState) queue(c *Conn, cmd *Command, args [][]byte) {
 		refuse(errWaitInMulti)
 		return
 	}
-	if err := queueRoute(c, cmd, args, asking); err != nil {
+	if err := txRoute(c, cluster.Queue, false, queued{Cmd: cmd, Args: args, Asking: asking}); err != nil {
 		refuse(err)
 		return
 	}
@@ -141,32 +141,15 @@ func (tx *txState) checkExecReply(c *Conn) error {
 	return txqueue.CheckReply(est, pending, hard)
 }
 
-// queueRoute is the cluster check of a command being queued, on its own
-// keys (as Redis Cluster checks each queued command): CROSSSLOT, or MOVED
-// for a slot this group does not serve (cluster.Check in Queue mode).
-// Migrating slots are decided at EXEC.
-func queueRoute(c *Conn, cmd *Command, args [][]byte, asking bool) error {
-	cl := c.srv.cfg.Cluster
-	if cl == nil {
-		return nil
-	}
-	r := cl.Routing()
-	if r == nil || !r.Sharded {
-		return nil
-	}
-	c.keys = commandKeys(c.keys[:0], cmd, args)
-	defer clear(c.keys)
-	_, err := c.check(r, &cluster.Query{Keys: c.keys, Mode: cluster.Queue, Asking: asking, OneSlot: true})
-	return err
-}
-
-// execRoute is the cluster check of a whole transaction at EXEC: every key
-// of every queued command in one slot that this group serves (Redis
-// Cluster answers EXEC itself with CROSSSLOT, MOVED, ASK or TRYAGAIN, and
-// discards the transaction), decided by cluster.Check in Read mode. A
-// MIGRATE between this check and the write is still caught, per op, by
-// the group's state machine.
-func execRoute(c *Conn, q []queued, asking bool) error {
+// txRoute is a transaction's cluster check (cluster.Check, one slot) on
+// the keys of q: in Queue mode for one command being queued, as Redis
+// Cluster checks each (CROSSSLOT, or MOVED for a slot this group does not
+// serve; a migrating slot is decided at EXEC); in Read mode for the whole
+// transaction at EXEC (Redis Cluster answers EXEC itself with CROSSSLOT,
+// MOVED, ASK or TRYAGAIN and discards the transaction). A MIGRATE between
+// EXEC's check and the write is still caught, per op, by the group's
+// state machine.
+func txRoute(c *Conn, mode cluster.Mode, asking bool, q ...queued) error {
 	cl := c.srv.cfg.Cluster
 	if cl == nil {
 		return nil
@@ -181,7 +164,7 @@ func execRoute(c *Conn, q []queued, asking bool) error {
 		c.keys = commandKeys(c.keys, q[i].Cmd, q[i].Args)
 		asking = asking || q[i].Asking
 	}
-	_, err := c.check(r, &cluster.Query{Keys: c.keys, Mode: cluster.Read, Asking: asking, OneSlot: true})
+	_, err := c.check(r, &cluster.Query{Keys: c.keys, Mode: mode, Asking: asking, OneSlot: true})
 	return err
 }
 
@@ -198,7 +181,7 @@ func (tx *txState) execTx(c *Conn, asking bool) error {
 	if tx.Failed {
 		return errExecAbort
 	}
-	if err := execRoute(c, q, asking); err != nil {
+	if err := txRoute(c, cluster.Read, asking, q...); err != nil {
 		return err
 	}
 	if err := tx.checkExecReply(c); err != nil {

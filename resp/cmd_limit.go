@@ -37,6 +37,17 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	if err != nil {
 		return err
 	}
+	if len(reqs) > 0 && reqs[0].Wait > 0 {
+		// One WAIT for every key (the op waits as a whole): max-wait
+		// caps it; past max-waiting it is refused.
+		w, err := c.srv.waits.admit(reqs[0].Wait)
+		if err != nil {
+			return err
+		}
+		for i := range reqs {
+			reqs[i].Wait = w
+		}
+	}
 	op.Code = shards.OpLimitAll
 	op.Keys = append(op.Keys, keys...)
 	op.Reqs = append(op.Reqs, reqs...)

@@ -7,10 +7,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// allCall is CL.THROTTLEALL on two keys of one hash slot: a admits one
-// request per 100 ms, b one per 200 ms, then the trailing arguments.
-func allCall(tag string, more ...any) []any {
-	args := []any{"CL.THROTTLEALL", "{" + tag + "}a", 0, 10, 1, 1, "{" + tag + "}b", 0, 5, 1, 1}
+// allCall is CL.THROTTLEALL on the keys prefix+"a" and prefix+"b" (one
+// hash slot when the prefix is a hash tag): a admits one request per
+// 100 ms, b one per 200 ms, then the trailing arguments.
+func allCall(prefix string, more ...any) []any {
+	args := []any{"CL.THROTTLEALL", prefix + "a", 0, 10, 1, 1, prefix + "b", 0, 5, 1, 1}
 	return append(args, more...)
 }
 
@@ -63,31 +64,31 @@ func allowedAll(r allReply) bool {
 // (the later key, b, sets each turn, both keys reserved at it); a call with
 // WAIT 100ms is refused at once consuming nothing; and a plain request on
 // a, the faster key, is refused while the waiters hold its turns.
-func throttleAllInLine(t *testing.T, s *server, tag string) {
+func throttleAllInLine(t *testing.T, s *server, prefix string) {
 	newClient := func() *redis.Client {
 		return noRetryClient(t, s.Addr)
 	}
-	head := recv(t, doAll(t, newClient(), allCall(tag)))
+	head := recv(t, doAll(t, newClient(), allCall(prefix)))
 	if !allowedAll(head) {
 		t.Fatalf("head call = %v %v, want both allowed", head.limited, head.err)
 	}
 	var waiters []<-chan allReply
 	for i := range 2 {
-		waiters = append(waiters, doAll(t, newClient(), allCall(tag, "WAIT", "2")))
+		waiters = append(waiters, doAll(t, newClient(), allCall(prefix, "WAIT", "2")))
 		waitBlocked(t, s, i+1)
 	}
 	sent := time.Now()
-	refused := recv(t, doAll(t, newClient(), allCall(tag, "WAIT", "100ms")))
+	refused := recv(t, doAll(t, newClient(), allCall(prefix, "WAIT", "100ms")))
 	if refused.err != nil || len(refused.limited) != 2 || refused.limited[1] != 1 {
 		t.Fatalf("call with WAIT 100ms = %v %v, want b limited", refused.limited, refused.err)
 	}
 	if d := refused.at.Sub(sent); d > 150*time.Millisecond {
 		t.Errorf("call with WAIT 100ms answered after %v, want at once", d)
 	}
-	waiters = append(waiters, doAll(t, newClient(), allCall(tag, "WAIT", "2")))
+	waiters = append(waiters, doAll(t, newClient(), allCall(prefix, "WAIT", "2")))
 	waitBlocked(t, s, 3)
 	// a alone would be free 100 ms after the head; the waiters hold it.
-	plain, err := newClient().Do(ctxT(t), "CL.THROTTLE", "{"+tag+"}a", 0, 10, 1, 1).Result()
+	plain, err := newClient().Do(ctxT(t), "CL.THROTTLE", prefix+"a", 0, 10, 1, 1).Result()
 	if err != nil {
 		t.Fatalf("plain CL.THROTTLE on a: %v", err)
 	}
@@ -116,7 +117,7 @@ func TestThrottleAllWait(t *testing.T) {
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
 			s := startServer(t, append([]string{"--save", ""}, mode.args...)...)
-			throttleAllInLine(t, s, "line")
+			throttleAllInLine(t, s, "{line}")
 			// WAIT inside MULTI is refused, as for the other limiters.
 			c := dialRaw(t, s.Addr)
 			c.send("MULTI")
@@ -134,5 +135,5 @@ func TestThrottleAllWait(t *testing.T) {
 func TestThrottleAllWaitGroupFollower(t *testing.T) {
 	nodes := startCluster(t, 3)
 	l := waitLeader(t, nodes)
-	throttleAllInLine(t, nodes[(l+1)%3].server, "group")
+	throttleAllInLine(t, nodes[(l+1)%3].server, "{group}")
 }

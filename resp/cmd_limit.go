@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"bytes"
+
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -52,6 +54,21 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	op.Keys = append(op.Keys, keys...)
 	op.Reqs = append(op.Reqs, reqs...)
 	return c.applyPolicy(op)
+}
+
+// throttleAllKeys appends the keys of a CL.THROTTLEALL call (args with the
+// command's name first) to dst: the first of every group of five, not the
+// trailing WAIT duration's (its key positions alone would read WAIT as a
+// key, and route the call by it).
+func throttleAllKeys(dst, args [][]byte) [][]byte {
+	n := len(args)
+	if n > 3 && (n-1)%5 == 2 && bytes.EqualFold(args[n-2], []byte("wait")) {
+		n -= 2
+	}
+	for i := 1; i < n; i += 5 {
+		dst = append(dst, args[i])
+	}
+	return dst
 }
 
 // writeLimit writes the five fields every limiter replies, times rounded

@@ -255,6 +255,7 @@ func commandMeta() []*Command {
 			FirstKey:   1,
 			LastKey:    -1,
 			KeyStep:    5,
+			movable:    true,
 			Waits:      true,
 			Group:      "ratelimit",
 			Since:      "0.1.0",

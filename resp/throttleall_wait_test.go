@@ -3,6 +3,9 @@ package resp
 import (
 	"strings"
 	"testing"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
 )
 
 // CL.THROTTLEALL's keys are the first of each group of five, never the
@@ -29,5 +32,25 @@ func TestThrottleAllKeys(t *testing.T) {
 		if strings.Join(got, " ") != c.keys {
 			t.Errorf("keys of %q = %q, want %q", c.call, got, c.keys)
 		}
+	}
+}
+
+// A CL.THROTTLEALL's reply waits for the largest Delay of its results: a
+// shadowed result comes back over a group's link without its own, and the
+// call is due at one instant for every key.
+func TestDelayOfThrottleAll(t *testing.T) {
+	b := &writeBatch{res: []shards.Result{
+		{Results: []engine.Result{{Shadowed: true, RetryAfter: -1}, {Delay: 2e8}}},
+		{Results: []engine.Result{{Delay: 3e8}}},
+		{Results: []engine.Result{{Limited: true, RetryAfter: 1e8}, {}}},
+		{Err: shards.ErrWrongType},
+	}}
+	for i, want := range []int64{2e8, 3e8, 0, 0} {
+		if got := b.delayOf(&slot{op: i}, nil); got != want {
+			t.Errorf("op %d: delayOf = %d, want %d", i, got, want)
+		}
+	}
+	if got := b.delayOf(&slot{op: -1}, nil); got != 0 {
+		t.Errorf("a failed Prepare: delayOf = %d, want 0", got)
 	}
 }

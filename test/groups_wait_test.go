@@ -67,10 +67,6 @@ func waitOwnGroup(t *testing.T, g, o *group, key string) {
 		}
 		at = append(at, r.at)
 	}
-	for i := 1; i < len(at); i++ {
-		if gap := at[i].Sub(at[i-1]); gap < 140*time.Millisecond || gap > 400*time.Millisecond {
-			t.Errorf("group %s: reply %d came %v after reply %d, want about 200ms, in arrival order (all: %v)", g.name, i+1, gap, i, gaps(at))
-		}
-	}
+	checkTurns(t, "group "+g.name+": ", at, 200*time.Millisecond)
 	throttleAllInLine(t, f.server, "{"+key+"}")
 }

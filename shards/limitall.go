@@ -205,9 +205,9 @@ func evalAll(op *Op, at int64, p *allPlan, res *Result) (limited bool, err error
 		}
 		req := &op.Reqs[i]
 		if req.Wait != 0 {
-			now := *req
-			now.Wait = 0
-			req = &now
+			plain := *req
+			plain.Wait = 0
+			req = &plain
 		}
 		next, r := engine.Apply(p.work[a], req, at)
 		if next.ExpireAt <= at || next.Kind != req.Kind {

@@ -9,10 +9,11 @@ import (
 // regions"): a global key waits in its home's line, whichever region the
 // request enters by, and the region the client is connected to holds the
 // reply; a shadowed global key never waits; an async key waits in its own
-// region's line, decided there alone; a CL.THROTTLEALL of global keys
-// waits at the home as one call.
+// region's line, decided there alone, and a split key in its region's
+// line against its share; a CL.THROTTLEALL of global keys waits at the
+// home as one call.
 func TestRegionsWait(t *testing.T) {
-	const policy = "g:* global r1 hs:* global r1 os:* global r1 as:* async"
+	const policy = "g:* global r1 hs:* global r1 os:* global r1 as:* async sp:* split"
 	rs := startRegionSetEach(t, []string{"r1", "r2"}, 10*time.Millisecond, policy, map[string][]string{
 		"r1": {"--limit-shadow", "hs:*"}, // shadowed at the home
 		"r2": {"--limit-shadow", "os:*"}, // shadowed where the request enters
@@ -92,6 +93,27 @@ func TestRegionsWait(t *testing.T) {
 		r := w.next()
 		allowed(t, "waiter through r2", r)
 		checkTurns(t, "async key: ", []time.Time{first.at, r.at}, 200*time.Millisecond)
+	})
+
+	t.Run("split key waits in its region's line, against its share", func(t *testing.T) {
+		// Two per second, one each: r2's turns come a second apart, and
+		// r2's waiter takes nothing of r1's share.
+		head := dialRaw(t, r2.Addr)
+		head.send("CL.THROTTLE", "sp:line", "1", "2", "1")
+		first := head.next()
+		allowed(t, "head through r2", first)
+		if first.ints[1] != 1 {
+			t.Fatalf("head through r2 reports limit %d, want its share 1", first.ints[1])
+		}
+		w := dialRaw(t, r2.Addr)
+		w.send("CL.THROTTLE", "sp:line", "1", "2", "1", "1", "WAIT", "3")
+		waitBlocked(t, r2, 1)
+		other := dialRaw(t, r1.Addr)
+		other.send("CL.THROTTLE", "sp:line", "1", "2", "1")
+		allowed(t, "r1's own share while r2's waiter waits", other.next())
+		r := w.next()
+		allowed(t, "waiter through r2", r)
+		checkTurns(t, "split key: ", []time.Time{first.at, r.at}, time.Second)
 	})
 
 	t.Run("CL.THROTTLEALL of global keys", func(t *testing.T) {

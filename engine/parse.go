@@ -345,19 +345,31 @@ func parsePeriod(kind Kind, b []byte) (int64, error) {
 
 // ParseThrottleAll parses CL.THROTTLEALL's arguments (everything after the
 // command name): groups of five, key max_burst count_per_period period
-// quantity. The quantity is required and must not be negative. It returns
-// the keys (sub-slices of args, not copies) and the requests, in order.
-// Errors are those of ParseRequest, prefixed by the group's position.
+// quantity, then optionally WAIT duration (any letter case; as
+// ParseRequest's), which sets every request's Wait: the keys wait
+// together (shards' OpLimitAll). The quantity is required and must not be
+// negative. It returns the keys (sub-slices of args, not copies) and the
+// requests, in order. Errors are those of ParseRequest, prefixed by the
+// group's position, except a WAIT that does not parse (unprefixed).
 func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, error) {
+	var wait [][]byte // WAIT duration, appended to each group's arguments
+	if n := len(args); n%5 == 2 && n > 2 && equalFold(args[n-2], "wait") {
+		if _, err := parseWait(KindGCRA, args[n-1]); err != nil {
+			return nil, nil, err
+		}
+		wait, args = args[n-2:], args[:n-2]
+	}
 	if len(args) == 0 || len(args)%5 != 0 {
 		return nil, nil, ErrArity
 	}
 	n := len(args) / 5
 	keys := make([][]byte, 0, n)
 	reqs := make([]Request, 0, n)
+	var group [6][]byte // a group's arguments and WAIT's two, not aliasing args
 	for g := 0; g < n; g++ {
 		a := args[5*g : 5*g+5]
-		r, err := ParseRequest(KindGCRA, a[1:], opt)
+		ga := append(append(group[:0], a[1:]...), wait...)
+		r, err := ParseRequest(KindGCRA, ga, opt)
 		if err == nil && r.Quantity < 0 {
 			ae := argErr(KindGCRA, fQuantity, r.Quantity, ErrNegative)
 			ae.Value, ae.Min = string(a[4]), 0 // no refunds here

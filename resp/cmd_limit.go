@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"bytes"
+
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -37,10 +39,36 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	if err != nil {
 		return err
 	}
+	if len(reqs) > 0 && reqs[0].Wait > 0 {
+		// One WAIT for every key (the op waits as a whole): max-wait
+		// caps it; past max-waiting it is refused.
+		w, err := c.srv.waits.admit(reqs[0].Wait)
+		if err != nil {
+			return err
+		}
+		for i := range reqs {
+			reqs[i].Wait = w
+		}
+	}
 	op.Code = shards.OpLimitAll
 	op.Keys = append(op.Keys, keys...)
 	op.Reqs = append(op.Reqs, reqs...)
 	return c.applyPolicy(op)
+}
+
+// throttleAllKeys appends the keys of a CL.THROTTLEALL call (args with the
+// command's name first) to dst: the first of every group of five, not the
+// trailing WAIT duration's (its key positions alone would read WAIT as a
+// key, and route the call by it).
+func throttleAllKeys(dst, args [][]byte) [][]byte {
+	n := len(args)
+	if n > 3 && (n-1)%5 == 2 && bytes.EqualFold(args[n-2], []byte("wait")) {
+		n -= 2
+	}
+	for i := 1; i < n; i += 5 {
+		dst = append(dst, args[i])
+	}
+	return dst
 }
 
 // writeLimit writes the five fields every limiter replies, times rounded

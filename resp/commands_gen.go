@@ -255,9 +255,11 @@ func commandMeta() []*Command {
 			FirstKey:   1,
 			LastKey:    -1,
 			KeyStep:    5,
+			movable:    true,
+			Waits:      true,
 			Group:      "ratelimit",
 			Since:      "0.1.0",
-			Summary:    "Checks several GCRA limits atomically: all are consumed if all allow, none otherwise.",
+			Summary:    "Checks several GCRA limits atomically: all are consumed if all allow, none otherwise; with WAIT, all are admitted together at one later instant or none.",
 			Complexity: "O(N) where N is the number of limits",
 			Args: []Arg{
 				{Name: "limit", Type: "block", Multiple: true, Arguments: []Arg{
@@ -267,15 +269,20 @@ func commandMeta() []*Command {
 					{Name: "period", Type: "integer", Doc: "as CL.THROTTLE (whole seconds)"},
 					{Name: "quantity", Type: "integer", Doc: "required; 0 up to 2^40 (never negative)"},
 				}},
+				{Name: "duration", Type: "string", Token: "WAIT", Optional: true, Doc: "wait up to this long instead of being refused, for every limit together: if every limit would admit within it, each key is reserved at one instant — the latest of the limits' turns (a limit admitting at its turn admits at any later instant) — as if the call arrived then, and the reply, every limit allowed, is sent at that instant, the connection blocked meanwhile; otherwise it is refused at once as without WAIT, consuming nothing. A duration as the periods' (250ms, 2s; a bare integer is seconds), 0 up to 1 day, capped by `max-wait` (default 10s). Not inside MULTI"},
 			},
 			Reply: "Array holding one CL.THROTTLE-shaped array per limit, in order. A limit's `limited` is 1 when it is one that refused; in a refused call the limits that would have allowed report what a peek (quantity 0) would answer at that instant, and nothing is consumed.",
 			Errors: []string{
-				"`ERR wrong number of arguments for 'cl.throttleall' command` unless the arguments come in groups of five.",
+				"`ERR wrong number of arguments for 'cl.throttleall' command` unless the arguments come in groups of five (then, optionally, `WAIT duration`).",
 				"Parameter errors as CL.THROTTLE, prefixed by the limit's position (`ERR limit 2: quantity -1 is out of range: must be 0..1099511627776`).",
 				"`WRONGTYPE Operation against a key holding the wrong kind of value` when the key holds another kind of limiter (nothing changes).",
+				"`ERR WAIT <value> is out of range: must be 0..1d` for a negative wait or one above a day; `ERR WAIT \"<value>\" is not a duration: …` for one that does not parse.",
+				"`ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT` while `max-waiting` requests wait; nothing is consumed.",
+				"`ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step` when queued in a transaction (EXEC then answers EXECABORT).",
 			},
 			Notes: []string{
 				"A key named twice has both quantities counted against it, in order. Keys on different shards are locked in a fixed order, so concurrent calls never deadlock.",
+				"With `WAIT`, a waiting call takes its place in the line of every key at once: later requests on any of its keys queue behind it, first come, first served. In a Raft group the admission is one log entry, as without `WAIT`. A shadowed limit (`limit-shadow`) never makes the call wait; a key named twice waits for both quantities.",
 			},
 		},
 		{

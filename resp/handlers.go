@@ -45,7 +45,7 @@ func bindings() map[string]binding {
 		"cc.release":              {Prepare: prepareLease(engine.LeaseRelease), Finish: finishLeaseCount},
 		"cc.renew":                {Prepare: prepareLease(engine.LeaseRenew), Finish: finishLeaseCount},
 		"cl.throttle":             {Prepare: prepareLimit(engine.KindGCRA), Finish: finishThrottle},
-		"cl.throttleall":          {Prepare: prepareThrottleAll, Finish: finishThrottleAll},
+		"cl.throttleall":          {Prepare: prepareThrottleAll, Finish: finishThrottleAll, MovableKeys: throttleAllKeys},
 		"client|getname":          {Handler: clientGetnameHandler},
 		"client|id":               {Handler: clientIDHandler},
 		"client|info":             {Handler: clientInfoHandler},

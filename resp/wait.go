@@ -278,16 +278,22 @@ func (cw *connWait) resumeLoop(c *Conn) (waiting, closing bool) {
 }
 
 // delayOf returns how long the reply of a write submitted by submitWrites
-// waits for its turn (engine.Result.Delay; 0: answered now).
+// waits for its turn (engine.Result.Delay; 0: answered now). A
+// CL.THROTTLEALL's keys are due at one instant: the largest Delay (a
+// shadowed result may come back without its own over a group's link).
 func (b *writeBatch) delayOf(sl *slot, werr error) int64 {
 	if sl.op < 0 || werr != nil {
 		return 0
 	}
 	res := &b.res[sl.op]
-	if res.Err != nil || len(res.Results) != 1 {
+	if res.Err != nil {
 		return 0
 	}
-	return res.Results[0].Delay
+	d := int64(0)
+	for i := range res.Results {
+		d = max(d, res.Results[i].Delay)
+	}
+	return d
 }
 
 // histogram counts durations into buckets: bucket i holds those of at

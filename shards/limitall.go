@@ -44,6 +44,16 @@ type allPlan struct {
 // key answers at now. A key of another kind fails the whole op with
 // ErrWrongType. With op.NoGrow, an op that would commit a new key or a
 // larger state fails with ErrWouldGrow, committing nothing.
+//
+// Waiting (CL.THROTTLEALL … WAIT): an op whose requests all carry a Wait
+// and that some request refuses at now is admitted as a whole at the
+// first instant t <= now + Wait at which every request allows (waitAll):
+// every key's state is the one the same op arriving at t writes, and
+// every result is its allowed reply at t with Delay = t − now. Each key
+// is reserved at that one instant, so the keys wait together; when no
+// such t is found, the op is refused at now as without Wait, consuming
+// nothing. Requests never reserve one by one (evalAll applies them
+// without their Wait).
 func (s *Store) execAll(op *Op, now int64, res *Result) {
 	if len(op.Keys) == 0 {
 		return
@@ -63,7 +73,22 @@ func (s *Store) execAll(op *Op, now int64, res *Result) {
 	}
 
 	s.loadAll(op.Keys, now, &p)
-	limited, err := s.evalAll(op, now, &p, res)
+	limited, err := evalAll(op, now, &p, res)
+	if limited && err == nil {
+		if at, ok := waitAll(op, now, &p, res); ok {
+			limited = false
+			for i := range res.Results {
+				res.Results[i].Delay = at - now
+			}
+		} else if at != now { // the tries overwrote the results at now
+			resetWork(&p)
+			res.Results = res.Results[:0]
+			limited, err = evalAll(op, now, &p, res)
+		}
+	}
+	if err == nil {
+		s.countShadowed(res)
+	}
 	switch {
 	case err != nil:
 		res.Results = res.Results[:0]
@@ -166,27 +191,106 @@ func origCopy(p *allPlan, i int) engine.State {
 	return st
 }
 
-// evalAll applies every request in order to its key's working state,
-// appending the results to res, and reports whether any request limited.
-// A key of another kind stops it with ErrWrongType.
-func (s *Store) evalAll(op *Op, now int64, p *allPlan, res *Result) (limited bool, err error) {
+// evalAll applies every request in order to its key's working state at
+// at, without its Wait (the op waits as a whole: waitAll), appending the
+// results to res, and reports whether any request limited. A shadow
+// request's refusal is answered allowed (Result.Shadowed, counted by the
+// caller once the results are final). A key of another kind stops it with
+// ErrWrongType.
+func evalAll(op *Op, at int64, p *allPlan, res *Result) (limited bool, err error) {
 	for i := range op.Reqs {
 		a := p.alias[i]
 		if p.work[a].Kind != engine.KindNone && p.work[a].Kind != op.Reqs[i].Kind {
 			return false, ErrWrongType
 		}
-		next, r := engine.Apply(p.work[a], &op.Reqs[i], now)
-		if next.ExpireAt <= now || next.Kind != op.Reqs[i].Kind {
+		req := &op.Reqs[i]
+		if req.Wait != 0 {
+			plain := *req
+			plain.Wait = 0
+			req = &plain
+		}
+		next, r := engine.Apply(p.work[a], req, at)
+		if next.ExpireAt <= at || next.Kind != req.Kind {
 			next = engine.State{} // back to fresh: the key would be deleted
 		}
 		p.work[a] = next
-		if r.Limited && op.Reqs[i].Shadow {
-			s.unenforce(&r) // a limited request left the working state as it was
+		if r.Limited && req.Shadow {
+			markShadowed(&r) // a limited request left the working state as it was
 		}
 		limited = limited || r.Limited
 		res.Results = append(res.Results, r)
 	}
 	return limited, nil
+}
+
+// waitAll looks for the first instant at which every request of op allows,
+// op having been refused at now (res holds those results): t = now + the
+// largest RetryAfter of the refusals, tried again from the stored states
+// while some request still refuses (a key named twice may need more than
+// its first refusal said) and t stays within the op's wait. It reports t
+// and true with p.work and res as of t, or the last instant tried and
+// false (p.work and res as of it: the caller evaluates now again when it
+// is not now). GCRA admits at any instant after one at which it admits,
+// so the first t found admits every key; the tries are bounded by the
+// number of requests and a few more.
+func waitAll(op *Op, now int64, p *allPlan, res *Result) (int64, bool) {
+	wait := opWait(op)
+	at := now
+	for try := 0; try < len(op.Reqs)+3 && wait > 0; try++ {
+		ahead := int64(0)
+		for i := range res.Results {
+			if r := &res.Results[i]; r.Limited {
+				if r.RetryAfter <= 0 {
+					return at, false // never, whatever the wait
+				}
+				ahead = max(ahead, r.RetryAfter)
+			}
+		}
+		if ahead > wait-(at-now) {
+			return at, false
+		}
+		at += ahead
+		resetWork(p)
+		res.Results = res.Results[:0]
+		if limited, _ := evalAll(op, at, p, res); !limited {
+			return at, true
+		}
+	}
+	return at, false
+}
+
+// opWait returns how long op may wait: the smallest Wait of its requests
+// (CL.THROTTLEALL gives them one), 0 when one has none.
+func opWait(op *Op) int64 {
+	wait := int64(0)
+	for i := range op.Reqs {
+		w := op.Reqs[i].Wait
+		if w <= 0 {
+			return 0
+		}
+		if i == 0 || w < wait {
+			wait = w
+		}
+	}
+	return wait
+}
+
+// resetWork copies every distinct key's stored state into p.work again.
+func resetWork(p *allPlan) {
+	for i := range p.work {
+		if p.alias[i] == i {
+			p.work[i] = origCopy(p, i)
+		}
+	}
+}
+
+// countShadowed counts the shadow requests of res answered allowed.
+func (s *Store) countShadowed(res *Result) {
+	for i := range res.Results {
+		if res.Results[i].Shadowed {
+			s.shadowed.Add(1)
+		}
+	}
 }
 
 // growsAll reports whether committing p would create a key (one missing or

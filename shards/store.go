@@ -57,10 +57,16 @@ type Store struct {
 // one (Shadowed, retry_after -1; every other field as computed: the state is what a
 // refusal leaves, unchanged) and counts it.
 func (s *Store) unenforce(r *engine.Result) {
+	markShadowed(r)
+	s.shadowed.Add(1)
+}
+
+// markShadowed is unenforce without the count (execAll counts once its
+// results are final: a waiting op evaluates its requests more than once).
+func markShadowed(r *engine.Result) {
 	r.Limited = false
 	r.RetryAfter = -1
 	r.Shadowed = true
-	s.shadowed.Add(1)
 }
 
 // Shadowed returns how many shadow requests would have been limited and

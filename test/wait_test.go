@@ -403,6 +403,11 @@ func TestWaitClusterOfGroups(t *testing.T) {
 			t.Errorf("group %s: WAIT 10ms right after = %v, %v; want limited at once", g.name, r, err)
 		}
 	}
+	// Without a cluster client: MOVED from the other group, one line
+	// through the owning group's follower and leader (groups_wait_test.go).
+	for i, g := range groups {
+		waitOwnGroup(t, g, groups[1-i], keysIn(g, "wf", 1)[0])
+	}
 }
 
 // In a 3-node group the reservation is the replicated write: waiters

@@ -41,27 +41,6 @@ func (t *tally) flushClasses(c *Conn) {
 	}
 }
 
-// ClassStats are one key class's limiter decisions since the server
-// started (or CONFIG RESETSTAT, or the class's creation).
-type ClassStats = keyclass.Counts
-
-func infoClasses(s *Server, b []byte, _ int64) []byte {
-	b = append(b, "# Classes\r\n"...)
-	cfg := s.classes.Config()
-	b = fieldInt(b, "metrics_class_rules", int64(len(cfg.Rules)))
-	b = fieldInt(b, "metrics_class_limit", int64(cfg.Limit))
-	cl := s.classes.Current()
-	if cl == nil {
-		return fieldInt(b, "metrics_class_prefixes", 0)
-	}
-	b = fieldInt(b, "metrics_class_prefixes", int64(cl.Learned()))
-	for _, k := range cl.Counts() {
-		b = field(b, "class_"+k.Name, "kind="+k.Kind.String()+
-			",allowed="+strconv.FormatInt(k.Allowed, 10)+",limited="+strconv.FormatInt(k.Limited, 10))
-	}
-	return b
-}
-
 // classSettings are CONFIG GET/SET metrics-class and metrics-class-limit.
 func (s *Server) classSettings() []Setting {
 	get := s.classes.Config

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
@@ -76,37 +77,14 @@ func (s *Server) CountDecision(key []byte, limited bool) {
 
 // topKeys returns the n most counted keys of a summary, under their
 // commands' names.
-func topKeys(t *table, sk *hotkeys.Sketch, n int) []HotKey {
+func topKeys(t *table, sk *hotkeys.Sketch, n int) []serverstats.HotKey {
 	top := sk.Top(n)
-	out := make([]HotKey, len(top))
+	out := make([]serverstats.HotKey, len(top))
 	for i, e := range top {
 		n, err := hotkeys.Scale(e.Count, e.Err)
-		out[i] = HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
+		out[i] = serverstats.HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
 	}
 	return out
-}
-
-func infoHotkeys(s *Server, b []byte, _ int64) []byte {
-	b = append(b, "# Hotkeys\r\n"...)
-	h := s.hot.Load()
-	if h == nil {
-		return fieldInt(b, "hotkeys_capacity", 0)
-	}
-	b = fieldInt(b, "hotkeys_capacity", int64(h.Capacity()))
-	b = fieldInt(b, "hotkeys_memory_bytes", int64(2*h.Requested.Capacity()*hotkeys.EntryBytes))
-	b = fieldInt(b, "hotkeys_sample", hotkeys.Sample)
-	b = fieldInt(b, "hotkeys_requested_sampled", int64(h.Requested.Total()))
-	b = fieldInt(b, "hotkeys_limited_sampled", int64(h.Limited.Total()))
-	for _, part := range []struct {
-		name string
-		sk   *hotkeys.Sketch
-	}{{"requested", h.Requested}, {"limited", h.Limited}} {
-		for i, k := range topKeys(s.table, part.sk, hotTop) {
-			b = field(b, part.name+"_"+strconv.Itoa(i), "key="+strconv.Quote(k.Key)+",cmd="+k.Command+
-				",count="+strconv.FormatUint(k.Count, 10)+",error="+strconv.FormatUint(k.Err, 10))
-		}
-	}
-	return b
 }
 
 // hotkeysSetting is CONFIG GET/SET hotkeys-capacity: a change starts new,

@@ -23,6 +23,7 @@ import (
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/slowlog"
 	"github.com/cellserver/cellserver/internal/version"
@@ -120,7 +121,7 @@ type Config struct {
 	MetricsClassLimit int
 	// InfoSections are extra INFO sections (after the built-in ones), of
 	// the parts wired beside the server (the rate-limit service's rls).
-	InfoSections []InfoSection
+	InfoSections []serverstats.Section
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -479,7 +480,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // maxmemory loop. The caller holds mu.
 func (s *Server) prepare() {
 	s.table.sealed.Store(true)
-	s.stats.closed = make([]cmdStats, len(s.table.all))
+	s.stats.closed = make([]serverstats.Counters, len(s.table.all))
 	s.latency = latency.New(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()

@@ -15,8 +15,9 @@ import (
 type CommandStats struct {
 	// Name is the command's full name ("cl.throttle", "client|setname").
 	Name string
-	// Limiter is true for limiter commands, whose calls are decisions.
-	Limiter bool
+	// Limiter is true for limiter commands (group ratelimit); Decides for
+	// those whose calls are decisions (CL.INSPECT only looks).
+	Limiter, Decides bool
 	// Calls counts the calls that ran (including those that answered an
 	// error); Rejected those refused before running (unknown subcommand,
 	// arity, NOAUTH); Failed those that ran and answered an error.

@@ -31,7 +31,9 @@ func gatherInfo(s *Server, now int64, sel serverstats.Selection) serverstats.Inf
 		in.Port = st.Get()
 	}
 	if sel.Wants("memory") || sel.Wants("stats") || sel.Wants("keyspace") {
-		in.Keyspace = s.backend.Store().Stats(now)
+		ks := s.backend.Store().Stats(now)
+		in.Keyspace = serverstats.Keyspace{Keys: ks.Keys, KeysByKind: ks.KeysByKind, Expired: ks.Expired,
+			Leases: ks.Leases, LeasesExpired: ks.LeasesExpired, Bytes: ks.Bytes, AvgTTL: ks.AvgTTL}
 	}
 	if p := s.cfg.Persistence; p != nil && sel.Wants("persistence") {
 		in.Persistence = p.InfoFields()

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/shards"
 )
 
 // Info is what INFO reports: the server's counters and the state of its
@@ -37,7 +36,7 @@ type Info struct {
 	MaxClients int64
 	// Keyspace is the store's statistics at Now; Changes the writes since
 	// the store was made (when nothing is persisted).
-	Keyspace shards.Stats
+	Keyspace Keyspace
 	Changes  uint64
 	// MaxMemoryPolicy is the maxmemory-policy setting's name.
 	MaxMemoryPolicy string
@@ -60,6 +59,25 @@ type Info struct {
 	// Extra are sections of parts wired beside the server, printed after
 	// the built-in ones by INFO all, everything or their name.
 	Extra []Section
+}
+
+// Keyspace is what INFO reports of the store (shards' Store.Stats, whose
+// fields these are).
+type Keyspace struct {
+	// Keys is the number of keys held (expired ones not yet reclaimed
+	// included); KeysByKind the same by limiter kind, indexed by
+	// engine.Kind.
+	Keys       int64
+	KeysByKind [8]int64
+	// Expired counts the expired keys reclaimed since the store was made.
+	Expired uint64
+	// Leases is the leases the concurrency keys hold; LeasesExpired those
+	// freed because their ttl passed.
+	Leases        int64
+	LeasesExpired uint64
+	// Bytes approximates the store's memory; AvgTTL is the mean time to
+	// live left of a sample of keys, in milliseconds.
+	Bytes, AvgTTL int64
 }
 
 // Hotkeys is the state of the heavy-hitter summaries; their top keys are

@@ -1,10 +1,7 @@
 package resp
 
 import (
-	"strconv"
-
 	"github.com/cellserver/cellserver/internal/keyclass"
-	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // Key classes (internal/keyclass): every limiter decision is counted under
@@ -18,9 +15,6 @@ type ClassRules = keyclass.Rules
 
 // DefaultMetricsClassLimit is metrics-class-limit's default.
 const DefaultMetricsClassLimit = keyclass.DefaultLimit
-
-// classTally is a connection's tally of decisions by class.
-type classTally = keyclass.Tally
 
 // countClass counts a limiter decision on key under its class in the
 // connection's tally: no lock, no atomic, no allocation (the tally's cache
@@ -38,28 +32,5 @@ func (t *tally) countClass(c *Conn, key []byte, limited bool) {
 func (t *tally) flushClasses(c *Conn) {
 	if t.classes.Pending() {
 		t.classes.Flush(c.id)
-	}
-}
-
-// classSettings are CONFIG GET/SET metrics-class and metrics-class-limit.
-func (s *Server) classSettings() []Setting {
-	get := s.classes.Config
-	return []Setting{
-		{Name: "metrics-class", Get: func() string { return get().Rules.String() }, Set: func(v string) error {
-			rs, err := keyclass.ParseRules(v)
-			if err != nil {
-				return err
-			}
-			s.classes.Update(func(c *keyclass.Config) { c.Rules = rs })
-			return nil
-		}},
-		{Name: "metrics-class-limit", Get: func() string { return strconv.Itoa(get().Limit) }, Set: func(v string) error {
-			n, err := setting.Must("metrics-class-limit").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.classes.Update(func(c *keyclass.Config) { c.Limit = int(n) })
-			return nil
-		}},
 	}
 }

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/cellserver/cellserver/internal/clientmem"
@@ -25,10 +24,6 @@ import (
 
 // ClientMemoryLimit is the maxmemory-clients setting (internal/clientmem).
 type ClientMemoryLimit = clientmem.Limit
-
-// evictRetry is the wait between two eviction passes that could not bring
-// the total within the limit.
-const evictRetry = 50 * time.Millisecond
 
 // DefaultClientMemoryLimit is maxmemory-clients' default, auto.
 func DefaultClientMemoryLimit() ClientMemoryLimit { return clientmem.DefaultLimit() }
@@ -116,29 +111,11 @@ func release(c *Conn) {
 	c.wb.ops, c.wb.res, c.wb.slots = nil, nil, nil
 }
 
-// evictLoop runs eviction passes when asked, until the server's context
-// ends. After a pass that could not bring the total within the limit (the
-// rest is held by clients with CLIENT NO-EVICT on, or closing), it waits a
-// little before the next, so that clients growing meanwhile do not make it
-// scan the connections continuously.
+// evictLoop runs eviction passes (evictClients) when asked, until the
+// server's context ends.
 func (s *Server) evictLoop() {
 	defer s.bg.Done()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-s.cmem.Wanted():
-		}
-		s.cmem.Begin()
-		if s.evictClients() {
-			continue
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(evictRetry):
-		}
-	}
+	s.cmem.Run(s.ctx, s.evictClients)
 }
 
 // evictClients closes the clients using the most memory until the total
@@ -175,8 +152,7 @@ func (s *Server) evictClients() bool {
 	if total <= limit {
 		return true
 	}
-	if now := time.Now(); now.Sub(s.evictWarned) > 10*time.Second {
-		s.evictWarned = now
+	if s.cmem.Warn() {
 		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
 			"clients_mem", total, "maxmemory_clients", limit)
 	}

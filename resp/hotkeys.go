@@ -7,7 +7,6 @@ import (
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/serverstats"
-	"github.com/cellserver/cellserver/internal/setting"
 )
 
 // The heavy hitters: two bounded summaries (internal/hotkeys) of the keys
@@ -20,14 +19,6 @@ import (
 // DefaultHotkeysCapacity is hotkeys-capacity's default: 1024 keys a
 // summary, about 270 KB for both.
 const DefaultHotkeysCapacity = 1024
-
-// newHotkeys returns new, empty summaries of capacity keys (nil: off).
-func newHotkeys(capacity int) *hotkeys.Pair {
-	if capacity <= 0 {
-		return nil
-	}
-	return hotkeys.NewPair(capacity)
-}
 
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
@@ -85,24 +76,6 @@ func topKeys(t *table, sk *hotkeys.Sketch, n int) []serverstats.HotKey {
 		out[i] = serverstats.HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
 	}
 	return out
-}
-
-// hotkeysSetting is CONFIG GET/SET hotkeys-capacity: a change starts new,
-// empty summaries.
-func (s *Server) hotkeysSetting() Setting {
-	return Setting{Name: "hotkeys-capacity", Get: func() string {
-		if h := s.hot.Load(); h != nil {
-			return strconv.Itoa(h.Capacity())
-		}
-		return "0"
-	}, Set: func(v string) error {
-		n, err := setting.Must("hotkeys-capacity").ParseLive(v)
-		if err != nil {
-			return err
-		}
-		s.hot.Store(newHotkeys(int(n)))
-		return nil
-	}}
 }
 
 func limiterTop(c *Conn, args [][]byte) error {

@@ -1,66 +1,19 @@
 package resp
 
 import (
-	"strconv"
-
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/limitpolicy"
-	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/shards"
 )
 
 // CL.INSPECT, the limit-override and limit-shadow settings, and the
 // violations log's settings.
 
-// policySettings are CONFIG GET/SET limit-override, limit-shadow,
-// violations-log and violations-log-rate.
+// policySettings are CONFIG GET/SET limit-override, limit-shadow (given
+// to Config.ReplicateSetting in a group), violations-log and
+// violations-log-rate.
 func (s *Server) policySettings() []Setting {
-	p := s.cfg.Policy
-	set := func(name, canonical string, apply func()) error {
-		if s.cfg.ReplicateSetting != nil {
-			return s.cfg.ReplicateSetting(name, canonical)
-		}
-		apply()
-		return nil
-	}
-	return []Setting{
-		{Name: "limit-override", Get: func() string { return limitpolicy.FormatOverrides(p.Overrides()) }, Set: func(v string) error {
-			o, err := limitpolicy.ParseOverrides(v)
-			if err != nil {
-				return err
-			}
-			return set("limit-override", limitpolicy.FormatOverrides(o), func() { p.SetOverrides(o) })
-		}},
-		{Name: "limit-shadow", Get: func() string { return limitpolicy.FormatShadow(p.Shadow()) }, Set: func(v string) error {
-			sh, err := limitpolicy.ParseShadow(v)
-			if err != nil {
-				return err
-			}
-			return set("limit-shadow", limitpolicy.FormatShadow(sh), func() { p.SetShadow(sh) })
-		}},
-		{Name: "violations-log", Get: func() string {
-			if s.cfg.Violations.Enabled() {
-				return "yes"
-			}
-			return "no"
-		}, Set: func(v string) error {
-			b, err := setting.ParseYesNo(v)
-			if err != nil {
-				return err
-			}
-			s.cfg.Violations.SetEnabled(b)
-			return nil
-		}},
-		{Name: "violations-log-rate", Get: func() string { return strconv.FormatInt(s.cfg.Violations.Rate(), 10) }, Set: func(v string) error {
-			n, err := setting.Must("violations-log-rate").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.cfg.Violations.SetRate(n)
-			return nil
-		}},
-	}
+	return append(s.cfg.Policy.Settings(s.cfg.ReplicateSetting), s.cfg.Violations.Settings()...)
 }
 
 // applyPolicy runs the decision path's first stage (decide.Rules: the

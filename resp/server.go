@@ -282,8 +282,8 @@ type Server struct {
 	settings *setting.Registry // CONFIG GET and SET (settings.go)
 	// rewriteMu makes CONFIG REWRITEs take turns.
 	rewriteMu sync.Mutex
-	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
-	hot atomic.Pointer[hotkeys.Pair]
+	// hot holds the heavy-hitter summaries (hotkeys.go; none while off).
+	hot hotkeys.Live
 	// classes are the key classes in force (classes.go).
 	classes keyclass.Live
 
@@ -307,9 +307,6 @@ type Server struct {
 	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[OutputLimits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
-	// evictWarned is when the evictor last logged that it could not bring
-	// the clients within maxmemory-clients (its goroutine only).
-	evictWarned time.Time
 	slowlog     slowlog.Log
 	latency     *latency.Striped
 
@@ -378,7 +375,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)
-	s.hot.Store(newHotkeys(cfg.HotkeysCapacity))
+	s.hot.Reset(cfg.HotkeysCapacity)
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)
 	}

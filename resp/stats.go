@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/serverstats"
 )
@@ -18,7 +19,7 @@ import (
 // atomics only.
 type tally struct {
 	stats   []serverstats.Counters
-	classes classTally
+	classes keyclass.Tally
 	hotRand hotkeys.Sampler
 }
 

@@ -1,6 +1,3 @@
-// Package serverstats holds the snapshot of a server's counters that
-// resp's Server.Stats returns and the metrics export: plain values, no
-// behaviour, so that readers of the counters need not import resp.
 package serverstats
 
 import (
@@ -62,7 +59,8 @@ type Stats struct {
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
 	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
-	// (resp's hotkeys.go; nil when hotkeys-capacity is 0).
+	// (internal/hotkeys, named by resp's hotkeys.go; nil when
+	// hotkeys-capacity is 0).
 	HotRequested, HotLimited []HotKey
 	// Classes are the limiter decisions of each key class (nil while
 	// off): configured rules first, then prefixes, then other.

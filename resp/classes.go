@@ -34,3 +34,7 @@ func (t *tally) flushClasses(c *Conn) {
 		t.classes.Flush(c.id)
 	}
 }
+
+// classSettings are CONFIG GET/SET metrics-class and metrics-class-limit
+// (keyclass.Live).
+func (s *Server) classSettings() []Setting { return s.classes.Settings() }

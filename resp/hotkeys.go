@@ -129,3 +129,6 @@ func objectFreq(c *Conn, args [][]byte) error {
 	c.WriteInt(int64(n))
 	return nil
 }
+
+// hotkeysSetting is CONFIG GET/SET hotkeys-capacity (hotkeys.Live).
+func (s *Server) hotkeysSetting() Setting { return s.hot.Setting() }

@@ -190,14 +190,14 @@ func (s *Server) initSettings() error {
 			s.protected.Store(b)
 			return nil
 		}},
-		s.hot.Setting(),
+		s.hotkeysSetting(),
 		{Name: "databases", Get: constant("1")},
 		{Name: "appendonly", Get: constant("no")},
 		{Name: "save", Get: constant("")},
 		{Name: "dbfilename", Get: constant("dump.rdb")},
 		{Name: "dir", Get: func() string { d, _ := os.Getwd(); return d }},
 	}
-	builtin = append(builtin, s.classes.Settings()...)
+	builtin = append(builtin, s.classSettings()...)
 	if s.cfg.LogLevel != nil {
 		builtin[5].Set = func(v string) error {
 			w, err := setting.Must("loglevel").ParseWord(v)

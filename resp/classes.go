@@ -1,20 +1,10 @@
 package resp
 
-import (
-	"github.com/cellserver/cellserver/internal/keyclass"
-)
-
 // Key classes (internal/keyclass): every limiter decision is counted under
 // its key's class as well as under its command, for INFO classes and the
 // metrics. The classes in force are immutable; CONFIG SET metrics-class
 // and metrics-class-limit swap in new ones that keep the counts of the
 // classes they keep.
-
-// ClassRules are the metrics-class rules (Config.MetricsClasses).
-type ClassRules = keyclass.Rules
-
-// DefaultMetricsClassLimit is metrics-class-limit's default.
-const DefaultMetricsClassLimit = keyclass.DefaultLimit
 
 // countClass counts a limiter decision on key under its class in the
 // connection's tally: no lock, no atomic, no allocation (the tally's cache

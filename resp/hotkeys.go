@@ -16,10 +16,6 @@ import (
 // answer LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
 // hotkeys and the metrics' top keys.
 
-// DefaultHotkeysCapacity is hotkeys-capacity's default: 1024 keys a
-// summary, about 270 KB for both.
-const DefaultHotkeysCapacity = 1024
-
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
 

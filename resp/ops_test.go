@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/latency"
+	"github.com/cellserver/cellserver/internal/maxmemory"
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -339,7 +340,7 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 func TestMaxMemoryVolatileTTL(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
 		c.MemoryCheckInterval = 5 * time.Millisecond
-		c.MemoryPolicy = VolatileTTL
+		c.MemoryPolicy = maxmemory.VolatileTTL
 	})
 	ctx := context.Background()
 	c := ts.client(t, 2, "")
@@ -487,7 +488,7 @@ func BenchmarkObserve(b *testing.B) {
 	b.Run("latency+slowlog", func(b *testing.B) {
 		l := latency.New(4)
 		var sl slowlog.Log
-		sl.SetSlowerThan(DefaultSlowlogSlowerThan)
+		sl.SetSlowerThan(slowlog.DefaultSlowerThan)
 		var ids atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			id := ids.Add(1)

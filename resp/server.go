@@ -23,6 +23,7 @@ import (
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/maxmemory"
 	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/slowlog"
@@ -117,7 +118,7 @@ type Config struct {
 	// limiter decisions are counted under (metrics-class,
 	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
 	// them off. Changeable live.
-	MetricsClasses    ClassRules
+	MetricsClasses    keyclass.Rules
 	MetricsClassLimit int
 	// InfoSections are extra INFO sections (after the built-in ones), of
 	// the parts wired beside the server (the rate-limit service's rls).
@@ -188,8 +189,8 @@ func DefaultConfig() Config {
 		MaxClients:        10000,
 		EventLoops:        DefaultEventLoops(),
 		MaxBulkLen:        defaultMaxBulkLen,
-		HotkeysCapacity:   DefaultHotkeysCapacity,
-		MetricsClassLimit: DefaultMetricsClassLimit,
+		HotkeysCapacity:   hotkeys.DefaultCapacity,
+		MetricsClassLimit: keyclass.DefaultLimit,
 		MaxArgs:           defaultMaxArgs,
 		Parse:             engine.DefaultParseOptions(),
 
@@ -199,11 +200,11 @@ func DefaultConfig() Config {
 		TxMaxBytes:          DefaultTxMaxBytes,
 		MaxWait:             DefaultMaxWait,
 		MaxWaiting:          DefaultMaxWaiting,
-		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
-		SlowlogMaxLen:       DefaultSlowlogMaxLen,
-		MemoryCheckInterval: DefaultMemoryCheckInterval,
+		SlowlogSlowerThan:   slowlog.DefaultSlowerThan,
+		SlowlogMaxLen:       slowlog.DefaultMaxLen,
+		MemoryCheckInterval: maxmemory.DefaultCheckInterval,
 		OutputLimits:        DefaultOutputLimits(),
-		MaxMemoryClients:    DefaultClientMemoryLimit(),
+		MaxMemoryClients:    clientmem.DefaultLimit(),
 	}
 }
 
@@ -253,7 +254,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("resp: client-query-buffer-limit %d must be at least %d", c.QueryBufferLimit, minQueryBufferLimit)
 	case c.QueryTimeout < 0:
 		return fmt.Errorf("resp: query timeout %v must not be negative", c.QueryTimeout)
-	case c.MemoryPolicy != NoEviction && c.MemoryPolicy != VolatileTTL:
+	case c.MemoryPolicy != maxmemory.NoEviction && c.MemoryPolicy != maxmemory.VolatileTTL:
 		return fmt.Errorf("resp: unknown maxmemory policy %d", c.MemoryPolicy)
 	case c.MemoryCheckInterval <= 0:
 		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)

@@ -7,6 +7,10 @@ import (
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
+// DefaultCapacity is hotkeys-capacity's default: 1024 keys a summary,
+// about 270 KB for both.
+const DefaultCapacity = 1024
+
 // Live is the Pair a server has in force (hotkeys-capacity): readers load
 // it without a lock; a change of capacity swaps in new, empty summaries.
 // The zero Live is off (no Pair).

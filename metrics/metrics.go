@@ -12,6 +12,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
@@ -21,7 +22,7 @@ import (
 
 // Server is the RESP server's counters (*resp.Server satisfies it).
 type Server interface {
-	Stats() resp.Stats
+	Stats() serverstats.Stats
 }
 
 // Store is the keyspace (*shards.Store satisfies it).

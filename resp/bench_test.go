@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -41,10 +42,10 @@ func BenchmarkPipeline(b *testing.B) {
 		depth, keys, hot int
 		classes          string
 	}{
-		{1, 1000, 0, "off"}, {1, 1000, DefaultHotkeysCapacity, "off"}, {16, 1000, 0, "off"}, {16, 1000, DefaultHotkeysCapacity, "off"},
-		{16, 100000, 0, "off"}, {16, 100000, DefaultHotkeysCapacity, "off"},
-		{1, 1000, DefaultHotkeysCapacity, "on"}, {16, 1000, DefaultHotkeysCapacity, "on"},
-		{1, 1000, DefaultHotkeysCapacity, "rules3"}, {16, 1000, DefaultHotkeysCapacity, "rules3"},
+		{1, 1000, 0, "off"}, {1, 1000, hotkeys.DefaultCapacity, "off"}, {16, 1000, 0, "off"}, {16, 1000, hotkeys.DefaultCapacity, "off"},
+		{16, 100000, 0, "off"}, {16, 100000, hotkeys.DefaultCapacity, "off"},
+		{1, 1000, hotkeys.DefaultCapacity, "on"}, {16, 1000, hotkeys.DefaultCapacity, "on"},
+		{1, 1000, hotkeys.DefaultCapacity, "rules3"}, {16, 1000, hotkeys.DefaultCapacity, "rules3"},
 	} {
 		depth := bc.depth
 		b.Run(fmt.Sprintf("P%d/keys=%d/hotkeys=%d/classes=%s", depth, bc.keys, bc.hot, bc.classes), func(b *testing.B) {

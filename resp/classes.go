@@ -1,26 +1,10 @@
 package resp
 
-import (
-	"strconv"
-
-	"github.com/cellserver/cellserver/internal/keyclass"
-	"github.com/cellserver/cellserver/internal/setting"
-)
-
 // Key classes (internal/keyclass): every limiter decision is counted under
 // its key's class as well as under its command, for INFO classes and the
 // metrics. The classes in force are immutable; CONFIG SET metrics-class
 // and metrics-class-limit swap in new ones that keep the counts of the
 // classes they keep.
-
-// ClassRules are the metrics-class rules (Config.MetricsClasses).
-type ClassRules = keyclass.Rules
-
-// DefaultMetricsClassLimit is metrics-class-limit's default.
-const DefaultMetricsClassLimit = keyclass.DefaultLimit
-
-// classTally is a connection's tally of decisions by class.
-type classTally = keyclass.Tally
 
 // countClass counts a limiter decision on key under its class in the
 // connection's tally: no lock, no atomic, no allocation (the tally's cache
@@ -41,46 +25,6 @@ func (t *tally) flushClasses(c *Conn) {
 	}
 }
 
-// ClassStats are one key class's limiter decisions since the server
-// started (or CONFIG RESETSTAT, or the class's creation).
-type ClassStats = keyclass.Counts
-
-func infoClasses(s *Server, b []byte, _ int64) []byte {
-	b = append(b, "# Classes\r\n"...)
-	cfg := s.classes.Config()
-	b = fieldInt(b, "metrics_class_rules", int64(len(cfg.Rules)))
-	b = fieldInt(b, "metrics_class_limit", int64(cfg.Limit))
-	cl := s.classes.Current()
-	if cl == nil {
-		return fieldInt(b, "metrics_class_prefixes", 0)
-	}
-	b = fieldInt(b, "metrics_class_prefixes", int64(cl.Learned()))
-	for _, k := range cl.Counts() {
-		b = field(b, "class_"+k.Name, "kind="+k.Kind.String()+
-			",allowed="+strconv.FormatInt(k.Allowed, 10)+",limited="+strconv.FormatInt(k.Limited, 10))
-	}
-	return b
-}
-
-// classSettings are CONFIG GET/SET metrics-class and metrics-class-limit.
-func (s *Server) classSettings() []Setting {
-	get := s.classes.Config
-	return []Setting{
-		{Name: "metrics-class", Get: func() string { return get().Rules.String() }, Set: func(v string) error {
-			rs, err := keyclass.ParseRules(v)
-			if err != nil {
-				return err
-			}
-			s.classes.Update(func(c *keyclass.Config) { c.Rules = rs })
-			return nil
-		}},
-		{Name: "metrics-class-limit", Get: func() string { return strconv.Itoa(get().Limit) }, Set: func(v string) error {
-			n, err := setting.Must("metrics-class-limit").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.classes.Update(func(c *keyclass.Config) { c.Limit = int(n) })
-			return nil
-		}},
-	}
-}
+// classSettings are CONFIG GET/SET metrics-class and metrics-class-limit
+// (keyclass.Live).
+func (s *Server) classSettings() []Setting { return s.classes.Settings() }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/internal/keyclass"
+	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
 // classLines returns INFO classes' class_* lines, joined by spaces.
@@ -130,9 +131,9 @@ func TestClassesBadSettings(t *testing.T) {
 func TestInfoSections(t *testing.T) {
 	var calls atomic.Int32
 	ts := startServer(t, func(c *Config) {
-		c.InfoSections = []InfoSection{{Name: "rls", Fields: func() []InfoField {
+		c.InfoSections = []serverstats.Section{{Name: "rls", Fields: func() []serverstats.Field {
 			calls.Add(1)
-			return []InfoField{{Name: "rls_requests", Value: "7"}}
+			return []serverstats.Field{{Name: "rls_requests", Value: "7"}}
 		}}}
 	})
 	ctx := context.Background()

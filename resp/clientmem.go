@@ -2,47 +2,25 @@ package resp
 
 import (
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Client memory (maxmemory-clients), as Redis 7's client eviction: what
-// every client makes the server hold is counted per client and in total,
-// and when the total passes the limit the clients using the most are
-// closed until it is back within it. See DESIGN.md ("Client memory").
-//
-// A connection counts its query buffer beyond the fixed one every
-// connection starts with, its parsed arguments, its transaction's queue,
-// its reply buffer and the replies its event loop keeps for it, and its
-// scratch for writes. It publishes the figure itself, from its own
-// goroutine or loop, whenever it may have changed (a command queued, a
-// batch flushed, before waiting to read): one atomic add to the total
-// when it did change, nothing else on the hot path. A goroutine of the
-// server closes the clients when the total passes the limit.
+// Client memory (maxmemory-clients), as Redis 7's client eviction: each
+// connection measures what it makes the server hold (memUsage) and
+// publishes it to the pool (internal/clientmem) when it changed; a
+// goroutine closes the largest clients while the total is over the bound.
+// See DESIGN.md ("Client memory").
 
 // ClientMemoryLimit is the maxmemory-clients setting (internal/clientmem).
 type ClientMemoryLimit = clientmem.Limit
-
-// evictRetry is the wait between two eviction passes that could not bring
-// the total within the limit.
-const evictRetry = 50 * time.Millisecond
-
-// DefaultClientMemoryLimit is maxmemory-clients' default, auto.
-func DefaultClientMemoryLimit() ClientMemoryLimit { return clientmem.DefaultLimit() }
 
 // ParseClientMemoryLimit reads a maxmemory-clients value: auto, 0 (no
 // limit), a memory size (64mb, 1gb) or a percentage of maxmemory (1% to
 // 100%).
 func ParseClientMemoryLimit(v string) (ClientMemoryLimit, error) { return clientmem.ParseLimit(v) }
-
-// ClientMemory returns the memory the connected clients account for and
-// the maxmemory-clients bound in force (0: none), in bytes.
-func (s *Server) ClientMemory() (used, limit int64) {
-	return s.cmem.Total(), s.cmem.Bound()
-}
 
 // Sizes of the scratch a connection keeps, per element.
 const (
@@ -116,29 +94,11 @@ func release(c *Conn) {
 	c.wb.ops, c.wb.res, c.wb.slots = nil, nil, nil
 }
 
-// evictLoop runs eviction passes when asked, until the server's context
-// ends. After a pass that could not bring the total within the limit (the
-// rest is held by clients with CLIENT NO-EVICT on, or closing), it waits a
-// little before the next, so that clients growing meanwhile do not make it
-// scan the connections continuously.
+// evictLoop runs eviction passes (evictClients) when asked, until the
+// server's context ends.
 func (s *Server) evictLoop() {
 	defer s.bg.Done()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-s.cmem.Wanted():
-		}
-		s.cmem.Begin()
-		if s.evictClients() {
-			continue
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(evictRetry):
-		}
-	}
+	s.cmem.Run(s.ctx, s.evictClients)
 }
 
 // evictClients closes the clients using the most memory until the total
@@ -175,8 +135,7 @@ func (s *Server) evictClients() bool {
 	if total <= limit {
 		return true
 	}
-	if now := time.Now(); now.Sub(s.evictWarned) > 10*time.Second {
-		s.evictWarned = now
+	if s.cmem.Warn() {
 		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
 			"clients_mem", total, "maxmemory_clients", limit)
 	}

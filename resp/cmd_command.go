@@ -1,7 +1,7 @@
 package resp
 
 import (
-	"strings"
+	"bytes"
 
 	"github.com/cellserver/cellserver/internal/cmdmeta"
 )
@@ -67,16 +67,18 @@ func commandDocsHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-// lookupName finds a command by name, or a subcommand by "container|sub".
+// lookupName finds a command by name, or a subcommand by "container|sub",
+// in any letter case.
 func (t *table) lookupName(b []byte) *Command {
-	name := strings.ToLower(string(b))
-	if i := strings.IndexByte(name, '|'); i >= 0 {
-		if cmd := t.byName[name[:i]]; cmd != nil && cmd.subs != nil {
-			return cmd.subs[name[i+1:]]
-		}
+	name, sub, isSub := bytes.Cut(b, []byte{'|'})
+	cmd := t.lookup(name)
+	switch {
+	case !isSub:
+		return cmd
+	case cmd == nil || cmd.subs == nil:
 		return nil
 	}
-	return t.byName[name]
+	return lookupFold(cmd.subs, sub)
 }
 
 // writeCommandInfo appends a COMMAND INFO entry.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -122,7 +123,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		laddr: nc.LocalAddr().String(),
 		start: s.now(),
 		Reply: Reply{proto: 2},
-		acct:  tally{stats: make([]cmdStats, len(s.table.all))},
+		acct:  tally{stats: make([]serverstats.Counters, len(s.table.all))},
 	}
 	c.auth.authed = *s.requirePass.Load() == ""
 	c.multi.Store(-1)
@@ -489,7 +490,7 @@ func (c *Conn) setCurrent(cmd *Command) {
 func (c *Conn) reject(cmd *Command, err error) {
 	c.srv.stats.errors.Add(1)
 	if cmd != nil {
-		c.acct.stats[cmd.index].rejected.Add(1)
+		c.acct.stats[cmd.index].Rejected.Add(1)
 	}
 	c.WriteError(err)
 }
@@ -500,7 +501,7 @@ func (c *Conn) fail(cmd *Command, err error) {
 		err = &arityError{cmd.fullName}
 	}
 	c.srv.stats.errors.Add(1)
-	c.acct.stats[cmd.index].failed.Add(1)
+	c.acct.stats[cmd.index].Failed.Add(1)
 	c.WriteError(err)
 }
 
@@ -511,8 +512,8 @@ func (t *tally) account(c *Conn, cmd *Command, args [][]byte, t0 time.Time) time
 	ns := int64(t1.Sub(t0) - c.auth.penalty)
 	c.auth.penalty = 0
 	st := &t.stats[cmd.index]
-	st.calls.Add(1)
-	st.nanos.Add(ns)
+	st.Calls.Add(1)
+	st.Nanos.Add(ns)
 	t.flushClasses(c)
 	c.srv.latency.Observe(cmd.index, c.id, ns)
 	if c.srv.slowlog.Slow(ns) {
@@ -540,8 +541,8 @@ func (t *tally) accountSlots(c *Conn, slots []slot, t0 time.Time) time.Time {
 			n++
 		}
 		st := &t.stats[cmd.index]
-		st.calls.Add(int64(n))
-		st.nanos.Add(per * int64(n))
+		st.Calls.Add(int64(n))
+		st.Nanos.Add(per * int64(n))
 		c.srv.latency.ObserveN(cmd.index, c.id, per, n)
 		k += n
 	}
@@ -551,8 +552,8 @@ func (t *tally) accountSlots(c *Conn, slots []slot, t0 time.Time) time.Time {
 // countDecision records a limiter decision of the current command.
 func (t *tally) countDecision(c *Conn, limited bool) {
 	if limited {
-		t.stats[c.cur.index].limited.Add(1)
+		t.stats[c.cur.index].Limited.Add(1)
 	} else {
-		t.stats[c.cur.index].allowed.Add(1)
+		t.stats[c.cur.index].Allowed.Add(1)
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
-	"github.com/cellserver/cellserver/internal/setting"
+	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
 // The heavy hitters: two bounded summaries (internal/hotkeys) of the keys
@@ -15,18 +15,6 @@ import (
 // rate-limit service's decisions count as one more family, "rls". They
 // answer LIMITER TOP, OBJECT FREQ (so that redis-cli --hotkeys works), INFO
 // hotkeys and the metrics' top keys.
-
-// DefaultHotkeysCapacity is hotkeys-capacity's default: 1024 keys a
-// summary, about 270 KB for both.
-const DefaultHotkeysCapacity = 1024
-
-// newHotkeys returns new, empty summaries of capacity keys (nil: off).
-func newHotkeys(capacity int) *hotkeys.Pair {
-	if capacity <= 0 {
-		return nil
-	}
-	return hotkeys.NewPair(capacity)
-}
 
 // hotTop is how many keys of each summary INFO and the metrics show.
 const hotTop = 10
@@ -76,55 +64,14 @@ func (s *Server) CountDecision(key []byte, limited bool) {
 
 // topKeys returns the n most counted keys of a summary, under their
 // commands' names.
-func topKeys(t *table, sk *hotkeys.Sketch, n int) []HotKey {
+func topKeys(t *table, sk *hotkeys.Sketch, n int) []serverstats.HotKey {
 	top := sk.Top(n)
-	out := make([]HotKey, len(top))
+	out := make([]serverstats.HotKey, len(top))
 	for i, e := range top {
 		n, err := hotkeys.Scale(e.Count, e.Err)
-		out[i] = HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
+		out[i] = serverstats.HotKey{Key: string(e.Key), Command: t.familyName(e.Family), Count: n, Err: err}
 	}
 	return out
-}
-
-func infoHotkeys(s *Server, b []byte, _ int64) []byte {
-	b = append(b, "# Hotkeys\r\n"...)
-	h := s.hot.Load()
-	if h == nil {
-		return fieldInt(b, "hotkeys_capacity", 0)
-	}
-	b = fieldInt(b, "hotkeys_capacity", int64(h.Capacity()))
-	b = fieldInt(b, "hotkeys_memory_bytes", int64(2*h.Requested.Capacity()*hotkeys.EntryBytes))
-	b = fieldInt(b, "hotkeys_sample", hotkeys.Sample)
-	b = fieldInt(b, "hotkeys_requested_sampled", int64(h.Requested.Total()))
-	b = fieldInt(b, "hotkeys_limited_sampled", int64(h.Limited.Total()))
-	for _, part := range []struct {
-		name string
-		sk   *hotkeys.Sketch
-	}{{"requested", h.Requested}, {"limited", h.Limited}} {
-		for i, k := range topKeys(s.table, part.sk, hotTop) {
-			b = field(b, part.name+"_"+strconv.Itoa(i), "key="+strconv.Quote(k.Key)+",cmd="+k.Command+
-				",count="+strconv.FormatUint(k.Count, 10)+",error="+strconv.FormatUint(k.Err, 10))
-		}
-	}
-	return b
-}
-
-// hotkeysSetting is CONFIG GET/SET hotkeys-capacity: a change starts new,
-// empty summaries.
-func (s *Server) hotkeysSetting() Setting {
-	return Setting{Name: "hotkeys-capacity", Get: func() string {
-		if h := s.hot.Load(); h != nil {
-			return strconv.Itoa(h.Capacity())
-		}
-		return "0"
-	}, Set: func(v string) error {
-		n, err := setting.Must("hotkeys-capacity").ParseLive(v)
-		if err != nil {
-			return err
-		}
-		s.hot.Store(newHotkeys(int(n)))
-		return nil
-	}}
 }
 
 func limiterTop(c *Conn, args [][]byte) error {
@@ -178,3 +125,6 @@ func objectFreq(c *Conn, args [][]byte) error {
 	c.WriteInt(int64(n))
 	return nil
 }
+
+// hotkeysSetting is CONFIG GET/SET hotkeys-capacity (hotkeys.Live).
+func (s *Server) hotkeysSetting() Setting { return s.hot.Setting() }

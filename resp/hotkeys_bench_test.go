@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/hotkeys"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -19,7 +20,7 @@ import (
 // prefix "k" has a class) and with three rules tried first (rules3)? The
 // classes' tally is flushed every 16 decisions, as a pipeline of 16 is.
 func BenchmarkCountKey(b *testing.B) {
-	for _, hot := range []int{0, DefaultHotkeysCapacity} {
+	for _, hot := range []int{0, hotkeys.DefaultCapacity} {
 		for _, nkeys := range []int{1000, 100000} {
 			for _, classes := range []string{"off", "on", "rules3"} {
 				b.Run(fmt.Sprintf("keys=%d/hotkeys=%d/classes=%s", nkeys, hot, classes), func(b *testing.B) {

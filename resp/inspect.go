@@ -1,66 +1,19 @@
 package resp
 
 import (
-	"strconv"
-
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/internal/limitpolicy"
-	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/shards"
 )
 
 // CL.INSPECT, the limit-override and limit-shadow settings, and the
 // violations log's settings.
 
-// policySettings are CONFIG GET/SET limit-override, limit-shadow,
-// violations-log and violations-log-rate.
+// policySettings are CONFIG GET/SET limit-override, limit-shadow (given
+// to Config.ReplicateSetting in a group), violations-log and
+// violations-log-rate.
 func (s *Server) policySettings() []Setting {
-	p := s.cfg.Policy
-	set := func(name, canonical string, apply func()) error {
-		if s.cfg.ReplicateSetting != nil {
-			return s.cfg.ReplicateSetting(name, canonical)
-		}
-		apply()
-		return nil
-	}
-	return []Setting{
-		{Name: "limit-override", Get: func() string { return limitpolicy.FormatOverrides(p.Overrides()) }, Set: func(v string) error {
-			o, err := limitpolicy.ParseOverrides(v)
-			if err != nil {
-				return err
-			}
-			return set("limit-override", limitpolicy.FormatOverrides(o), func() { p.SetOverrides(o) })
-		}},
-		{Name: "limit-shadow", Get: func() string { return limitpolicy.FormatShadow(p.Shadow()) }, Set: func(v string) error {
-			sh, err := limitpolicy.ParseShadow(v)
-			if err != nil {
-				return err
-			}
-			return set("limit-shadow", limitpolicy.FormatShadow(sh), func() { p.SetShadow(sh) })
-		}},
-		{Name: "violations-log", Get: func() string {
-			if s.cfg.Violations.Enabled() {
-				return "yes"
-			}
-			return "no"
-		}, Set: func(v string) error {
-			b, err := setting.ParseYesNo(v)
-			if err != nil {
-				return err
-			}
-			s.cfg.Violations.SetEnabled(b)
-			return nil
-		}},
-		{Name: "violations-log-rate", Get: func() string { return strconv.FormatInt(s.cfg.Violations.Rate(), 10) }, Set: func(v string) error {
-			n, err := setting.Must("violations-log-rate").ParseLive(v)
-			if err != nil {
-				return err
-			}
-			s.cfg.Violations.SetRate(n)
-			return nil
-		}},
-	}
+	return append(s.cfg.Policy.Settings(s.cfg.ReplicateSetting), s.cfg.Violations.Settings()...)
 }
 
 // applyPolicy runs the decision path's first stage (decide.Rules: the
@@ -96,63 +49,30 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		c.WriteNull()
 		return nil
 	}
-	m := c.srv.cfg.Policy.Lookup(args[1])
-	var leases []engine.Lease
-	if st.Kind == engine.KindConcurrency {
-		leases = liveLeases(st.Leases, now)
-		c.WriteMap(13)
-	} else {
-		c.WriteMap(12)
+	in := shards.Describe(st, p, known, now)
+	fields := in.Fields()
+	n := 4 + len(fields)
+	if in.Leases != nil {
+		n++
 	}
+	c.WriteMap(n)
 	c.WriteBulkString("algorithm")
-	c.WriteBulkString(st.Kind.String())
+	c.WriteBulkString(in.Kind.String())
 	c.WriteBulkString("params")
-	var r engine.Result
-	switch {
-	case known && st.Kind == engine.KindConcurrency:
-		// No peek: what an acquire would find is max and the units the
-		// live leases hold.
-		r.Limit = p.Burst
-		for _, l := range leases {
-			r.Remaining += l.Units
-		}
-		r.Remaining = max(p.Burst-r.Remaining, 0)
-	case known:
-		peek := p.Request(st.Kind, 0)
-		if peek.Validate() != nil {
-			known = false // parameters that cannot peek (never stored so)
-		} else {
-			_, r = engine.Apply(st, &peek, now)
-		}
-	}
-	if known {
+	if in.Known {
 		c.WriteBulkString("known")
 	} else {
 		c.WriteBulkString("unknown")
 	}
-	intOrNull := func(name string, v int64) {
-		c.WriteBulkString(name)
-		if known {
-			c.WriteInt(v)
-		} else {
+	for _, f := range fields {
+		c.WriteBulkString(f.Name)
+		if f.Unknown {
 			c.WriteNull()
+		} else {
+			c.WriteInt(f.Value)
 		}
 	}
-	interval := int64(0)
-	if p.Interval {
-		interval = 1
-	}
-	intOrNull("burst", p.Burst)
-	intOrNull("rate", p.Rate)
-	intOrNull("period_ms", engine.CeilMillis(p.Period))
-	intOrNull("interval", interval)
-	intOrNull("limit", r.Limit)
-	intOrNull("remaining", r.Remaining)
-	ms := engine.CeilMillis(st.ExpireAt - now)
-	c.WriteBulkString("reset_ms")
-	c.WriteInt(ms)
-	c.WriteBulkString("ttl_ms")
-	c.WriteInt(ms)
+	m := c.srv.cfg.Policy.Lookup(args[1])
 	c.WriteBulkString("override")
 	if m.Override != nil {
 		c.WriteBulkString(m.Override.String())
@@ -165,10 +85,10 @@ func inspectHandler(c *Conn, args [][]byte) error {
 	} else {
 		c.WriteNull()
 	}
-	if st.Kind == engine.KindConcurrency {
+	if in.Leases != nil {
 		c.WriteBulkString("leases")
-		c.WriteArray(len(leases))
-		for _, l := range leases {
+		c.WriteArray(len(in.Leases))
+		for _, l := range in.Leases {
 			c.WriteArray(3)
 			c.WriteBulkString(l.ID)
 			c.WriteInt(l.Units)
@@ -176,16 +96,4 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		}
 	}
 	return nil
-}
-
-// liveLeases returns the leases of ls not expired at now (a new slice:
-// the store's array is shared and never written).
-func liveLeases(ls []engine.Lease, now int64) []engine.Lease {
-	out := make([]engine.Lease, 0, len(ls))
-	for _, l := range ls {
-		if l.ExpireAt > now {
-			out = append(out, l)
-		}
-	}
-	return out
 }

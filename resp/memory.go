@@ -17,15 +17,6 @@ import (
 // (internal/maxmemory).
 type MemoryPolicy = maxmemory.Policy
 
-// The policies (internal/maxmemory).
-const (
-	NoEviction  = maxmemory.NoEviction
-	VolatileTTL = maxmemory.VolatileTTL
-)
-
-// DefaultMemoryCheckInterval is how often maxmemory is checked.
-const DefaultMemoryCheckInterval = maxmemory.DefaultCheckInterval
-
 // ParseMemoryPolicy reads a maxmemory-policy name (noeviction, volatile-ttl).
 func ParseMemoryPolicy(s string) (MemoryPolicy, error) { return maxmemory.ParsePolicy(s) }
 

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/latency"
+	"github.com/cellserver/cellserver/internal/maxmemory"
 	"github.com/cellserver/cellserver/internal/poll"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/slowlog"
 )
@@ -338,7 +340,7 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 func TestMaxMemoryVolatileTTL(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
 		c.MemoryCheckInterval = 5 * time.Millisecond
-		c.MemoryPolicy = VolatileTTL
+		c.MemoryPolicy = maxmemory.VolatileTTL
 	})
 	ctx := context.Background()
 	c := ts.client(t, 2, "")
@@ -473,28 +475,28 @@ func TestIncrementalParse(t *testing.T) {
 // as connections do.
 func BenchmarkObserve(b *testing.B) {
 	b.Run("counter-baseline", func(b *testing.B) {
-		var st cmdStats
+		var st serverstats.Counters
 		b.RunParallel(func(pb *testing.PB) {
-			var local cmdStats // one per connection, as in Conn
+			var local serverstats.Counters // one per connection, as in Conn
 			for pb.Next() {
-				local.calls.Add(1)
-				local.nanos.Add(1234)
+				local.Calls.Add(1)
+				local.Nanos.Add(1234)
 			}
-			st.calls.Add(local.calls.Load())
+			st.Calls.Add(local.Calls.Load())
 		})
 	})
 	b.Run("latency+slowlog", func(b *testing.B) {
 		l := latency.New(4)
 		var sl slowlog.Log
-		sl.SetSlowerThan(DefaultSlowlogSlowerThan)
+		sl.SetSlowerThan(slowlog.DefaultSlowerThan)
 		var ids atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			id := ids.Add(1)
-			var local cmdStats
+			var local serverstats.Counters
 			ns := int64(1234)
 			for pb.Next() {
-				local.calls.Add(1)
-				local.nanos.Add(ns)
+				local.Calls.Add(1)
+				local.Nanos.Add(ns)
 				l.Observe(1, id, ns)
 				if sl.Slow(ns) {
 					b.Fatal("logged a fast command")

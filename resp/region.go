@@ -95,16 +95,3 @@ func regionStatusHandler(c *Conn, _ [][]byte) error {
 	}
 	return nil
 }
-
-// infoRegions is INFO's regions section (empty without a region).
-func (s *Server) infoRegions(b []byte, _ int64) []byte {
-	b = append(b, "# Regions\r\n"...)
-	if s.cfg.Regions == nil {
-		return field(b, "region", "")
-	}
-	st := s.cfg.Regions.Status()
-	for _, f := range st.Fields() {
-		b = field(b, f[0], f[1])
-	}
-	return b
-}

@@ -23,6 +23,8 @@ import (
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/maxmemory"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/slowlog"
 	"github.com/cellserver/cellserver/internal/version"
@@ -116,11 +118,11 @@ type Config struct {
 	// limiter decisions are counted under (metrics-class,
 	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
 	// them off. Changeable live.
-	MetricsClasses    ClassRules
+	MetricsClasses    keyclass.Rules
 	MetricsClassLimit int
 	// InfoSections are extra INFO sections (after the built-in ones), of
 	// the parts wired beside the server (the rate-limit service's rls).
-	InfoSections []InfoSection
+	InfoSections []serverstats.Section
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
 	MemoryCheckInterval time.Duration
 	// OutputLimits is client-output-buffer-limit: a client with more reply
@@ -187,8 +189,8 @@ func DefaultConfig() Config {
 		MaxClients:        10000,
 		EventLoops:        DefaultEventLoops(),
 		MaxBulkLen:        defaultMaxBulkLen,
-		HotkeysCapacity:   DefaultHotkeysCapacity,
-		MetricsClassLimit: DefaultMetricsClassLimit,
+		HotkeysCapacity:   hotkeys.DefaultCapacity,
+		MetricsClassLimit: keyclass.DefaultLimit,
 		MaxArgs:           defaultMaxArgs,
 		Parse:             engine.DefaultParseOptions(),
 
@@ -198,11 +200,11 @@ func DefaultConfig() Config {
 		TxMaxBytes:          DefaultTxMaxBytes,
 		MaxWait:             DefaultMaxWait,
 		MaxWaiting:          DefaultMaxWaiting,
-		SlowlogSlowerThan:   DefaultSlowlogSlowerThan,
-		SlowlogMaxLen:       DefaultSlowlogMaxLen,
-		MemoryCheckInterval: DefaultMemoryCheckInterval,
+		SlowlogSlowerThan:   slowlog.DefaultSlowerThan,
+		SlowlogMaxLen:       slowlog.DefaultMaxLen,
+		MemoryCheckInterval: maxmemory.DefaultCheckInterval,
 		OutputLimits:        DefaultOutputLimits(),
-		MaxMemoryClients:    DefaultClientMemoryLimit(),
+		MaxMemoryClients:    clientmem.DefaultLimit(),
 	}
 }
 
@@ -252,7 +254,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("resp: client-query-buffer-limit %d must be at least %d", c.QueryBufferLimit, minQueryBufferLimit)
 	case c.QueryTimeout < 0:
 		return fmt.Errorf("resp: query timeout %v must not be negative", c.QueryTimeout)
-	case c.MemoryPolicy != NoEviction && c.MemoryPolicy != VolatileTTL:
+	case c.MemoryPolicy != maxmemory.NoEviction && c.MemoryPolicy != maxmemory.VolatileTTL:
 		return fmt.Errorf("resp: unknown maxmemory policy %d", c.MemoryPolicy)
 	case c.MemoryCheckInterval <= 0:
 		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)
@@ -279,8 +281,8 @@ type Server struct {
 	now      func() int64
 	table    *table
 	settings *setting.Registry // CONFIG GET and SET (settings.go)
-	// hot holds the heavy-hitter summaries (hotkeys.go); nil when off.
-	hot atomic.Pointer[hotkeys.Pair]
+	// hot holds the heavy-hitter summaries (hotkeys.go; none while off).
+	hot hotkeys.Live
 	// classes are the key classes in force (classes.go).
 	classes keyclass.Live
 
@@ -304,9 +306,6 @@ type Server struct {
 	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[OutputLimits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
-	// evictWarned is when the evictor last logged that it could not bring
-	// the clients within maxmemory-clients (its goroutine only).
-	evictWarned time.Time
 	slowlog     slowlog.Log
 	latency     *latency.Striped
 
@@ -375,7 +374,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))
 	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)
-	s.hot.Store(newHotkeys(cfg.HotkeysCapacity))
+	s.hot.Reset(cfg.HotkeysCapacity)
 	if s.cfg.Policy == nil {
 		s.cfg.Policy = new(limitpolicy.Policy)
 	}
@@ -477,7 +476,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // maxmemory loop. The caller holds mu.
 func (s *Server) prepare() {
 	s.table.sealed.Store(true)
-	s.stats.closed = make([]cmdStats, len(s.table.all))
+	s.stats.closed = make([]serverstats.Counters, len(s.table.all))
 	s.latency = latency.New(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()

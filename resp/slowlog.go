@@ -5,12 +5,6 @@ import (
 	"github.com/cellserver/cellserver/internal/slowlog"
 )
 
-// DefaultSlowlogSlowerThan is Redis's slowlog-log-slower-than (µs).
-const DefaultSlowlogSlowerThan = slowlog.DefaultSlowerThan
-
-// DefaultSlowlogMaxLen is Redis's slowlog-max-len.
-const DefaultSlowlogMaxLen = slowlog.DefaultMaxLen
-
 // logSlow logs a call of ns nanoseconds of cmd to the slow log.
 func logSlow(c *Conn, cmd *Command, args [][]byte, ns int64) {
 	e := slowlog.Entry{At: c.srv.now() / 1e9, Usec: ns / 1e3, Addr: c.addr}

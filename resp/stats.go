@@ -5,63 +5,21 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
-// cmdStats counts one command's calls. Each connection owns one array of
-// them (written by its goroutine only, so the atomics never contend); INFO
-// sums the live connections and the totals of closed ones.
-type cmdStats struct {
-	calls    atomic.Int64
-	nanos    atomic.Int64
-	rejected atomic.Int64 // refused before running: arity, NOAUTH
-	failed   atomic.Int64 // ran and answered an error
-	allowed  atomic.Int64 // limiter decisions
-	limited  atomic.Int64
-}
-
-// statsSnapshot is a plain copy of cmdStats.
-type statsSnapshot struct {
-	calls, nanos, rejected, failed, allowed, limited int64
-}
-
-func (s *cmdStats) addTo(d *statsSnapshot) {
-	d.calls += s.calls.Load()
-	d.nanos += s.nanos.Load()
-	d.rejected += s.rejected.Load()
-	d.failed += s.failed.Load()
-	d.allowed += s.allowed.Load()
-	d.limited += s.limited.Load()
-}
-
-func (s *cmdStats) add(d *statsSnapshot) {
-	s.calls.Add(d.calls)
-	s.nanos.Add(d.nanos)
-	s.rejected.Add(d.rejected)
-	s.failed.Add(d.failed)
-	s.allowed.Add(d.allowed)
-	s.limited.Add(d.limited)
-}
-
-func (s *cmdStats) reset() {
-	s.calls.Store(0)
-	s.nanos.Store(0)
-	s.rejected.Store(0)
-	s.failed.Store(0)
-	s.allowed.Store(0)
-	s.limited.Store(0)
-}
-
 // tally is a connection's accounting of its commands: its counters per
-// command (stats), the decisions of the command or run of writes in
-// progress by key class until they are accounted (classes, classes.go),
-// and the generator that picks the decisions the heavy-hitter summaries
-// sample (hotRand, hotkeys.go). The connection's goroutine or loop writes
-// it; other goroutines read the counters' atomics only.
+// command (stats, indexed by Command.index), the decisions of the command
+// or run of writes in progress by key class until they are accounted
+// (classes, classes.go), and the generator that picks the decisions the
+// heavy-hitter summaries sample (hotRand, hotkeys.go). The connection's
+// goroutine or loop writes it; other goroutines read the counters'
+// atomics only.
 type tally struct {
-	stats   []cmdStats // per command, indexed by Command.index
-	classes classTally
+	stats   []serverstats.Counters
+	classes keyclass.Tally
 	hotRand hotkeys.Sampler
 }
 
@@ -77,29 +35,27 @@ type serverStats struct {
 	// protectedDenied counts clients refused by protected mode (also
 	// counted in rejectedConns, as Redis counts them).
 	protectedDenied atomic.Int64
-	closed          []cmdStats // totals of closed connections, by command index
+	closed          []serverstats.Counters // totals of closed connections, by command index
 }
 
 // absorb adds a closing connection's counters to the server's totals.
 func (st *serverStats) absorb(c *Conn) {
 	for i := range c.acct.stats {
-		var d statsSnapshot
-		c.acct.stats[i].addTo(&d)
-		st.closed[i].add(&d)
+		st.closed[i].Absorb(&c.acct.stats[i])
 	}
 }
 
 // commandStats returns the counters of every command, indexed like
 // table.all: closed connections plus live ones.
-func (s *Server) commandStats() []statsSnapshot {
-	out := make([]statsSnapshot, len(s.table.all))
+func (s *Server) commandStats() []serverstats.Counts {
+	out := make([]serverstats.Counts, len(s.table.all))
 	for i := range s.stats.closed {
-		s.stats.closed[i].addTo(&out[i])
+		s.stats.closed[i].AddTo(&out[i])
 	}
 	s.mu.Lock()
 	for c := range s.conns {
 		for i := range c.acct.stats {
-			c.acct.stats[i].addTo(&out[i])
+			c.acct.stats[i].AddTo(&out[i])
 		}
 	}
 	s.mu.Unlock()
@@ -109,12 +65,12 @@ func (s *Server) commandStats() []statsSnapshot {
 // resetStats is CONFIG RESETSTAT.
 func (s *Server) resetStats() {
 	for i := range s.stats.closed {
-		s.stats.closed[i].reset()
+		s.stats.closed[i].Reset()
 	}
 	s.mu.Lock()
 	for c := range s.conns {
 		for i := range c.acct.stats {
-			c.acct.stats[i].reset()
+			c.acct.stats[i].Reset()
 		}
 	}
 	s.mu.Unlock()
@@ -140,20 +96,17 @@ func (s *Server) latencyHists() *latency.Striped {
 	return s.latency
 }
 
-// Stats, CommandStats, WaitStats and HotKey are the snapshot Server.Stats
-// returns (cmd/cellserver's metrics read it); serverstats holds them.
-type (
-	Stats        = serverstats.Stats
-	CommandStats = serverstats.CommandStats
-	WaitStats    = serverstats.WaitStats
-	HotKey       = serverstats.HotKey
-)
+// Stats returns a snapshot of the server's counters (cmd/cellserver's
+// metrics read it), its Commands those called, rejected or failed at
+// least once. It is safe to call concurrently with serving, at any time;
+// its cost is O(commands × connections).
+func (s *Server) Stats() serverstats.Stats { return statsOf(s, true, false) }
 
-// Stats returns a snapshot of the server's counters. It is safe to call
-// concurrently with serving, at any time; its cost is O(commands ×
-// connections).
-func (s *Server) Stats() Stats {
-	st := Stats{
+// statsOf returns s's counters, with commands those of the commands too:
+// every command of the table when all, else those called, rejected or
+// failed at least once.
+func statsOf(s *Server, commands, all bool) serverstats.Stats {
+	st := serverstats.Stats{
 		Wait:                 s.waits.stats(),
 		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
@@ -186,19 +139,20 @@ func (s *Server) Stats() Stats {
 		st.HotLimited = topKeys(s.table, h.Limited, hotTop)
 	}
 	lat := s.latencyHists()
-	if lat == nil {
-		return st // not serving yet
+	if !commands || lat == nil { // nil: not serving yet
+		return st
 	}
 	cs := s.commandStats()
 	for _, cmd := range s.table.all {
 		c := cs[cmd.index]
-		if c.calls == 0 && c.rejected == 0 && c.failed == 0 {
+		if !all && c.Calls == 0 && c.Rejected == 0 && c.Failed == 0 {
 			continue
 		}
-		st.Commands = append(st.Commands, CommandStats{
-			Name: cmd.fullName, Limiter: cmd.Group == "ratelimit",
-			Calls: c.calls, Rejected: c.rejected, Failed: c.failed, Allowed: c.allowed, Limited: c.limited,
-			Time: time.Duration(c.nanos), Latency: lat.Snapshot(cmd.index),
+		limiter := cmd.Group == "ratelimit"
+		st.Commands = append(st.Commands, serverstats.CommandStats{
+			Name: cmd.fullName, Limiter: limiter, Decides: limiter && cmd.Finish != nil,
+			Calls: c.Calls, Rejected: c.Rejected, Failed: c.Failed, Allowed: c.Allowed, Limited: c.Limited,
+			Time: time.Duration(c.Nanos), Latency: lat.Snapshot(cmd.index),
 		})
 	}
 	return st

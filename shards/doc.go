@@ -11,4 +11,7 @@
 // Keys expire at their state's ExpireAt: lazily when touched, and actively
 // through Sweep / RunSweeper. Writes arrive as Ops (Exec) stamped with an
 // instant, so that replicas applying the same Ops reach the same state.
+//
+// Inspect reads a key's state and last parameters without changing it, and
+// Describe says what CL.INSPECT reports of them (a peek, the live leases).
 package shards

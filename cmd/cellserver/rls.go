@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/resp"
 	"github.com/cellserver/cellserver/rls"
@@ -114,17 +115,17 @@ func (c *Config) rlsSettings() []resp.Setting {
 // rlsInfo is INFO's rls section while the rate-limit service serves
 // (rls-port set): its totals, then one line per domain and descriptor
 // pair counted (rls.DescriptorStats).
-func (c *Config) rlsInfo() []resp.InfoSection {
+func (c *Config) rlsInfo() []serverstats.Section {
 	if c.RLS.Port == 0 || c.RLS.svc == nil {
 		return nil
 	}
 	svc := c.RLS.svc
-	return []resp.InfoSection{{Name: "rls", Fields: func() []resp.InfoField {
+	return []serverstats.Section{{Name: "rls", Fields: func() []serverstats.Field {
 		st := svc.Stats()
-		n := func(name string, v int64) resp.InfoField {
-			return resp.InfoField{Name: name, Value: strconv.FormatInt(v, 10)}
+		n := func(name string, v int64) serverstats.Field {
+			return serverstats.Field{Name: name, Value: strconv.FormatInt(v, 10)}
 		}
-		out := []resp.InfoField{
+		out := []serverstats.Field{
 			n("rls_requests", st.Requests), n("rls_over_limit", st.OverLimit),
 			n("rls_shadow_over_limit", st.ShadowOverLimit), n("rls_errors", st.Errors),
 			n("rls_forwarded_descriptors", st.Forwarded), n("rls_redirected_descriptors", st.Redirected),
@@ -133,7 +134,7 @@ func (c *Config) rlsInfo() []resp.InfoSection {
 			n("rls_stats_limit", int64(st.StatsLimit)), n("rls_descriptors", int64(len(st.Descriptors))),
 		}
 		for i, d := range st.Descriptors {
-			out = append(out, resp.InfoField{Name: "descriptor_" + strconv.Itoa(i), Value: "domain=" + strconv.Quote(d.Domain) +
+			out = append(out, serverstats.Field{Name: "descriptor_" + strconv.Itoa(i), Value: "domain=" + strconv.Quote(d.Domain) +
 				",descriptor=" + strconv.Quote(d.Descriptor) + ",total_hits=" + strconv.FormatInt(d.TotalHits, 10) +
 				",over_limit=" + strconv.FormatInt(d.OverLimit, 10) + ",near_limit=" + strconv.FormatInt(d.NearLimit, 10) +
 				",shadow_over_limit=" + strconv.FormatInt(d.ShadowOverLimit, 10)})

@@ -2,11 +2,13 @@ package clientmem
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cellserver/cellserver/internal/setting"
 )
@@ -116,6 +118,8 @@ type Pool struct {
 	// that a client growing over the limit signals wake once.
 	wanted atomic.Bool
 	wake   chan struct{}
+	// warned is when Warn last answered true (Unix ns).
+	warned atomic.Int64
 }
 
 // NewPool returns an empty pool with l in force under maxmemory.
@@ -181,6 +185,41 @@ func (p *Pool) Wanted() <-chan struct{} { return p.wake }
 
 // Begin marks the requested pass begun: a later Request signals again.
 func (p *Pool) Begin() { p.wanted.Store(false) }
+
+// Retry is the wait between two eviction passes that could not bring the
+// total within the bound.
+const Retry = 50 * time.Millisecond
+
+// Run runs eviction passes when asked (Request), until ctx ends: pass
+// closes clients and reports whether the total is within the bound. After
+// a pass that could not bring it within (the rest is held by clients that
+// may not be evicted, or closing), Run waits Retry before the next, so
+// that clients growing meanwhile do not make it scan continuously.
+func (p *Pool) Run(ctx context.Context, pass func() bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.Begin()
+		if pass() {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(Retry):
+		}
+	}
+}
+
+// Warn reports whether a pass that left the total over the bound should
+// be logged: at most once every 10 seconds.
+func (p *Pool) Warn() bool {
+	now, last := time.Now().UnixNano(), p.warned.Load()
+	return now-last > int64(10*time.Second) && p.warned.CompareAndSwap(last, now)
+}
 
 // Evicted counts the clients evicted.
 func (p *Pool) Evicted() int64 { return p.evicted.Load() }

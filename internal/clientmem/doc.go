@@ -2,8 +2,10 @@
 // 7's client eviction: the setting (Limit: auto, a size or a share of
 // maxmemory) and the bound it gives, the total the connected clients
 // account for (Pool), the signal that an eviction pass is wanted, and the
-// choice of which clients to evict (Choose: the largest first). Measuring
-// a connection and closing it are the server's (resp's clientmem.go).
+// choice of which clients to evict (Choose: the largest first), and the
+// loop of eviction passes (Run, with its retry wait and Warn's throttle).
+// Measuring a connection, finding the candidates and closing them are the
+// server's (resp's clientmem.go).
 //
 // It must never import resp (or any package of the server). Like every
 // internal package it imports nothing of the project but engine and other

@@ -7,7 +7,9 @@
 //
 // A server keeps a Pair of summaries (every decision, the limited ones),
 // fed one decision in Sample picked by a per-writer Sampler; Scale turns a
-// sampled count and error bound back into estimates of the true ones.
+// sampled count and error bound back into estimates of the true ones. Live
+// holds the Pair in force and is CONFIG GET/SET hotkeys-capacity (a change
+// starts new, empty summaries).
 //
 // Like every internal package it imports nothing of the project but
 // engine and other internal packages, so any layer may use it (the rule

@@ -26,6 +26,9 @@ func NewPair(capacity int) *Pair {
 // Sketch rounds it up to its stripes).
 func (p *Pair) Capacity() int { return p.capacity }
 
+// MemoryBytes is what the two summaries hold, in bytes.
+func (p *Pair) MemoryBytes() int { return 2 * p.Requested.Capacity() * EntryBytes }
+
 // Record records a sampled decision on key of family.
 func (p *Pair) Record(family uint8, key []byte, limited bool) {
 	p.Requested.Record(family, key)

@@ -27,7 +27,8 @@
 // writes), so that a decision costs no atomic operation of its own.
 //
 // Live holds the classes a server has in force and their configuration,
-// swapped whole by a change that keeps the counts of the classes it keeps.
+// swapped whole by a change that keeps the counts of the classes it keeps;
+// Live.Settings are CONFIG GET/SET metrics-class and metrics-class-limit.
 //
 // Like every internal package it imports nothing of the project but
 // engine and other internal packages, so any layer may use it (the rule

@@ -11,4 +11,5 @@
 // first-match lookup shared with metrics-class and region-policy). A
 // Policy is safe for concurrent use: Apply reads each immutable list
 // through an atomic pointer (rules.Live), and a Set replaces it whole.
+// Policy.Settings are CONFIG GET/SET limit-override and limit-shadow.
 package limitpolicy

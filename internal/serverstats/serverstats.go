@@ -1,6 +1,3 @@
-// Package serverstats holds the snapshot of a server's counters that
-// resp's Server.Stats returns and the metrics export: plain values, no
-// behaviour, so that readers of the counters need not import resp.
 package serverstats
 
 import (
@@ -15,8 +12,9 @@ import (
 type CommandStats struct {
 	// Name is the command's full name ("cl.throttle", "client|setname").
 	Name string
-	// Limiter is true for limiter commands, whose calls are decisions.
-	Limiter bool
+	// Limiter is true for limiter commands (group ratelimit); Decides for
+	// those whose calls are decisions (CL.INSPECT only looks).
+	Limiter, Decides bool
 	// Calls counts the calls that ran (including those that answered an
 	// error); Rejected those refused before running (unknown subcommand,
 	// arity, NOAUTH); Failed those that ran and answered an error.
@@ -61,7 +59,8 @@ type Stats struct {
 	// ErrorReplies counts error replies (total_error_replies).
 	ErrorReplies int64
 	// HotRequested and HotLimited are the heavy-hitter summaries' top keys
-	// (resp's hotkeys.go; nil when hotkeys-capacity is 0).
+	// (internal/hotkeys, named by resp's hotkeys.go; nil when
+	// hotkeys-capacity is 0).
 	HotRequested, HotLimited []HotKey
 	// Classes are the limiter decisions of each key class (nil while
 	// off): configured rules first, then prefixes, then other.

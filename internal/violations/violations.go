@@ -4,7 +4,8 @@
 // and the first line after a second that dropped some says how many
 // ("suppressed"). It is off until turned on (violations-log), and both
 // settings change live. A Log is safe for concurrent use; while off, a
-// limited decision costs one atomic load.
+// limited decision costs one atomic load. Log.Settings are CONFIG GET/SET
+// violations-log and violations-log-rate.
 //
 // Like every internal package it imports nothing of the project but
 // engine and other internal packages, so any layer may use it (the rule

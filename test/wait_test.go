@@ -26,15 +26,25 @@ var waitModes = []struct {
 	{"goroutine-per-client", []string{"--io-event-loops", "no"}},
 }
 
-// waitCommands admit one request per 100 ms once their single unit is
-// taken: the command without the key, and how to read "allowed".
+// waitCommands admit one request per step once their single unit is
+// taken (the command without the key). The window limiters' turns are
+// epoch-aligned: a fixed window of 100 ms admits one per window, so the
+// first turn after the head comes at the next window's start, up to a
+// window (early) sooner than step after the head's reply; a sliding window
+// of 100 ms and limit 1 admits one per 200 ms (the unit of the window
+// before weighs until that window's end), its first turn likewise.
 var waitCommands = []struct {
-	name string
-	args []string
+	name  string
+	args  []string
+	step  time.Duration
+	early time.Duration
 }{
-	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}},
-	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}},
-	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}},
+	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}, 100 * time.Millisecond, 0},
+	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
+	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
+	{"FW.INCR", []string{"FW.INCR", "", "1", "100ms", "1"}, 100 * time.Millisecond, 100 * time.Millisecond},
+	{"SW.INCR", []string{"SW.INCR", "", "1", "100ms", "1"}, 200 * time.Millisecond, 100 * time.Millisecond},
+	{"SL.ADD", []string{"SL.ADD", "", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
 }
 
 // rawClient is one connection speaking RESP by hand, so that a test sees
@@ -176,10 +186,12 @@ func withKey(cmd []string, key string, more ...string) []string {
 	return append(out, more...)
 }
 
-// Six clients on a key admitting one request per 100 ms, each with WAIT 2:
-// all are allowed, their replies 100 ms apart (±60 ms) in the order the
-// requests arrived; a seventh with WAIT 50ms is refused at once and
-// consumes nothing (the next waiter's turn is 100 ms after the sixth's).
+// Six clients on a key admitting one request per 100 ms (a sliding
+// window: 200 ms), each with WAIT 2: all are allowed, their replies one
+// step apart (±60 ms; the first after the head up to a window sooner for
+// the window limiters) in the order the requests arrived; a seventh with
+// WAIT 50ms is refused at once and consumes nothing (the next waiter's
+// turn is one step after the sixth's).
 func TestWaitInLine(t *testing.T) {
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -222,9 +234,12 @@ func TestWaitInLine(t *testing.T) {
 						at = append(at, r.at)
 					}
 					for i := 1; i < len(at); i++ {
-						gap := at[i].Sub(at[i-1])
-						if gap < 40*time.Millisecond || gap > 160*time.Millisecond {
-							t.Errorf("reply %d came %v after reply %d, want 100ms ±60ms (all: %v)", i+1, gap, i, gaps(at))
+						gap, lo := at[i].Sub(at[i-1]), cmd.step-60*time.Millisecond
+						if i == 1 {
+							lo -= cmd.early
+						}
+						if gap < lo || gap > cmd.step+60*time.Millisecond {
+							t.Errorf("reply %d came %v after reply %d, want %v ±60ms (all: %v)", i+1, gap, i, cmd.step, gaps(at))
 						}
 					}
 				})
@@ -257,8 +272,8 @@ func TestWaitDisconnect(t *testing.T) {
 					if first.ints[0] != 0 {
 						t.Fatalf("first request = %v, want allowed", first.ints)
 					}
-					// Four wait, with turns at +100..+400 ms; two of them
-					// leave at once.
+					// Four wait, with turns one to four steps on; two of
+					// them leave at once.
 					var waiters []*rawClient
 					for i := range 4 {
 						c := dialRaw(t, s.Addr)
@@ -294,8 +309,8 @@ func TestWaitDisconnect(t *testing.T) {
 							if !ok || r.err != "" || len(r.ints) < 5 || r.ints[0] != 0 {
 								t.Fatalf("last waiter = %v %q (ok %v), want allowed", r.ints, r.err, ok)
 							}
-							if d := r.at.Sub(first.at); d < 440*time.Millisecond || d > 800*time.Millisecond {
-								t.Errorf("last waiter answered %v after the first request, want about 500ms (its turn after four reservations)", d)
+							if d := r.at.Sub(first.at); d < 5*cmd.step-cmd.early-60*time.Millisecond || d > 5*cmd.step+300*time.Millisecond {
+								t.Errorf("last waiter answered %v after the first request, want about %v (its turn after four reservations)", d, 5*cmd.step)
 							}
 							break loop
 						default:
@@ -328,24 +343,26 @@ func TestWaitDisconnect(t *testing.T) {
 	}
 }
 
-// WAIT inside MULTI is refused at queue time and the transaction aborts;
-// the window limiters refuse WAIT; max-waiting bounds the waiting requests.
+// WAIT inside MULTI is refused at queue time and the transaction aborts,
+// for every limiter command; max-waiting bounds the waiting requests.
 func TestWaitRefusals(t *testing.T) {
 	s := startServer(t, "--save", "", "--max-waiting", "1")
 	c := dialRaw(t, s.Addr)
-	c.send("MULTI")
-	c.next()
-	c.send("CL.THROTTLE", "m", "0", "10", "1", "1", "WAIT", "1")
-	if r := c.next(); !strings.Contains(r.err, "WAIT is not allowed inside MULTI") {
-		t.Errorf("WAIT inside MULTI = %q, want the MULTI refusal", r.err)
-	}
-	c.send("EXEC")
-	if r := c.next(); !strings.HasPrefix(r.err, "EXECABORT") {
-		t.Errorf("EXEC = %q, want EXECABORT", r.err)
+	for _, cmd := range waitCommands {
+		c.send("MULTI")
+		c.next()
+		c.send(withKey(cmd.args, "m:"+cmd.name, "WAIT", "1")...)
+		if r := c.next(); !strings.Contains(r.err, "WAIT is not allowed inside MULTI") {
+			t.Errorf("%s with WAIT inside MULTI = %v %q, want the MULTI refusal", cmd.name, r.ints, r.err)
+		}
+		c.send("EXEC")
+		if r := c.next(); !strings.HasPrefix(r.err, "EXECABORT") {
+			t.Errorf("%s: EXEC = %q, want EXECABORT", cmd.name, r.err)
+		}
 	}
 	c.send("FW.INCR", "f", "5", "1s", "1", "WAIT", "1s")
-	if r := c.next(); !strings.Contains(r.err, "WAIT is not supported by this limiter") {
-		t.Errorf("FW.INCR with WAIT = %q, want the unsupported refusal", r.err)
+	if r := c.next(); r.err != "" || len(r.ints) != 5 || r.ints[0] != 0 {
+		t.Errorf("FW.INCR with WAIT on a fresh key = %v %q, want allowed at once", r.ints, r.err)
 	}
 	c.send("CL.THROTTLE", "m", "0", "10", "1", "1", "WAIT", "-1")
 	if r := c.next(); r.err != "ERR WAIT -1 is out of range: must be 0..1d" {

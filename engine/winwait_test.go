@@ -179,90 +179,107 @@ func TestWaitWindowsInArrivalOrder(t *testing.T) {
 // admission, and at most limit units in any interval of one window (sliding
 // log).
 func TestWaitWindowsBound(t *testing.T) {
-	kinds := []Kind{KindFixedWindow, KindSlidingWindow, KindSlidingLog}
 	for seq := range uint64(600) {
-		kind := kinds[seq%3]
-		t.Run(fmt.Sprintf("%v/%d", kind, seq), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seq, 0x3a17))
-			var w int64
-			switch rng.IntN(4) {
-			case 0:
-				w = 1 + rng.Int64N(20) // nanoseconds
-			case 1:
-				w = sec
-			case 2:
-				w = 7*ms + rng.Int64N(ms)
-			default:
-				w = 100 * ms
+		t.Run(fmt.Sprintf("%v/%d", winWaitKind(seq), seq), func(t *testing.T) { checkWaitWindows(t, seq) })
+	}
+}
+
+// FuzzWaitWindows runs TestWaitWindowsBound's check on the sequence a seed
+// draws (go test -fuzz FuzzWaitWindows ./engine).
+func FuzzWaitWindows(f *testing.F) {
+	for seq := range uint64(6) {
+		f.Add(seq)
+	}
+	f.Fuzz(checkWaitWindows)
+}
+
+// winWaitKind is the window kind seed seq runs.
+func winWaitKind(seq uint64) Kind {
+	return [3]Kind{KindFixedWindow, KindSlidingWindow, KindSlidingLog}[seq%3]
+}
+
+// checkWaitWindows runs the random sequence of seed seq on one key of
+// winWaitKind(seq) and checks it (see TestWaitWindowsBound).
+func checkWaitWindows(t *testing.T, seq uint64) {
+	kind := winWaitKind(seq)
+	rng := rand.New(rand.NewPCG(seq, 0x3a17))
+	var w int64
+	switch rng.IntN(4) {
+	case 0:
+		w = 1 + rng.Int64N(20) // nanoseconds
+	case 1:
+		w = sec
+	case 2:
+		w = 7*ms + rng.Int64N(ms)
+	default:
+		w = 100 * ms
+	}
+	limit := 1 + rng.Int64N(6)
+	req := Request{Kind: kind, Burst: limit, Period: w}
+	var st State
+	var admitted []winArrival
+	now, last := t0+rng.Int64N(w), int64(0)
+	for step := 0; step < 300; step++ {
+		switch rng.IntN(4) {
+		case 0:
+			// same instant
+		case 1:
+			now += rng.Int64N(w/8 + 1)
+		default:
+			now += rng.Int64N(w/2 + 1)
+		}
+		if st.ExpireAt <= now {
+			st = State{}
+		}
+		req.Quantity = rng.Int64N(limit + 2)
+		req.Wait = 0
+		if rng.IntN(3) > 0 {
+			req.Wait = rng.Int64N(3*w + 1)
+		}
+		before := cloneState(st)
+		next, res := Apply(st, &req, now)
+		if res.Limited {
+			if !equalState(next, before) || res.Delay != 0 {
+				t.Fatalf("step %d: refused %+v changed the state or has a delay: %+v -> %+v, %+v", step, req, before, next, res)
 			}
-			limit := 1 + rng.Int64N(6)
-			req := Request{Kind: kind, Burst: limit, Period: w}
-			var st State
-			var admitted []winArrival
-			now, last := t0+rng.Int64N(w), int64(0)
-			for step := 0; step < 300; step++ {
-				switch rng.IntN(4) {
-				case 0:
-					// same instant
-				case 1:
-					now += rng.Int64N(w/8 + 1)
-				default:
-					now += rng.Int64N(w/2 + 1)
+			if ra := res.RetryAfter; ra > 0 {
+				plain := req
+				plain.Wait = 0
+				if _, r := Apply(cloneState(next), &plain, now+ra); r.Limited {
+					t.Fatalf("step %d: %+v at %d: retry_after %d, still limited then: %+v (state %+v)", step, req, now, ra, r, next)
 				}
-				if st.ExpireAt <= now {
-					st = State{}
+				if _, r := Apply(cloneState(next), &plain, now+ra-1); !r.Limited {
+					t.Fatalf("step %d: %+v at %d: retry_after %d, already allowed 1 ns earlier (state %+v)", step, req, now, ra, next)
 				}
-				req.Quantity = rng.Int64N(limit + 2)
-				req.Wait = 0
-				if rng.IntN(3) > 0 {
-					req.Wait = rng.Int64N(3*w + 1)
+				if req.Wait >= ra {
+					t.Fatalf("step %d: refused with retry_after %d within its wait %d", step, ra, req.Wait)
 				}
-				before := cloneState(st)
-				next, res := Apply(st, &req, now)
-				if res.Limited {
-					if !equalState(next, before) || res.Delay != 0 {
-						t.Fatalf("step %d: refused %+v changed the state or has a delay: %+v -> %+v, %+v", step, req, before, next, res)
-					}
-					if ra := res.RetryAfter; ra > 0 {
-						plain := req
-						plain.Wait = 0
-						if _, r := Apply(cloneState(next), &plain, now+ra); r.Limited {
-							t.Fatalf("step %d: %+v at %d: retry_after %d, still limited then: %+v (state %+v)", step, req, now, ra, r, next)
-						}
-						if _, r := Apply(cloneState(next), &plain, now+ra-1); !r.Limited {
-							t.Fatalf("step %d: %+v at %d: retry_after %d, already allowed 1 ns earlier (state %+v)", step, req, now, ra, next)
-						}
-						if req.Wait >= ra {
-							t.Fatalf("step %d: refused with retry_after %d within its wait %d", step, ra, req.Wait)
-						}
-					} else if req.Quantity <= limit {
-						t.Fatalf("step %d: %+v refused for good: %+v", step, req, res)
-					}
-				} else {
-					if res.Delay < 0 || res.Delay > req.Wait || res.RetryAfter != -1 || res.Remaining < 0 || res.Remaining > limit {
-						t.Fatalf("step %d: %+v admitted with %+v", step, req, res)
-					}
-					if req.Quantity > 0 {
-						at := now + res.Delay
-						if at < last {
-							t.Fatalf("step %d: admitted at +%d, before an earlier arrival's +%d", step, at-t0, last-t0)
-						}
-						last = at
-						admitted = append(admitted, winArrival{at, req.Quantity})
-					}
+			} else if req.Quantity <= limit {
+				t.Fatalf("step %d: %+v refused for good: %+v", step, req, res)
+			}
+		} else {
+			if res.Delay < 0 || res.Delay > req.Wait || res.RetryAfter != -1 || res.Remaining < 0 || res.Remaining > limit {
+				t.Fatalf("step %d: %+v admitted with %+v", step, req, res)
+			}
+			if req.Quantity > 0 {
+				at := now + res.Delay
+				if at < last {
+					t.Fatalf("step %d: admitted at +%d, before an earlier arrival's +%d", step, at-t0, last-t0)
 				}
-				st = next
+				last = at
+				admitted = append(admitted, winArrival{at, req.Quantity})
 			}
-			if got := winMaxInAligned(admitted, w); kind != KindSlidingLog && got > limit {
-				t.Fatalf("admitted %d in one aligned window, limit %d: %v", got, limit, admitted)
-			}
-			if kind == KindSlidingWindow {
-				swCheckReplay(t, admitted, limit, w)
-			}
-			if got := winMaxInSpan(admitted, w); kind == KindSlidingLog && got > limit {
-				t.Fatalf("admitted %d in an interval of one window, limit %d: %v", got, limit, admitted)
-			}
-		})
+		}
+		st = next
+	}
+	if got := winMaxInAligned(admitted, w); kind != KindSlidingLog && got > limit {
+		t.Fatalf("admitted %d in one aligned window, limit %d: %v", got, limit, admitted)
+	}
+	if kind == KindSlidingWindow {
+		swCheckReplay(t, admitted, limit, w)
+	}
+	if got := winMaxInSpan(admitted, w); kind == KindSlidingLog && got > limit {
+		t.Fatalf("admitted %d in an interval of one window, limit %d: %v", got, limit, admitted)
 	}
 }
 

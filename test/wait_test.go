@@ -397,27 +397,41 @@ func TestWaitRefusals(t *testing.T) {
 }
 
 // In a cluster of groups, a waiting request is redirected like any other
-// and waits in the line of the group that owns its key.
+// and waits in the line of the group that owns its key, for a bucket as
+// for the window limiters (their turns epoch-aligned, so possibly sooner).
 func TestWaitClusterOfGroups(t *testing.T) {
 	groups := startGroups(t, 2)
 	cc := newClusterClient(t, groups, nil)
 	ctx := ctxT(t)
-	for _, g := range groups {
-		key := keysIn(g, "wq", 1)[0]
-		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1).Int64Slice(); err != nil || r[0] != 0 {
-			t.Fatalf("group %s: head request = %v, %v; want allowed", g.name, r, err)
-		}
-		start := time.Now()
-		r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "2").Int64Slice()
-		if err != nil || r[0] != 0 {
-			t.Fatalf("group %s: waiter = %v, %v; want allowed", g.name, r, err)
-		}
-		// Its turn is 200 ms after the head's.
-		if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
-			t.Errorf("group %s: the waiter was answered after %v, want at its turn about 200ms after the head", g.name, d)
-		}
-		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "10ms").Int64Slice(); err != nil || r[0] != 1 {
-			t.Errorf("group %s: WAIT 10ms right after = %v, %v; want limited at once", g.name, r, err)
+	for _, cmd := range []struct {
+		name string
+		args []any // after the key
+		min  time.Duration
+	}{
+		{"CL.THROTTLE", []any{0, 5, 1, 1}, 100 * time.Millisecond}, // turn 200 ms after the head
+		{"SL.ADD", []any{1, "200ms", 1}, 100 * time.Millisecond},   // turn 200 ms after the head
+		{"FW.INCR", []any{1, "200ms", 1}, 0},                       // the next window's start
+		{"SW.INCR", []any{1, "200ms", 1}, 0},                       // the start of the window after
+	} {
+		for _, g := range groups {
+			key := keysIn(g, "wq:"+cmd.name, 1)[0]
+			do := func(more ...any) ([]int64, error) {
+				return cc.Do(ctx, append(append([]any{cmd.name, key}, cmd.args...), more...)...).Int64Slice()
+			}
+			if r, err := do(); err != nil || r[0] != 0 {
+				t.Fatalf("%s group %s: head request = %v, %v; want allowed", cmd.name, g.name, r, err)
+			}
+			start := time.Now()
+			r, err := do("WAIT", "2")
+			if err != nil || r[0] != 0 {
+				t.Fatalf("%s group %s: waiter = %v, %v; want allowed", cmd.name, g.name, r, err)
+			}
+			if d := time.Since(start); d < cmd.min || d > 2*time.Second {
+				t.Errorf("%s group %s: the waiter was answered after %v, want at its turn (at least %v after the head)", cmd.name, g.name, d, cmd.min)
+			}
+			if r, err := do("WAIT", "10ms"); err != nil || r[0] != 1 {
+				t.Errorf("%s group %s: WAIT 10ms right after = %v, %v; want limited at once", cmd.name, g.name, r, err)
+			}
 		}
 	}
 }

@@ -6,16 +6,17 @@ package engine
 // now + RetryAfter <= now + Wait is admitted at once as of t_admit: it
 // reserves its place. The state written is the one the algorithm writes
 // when the same request arrives at t_admit (the sliding log keeps more:
-// see below), and the reply is that
-// request's allowed reply, fields as of t_admit, with Delay = t_admit − now
-// (the server sends it then). Nothing else is new: a reservation is an
-// ordinary admission dated in the future, so
+// see below), and the reply is that request's allowed reply, fields as of
+// t_admit, with Delay = t_admit − now (the server sends it then). Nothing
+// else is new: a reservation is an ordinary admission dated in the
+// future, so
 //
 //   - it is one state write, replicated and snapshotted like any other
 //     (a failover keeps the place);
-//   - requests arriving after it see it: it counts against them exactly
-//     as an admission at t_admit would, so places are taken first come,
-//     first served per key, and a later request never overtakes an earlier
+//   - requests arriving after it see it: it counts against them as an
+//     admission at t_admit would (or more: a window limiter closes the
+//     key until the waiter's turn), so places are taken first come, first
+//     served per key, and a later request never overtakes an earlier
 //     waiting one of the same quantity (its RetryAfter starts where the
 //     earlier reservation ends);
 //   - the limiter's bound is unchanged: the admissions, dated at their
@@ -33,18 +34,20 @@ package engine
 //
 //   - Fixed window: a reservation in a later window W' is stored as the
 //     state of W' (A = W', after now; B its count), which drops the count
-//     of the current window. A state dated after now's window therefore means the
-//     key is closed until A (fwClosed): every request before A is refused
-//     (a peek answers Remaining 0); RetryAfter is A − now if B + n fits
-//     the limit, else the window after A. Nobody overtakes a waiter, and
-//     the closed windows admit nothing, so each epoch-aligned window still
-//     admits at most limit units, dated at their admissions.
+//     of the current window. A state dated after now (A > now: only a
+//     reservation writes one; a state written under another window length
+//     starts at or before its write and reads as before) therefore means
+//     the key is closed until A (fwClosed): every request before A is
+//     refused (a peek answers Remaining 0); RetryAfter is A − now if
+//     B + n fits the limit, else the window after A. Nobody overtakes a
+//     waiter, and the closed windows admit nothing, so each epoch-aligned
+//     window still admits at most limit units, dated at their admissions.
 //   - Sliding window: a reservation later in the current window keeps
 //     A = its start (an ordinary admission, counted early, which only
 //     admits less). One in the next window stores A = start + window,
 //     B = n, C = the current count; one two windows ahead stores C = 0 for
-//     the window between, which is then closed. A state dated after now's
-//     window closes the key until its turn (swClosed), RetryAfter read from
+//     the window between, which is then closed. A state dated after now
+//     (A > now) closes the key until its turn (swClosed), RetryAfter read from
 //     the stored counts at A (swAdmitAt from A). A request that fits now
 //     would have let every earlier waiter fit now too, so none overtakes
 //     one, and the admissions dated at t_admit meet the estimate at each.

@@ -7,7 +7,8 @@ package engine
 // State layout (KindFixedWindow):
 //
 //	A         start of the window the count belongs to (Unix ns), a multiple
-//	          of the window length in force when it was written
+//	          of the window length in force when it was written; after now
+//	          when a waiting request reserved a later window (fwClosed)
 //	B         units admitted in that window, 0..MaxCount
 //	C         unused, 0
 //	ExpireAt  A + window: the window's end, when the count is back to 0
@@ -78,8 +79,8 @@ func incrFixedWindow(st State, req *Request, now int64) (State, Result) {
 }
 
 // fwClosed is the reply at now to a request on a key whose state is dated
-// in a later window (st.A > now): a waiting request
-// reserved its place there (wait.go). The count of now's window is not
+// in a later window (st.A > now): a waiting request reserved its place
+// there (wait.go). The count of now's window is not
 // kept, so the key is closed until st.A: every request before it is
 // refused (a peek answers Remaining 0), and none overtakes the waiter. A
 // request of n units is admitted at st.A if st.B + n fits the limit (the

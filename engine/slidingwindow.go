@@ -15,7 +15,9 @@ import "math"
 //
 // State layout (KindSlidingWindow):
 //
-//	A         start of the current window (Unix ns), a multiple of the window
+//	A         start of the current window (Unix ns), a multiple of the window;
+//	          after now when a waiting request reserved a later window
+//	          (swClosed)
 //	B         units admitted in the current window [A, A+window), 0..MaxCount
 //	C         units admitted in the window before it [A−window, A), 0..MaxCount
 //	ExpireAt  A + 2×window when B > 0 (both counts have slid out), else
@@ -86,8 +88,8 @@ func incrSlidingWindow(st State, req *Request, now int64) (State, Result) {
 }
 
 // swClosed is the reply at now to a request on a key whose state is dated
-// in a later window (st.A > now): a waiting request
-// reserved its place there (wait.go). The counts of now's window are not
+// in a later window (st.A > now): a waiting request reserved its place
+// there (wait.go). The counts of now's window are not
 // kept, so the key is closed until its turn: every request before it is
 // refused (a peek answers Remaining 0), and none overtakes the waiter. A
 // request is admitted at the first instant the stored counts allow, read

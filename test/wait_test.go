@@ -28,23 +28,45 @@ var waitModes = []struct {
 
 // waitCommands admit one request per step once their single unit is
 // taken (the command without the key). The window limiters' turns are
-// epoch-aligned: a fixed window of 100 ms admits one per window, so the
-// first turn after the head comes at the next window's start, up to a
-// window (early) sooner than step after the head's reply; a sliding window
-// of 100 ms and limit 1 admits one per 200 ms (the unit of the window
-// before weighs until that window's end), its first turn likewise.
+// epoch-aligned (aligned): a fixed window of 100 ms admits one per window,
+// a sliding window of 100 ms and limit 1 one per 200 ms (the unit of the
+// window before weighs until that window's end), so the first turn after
+// a head request anywhere in its window can come at once; headReply
+// aligns the head on a turn.
 var waitCommands = []struct {
-	name  string
-	args  []string
-	step  time.Duration
-	early time.Duration
+	name    string
+	args    []string
+	step    time.Duration
+	aligned bool
 }{
-	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}, 100 * time.Millisecond, 0},
-	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
-	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
-	{"FW.INCR", []string{"FW.INCR", "", "1", "100ms", "1"}, 100 * time.Millisecond, 100 * time.Millisecond},
-	{"SW.INCR", []string{"SW.INCR", "", "1", "100ms", "1"}, 200 * time.Millisecond, 100 * time.Millisecond},
-	{"SL.ADD", []string{"SL.ADD", "", "1", "100ms", "1"}, 100 * time.Millisecond, 0},
+	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}, 100 * time.Millisecond, false},
+	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+	{"FW.INCR", []string{"FW.INCR", "", "1", "100ms", "1"}, 100 * time.Millisecond, true},
+	{"SW.INCR", []string{"SW.INCR", "", "1", "100ms", "1"}, 200 * time.Millisecond, true},
+	{"SL.ADD", []string{"SL.ADD", "", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+}
+
+// headReply sends the head request of a line on key through c and returns
+// its reply, allowed: for an aligned command, a request that takes the
+// current window's unit and then one that waits for the next turn, so
+// that the turns after the head's reply come one step apart from it.
+func headReply(t *testing.T, c *rawClient, args []string, aligned bool, key string) timedReply {
+	t.Helper()
+	if aligned {
+		c.send(withKey(args, key)...)
+		if r := c.next(); r.err != "" || len(r.ints) < 5 {
+			t.Fatalf("request before the head: %v %q", r.ints, r.err)
+		}
+		c.send(withKey(args, key, "WAIT", "2")...)
+	} else {
+		c.send(withKey(args, key)...)
+	}
+	r := c.next()
+	if r.err != "" || len(r.ints) < 5 || r.ints[0] != 0 {
+		t.Fatalf("head request: %v %q, want allowed", r.ints, r.err)
+	}
+	return r
 }
 
 // rawClient is one connection speaking RESP by hand, so that a test sees
@@ -188,8 +210,7 @@ func withKey(cmd []string, key string, more ...string) []string {
 
 // Six clients on a key admitting one request per 100 ms (a sliding
 // window: 200 ms), each with WAIT 2: all are allowed, their replies one
-// step apart (±60 ms; the first after the head up to a window sooner for
-// the window limiters) in the order the requests arrived; a seventh with
+// step apart (±60 ms) in the order the requests arrived; a seventh with
 // WAIT 50ms is refused at once and consumes nothing (the next waiter's
 // turn is one step after the sixth's).
 func TestWaitInLine(t *testing.T) {
@@ -204,12 +225,8 @@ func TestWaitInLine(t *testing.T) {
 						clients[i] = dialRaw(t, s.Addr)
 					}
 					// In arrival order: each request is in line before
-					// the next is sent. The first is admitted at once.
-					clients[0].send(withKey(cmd.args, key, "WAIT", "2")...)
-					first := clients[0].next()
-					if first.err != "" || len(first.ints) < 5 || first.ints[0] != 0 {
-						t.Fatalf("client 1: %v %q, want allowed", first.ints, first.err)
-					}
+					// the next is sent. The first is the head.
+					first := headReply(t, clients[0], cmd.args, cmd.aligned, key)
 					for i, c := range clients[1:] {
 						c.send(withKey(cmd.args, key, "WAIT", "2")...)
 						waitBlocked(t, s, i+1)
@@ -234,11 +251,8 @@ func TestWaitInLine(t *testing.T) {
 						at = append(at, r.at)
 					}
 					for i := 1; i < len(at); i++ {
-						gap, lo := at[i].Sub(at[i-1]), cmd.step-60*time.Millisecond
-						if i == 1 {
-							lo -= cmd.early
-						}
-						if gap < lo || gap > cmd.step+60*time.Millisecond {
+						gap := at[i].Sub(at[i-1])
+						if gap < cmd.step-60*time.Millisecond || gap > cmd.step+60*time.Millisecond {
 							t.Errorf("reply %d came %v after reply %d, want %v ±60ms (all: %v)", i+1, gap, i, cmd.step, gaps(at))
 						}
 					}
@@ -266,12 +280,7 @@ func TestWaitDisconnect(t *testing.T) {
 			for _, cmd := range waitCommands {
 				t.Run(cmd.name, func(t *testing.T) {
 					key := "gone:" + cmd.name
-					head := dialRaw(t, s.Addr)
-					head.send(withKey(cmd.args, key)...)
-					first := head.next()
-					if first.ints[0] != 0 {
-						t.Fatalf("first request = %v, want allowed", first.ints)
-					}
+					first := headReply(t, dialRaw(t, s.Addr), cmd.args, cmd.aligned, key)
 					// Four wait, with turns one to four steps on; two of
 					// them leave at once.
 					var waiters []*rawClient
@@ -309,7 +318,7 @@ func TestWaitDisconnect(t *testing.T) {
 							if !ok || r.err != "" || len(r.ints) < 5 || r.ints[0] != 0 {
 								t.Fatalf("last waiter = %v %q (ok %v), want allowed", r.ints, r.err, ok)
 							}
-							if d := r.at.Sub(first.at); d < 5*cmd.step-cmd.early-60*time.Millisecond || d > 5*cmd.step+300*time.Millisecond {
+							if d := r.at.Sub(first.at); d < 5*cmd.step-60*time.Millisecond || d > 5*cmd.step+300*time.Millisecond {
 								t.Errorf("last waiter answered %v after the first request, want about %v (its turn after four reservations)", d, 5*cmd.step)
 							}
 							break loop

@@ -126,9 +126,9 @@ type Request struct {
 	// Wait is how long (ns) the client accepts to wait for an admission
 	// (the command's trailing WAIT): a request that would be refused now
 	// but admitted within Wait reserves its place at once (see Apply and
-	// wait.go). 0 waits for nothing. Range 0..MaxWait; only the kinds
-	// WaitSupported reports take it. It travels with the request so that
-	// every replica reserves alike.
+	// wait.go). 0 waits for nothing. Range 0..MaxWait; the kinds
+	// WaitSupported reports reserve with it. It travels with the request
+	// so that every replica reserves alike.
 	Wait int64
 
 	// Op is what a concurrency request (KindConcurrency) does: LeaseAcquire,
@@ -219,9 +219,6 @@ var (
 	// ErrLogLimit is returned when a sliding log's limit exceeds the
 	// server's configured maximum.
 	ErrLogLimit = errors.New("limit exceeds the sliding log maximum")
-	// ErrWaitUnsupported is returned for WAIT on a kind that cannot
-	// reserve a place (the window limiters; see wait.go).
-	ErrWaitUnsupported = errors.New("WAIT is not supported by this limiter")
 )
 
 // Apply runs req against st at now and returns the next state and the reply.

@@ -7,7 +7,8 @@ package engine
 // State layout (KindFixedWindow):
 //
 //	A         start of the window the count belongs to (Unix ns), a multiple
-//	          of the window length in force when it was written
+//	          of the window length in force when it was written; after now
+//	          when a waiting request reserved a later window (fwClosed)
 //	B         units admitted in that window, 0..MaxCount
 //	C         unused, 0
 //	ExpireAt  A + window: the window's end, when the count is back to 0
@@ -33,9 +34,17 @@ func incrFixedWindow(st State, req *Request, now int64) (State, Result) {
 	// window length makes the key expire sooner).
 	var cur int64
 	until := end
-	if st.Kind == KindFixedWindow && st.ExpireAt > now && st.A == start {
-		cur = clampCount(st.B)
-		until = min(end, st.ExpireAt)
+	if st.Kind == KindFixedWindow && st.ExpireAt > now {
+		switch {
+		case st.A == start:
+			cur = clampCount(st.B)
+			until = min(end, st.ExpireAt)
+		case st.A > now:
+			// Only a reservation dates a state after now (a state
+			// written under another window length starts at or before
+			// the instant it was written, and reads as fresh).
+			return st, fwClosed(st, req, now)
+		}
 	}
 
 	res := Result{Limit: limit, RetryAfter: -1}
@@ -67,6 +76,30 @@ func incrFixedWindow(st State, req *Request, now int64) (State, Result) {
 	}
 	res.ResetAfter = end - now
 	return State{Kind: KindFixedWindow, ExpireAt: end, A: start, B: cur + n}, res
+}
+
+// fwClosed is the reply at now to a request on a key whose state is dated
+// in a later window (st.A > now): a waiting request reserved its place
+// there (wait.go). The count of now's window is not
+// kept, so the key is closed until st.A: every request before it is
+// refused (a peek answers Remaining 0), and none overtakes the waiter. A
+// request of n units is admitted at st.A if st.B + n fits the limit (the
+// state read then counts st.B), otherwise at the start of the window after
+// it, when the count is back to 0.
+func fwClosed(st State, req *Request, now int64) Result {
+	limit, w, n := req.Burst, req.Period, req.Quantity
+	res := Result{Limit: limit, RetryAfter: -1, ResetAfter: st.ExpireAt - now}
+	if n == 0 {
+		return res
+	}
+	res.Limited = true
+	switch b := clampCount(st.B); {
+	case n <= limit-b:
+		res.RetryAfter = st.A - now
+	case n <= limit:
+		res.RetryAfter = min(st.A+w, st.ExpireAt) - now
+	}
+	return res
 }
 
 // windowStart returns floor(now/w)*w, the start of the epoch-aligned window

@@ -183,8 +183,7 @@ const (
 //	KindSlidingLog    SL.ADD       limit window [count]
 //
 // Every command may end with WAIT duration (any letter case; a duration
-// as ParseDuration reads it, 0 up to MaxWait), setting Request.Wait; the
-// kinds WaitSupported refuses answer ErrWaitUnsupported.
+// as ParseDuration reads it, 0 up to MaxWait), setting Request.Wait.
 //
 // Counts are integers (ParseInt); the quantity defaults to 1. CL.THROTTLE's
 // period is whole seconds, as in redis-cell; other periods and windows are
@@ -216,9 +215,6 @@ func ParseRequest(kind Kind, args [][]byte, opt ParseOptions) (Request, error) {
 	var text [5][]byte // each field's argument, for ArgError.Value
 	var err error
 	if n := len(args); n > minArgs && equalFold(args[n-2], "wait") {
-		if !WaitSupported(kind) {
-			return Request{}, ErrWaitUnsupported
-		}
 		text[fWait] = args[n-1]
 		if r.Wait, err = parseWait(kind, args[n-1]); err != nil {
 			return Request{}, err
@@ -407,10 +403,11 @@ func ParseThrottleAll(args [][]byte, opt ParseOptions) ([][]byte, []Request, err
 //     rounded up to whole periods, ⌈capacity/rate⌉ × period <= MaxSpan; this
 //     also bounds capacity × period / rate and, since a request above the
 //     capacity is refused, quantity × period / rate;
-//   - windows: 2 × window <= 2 × MaxPeriod < MaxSpan always holds;
-//   - a waiting request (Wait > 0, the kinds WaitSupported names): the
-//     span above plus Wait <= MaxSpan, so that a reservation dated up to
-//     Wait ahead keeps every sum in int64. Wait is in 0..MaxWait.
+//   - windows: 2 × window + Wait <= 2 × MaxPeriod + MaxWait < MaxSpan
+//     always holds;
+//   - a waiting request (Wait > 0) of the other kinds: the span above plus
+//     Wait <= MaxSpan, so that a reservation dated up to Wait ahead keeps
+//     every sum in int64. Wait is in 0..MaxWait.
 func (r *Request) Validate() error {
 	k := r.Kind
 	if !k.Valid() {
@@ -457,8 +454,6 @@ func (r *Request) Validate() error {
 		return argErr(k, fWait, r.Wait, ErrNegative)
 	case r.Wait > MaxWait:
 		return argErr(k, fWait, r.Wait, ErrNotInteger)
-	case r.Wait > 0 && !WaitSupported(k):
-		return ErrWaitUnsupported
 	}
 	switch k {
 	case KindGCRA:

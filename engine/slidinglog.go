@@ -17,10 +17,16 @@ package engine
 //	B, C      unused, 0
 //	ExpireAt  the newest entry's instant + window, when the log is empty
 //
+// Entries dated after now are reservations of waiting requests (wait.go):
+// they count like the others, so the sum is every unit admitted or waiting.
+//
 // Memory: every entry holds at least one unit and the units in the log never
 // exceed the limit in force when they were admitted, so a key holds at most
-// limit entries (the server caps limit; see ErrLogLimit). The backing array
-// grows as append grows it and is reused as entries leave.
+// limit entries (the server caps limit; see ErrLogLimit); with waiting
+// requests, at most limit units in each window's length of the time from
+// now − window to the latest reservation (at most max-wait ahead), and A
+// stays within MaxCount. The backing array grows as append grows it and is
+// reused as entries leave.
 //
 // Bound: at most limit units are admitted inside any interval of one
 // window's length (any instants t1 ≤ t2 < t1 + window), while the
@@ -37,6 +43,19 @@ package engine
 // they were (entries that have left the window are dropped by the next
 // admitted request).
 func addSlidingLog(st State, req *Request, now int64) (State, Result) {
+	return slAdd(st, req, now, now)
+}
+
+// slAdd runs req as of at >= now: the reply is that of the request arriving
+// at at, and an admitted request is logged at at, while every entry still
+// in the window at now stays in the log. With at == now that is SL.ADD
+// itself; at > now is a waiting request's reservation (wait.go), which
+// must not drop the entries that leave the window between now and at:
+// until at they still count against the requests arriving before it.
+// Entries dated after now (earlier reservations) count like any other, so
+// the sum is every unit admitted or waiting; a reservation that would take
+// it beyond MaxCount is refused.
+func slAdd(st State, req *Request, now, at int64) (State, Result) {
 	limit, w, n := req.Burst, req.Period, req.Quantity
 	if !windowRequestValid(req) {
 		return st, invalidWindowResult(req)
@@ -66,21 +85,32 @@ func addSlidingLog(st State, req *Request, now int64) (State, Result) {
 		sum = slSum(live) // a damaged A: recount rather than trust it
 	}
 
+	// inWin counts the units still in the window at at: all of sum when
+	// at == now, less the entries that leave in (now, at] otherwise.
+	inWin, j := sum, 0
+	for j < len(live) && live[j].At <= at-w {
+		inWin -= live[j].Count
+		j++
+	}
+
 	res := Result{Limit: limit, RetryAfter: -1}
 	if len(live) > 0 {
 		// The key is deleted at its stored expiry even if a longer window
 		// now keeps the newest entry in longer.
-		res.ResetAfter = min(live[len(live)-1].At+w, st.ExpireAt) - now
+		res.ResetAfter = min(live[len(live)-1].At+w, st.ExpireAt) - at
 	}
-	if n > limit-sum {
+	if n > limit-inWin || n > MaxCount-sum {
+		// Reservations can book more than limit units ahead of at (they
+		// span later windows), and a lowered limit can leave more than it
+		// logged: then even a peek is refused until enough units leave.
 		res.Limited = true
-		res.Remaining = max(limit-sum, 0)
+		res.Remaining = max(limit-inWin, 0)
 		if n <= limit {
-			res.RetryAfter = min(slAdmitAt(live, sum+n-limit, w, now), st.ExpireAt) - now
+			res.RetryAfter = min(slAdmitAt(live[j:], inWin+n-limit, w, at), st.ExpireAt) - at
 		}
 		return st, res
 	}
-	res.Remaining = limit - sum - n
+	res.Remaining = limit - inWin - n
 	if n == 0 {
 		// A peek returns the state as it is (for a missing key, the zero
 		// State, which the caller does not store).
@@ -93,18 +123,18 @@ func addSlidingLog(st State, req *Request, now int64) (State, Result) {
 		// array's full capacity serves again.
 		live = log[:copy(log, live)]
 	}
-	if last := len(live) - 1; last >= 0 && now <= live[last].At {
+	if last := len(live) - 1; last >= 0 && at <= live[last].At {
 		// Same instant as the newest entry (or, should the clock ever step
-		// back, earlier): merge, keeping instants increasing. Counting the
-		// units at the later instant keeps them in the window longer,
-		// which can only admit less.
+		// back, or a reservation be dated later, earlier): merge, keeping
+		// instants increasing. Counting the units at the later instant
+		// keeps them in the window longer, which can only admit less.
 		live[last].Count += n
 	} else {
-		live = append(live, LogEntry{At: now, Count: n})
+		live = append(live, LogEntry{At: at, Count: n})
 	}
 	sum += n
 	expire := live[len(live)-1].At + w
-	res.ResetAfter = expire - now
+	res.ResetAfter = expire - at
 	return State{Kind: KindSlidingLog, ExpireAt: expire, A: sum, Log: live}, res
 }
 

@@ -15,7 +15,9 @@ import "math"
 //
 // State layout (KindSlidingWindow):
 //
-//	A         start of the current window (Unix ns), a multiple of the window
+//	A         start of the current window (Unix ns), a multiple of the window;
+//	          after now when a waiting request reserved a later window
+//	          (swClosed)
 //	B         units admitted in the current window [A, A+window), 0..MaxCount
 //	C         units admitted in the window before it [A−window, A), 0..MaxCount
 //	ExpireAt  A + 2×window when B > 0 (both counts have slid out), else
@@ -45,11 +47,16 @@ func incrSlidingWindow(st State, req *Request, now int64) (State, Result) {
 	var prev, cur int64
 	expire := int64(math.MaxInt64)
 	if st.Kind == KindSlidingWindow && st.ExpireAt > now {
-		switch st.A {
-		case start:
+		switch {
+		case st.A == start:
 			prev, cur = clampCount(st.C), clampCount(st.B)
-		case start - w:
+		case st.A == start-w:
 			prev = clampCount(st.B)
+		case st.A > now:
+			// Only a reservation dates a state after now (a state
+			// written under another window length starts at or before
+			// the instant it was written, and reads as fresh).
+			return st, swClosed(st, req, now)
 		}
 		if prev > 0 || cur > 0 {
 			expire = st.ExpireAt
@@ -78,6 +85,29 @@ func incrSlidingWindow(st State, req *Request, now int64) (State, Result) {
 	reset := swResetAt(prev, cur, start, w) // start + 2w, as cur > 0
 	res.ResetAfter = reset - now
 	return State{Kind: KindSlidingWindow, ExpireAt: reset, A: start, B: cur, C: prev}, res
+}
+
+// swClosed is the reply at now to a request on a key whose state is dated
+// in a later window (st.A > now): a waiting request reserved its place
+// there (wait.go). The counts of now's window are not
+// kept, so the key is closed until its turn: every request before it is
+// refused (a peek answers Remaining 0), and none overtakes the waiter. A
+// request is admitted at the first instant the stored counts allow, read
+// as those of st.A's window and the one before it (swAdmitAt from st.A);
+// a reservation two windows ahead stored 0 for the window between, which
+// admits nothing.
+func swClosed(st State, req *Request, now int64) Result {
+	limit, w, n := req.Burst, req.Period, req.Quantity
+	res := Result{Limit: limit, RetryAfter: -1, ResetAfter: st.ExpireAt - now}
+	if n == 0 {
+		return res
+	}
+	res.Limited = true
+	if n <= limit {
+		at := swAdmitAt(clampCount(st.C), clampCount(st.B), n, limit, st.A, w)
+		res.RetryAfter = min(at, st.ExpireAt) - now
+	}
+	return res
 }
 
 // swFits reports whether prev×(w−elapsed)/w + cur ≤ limit, exactly:

@@ -163,9 +163,10 @@ func TestParseWait(t *testing.T) {
 		{KindGCRA, []string{"0", "10", "1", "WAIT", "2x"}, 0, ErrInvalidDuration},
 		{KindGCRA, []string{"0", "10", "1", "WAIT", "2d"}, 0, ErrNotInteger},
 		{KindGCRA, []string{"0", "10", "1", "WAIT"}, 0, ErrNotInteger}, // "WAIT" read as the quantity
-		{KindFixedWindow, []string{"5", "1s", "WAIT", "1s"}, 0, ErrWaitUnsupported},
-		{KindSlidingWindow, []string{"5", "1s", "WAIT", "1s"}, 0, ErrWaitUnsupported},
-		{KindSlidingLog, []string{"5", "1s", "1", "WAIT", "1s"}, 0, ErrWaitUnsupported},
+		{KindFixedWindow, []string{"5", "1s", "WAIT", "1s"}, sec, nil},
+		{KindSlidingWindow, []string{"5", "1s", "2", "wait", "300ms"}, 300 * ms, nil},
+		{KindSlidingLog, []string{"5", "1s", "1", "WAIT", "1s"}, sec, nil},
+		{KindSlidingLog, []string{"5", "1s", "WAIT"}, 0, ErrNotInteger}, // "WAIT" read as the count
 	} {
 		r, err := ParseRequest(c.kind, args(c.args...), DefaultParseOptions())
 		if c.err != nil {

@@ -88,8 +88,8 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 	}
 	l := &Limiter{client: client, policies: cs, prefix: cfg.prefix, timeout: cfg.timeout}
 	if cfg.wait > 0 {
-		if len(cs) != 1 || cs[0].cmd == "FW.INCR" || cs[0].cmd == "SW.INCR" || cs[0].cmd == "SL.ADD" {
-			return nil, fmt.Errorf("%w: WithWait needs one policy of GCRA, TokenBucket or LeakyBucket (the commands that take WAIT), not %d policies of %s", ErrInvalidOption, len(cs), cs[0].cmd)
+		if len(cs) != 1 {
+			return nil, fmt.Errorf("%w: WithWait needs one policy (CL.THROTTLEALL takes no WAIT), not %d", ErrInvalidOption, len(cs))
 		}
 		ms := (cfg.wait + time.Millisecond - 1) / time.Millisecond
 		l.wait = ms * time.Millisecond

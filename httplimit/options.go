@@ -135,9 +135,9 @@ const MaxWait = time.Minute
 // once, as without the option. The decision's time bound becomes the
 // timeout plus max; the client's own read timeout (go-redis's ReadTimeout,
 // 3 s by default) must exceed that too, or ContextTimeoutEnabled be set.
-// It needs one policy of GCRA, TokenBucket or LeakyBucket (the commands
-// that take WAIT; NewLimiter refuses it otherwise); max runs from 1 ms to
-// MaxWait, in whole milliseconds (rounded up), 0 turns it off.
+// It needs one policy, of any algorithm (several are decided by
+// CL.THROTTLEALL, which takes no WAIT; NewLimiter refuses them); max runs
+// from 1 ms to MaxWait, in whole milliseconds (rounded up), 0 turns it off.
 func WithWait(max time.Duration) Option {
 	return func(c *config) { c.wait, c.limiterOpt = max, "WithWait" }
 }

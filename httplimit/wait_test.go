@@ -14,10 +14,20 @@ import (
 // WithWait: a request the server would admit within the wait is answered
 // allowed at its turn instead of refused; one that could not be is refused
 // at once, and the deny cache never refuses one a wait would admit.
+// The token bucket and the sliding log (a window limiter) alike: each
+// admits one request per 300 ms.
 func TestLimiterWait(t *testing.T) {
+	for _, policy := range [][]httplimit.Policy{
+		{{Name: "tb", Algorithm: httplimit.TokenBucket, Burst: 1, Count: 1, Period: 300 * time.Millisecond}},
+		{{Name: "sl", Algorithm: httplimit.SlidingLog, Count: 1, Period: 300 * time.Millisecond}},
+	} {
+		t.Run(policy[0].Name, func(t *testing.T) { testLimiterWait(t, policy) })
+	}
+}
+
+func testLimiterWait(t *testing.T, policy []httplimit.Policy) {
 	cs := startServer(t)
 	rdb := newClient(t, cs.Addr, false)
-	policy := []httplimit.Policy{{Name: "tb", Algorithm: httplimit.TokenBucket, Burst: 1, Count: 1, Period: 300 * time.Millisecond}}
 	waiting, err := httplimit.NewLimiter(rdb, policy, httplimit.WithWait(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +40,9 @@ func TestLimiterWait(t *testing.T) {
 	if d, err := waiting.Allow(ctx, "k"); err != nil || !d.Allowed {
 		t.Fatalf("first = %+v, %v; want allowed", d, err)
 	}
-	// The bucket is empty: the next token comes 300 ms later (the server's
-	// clock is a fake that does not move, so its turn is 300 ms of real
-	// time away).
+	// The unit is taken: the next comes 300 ms later (the server's clock
+	// is a fake that does not move, so its turn is 300 ms of real time
+	// away).
 	if d, err := short.Allow(ctx, "k"); err != nil || d.Allowed {
 		t.Fatalf("with a 50ms wait = %+v, %v; want refused at once", d, err)
 	}
@@ -67,7 +77,6 @@ func TestWithWaitInvalid(t *testing.T) {
 		wait     time.Duration
 	}{
 		{"two policies", []httplimit.Policy{{Name: "a", Count: 1, Period: time.Second}, {Name: "b", Count: 1, Period: time.Second}}, time.Second},
-		{"a window", []httplimit.Policy{{Name: "w", Algorithm: httplimit.FixedWindow, Count: 1, Period: time.Second}}, time.Second},
 		{"negative", []httplimit.Policy{{Name: "a", Count: 1, Period: time.Second}}, -time.Second},
 		{"too long", []httplimit.Policy{{Name: "a", Count: 1, Period: time.Second}}, httplimit.MaxWait + time.Second},
 	} {

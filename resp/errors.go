@@ -241,7 +241,6 @@ var sentinelReplies = []struct {
 	{errNoMulti, "ERR Command not allowed inside a transaction"},
 	{errWaitInMulti, "ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step"},
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
-	{engine.ErrWaitUnsupported, "ERR WAIT is not supported by this limiter (a window keeps no place for a later turn): only CL.THROTTLE, TB.TAKE and LB.ADD can wait"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 	{errClusterDisabled, "ERR This instance has cluster support disabled"},
 	{errFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},

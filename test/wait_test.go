@@ -26,15 +26,47 @@ var waitModes = []struct {
 	{"goroutine-per-client", []string{"--io-event-loops", "no"}},
 }
 
-// waitCommands admit one request per 100 ms once their single unit is
-// taken: the command without the key, and how to read "allowed".
+// waitCommands admit one request per step once their single unit is
+// taken (the command without the key). The window limiters' turns are
+// epoch-aligned (aligned): a fixed window of 100 ms admits one per window,
+// a sliding window of 100 ms and limit 1 one per 200 ms (the unit of the
+// window before weighs until that window's end), so the first turn after
+// a head request anywhere in its window can come at once; headReply
+// aligns the head on a turn.
 var waitCommands = []struct {
 	name string
 	args []string
+	step    time.Duration
+	aligned bool
 }{
-	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}},
-	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}},
-	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}},
+	{"CL.THROTTLE", []string{"CL.THROTTLE", "", "0", "10", "1", "1"}, 100 * time.Millisecond, false},
+	{"TB.TAKE", []string{"TB.TAKE", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+	{"LB.ADD", []string{"LB.ADD", "", "1", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+	{"FW.INCR", []string{"FW.INCR", "", "1", "100ms", "1"}, 100 * time.Millisecond, true},
+	{"SW.INCR", []string{"SW.INCR", "", "1", "100ms", "1"}, 200 * time.Millisecond, true},
+	{"SL.ADD", []string{"SL.ADD", "", "1", "100ms", "1"}, 100 * time.Millisecond, false},
+}
+
+// headReply sends the head request of a line on key through c and returns
+// its reply, allowed: for an aligned command, a request that takes the
+// current window's unit and then one that waits for the next turn, so
+// that the turns after the head's reply come one step apart from it.
+func headReply(t *testing.T, c *rawClient, args []string, aligned bool, key string) timedReply {
+	t.Helper()
+	if aligned {
+		c.send(withKey(args, key)...)
+		if r := c.next(); r.err != "" || len(r.ints) < 5 {
+			t.Fatalf("request before the head: %v %q", r.ints, r.err)
+		}
+		c.send(withKey(args, key, "WAIT", "2")...)
+	} else {
+		c.send(withKey(args, key)...)
+	}
+	r := c.next()
+	if r.err != "" || len(r.ints) < 5 || r.ints[0] != 0 {
+		t.Fatalf("head request: %v %q, want allowed", r.ints, r.err)
+	}
+	return r
 }
 
 // rawClient is one connection speaking RESP by hand, so that a test sees
@@ -176,10 +208,11 @@ func withKey(cmd []string, key string, more ...string) []string {
 	return append(out, more...)
 }
 
-// Six clients on a key admitting one request per 100 ms, each with WAIT 2:
-// all are allowed, their replies 100 ms apart (±60 ms) in the order the
-// requests arrived; a seventh with WAIT 50ms is refused at once and
-// consumes nothing (the next waiter's turn is 100 ms after the sixth's).
+// Six clients on a key admitting one request per 100 ms (a sliding
+// window: 200 ms), each with WAIT 2: all are allowed, their replies one
+// step apart (±60 ms) in the order the requests arrived; a seventh with
+// WAIT 50ms is refused at once and consumes nothing (the next waiter's
+// turn is one step after the sixth's).
 func TestWaitInLine(t *testing.T) {
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -192,12 +225,8 @@ func TestWaitInLine(t *testing.T) {
 						clients[i] = dialRaw(t, s.Addr)
 					}
 					// In arrival order: each request is in line before
-					// the next is sent. The first is admitted at once.
-					clients[0].send(withKey(cmd.args, key, "WAIT", "2")...)
-					first := clients[0].next()
-					if first.err != "" || len(first.ints) < 5 || first.ints[0] != 0 {
-						t.Fatalf("client 1: %v %q, want allowed", first.ints, first.err)
-					}
+					// the next is sent. The first is the head.
+					first := headReply(t, clients[0], cmd.args, cmd.aligned, key)
 					for i, c := range clients[1:] {
 						c.send(withKey(cmd.args, key, "WAIT", "2")...)
 						waitBlocked(t, s, i+1)
@@ -223,8 +252,8 @@ func TestWaitInLine(t *testing.T) {
 					}
 					for i := 1; i < len(at); i++ {
 						gap := at[i].Sub(at[i-1])
-						if gap < 40*time.Millisecond || gap > 160*time.Millisecond {
-							t.Errorf("reply %d came %v after reply %d, want 100ms ±60ms (all: %v)", i+1, gap, i, gaps(at))
+						if gap < cmd.step-60*time.Millisecond || gap > cmd.step+60*time.Millisecond {
+							t.Errorf("reply %d came %v after reply %d, want %v ±60ms (all: %v)", i+1, gap, i, cmd.step, gaps(at))
 						}
 					}
 				})
@@ -251,14 +280,9 @@ func TestWaitDisconnect(t *testing.T) {
 			for _, cmd := range waitCommands {
 				t.Run(cmd.name, func(t *testing.T) {
 					key := "gone:" + cmd.name
-					head := dialRaw(t, s.Addr)
-					head.send(withKey(cmd.args, key)...)
-					first := head.next()
-					if first.ints[0] != 0 {
-						t.Fatalf("first request = %v, want allowed", first.ints)
-					}
-					// Four wait, with turns at +100..+400 ms; two of them
-					// leave at once.
+					first := headReply(t, dialRaw(t, s.Addr), cmd.args, cmd.aligned, key)
+					// Four wait, with turns one to four steps on; two of
+					// them leave at once.
 					var waiters []*rawClient
 					for i := range 4 {
 						c := dialRaw(t, s.Addr)
@@ -294,8 +318,8 @@ func TestWaitDisconnect(t *testing.T) {
 							if !ok || r.err != "" || len(r.ints) < 5 || r.ints[0] != 0 {
 								t.Fatalf("last waiter = %v %q (ok %v), want allowed", r.ints, r.err, ok)
 							}
-							if d := r.at.Sub(first.at); d < 440*time.Millisecond || d > 800*time.Millisecond {
-								t.Errorf("last waiter answered %v after the first request, want about 500ms (its turn after four reservations)", d)
+							if d := r.at.Sub(first.at); d < 5*cmd.step-60*time.Millisecond || d > 5*cmd.step+300*time.Millisecond {
+								t.Errorf("last waiter answered %v after the first request, want about %v (its turn after four reservations)", d, 5*cmd.step)
 							}
 							break loop
 						default:
@@ -328,24 +352,26 @@ func TestWaitDisconnect(t *testing.T) {
 	}
 }
 
-// WAIT inside MULTI is refused at queue time and the transaction aborts;
-// the window limiters refuse WAIT; max-waiting bounds the waiting requests.
+// WAIT inside MULTI is refused at queue time and the transaction aborts,
+// for every limiter command; max-waiting bounds the waiting requests.
 func TestWaitRefusals(t *testing.T) {
 	s := startServer(t, "--save", "", "--max-waiting", "1")
 	c := dialRaw(t, s.Addr)
+	for _, cmd := range waitCommands {
 	c.send("MULTI")
 	c.next()
-	c.send("CL.THROTTLE", "m", "0", "10", "1", "1", "WAIT", "1")
+		c.send(withKey(cmd.args, "m:"+cmd.name, "WAIT", "1")...)
 	if r := c.next(); !strings.Contains(r.err, "WAIT is not allowed inside MULTI") {
-		t.Errorf("WAIT inside MULTI = %q, want the MULTI refusal", r.err)
+			t.Errorf("%s with WAIT inside MULTI = %v %q, want the MULTI refusal", cmd.name, r.ints, r.err)
 	}
 	c.send("EXEC")
 	if r := c.next(); !strings.HasPrefix(r.err, "EXECABORT") {
-		t.Errorf("EXEC = %q, want EXECABORT", r.err)
+			t.Errorf("%s: EXEC = %q, want EXECABORT", cmd.name, r.err)
+		}
 	}
 	c.send("FW.INCR", "f", "5", "1s", "1", "WAIT", "1s")
-	if r := c.next(); !strings.Contains(r.err, "WAIT is not supported by this limiter") {
-		t.Errorf("FW.INCR with WAIT = %q, want the unsupported refusal", r.err)
+	if r := c.next(); r.err != "" || len(r.ints) != 5 || r.ints[0] != 0 {
+		t.Errorf("FW.INCR with WAIT on a fresh key = %v %q, want allowed at once", r.ints, r.err)
 	}
 	c.send("CL.THROTTLE", "m", "0", "10", "1", "1", "WAIT", "-1")
 	if r := c.next(); r.err != "ERR WAIT -1 is out of range: must be 0..1d" {
@@ -380,27 +406,41 @@ func TestWaitRefusals(t *testing.T) {
 }
 
 // In a cluster of groups, a waiting request is redirected like any other
-// and waits in the line of the group that owns its key.
+// and waits in the line of the group that owns its key, for a bucket as
+// for the window limiters (their turns epoch-aligned, so possibly sooner).
 func TestWaitClusterOfGroups(t *testing.T) {
 	groups := startGroups(t, 2)
 	cc := newClusterClient(t, groups, nil)
 	ctx := ctxT(t)
+	for _, cmd := range []struct {
+		name string
+		args []any // after the key
+		min  time.Duration
+	}{
+		{"CL.THROTTLE", []any{0, 5, 1, 1}, 100 * time.Millisecond}, // turn 200 ms after the head
+		{"SL.ADD", []any{1, "200ms", 1}, 100 * time.Millisecond},   // turn 200 ms after the head
+		{"FW.INCR", []any{1, "200ms", 1}, 0},                       // the next window's start
+		{"SW.INCR", []any{1, "200ms", 1}, 0},                       // the start of the window after
+	} {
 	for _, g := range groups {
-		key := keysIn(g, "wq", 1)[0]
-		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1).Int64Slice(); err != nil || r[0] != 0 {
-			t.Fatalf("group %s: head request = %v, %v; want allowed", g.name, r, err)
+			key := keysIn(g, "wq:"+cmd.name, 1)[0]
+			do := func(more ...any) ([]int64, error) {
+				return cc.Do(ctx, append(append([]any{cmd.name, key}, cmd.args...), more...)...).Int64Slice()
+			}
+			if r, err := do(); err != nil || r[0] != 0 {
+				t.Fatalf("%s group %s: head request = %v, %v; want allowed", cmd.name, g.name, r, err)
 		}
 		start := time.Now()
-		r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "2").Int64Slice()
+			r, err := do("WAIT", "2")
 		if err != nil || r[0] != 0 {
-			t.Fatalf("group %s: waiter = %v, %v; want allowed", g.name, r, err)
+				t.Fatalf("%s group %s: waiter = %v, %v; want allowed", cmd.name, g.name, r, err)
 		}
-		// Its turn is 200 ms after the head's.
-		if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
-			t.Errorf("group %s: the waiter was answered after %v, want at its turn about 200ms after the head", g.name, d)
+			if d := time.Since(start); d < cmd.min || d > 2*time.Second {
+				t.Errorf("%s group %s: the waiter was answered after %v, want at its turn (at least %v after the head)", cmd.name, g.name, d, cmd.min)
+			}
+			if r, err := do("WAIT", "10ms"); err != nil || r[0] != 1 {
+				t.Errorf("%s group %s: WAIT 10ms right after = %v, %v; want limited at once", cmd.name, g.name, r, err)
 		}
-		if r, err := cc.Do(ctx, "CL.THROTTLE", key, 0, 5, 1, 1, "WAIT", "10ms").Int64Slice(); err != nil || r[0] != 1 {
-			t.Errorf("group %s: WAIT 10ms right after = %v, %v; want limited at once", g.name, r, err)
 		}
 	}
 	// Without a cluster client: MOVED from the other group, one line

@@ -66,7 +66,7 @@ func (f *fakeCluster) rebuild() {
 	f.r = cluster.NewRouting(f.self, f.selfID, gs)
 }
 
-func (f *fakeCluster) Role() RoleInfo          { return RoleInfo{Leader: true} }
+func (f *fakeCluster) Role() replication.Role  { return replication.Role{Leader: true} }
 func (f *fakeCluster) InfoFields() [][2]string { return [][2]string{{"role", "master"}} }
 
 func (f *fakeCluster) Routing() *cluster.Routing {

@@ -41,7 +41,7 @@ var (
 )
 
 // newMover returns the server's Mover: over the group's log in a cluster
-// (its Cluster is a cluster.MoveLog, as ClusterOf's is), over a lease in
+// (its Cluster is a cluster.MoveLog, as replication.ClusterView is), over a lease in
 // memory on a standalone server (one process is the whole group). Its
 // holder id is random per server, so that two nodes of a group never
 // share one.

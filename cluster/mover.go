@@ -87,6 +87,15 @@ func (m *Mover) Run(ctx context.Context, lease, wait time.Duration, fn func() er
 	return fn()
 }
 
+// RunFor runs fn as Run does, for a move whose steps are each bounded by
+// timeout (MIGRATE's exchange and resend; the take and the settle, each a
+// log write bounded by the no-leader timeout): it holds the lease for
+// 3×timeout + 30 s, which a move whose node dies leaves to lapse, and
+// waits at least 5 s, or timeout, for a lease another holds.
+func (m *Mover) RunFor(ctx context.Context, timeout time.Duration, fn func() error) error {
+	return m.Run(ctx, 3*timeout+30*time.Second, max(timeout, 5*time.Second), fn)
+}
+
 const (
 	// moveWatch is how often a waiting Mover reads the lease its replica
 	// applied (a read of local state: no log entry, no network).

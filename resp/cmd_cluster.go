@@ -356,7 +356,7 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 		}}
 	ab.Ask, _ = cl.(cluster.SlotKeysAsker)
 	var n int64
-	if err := c.runMove(5*time.Second, func() error {
+	if err := c.srv.mover.RunFor(c.srv.ctx, 5*time.Second, func() error {
 		var err error
 		n, err = ab.Run(c.srv.ctx)
 		return err

@@ -167,11 +167,6 @@ var (
 	errInvalidSlotOrCount = errors.New("invalid slot or number of keys")
 )
 
-// targetReplyError is an error reply of MIGRATE's target.
-type targetReplyError struct{ msg string }
-
-func (e *targetReplyError) Error() string { return "target replied: " + e.msg }
-
 // sentinelReplies are the reply texts of sentinel errors, this package's
 // and those of the packages below it, in the order they are tested with
 // errors.Is (the first match words the reply). An error wrapping none of
@@ -247,9 +242,9 @@ var sentinelReplies = []struct {
 	{cluster.ErrBadSlot, "ERR Invalid or out of range slot"},
 	{cluster.ErrSetSlotSyntax, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
 	{cluster.ErrNotMaster, "ERR The specified node is not a master"},
-	{errMigrateWrite, "IOERR error or timeout writing to target instance"},
-	{errMigrateRead, "IOERR error or timeout reading to target instance"},
-	{errMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
+	{cluster.ErrTargetWrite, "IOERR error or timeout writing to target instance"},
+	{cluster.ErrTargetRead, "IOERR error or timeout reading to target instance"},
+	{cluster.ErrMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
 	{errDumpForeign, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
 	{errDumpBad, "ERR DUMP payload version or checksum are wrong"},
 	{errRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
@@ -327,7 +322,7 @@ func appendErrorText(b []byte, err error) []byte {
 		txMax  *txLimitError
 		txOut  *txReplyError
 		argE   *engine.ArgError
-		target *targetReplyError
+		target *cluster.TargetReplyError
 		repeat *cluster.SlotRepeatError
 		order  *cluster.SlotOrderError
 		port   *cluster.PortError
@@ -475,7 +470,7 @@ func appendErrorText(b []byte, err error) []byte {
 		b = appendUpper(b, sub.container)
 		return append(b, " HELP."...)
 	case errors.As(err, &target):
-		return appendLine(append(b, "ERR Target instance replied with error: "...), target.msg)
+		return appendLine(append(b, "ERR Target instance replied with error: "...), target.Msg)
 	case errors.As(err, &repeat):
 		b = append(b, "ERR Slot "...)
 		b = strconv.AppendInt(b, int64(repeat.Slot), 10)

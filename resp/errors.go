@@ -55,17 +55,6 @@ var (
 	ErrAuthThrottled = errors.New("too many failed authentication attempts")
 )
 
-// Errors of cluster routing (route.go), worded in appendErrorText.
-var (
-	// errSlotNotServed is returned for a command on a slot no group owns,
-	// or whose owner has no known member.
-	errSlotNotServed = errors.New("hash slot not served")
-	// errSlotNotKnown is returned for a command on a slot no group is
-	// known to own while a known group has not answered yet (just after
-	// CLUSTER MEET or a restart): it may own the slot.
-	errSlotNotKnown = errors.New("hash slot not known yet")
-)
-
 // Refusals of the server, connection and key commands' arguments
 // (cmd_server.go, cmd_acl.go, cmd_keys.go, hotkeys.go, settings.go,
 // slowlog.go), worded in sentinelReplies and argRefusals.
@@ -112,16 +101,6 @@ var argRefusals = [...]struct{ before, after string }{
 	refuseTypeName:      {"ERR unknown type name '", "'"},
 	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
 }
-
-// redirectError is a MOVED or ASK redirection: slot is served by the node
-// at addr (host:port).
-type redirectError struct {
-	ask  bool
-	slot int
-	addr string
-}
-
-func (e *redirectError) Error() string { return "redirect to " + e.addr }
 
 // unknownNodeError is a cluster node id no known group has.
 type unknownNodeError struct{ id string }
@@ -176,8 +155,8 @@ var sentinelReplies = []struct {
 	text string
 }{
 	{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
-	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
-	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
+	{cluster.ErrSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+	{cluster.ErrSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
 	{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 	{cluster.ErrTargetUnreachable, "IOERR error or timeout connecting to the client"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
@@ -312,7 +291,7 @@ func appendErrorText(b []byte, err error) []byte {
 		pend   *replication.PendingError
 		gone   *replication.RemovedError
 		logE   *replication.LogError
-		redir  *redirectError
+		redir  *cluster.RedirectError
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
@@ -354,14 +333,14 @@ func appendErrorText(b []byte, err error) []byte {
 		// Another node's error that is no sentinel: its plain text.
 		return appendLine(append(b, "ERR "...), peer.Text)
 	case errors.As(err, &redir):
-		if redir.ask {
+		if redir.Ask {
 			b = append(b, "ASK "...)
 		} else {
 			b = append(b, "MOVED "...)
 		}
-		b = strconv.AppendInt(b, int64(redir.slot), 10)
+		b = strconv.AppendInt(b, int64(redir.Slot), 10)
 		b = append(b, ' ')
-		return appendLine(b, redir.addr)
+		return appendLine(b, redir.Addr)
 	case errors.As(err, &slotE):
 		for _, r := range slotRefusals {
 			if slotE.Err == r.err {

@@ -1,8 +1,6 @@
 package resp
 
 import (
-	"errors"
-
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -71,7 +69,10 @@ func (c *Conn) check(r *cluster.Routing, q *cluster.Query) (bool, error) {
 	if err := c.wkeys.err; err != nil {
 		return false, err
 	}
-	return v.Kind == cluster.ServeAsking, verdictErr(r, v)
+	if v.Kind == cluster.InFlight {
+		return false, shards.ErrMoving
+	}
+	return v.Kind == cluster.ServeAsking, r.Refusal(v)
 }
 
 // wireKeys is cluster.Keys over this node's keyspace at the connection's
@@ -97,76 +98,13 @@ func (k *wireKeys) InFlight(key []byte) bool {
 
 func (k *wireKeys) Moved(key []byte) bool { return k.c.srv.cfg.Cluster.Tombstone(key) }
 
-// verdictErr words a verdict of cluster.Check: MOVED and ASK name the
-// address Routing gives for the slot's group (TRYAGAIN for an ASK whose
-// target has no known member); nil when served.
-func verdictErr(r *cluster.Routing, v cluster.Verdict) error {
-	switch v.Kind {
-	case cluster.InFlight:
-		return shards.ErrMoving
-	case cluster.Moved, cluster.Unassigned:
-		return moved(r, v.Slot)
-	case cluster.Ask:
-		addr := r.RedirectAddr(r.MigratingTo(v.Slot))
-		if addr == "" {
-			return cluster.ErrTryAgain
-		}
-		return &redirectError{ask: true, slot: v.Slot, addr: addr}
-	}
-	return v.Err()
-}
-
-// moved returns the MOVED redirection of slot to its owner's leader (its
-// first member while no leader is known); errSlotNotServed when no group
-// owns it, or errSlotNotKnown while a known group has not answered yet
-// and may own it.
-func moved(r *cluster.Routing, slot int) error {
-	addr := r.RedirectAddr(r.Owner(slot))
-	if addr != "" {
-		return &redirectError{slot: slot, addr: addr}
-	}
-	for g := range r.Groups {
-		if g != r.Self && len(r.Groups[g].Members) == 0 {
-			return errSlotNotKnown
-		}
-	}
-	return errSlotNotServed
-}
-
-// redirect words an op's failure from the state machine: ErrMoved and
-// ErrAsk become MOVED and ASK redirections naming the slot of the first
-// key concerned and the group Routing says serves it; other errors are
-// returned as they are.
+// redirect words an op's failure from the state machine for a client
+// (cluster.Routing.OpRefusal): MOVED and ASK redirections, TRYAGAIN.
 func (c *Conn) redirect(err error, keys [][]byte) error {
-	cl := c.srv.cfg.Cluster
-	if cl == nil || len(keys) == 0 {
-		return err
+	if cl := c.srv.cfg.Cluster; cl != nil {
+		return cl.Routing().OpRefusal(err, keys)
 	}
-	ask := errors.Is(err, cluster.ErrAsk)
-	if !ask && !errors.Is(err, cluster.ErrMoved) {
-		return err
-	}
-	r := cl.Routing()
-	if r == nil {
-		return errSlotNotServed
-	}
-	slot := keySlot(keys[0])
-	for _, k := range keys {
-		s := keySlot(k)
-		if (ask && r.MigratingTo(s) >= 0) || (!ask && r.Owner(s) != r.Self) {
-			slot = s
-			break
-		}
-	}
-	if ask {
-		return verdictErr(r, cluster.Verdict{Kind: cluster.Ask, Slot: slot})
-	}
-	if r.Owner(slot) == r.Self {
-		// The group gave the slot away and this routing table does not
-		// show it yet: the client retries shortly.
-		return cluster.ErrTryAgain
-	}
-	return verdictErr(r, cluster.Verdict{Kind: cluster.Moved, Slot: slot})
+	return err
 }
 
 // routeCommand runs the routing check of a command about to run; op is

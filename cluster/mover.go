@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"sync"
@@ -44,6 +46,19 @@ type Mover struct {
 // NewMover returns the Mover of the node self (its id, unique in the
 // group) over the group's log.
 func NewMover(log MoveLog, self string) *Mover { return &Mover{log: log, self: self} }
+
+// NewGroupMover returns the Mover of a node over its group's log, or over
+// a LocalMoves lease in memory when log is nil (a standalone server: one
+// process is the whole group). Its holder id is random, so that two nodes
+// of a group never share one.
+func NewGroupMover(log MoveLog) *Mover {
+	var id [8]byte
+	rand.Read(id[:])
+	if log == nil {
+		log = NewLocalMoves(nil)
+	}
+	return NewMover(log, hex.EncodeToString(id[:]))
+}
 
 // Run runs fn holding the group's move lease for lease (which must cover
 // fn's longest run: a lease that lapses while fn runs lets the next move

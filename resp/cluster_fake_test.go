@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/replication"
 )
 
@@ -52,7 +53,7 @@ func (f *fakeCluster) rebuild() {
 		gs[g].Slots = nil
 		gs[g].Members = slices.Clone(gs[g].Members)
 	}
-	for s := range clusterSlots {
+	for s := range hashslot.Count {
 		g, ok := f.owner[s]
 		if !ok {
 			continue
@@ -195,7 +196,7 @@ func keyOfSlot(t *testing.T, slot int) string {
 	t.Helper()
 	for i := 0; i < 1_000_000; i++ {
 		k := "k" + strconv.Itoa(i)
-		if keySlot([]byte(k)) == slot {
+		if hashslot.Of([]byte(k)) == slot {
 			return k
 		}
 	}

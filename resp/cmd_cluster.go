@@ -8,7 +8,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
 // The Redis Cluster protocol over replication groups. Each group (a raft
@@ -181,7 +181,7 @@ func clusterMyidCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 }
 
 func clusterKeyslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	c.WriteInt(int64(keySlot(args[2])))
+	c.WriteInt(int64(hashslot.Of(args[2])))
 	return nil
 }
 
@@ -347,7 +347,7 @@ func clusterConnHandler(c *Conn, h func(c *Conn)) error {
 // when each was sent where it cannot be served (other groups asked through
 // the node's directory), or when force.
 func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: abortKeyspace{c}, MoveDest: cl.MoveDest,
+	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: connKeyspace{c}, MoveDest: cl.MoveDest,
 		Routing: func() *cluster.Routing {
 			if now := cl.Routing(); now != nil {
 				return now // as it is once the lease is held
@@ -365,28 +365,4 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 	}
 	c.WriteInt(n)
 	return nil
-}
-
-// abortKeyspace is the group's keyspace as a cluster.Abort sees it,
-// through the connection running CLUSTER ABORTMOVE.
-type abortKeyspace struct{ c *Conn }
-
-func (k abortKeyspace) ReadNow() error {
-	_, err := k.c.readNow()
-	return err
-}
-
-func (k abortKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
-	k.c.srv.backend.Store().MovingKeys(fn)
-}
-
-func (k abortKeyspace) PutBack(keys [][]byte) (int64, error) {
-	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
-	res := make([]shards.Result, 1)
-	err := k.c.srv.backend.Write(k.c.srv.ctx, ops, res)
-	k.c.now = 0
-	if err == nil {
-		err = res[0].Err
-	}
-	return res[0].N, err
 }

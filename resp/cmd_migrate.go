@@ -2,10 +2,6 @@ package resp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"strings"
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/engine"
@@ -24,37 +20,11 @@ import (
 // state exists in exactly one place at any instant, and a key exhausted
 // before the move is exhausted after it.
 
-// RESTORE's refusals, worded in errors.go (MIGRATE's are cluster's:
-// cluster/target.go).
-var (
-	errDumpForeign = errors.New("DUMP payload is not cellserver's")
-	errDumpBad     = errors.New("DUMP payload version or checksum are wrong")
-	errRestoreTTL  = errors.New("invalid TTL value")
-	errRestoreFreq = errors.New("invalid FREQ value")
-	errRestoreIdle = errors.New("invalid IDLETIME value")
-)
-
 // newMover returns the server's Mover: over the group's log in a cluster
-// (its Cluster is a cluster.MoveLog, as replication.ClusterView is), over a lease in
-// memory on a standalone server (one process is the whole group). Its
-// holder id is random per server, so that two nodes of a group never
-// share one.
+// (its Cluster is a cluster.MoveLog, as replication.ClusterView is).
 func newMover(cl Cluster) *cluster.Mover {
-	var id [8]byte
-	rand.Read(id[:])
-	var log cluster.MoveLog = cluster.NewLocalMoves(nil)
-	if ml, ok := cl.(cluster.MoveLog); ok {
-		log = ml
-	}
-	return cluster.NewMover(log, hex.EncodeToString(id[:]))
-}
-
-// decodeDumpError words a DecodeDump failure as RESTORE answers it.
-func decodeDumpError(err error) error {
-	if errors.Is(err, snapshot.ErrDumpNotCellserver) {
-		return errDumpForeign
-	}
-	return errDumpBad
+	log, _ := cl.(cluster.MoveLog)
+	return cluster.NewGroupMover(log)
 }
 
 // dialTarget is MIGRATE's cluster.Dialer: the RESP client.
@@ -68,21 +38,39 @@ func (c *Conn) target(m *cluster.MigrateArgs) cluster.RESPTarget {
 	return cluster.RESPTarget{Ctx: c.srv.ctx, Dial: dialTarget, Args: m, Asking: c.srv.cfg.Cluster != nil}
 }
 
-// moveKeyspace is the group's keyspace as a cluster.Migration sees it,
-// through the connection running MIGRATE (its read barrier, its writes
-// and their redirections).
-type moveKeyspace struct{ c *Conn }
+// connKeyspace is the group's keyspace as a cluster.Migration and a
+// cluster.Abort see it, through the connection running MIGRATE or CLUSTER
+// ABORTMOVE: its read barrier, the moving set, its writes and their
+// redirections.
+type connKeyspace struct{ c *Conn }
 
-func (k moveKeyspace) ReadNow() error {
+func (k connKeyspace) ReadNow() error {
 	_, err := k.c.readNow()
 	return err
 }
 
-func (k moveKeyspace) Moving(key []byte) (engine.State, bool) {
+func (k connKeyspace) Moving(key []byte) (engine.State, bool) {
 	return k.c.srv.backend.Store().Moving(key)
 }
 
-func (k moveKeyspace) Write(ops []shards.Op) error { return k.c.writeOps(ops) }
+func (k connKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
+	k.c.srv.backend.Store().MovingKeys(fn)
+}
+
+func (k connKeyspace) Write(ops []shards.Op) error { return k.c.writeOps(ops) }
+
+// PutBack puts keys in flight back into the keyspace (one OpMoveAbort)
+// and returns how many it put back.
+func (k connKeyspace) PutBack(keys [][]byte) (int64, error) {
+	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
+	res := make([]shards.Result, 1)
+	err := k.c.srv.backend.Write(k.c.srv.ctx, ops, res)
+	k.c.now = 0
+	if err == nil {
+		err = res[0].Err
+	}
+	return res[0].N, err
+}
 
 // migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
 // move (cluster.Migration). It answers OK, NOKEY or the failure.
@@ -95,16 +83,11 @@ func (c *Conn) migrate(m *cluster.MigrateArgs) error {
 		return c.migrateCopy(m)
 	}
 	mg := &cluster.Migration{Addr: m.Addr, Timeout: m.Timeout, Replace: m.Replace, Keys: m.Keys,
-		Keyspace: moveKeyspace{c}, Target: c.target(m), Done: c.srv.ctx.Done()}
+		Keyspace: connKeyspace{c}, Target: c.target(m), Done: c.srv.ctx.Done()}
 	if cl := c.srv.cfg.Cluster; cl != nil {
 		mg.Routing, mg.MoveDest = cl.Routing, cl.MoveDest
 	}
-	// One MIGRATE at a time per group (the move lease, through the
-	// group's log), and the keys already in flight read after a read
-	// barrier: a key an earlier MIGRATE left in flight is never put back
-	// by this one (its RESTORE may have landed). The take's Exclusive
-	// OpMoveOut still decides which MIGRATE owns a key should a lease
-	// lapse.
+	// One MIGRATE at a time per group: the move lease (DESIGN.md).
 	var sent int
 	err := c.srv.mover.RunFor(c.srv.ctx, m.Timeout, func() error {
 		var err error
@@ -170,61 +153,6 @@ func (c *Conn) writeOps(ops []shards.Op) error {
 	return nil
 }
 
-// prepareRestore parses RESTORE key ttl serialized-value [REPLACE]
-// [ABSTTL] [IDLETIME seconds] [FREQ frequency] into op.
-func prepareRestore(args [][]byte, op *shards.Op) error {
-	ttl, err := engine.ParseInt(args[2])
-	if err != nil {
-		return err
-	}
-	if ttl < 0 {
-		return errRestoreTTL
-	}
-	op.Replace = false
-	for i := 4; i < len(args); i++ {
-		switch strings.ToLower(string(args[i])) {
-		case "replace":
-			op.Replace = true
-		case "absttl":
-		case "idletime", "freq":
-			if i+1 >= len(args) {
-				return engine.ErrSyntax
-			}
-			if err := checkRestoreOption(args[i], args[i+1]); err != nil {
-				return err
-			}
-			i++
-		default:
-			return engine.ErrSyntax
-		}
-	}
-	st, err := snapshot.DecodeDump(args[3])
-	if err != nil {
-		return decodeDumpError(err)
-	}
-	op.Code = shards.OpRestore
-	op.Keys = append(op.Keys, args[1])
-	op.State = st
-	return nil
-}
-
-// checkRestoreOption checks the value of RESTORE's IDLETIME or FREQ
-// (name), accepted and ignored, as Redis does.
-func checkRestoreOption(name, value []byte) error {
-	v, err := engine.ParseInt(value)
-	if err != nil {
-		return err
-	}
-	if strings.EqualFold(string(name), "freq") {
-		if v < 0 || v > 255 {
-			return errRestoreFreq
-		}
-	} else if v < 0 {
-		return errRestoreIdle
-	}
-	return nil
-}
-
 func dumpHandler(c *Conn, args [][]byte) error {
 	st, ok, err := c.lookup(args[1])
 	if err != nil {
@@ -238,8 +166,8 @@ func dumpHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-func restorePrepare(c *Conn, args [][]byte, op *shards.Op) error {
-	return prepareRestore(args, op)
+func restorePrepare(_ *Conn, args [][]byte, op *shards.Op) error {
+	return cluster.PrepareRestore(args, op)
 }
 
 func restoreFinish(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() }

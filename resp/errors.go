@@ -11,6 +11,7 @@ import (
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
 )
 
 // Errors of the wire layer. Their reply texts are Redis's, made in
@@ -224,11 +225,12 @@ var sentinelReplies = []struct {
 	{cluster.ErrTargetWrite, "IOERR error or timeout writing to target instance"},
 	{cluster.ErrTargetRead, "IOERR error or timeout reading to target instance"},
 	{cluster.ErrMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
-	{errDumpForeign, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
-	{errDumpBad, "ERR DUMP payload version or checksum are wrong"},
-	{errRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
-	{errRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
-	{errRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
+	{snapshot.ErrDumpNotCellserver, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
+	{snapshot.ErrDumpVersion, "ERR DUMP payload version or checksum are wrong"},
+	{snapshot.ErrDumpChecksum, "ERR DUMP payload version or checksum are wrong"},
+	{cluster.ErrRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
+	{cluster.ErrRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
+	{cluster.ErrRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 
 	{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
 	{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},

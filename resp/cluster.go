@@ -37,22 +37,30 @@ func raftRemoveHandler(c *Conn, args [][]byte) error {
 
 func raftHelloHandler(c *Conn, _ [][]byte) error {
 	n := c.srv.raft
-	f := n.Hello().Fields()
-	c.WriteMap(len(f))
-	for _, kv := range f {
-		c.WriteBulkString(kv[0])
-		c.WriteBulkString(kv[1])
-	}
+	writeFieldMap(c, n.Hello().Fields())
 	return nil
 }
 
 func raftInfoHandler(c *Conn, _ [][]byte) error {
 	n := c.srv.raft
 	inf := n.Info()
-	var b []byte
-	for _, f := range inf.RaftFields() {
+	c.WriteBulk(appendFields(nil, inf.RaftFields()))
+	return nil
+}
+
+// writeFieldMap writes fields as a map of bulk strings, in order.
+func writeFieldMap(c *Conn, fields [][2]string) {
+	c.WriteMap(len(fields))
+	for _, kv := range fields {
+		c.WriteBulkString(kv[0])
+		c.WriteBulkString(kv[1])
+	}
+}
+
+// appendFields appends fields to b as INFO's name:value lines.
+func appendFields(b []byte, fields [][2]string) []byte {
+	for _, f := range fields {
 		b = field(b, f[0], f[1])
 	}
-	c.WriteBulk(b)
-	return nil
+	return b
 }

@@ -11,37 +11,25 @@ import (
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// The Redis Cluster protocol over replication groups. Each group (a raft
-// cluster) is one Redis Cluster shard: its leader the master, its other
-// voters the replicas. A group that owns no slot and knows no other group
-// (an unsharded routing) answers as one shard owning slots 0–16383, so that
-// cluster-aware clients find the leader by themselves. Every view is
-// computed from one cluster.Routing, an immutable table (its views as data: Shards, SlotRanges, Summary). A standalone
-// server answers every CLUSTER subcommand, READONLY, READWRITE and ASKING
-// as a Redis server without cluster support does.
+// The Redis Cluster protocol over replication groups (DESIGN.md): every
+// view is cluster's data, computed from one cluster.Routing, which these
+// handlers frame. A standalone server answers every CLUSTER subcommand,
+// READONLY, READWRITE and ASKING as a Redis server without cluster
+// support does.
 
-// clusterRouting returns the node's routing table, or errClusterDisabled
-// on a standalone server. Before the node has a table, an unsharded one of
-// a single group without members stands in (no slot is served).
-func clusterRouting(c *Conn) (Cluster, *cluster.Routing, error) {
-	cl := c.srv.cfg.Cluster
-	if cl == nil {
-		return nil, nil, errClusterDisabled
-	}
-	r := cl.Routing()
-	if r == nil {
-		r = cluster.NewRouting(0, "", []cluster.GroupView{{}})
-	}
-	return cl, r, nil
-}
-
-// clusterHandler wraps a CLUSTER subcommand's handler: on a standalone
+// clusterHandler wraps a CLUSTER subcommand's handler: it gets the node's
+// Cluster and routing table (before the node has one, an unsharded one of
+// a single group without members, which serves no slot); on a standalone
 // server it answers errClusterDisabled instead.
 func clusterHandler(h func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error) func(c *Conn, args [][]byte) error {
 	return func(c *Conn, args [][]byte) error {
-		cl, r, err := clusterRouting(c)
-		if err != nil {
-			return err
+		cl := c.srv.cfg.Cluster
+		if cl == nil {
+			return errClusterDisabled
+		}
+		r := cl.Routing()
+		if r == nil {
+			r = cluster.NewRouting(0, "", []cluster.GroupView{{}})
 		}
 		return h(c, cl, r, args)
 	}
@@ -58,10 +46,10 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-// writeClusterSlots answers CLUSTER SLOTS: each served range with its
+// clusterSlotsCmd answers CLUSTER SLOTS: each served range with its
 // group's nodes, each an array of ip, port, id and an empty
 // networking-metadata map, as Redis 7 does.
-func writeClusterSlots(c *Conn, r *cluster.Routing) {
+func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	rs := r.SlotRanges()
 	shards := r.Shards()
 	c.WriteArray(len(rs))
@@ -78,10 +66,11 @@ func writeClusterSlots(c *Conn, r *cluster.Routing) {
 			c.WriteMap(0)
 		}
 	}
+	return nil
 }
 
-// writeClusterShards answers CLUSTER SHARDS: one entry per group.
-func writeClusterShards(c *Conn, r *cluster.Routing) {
+// clusterShardsCmd answers CLUSTER SHARDS: one entry per group.
+func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	shards := r.Shards()
 	c.WriteArray(len(shards))
 	for g := range shards {
@@ -114,15 +103,7 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 			c.WriteBulkString(sh.NodeHealth(i))
 		}
 	}
-}
-
-// clusterInfo returns the CLUSTER INFO text.
-func clusterInfo(r *cluster.Routing) []byte {
-	var b []byte
-	for _, f := range r.Summary().InfoFields() {
-		b = field(b, f[0], f[1])
-	}
-	return b
+	return nil
 }
 
 // unknownNode returns err, made an unknownNodeError naming id when it is
@@ -146,27 +127,27 @@ func badSlot(err, invalid error) error {
 	return err
 }
 
-func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	writeClusterSlots(c, r)
-	return nil
-}
-
-func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	writeClusterShards(c, r)
-	return nil
-}
-
 func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	c.WriteBulk(r.Nodes())
 	return nil
 }
 
+// clusterReplicasCmd answers CLUSTER REPLICAS id: the followers of id's
+// group, when id is its leader.
 func clusterReplicasCmd(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) error {
-	return writeReplicas(c, r, string(args[2]))
+	lines, err := r.Replicas(string(args[2]))
+	if err != nil {
+		return err
+	}
+	c.WriteArray(len(lines))
+	for _, l := range lines {
+		c.WriteBulk(l)
+	}
+	return nil
 }
 
 func clusterInfoCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(clusterInfo(r))
+	c.WriteBulk(appendFields(nil, r.Summary().InfoFields()))
 	return nil
 }
 
@@ -307,20 +288,6 @@ func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
 			return nil
 		}),
 	}
-}
-
-// writeReplicas answers CLUSTER REPLICAS id: the followers of id's group,
-// when id is its leader.
-func writeReplicas(c *Conn, r *cluster.Routing, id string) error {
-	lines, err := r.Replicas(id)
-	if err != nil {
-		return err
-	}
-	c.WriteArray(len(lines))
-	for _, l := range lines {
-		c.WriteBulk(l)
-	}
-	return nil
 }
 
 // READONLY and READWRITE answer OK and change nothing: followers serve

@@ -11,14 +11,9 @@ import (
 )
 
 // DUMP, RESTORE and MIGRATE: a key's limiter state leaves one server and
-// arrives at another as a DUMP payload (snapshot.EncodeDump: versioned,
-// checksummed, cellserver's own). MIGRATE moves keys atomically per key:
-// the source first takes them out of its keyspace into the moving set
-// (shards.OpMoveOut), where every command on them answers TRYAGAIN, then
-// restores them on the target, then drops them (OpMoveDone) or, for the
-// keys the target did not take, puts them back (OpMoveAbort). So a key's
-// state exists in exactly one place at any instant, and a key exhausted
-// before the move is exhausted after it.
+// arrives at another as a DUMP payload (snapshot.EncodeDump). MIGRATE's
+// arguments, phases and exchange with the target are cluster's
+// (cluster/DESIGN.md); its handler here parses, runs and answers.
 
 // newMover returns the server's Mover: over the group's log in a cluster
 // (its Cluster is a cluster.MoveLog, as replication.ClusterView is).

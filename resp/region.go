@@ -87,12 +87,7 @@ func regionStatusHandler(c *Conn, _ [][]byte) error {
 		return region.ErrNotConfigured
 	}
 	st := g.Status()
-	f := st.Fields()
-	c.WriteMap(len(f))
-	for _, kv := range f {
-		c.WriteBulkString(kv[0])
-		c.WriteBulkString(kv[1])
-	}
+	writeFieldMap(c, st.Fields())
 	return nil
 }
 
@@ -103,8 +98,5 @@ func (s *Server) infoRegions(b []byte, _ int64) []byte {
 		return field(b, "region", "")
 	}
 	st := s.cfg.Regions.Status()
-	for _, f := range st.Fields() {
-		b = field(b, f[0], f[1])
-	}
-	return b
+	return appendFields(b, st.Fields())
 }

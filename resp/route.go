@@ -6,19 +6,11 @@ import (
 )
 
 // Cluster routing: before a command with keys runs on a node of a sharded
-// cluster, the slots of its keys decide whether this node's group serves
-// it (Redis Cluster's redirections). The check runs only when the server
-// has a Cluster and its Routing is sharded; standalone servers and
-// unsharded groups pay one nil check per command.
-//
-// The rule is cluster.Check, the same the group's state machine applies:
-// the wire runs it before the command, in Read mode for a handler that
-// reads the keyspace (everything decided here, from this node's keyspace
-// and Routing) and in Route mode for a write (only what the log cannot
-// know: other groups' slots, CROSSSLOT, ASKING). The state machine decides
-// a write's keys at apply time (Apply mode), so every replica decides
-// alike; its verdicts come back in shards.Result.Err and are worded by
-// redirect.
+// cluster, cluster.Check (the slot rule the group's state machine also
+// applies at apply time) decides whether this node's group serves it;
+// cluster words where the client goes instead (Routing.Refusal,
+// OpRefusal), errors.go words that for the wire. Standalone servers and
+// unsharded groups pay one nil check per command. See DESIGN.md.
 
 // commandKeys appends to dst the keys of a call of cmd: by its
 // MovableKeys when it has one, otherwise by its key positions (FirstKey,
@@ -39,24 +31,6 @@ func commandKeys(dst [][]byte, cmd *Command, args [][]byte) [][]byte {
 		dst = append(dst, args[i])
 	}
 	return dst
-}
-
-// route checks that this node's group serves the keys of a call of cmd
-// under routing r (sharded), with the cluster's one slot rule
-// (cluster.Check) in mode: Read for commands that read the keyspace in
-// their handler (decided here, keys included), Route for the others (the
-// group's log decides the keys of its own slots). asking is whether the
-// connection sent ASKING just before. It returns whether the command runs
-// as an ASKING one (its slot is being imported here), or the redirection
-// or refusal to answer.
-func (c *Conn) route(r *cluster.Routing, cmd *Command, args [][]byte, asking bool, mode cluster.Mode) (bool, error) {
-	c.keys = commandKeys(c.keys[:0], cmd, args)
-	defer clear(c.keys)
-	if len(c.keys) == 0 {
-		return false, nil
-	}
-	q := cluster.Query{Keys: c.keys, Mode: mode, Asking: asking, Open: cmd.OpenSlot}
-	return c.check(r, &q)
 }
 
 // check runs cluster.Check on q under r, reading this node's keyspace at
@@ -118,18 +92,25 @@ func (c *Conn) routeCommand(cmd *Command, args [][]byte, asking bool, op *shards
 	return c.routeCluster(cmd, args, asking, op)
 }
 
-// routeCluster is routeCommand in cluster mode. Handlers that read the
-// keyspace get the migrating-slot check (see route).
+// routeCluster is routeCommand in cluster mode: cluster.Check on the
+// command's keys in Read mode for a handler that reads the keyspace
+// (decided here, keys included), in Route mode for the others (the group's
+// log decides the keys of its own slots).
 func (c *Conn) routeCluster(cmd *Command, args [][]byte, asking bool, op *shards.Op) error {
 	r := c.srv.cfg.Cluster.Routing()
 	if r == nil || !r.Sharded {
 		return nil
 	}
-	mode := cluster.Route
-	if op == nil && cmd.Flags&FlagReadonly != 0 {
-		mode = cluster.Read
+	c.keys = commandKeys(c.keys[:0], cmd, args)
+	defer clear(c.keys)
+	ok, err := false, error(nil)
+	if len(c.keys) > 0 {
+		q := cluster.Query{Keys: c.keys, Mode: cluster.Route, Asking: asking, Open: cmd.OpenSlot}
+		if op == nil && cmd.Flags&FlagReadonly != 0 {
+			q.Mode = cluster.Read
+		}
+		ok, err = c.check(r, &q)
 	}
-	ok, err := c.route(r, cmd, args, asking, mode)
 	if op != nil {
 		op.Asking = ok
 	}

@@ -3,11 +3,9 @@ package resp
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
-	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
@@ -118,15 +116,6 @@ func unknownNode(err error, id string) error {
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
 func parseSetSlot(args [][]byte) (cluster.SlotChange, error) { return cluster.ParseSetSlot(args[2:]) }
 
-// badSlot returns err, made invalid (COUNTKEYSINSLOT's and GETKEYSINSLOT's
-// own wording) when it is cluster.ErrBadSlot.
-func badSlot(err, invalid error) error {
-	if errors.Is(err, cluster.ErrBadSlot) {
-		return invalid
-	}
-	return err
-}
-
 func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	c.WriteBulk(r.Nodes())
 	return nil
@@ -167,9 +156,9 @@ func clusterKeyslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) er
 }
 
 func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlot(args[2])
+	slot, _, err := cluster.ParseKeysInSlot(args[2:])
 	if err != nil {
-		return badSlot(err, errInvalidSlot)
+		return err
 	}
 	n := int64(0)
 	if err := slotKeys(c, slot, func([]byte) bool { n++; return true }); err != nil {
@@ -180,16 +169,9 @@ func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]
 }
 
 func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlot(args[2])
-	if err != nil {
-		return badSlot(err, errInvalidSlotOrCount)
-	}
-	count, err := engine.ParseInt(args[3])
+	slot, count, err := cluster.ParseKeysInSlot(args[2:])
 	if err != nil {
 		return err
-	}
-	if count < 0 {
-		return errInvalidSlotOrCount
 	}
 	var keys [][]byte
 	if count > 0 {
@@ -208,24 +190,9 @@ func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]by
 	return nil
 }
 
-func clusterAbortmoveCmd(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlotArg(args[2])
-	if err != nil {
-		return err
-	}
-	force := len(args) == 4
-	if force && !strings.EqualFold(string(args[3]), "force") {
-		return engine.ErrSyntax
-	}
-	return c.abortMove(cl, r, slot, force)
-}
-
 func clusterFailoverCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
-	if len(args) == 3 {
-		if o := strings.ToLower(string(args[2])); o != "force" && o != "takeover" {
-			return engine.ErrSyntax
-		}
-		return errFailoverOption
+	if err := cluster.ParseFailover(args[2:]); err != nil {
+		return err
 	}
 	if err := cl.Failover(c.srv.ctx); err != nil {
 		return err
@@ -308,12 +275,16 @@ func clusterConnHandler(c *Conn, h func(c *Conn)) error {
 	return nil
 }
 
-// abortMove runs CLUSTER ABORTMOVE (cluster.Abort) holding the group's
-// move lease, so that it never races a MIGRATE of any node of the group:
-// the keys of slot in flight out of this group go back into its keyspace
-// when each was sent where it cannot be served (other groups asked through
-// the node's directory), or when force.
-func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
+// clusterAbortmoveCmd runs CLUSTER ABORTMOVE (cluster.Abort) holding the
+// group's move lease, so that it never races a MIGRATE of any node of the
+// group: the keys of slot in flight out of this group go back into its
+// keyspace when each was sent where it cannot be served (other groups
+// asked through the node's directory), or when FORCE.
+func clusterAbortmoveCmd(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
+	slot, force, err := cluster.ParseAbortMove(args[2:])
+	if err != nil {
+		return err
+	}
 	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: connKeyspace{c}, MoveDest: cl.MoveDest,
 		Routing: func() *cluster.Routing {
 			if now := cl.Routing(); now != nil {

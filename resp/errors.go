@@ -138,13 +138,6 @@ func (e *textError) Error() string { return e.text }
 var (
 	// errClusterDisabled: a CLUSTER command on a standalone server.
 	errClusterDisabled = errors.New("cluster support disabled")
-	// errFailoverOption: CLUSTER FAILOVER FORCE or TAKEOVER.
-	errFailoverOption = errors.New("FAILOVER FORCE and TAKEOVER are not needed")
-	// errInvalidSlot: COUNTKEYSINSLOT's slot out of range.
-	errInvalidSlot = errors.New("invalid slot")
-	// errInvalidSlotOrCount: GETKEYSINSLOT's slot out of range or
-	// negative count.
-	errInvalidSlotOrCount = errors.New("invalid slot or number of keys")
 )
 
 // sentinelReplies are the reply texts of sentinel errors, this package's
@@ -216,9 +209,9 @@ var sentinelReplies = []struct {
 	{engine.ErrWaitUnsupported, "ERR WAIT is not supported by this limiter (a window keeps no place for a later turn): only CL.THROTTLE, TB.TAKE and LB.ADD can wait"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 	{errClusterDisabled, "ERR This instance has cluster support disabled"},
-	{errFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
-	{errInvalidSlot, "ERR Invalid slot"},
-	{errInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
+	{cluster.ErrFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
+	{cluster.ErrInvalidSlot, "ERR Invalid slot"},
+	{cluster.ErrInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
 	{cluster.ErrBadSlot, "ERR Invalid or out of range slot"},
 	{cluster.ErrSetSlotSyntax, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
 	{cluster.ErrNotMaster, "ERR The specified node is not a master"},

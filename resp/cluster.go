@@ -18,8 +18,7 @@ func RegisterCluster(s *Server, n *replication.Node) {
 }
 
 func raftJoinHandler(c *Conn, args [][]byte) error {
-	n := c.srv.raft
-	if err := n.Members().Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
+	if err := c.srv.raft.Members().Join(c.srv.ctx, string(args[1]), string(args[2]), string(args[3])); err != nil {
 		return err
 	}
 	c.WriteOK()
@@ -27,8 +26,7 @@ func raftJoinHandler(c *Conn, args [][]byte) error {
 }
 
 func raftRemoveHandler(c *Conn, args [][]byte) error {
-	n := c.srv.raft
-	if err := n.Members().Remove(c.srv.ctx, string(args[1])); err != nil {
+	if err := c.srv.raft.Members().Remove(c.srv.ctx, string(args[1])); err != nil {
 		return err
 	}
 	c.WriteOK()
@@ -36,14 +34,12 @@ func raftRemoveHandler(c *Conn, args [][]byte) error {
 }
 
 func raftHelloHandler(c *Conn, _ [][]byte) error {
-	n := c.srv.raft
-	writeFieldMap(c, n.Hello().Fields())
+	writeFieldMap(c, c.srv.raft.Hello().Fields())
 	return nil
 }
 
 func raftInfoHandler(c *Conn, _ [][]byte) error {
-	n := c.srv.raft
-	inf := n.Info()
+	inf := c.srv.raft.Info()
 	c.WriteBulk(appendFields(nil, inf.RaftFields()))
 	return nil
 }

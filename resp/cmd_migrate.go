@@ -68,11 +68,10 @@ func (k connKeyspace) PutBack(keys [][]byte) (int64, error) {
 }
 
 // migrate runs MIGRATE: COPY sends the keys' states; otherwise the keys
-// move (cluster.Migration). It answers OK, NOKEY or the failure.
-func (c *Conn) migrate(m *cluster.MigrateArgs) error {
+// move (cluster.Migration). It returns how many keys it sent (0: NOKEY).
+func (c *Conn) migrate(m *cluster.MigrateArgs) (int, error) {
 	if len(m.Keys) == 0 {
-		c.WriteSimple("NOKEY")
-		return nil
+		return 0, nil
 	}
 	if m.Copy {
 		return c.migrateCopy(m)
@@ -89,44 +88,26 @@ func (c *Conn) migrate(m *cluster.MigrateArgs) error {
 		sent, err = mg.Run()
 		return err
 	})
-	switch {
-	case err != nil:
-		return err
-	case sent == 0:
-		c.WriteSimple("NOKEY")
-	default:
-		c.WriteOK()
-	}
-	return nil
+	return sent, err
 }
 
 // migrateCopy runs MIGRATE ... COPY: the target gets a copy of each live
 // key's state, the source keeps its own.
-func (c *Conn) migrateCopy(m *cluster.MigrateArgs) error {
+func (c *Conn) migrateCopy(m *cluster.MigrateArgs) (int, error) {
 	var keys []cluster.MoveKey
 	for _, k := range m.Keys {
 		st, ok, err := c.lookup(k)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if ok {
 			keys = append(keys, cluster.MoveKey{Key: k, Payload: snapshot.EncodeDump(&st), Replace: m.Replace})
 		}
 	}
 	if len(keys) == 0 {
-		c.WriteSimple("NOKEY")
-		return nil
+		return 0, nil
 	}
-	if err := c.target(m).Restore(m.Addr, m.Timeout, keys); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
-}
-
-// writeOne submits one op and returns its error.
-func (c *Conn) writeOne(op shards.Op) error {
-	return c.writeOps([]shards.Op{op})
+	return len(keys), c.target(m).Restore(m.Addr, m.Timeout, keys)
 }
 
 // writeOps submits ops in one Backend.Write and returns the first error.
@@ -167,10 +148,22 @@ func restorePrepare(_ *Conn, args [][]byte, op *shards.Op) error {
 
 func restoreFinish(c *Conn, _ [][]byte, _ *shards.Result) { c.WriteOK() }
 
+// migrateKeys are MIGRATE's key positions (cluster.MigrateKeys), for the
+// command table.
+func migrateKeys(dst, args [][]byte) [][]byte { return cluster.MigrateKeys(dst, args) }
+
 func migrateHandler(c *Conn, args [][]byte) error {
 	m, err := cluster.ParseMigrate(args)
 	if err != nil {
 		return err
 	}
-	return c.migrate(m)
+	switch sent, err := c.migrate(m); {
+	case err != nil:
+		return err
+	case sent == 0:
+		c.WriteSimple("NOKEY")
+	default:
+		c.WriteOK()
+	}
+	return nil
 }

@@ -100,7 +100,7 @@ func bindings() map[string]binding {
 		"lb.add":                  {Prepare: prepareLimit(engine.KindLeakyBucket), Finish: finishLeaky},
 		"limiter|top":             {Handler: limiterTop},
 		"memory|usage":            {Handler: memoryUsageHandler},
-		"migrate":                 {Handler: migrateHandler, MovableKeys: cluster.MigrateKeys},
+		"migrate":                 {Handler: migrateHandler, MovableKeys: migrateKeys},
 		"multi":                   {Handler: multiHandler},
 		"object|freq":             {Handler: objectFreq},
 		"ping":                    {Handler: pingHandler},

@@ -10,7 +10,8 @@ import (
 )
 
 // The slot arguments of the CLUSTER commands that change slots (ADDSLOTS,
-// DELSLOTS, their RANGE forms, SETSLOT, ABORTMOVE) and of MEET, parsed
+// DELSLOTS, their RANGE forms, SETSLOT, ABORTMOVE), of COUNTKEYSINSLOT,
+// GETKEYSINSLOT, FAILOVER and MEET, parsed
 // into this package's types. Refusals are typed (errors.go); the wire
 // layer words them.
 
@@ -25,17 +26,58 @@ func ParseSlotArg(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// ParseSlot parses a slot of COUNTKEYSINSLOT or GETKEYSINSLOT: a
-// non-integer is engine's error, an integer out of [0, 16384) ErrBadSlot.
-func ParseSlot(b []byte) (int, error) {
-	n, err := engine.ParseInt(b)
+// ParseKeysInSlot parses COUNTKEYSINSLOT slot or GETKEYSINSLOT slot
+// count (args after the subcommand): a non-integer is engine's error; a
+// slot out of [0, 16384) is ErrInvalidSlot for COUNTKEYSINSLOT,
+// ErrInvalidSlotOrCount for GETKEYSINSLOT, as is a negative count. count
+// is 0 for COUNTKEYSINSLOT.
+func ParseKeysInSlot(args [][]byte) (slot int, count int64, err error) {
+	invalid := ErrInvalidSlot
+	if len(args) > 1 {
+		invalid = ErrInvalidSlotOrCount
+	}
+	n, err := engine.ParseInt(args[0])
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n < 0 || n >= hashslot.Count {
-		return 0, ErrBadSlot
+		return 0, 0, invalid
 	}
-	return int(n), nil
+	if len(args) > 1 {
+		if count, err = engine.ParseInt(args[1]); err != nil {
+			return 0, 0, err
+		}
+		if count < 0 {
+			return 0, 0, invalid
+		}
+	}
+	return int(n), count, nil
+}
+
+// ParseAbortMove parses ABORTMOVE slot [FORCE] (args after the
+// subcommand).
+func ParseAbortMove(args [][]byte) (slot int, force bool, err error) {
+	if slot, err = ParseSlotArg(args[0]); err != nil {
+		return 0, false, err
+	}
+	force = len(args) == 2
+	if force && !strings.EqualFold(string(args[1]), "force") {
+		return 0, false, engine.ErrSyntax
+	}
+	return slot, force, nil
+}
+
+// ParseFailover parses FAILOVER's option (args after the subcommand): none
+// is nil; FORCE and TAKEOVER, which a group never needs (one whose leader
+// is down elects another by itself), are ErrFailoverOption.
+func ParseFailover(args [][]byte) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if o := strings.ToLower(string(args[0])); o != "force" && o != "takeover" {
+		return engine.ErrSyntax
+	}
+	return ErrFailoverOption
 }
 
 // ParseSlotList parses ADDSLOTS / DELSLOTS arguments: each a slot, none

@@ -87,6 +87,13 @@ var (
 	// ErrNotMaster: CLUSTER REPLICAS of a node that is not its group's
 	// leader.
 	ErrNotMaster = errors.New("cluster: node is not a master")
+	// ErrInvalidSlot: COUNTKEYSINSLOT's slot out of range.
+	ErrInvalidSlot = errors.New("cluster: invalid slot")
+	// ErrInvalidSlotOrCount: GETKEYSINSLOT's slot out of range or
+	// negative count.
+	ErrInvalidSlotOrCount = errors.New("cluster: invalid slot or number of keys")
+	// ErrFailoverOption: FAILOVER FORCE or TAKEOVER.
+	ErrFailoverOption = errors.New("cluster: FAILOVER FORCE and TAKEOVER are not needed")
 )
 
 // SlotRepeatError: a slot named twice in ADDSLOTS, DELSLOTS or their

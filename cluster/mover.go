@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"sync"
@@ -45,6 +47,19 @@ type Mover struct {
 // group) over the group's log.
 func NewMover(log MoveLog, self string) *Mover { return &Mover{log: log, self: self} }
 
+// NewGroupMover returns the Mover of a node over its group's log, or over
+// a LocalMoves lease in memory when log is nil (a standalone server: one
+// process is the whole group). Its holder id is random, so that two nodes
+// of a group never share one.
+func NewGroupMover(log MoveLog) *Mover {
+	var id [8]byte
+	rand.Read(id[:])
+	if log == nil {
+		log = NewLocalMoves(nil)
+	}
+	return NewMover(log, hex.EncodeToString(id[:]))
+}
+
 // Run runs fn holding the group's move lease for lease (which must cover
 // fn's longest run: a lease that lapses while fn runs lets the next move
 // start). While another move holds it, Run waits for it, for up to wait,
@@ -85,6 +100,15 @@ func (m *Mover) Run(ctx context.Context, lease, wait time.Duration, fn func() er
 		cancel()
 	}()
 	return fn()
+}
+
+// RunFor runs fn as Run does, for a move whose steps are each bounded by
+// timeout (MIGRATE's exchange and resend; the take and the settle, each a
+// log write bounded by the no-leader timeout): it holds the lease for
+// 3×timeout + 30 s, which a move whose node dies leaves to lapse, and
+// waits at least 5 s, or timeout, for a lease another holds.
+func (m *Mover) RunFor(ctx context.Context, timeout time.Duration, fn func() error) error {
+	return m.Run(ctx, 3*timeout+30*time.Second, max(timeout, 5*time.Second), fn)
 }
 
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/replication"
 )
 
 // Persistence saves the keyspace to disk. nil in Config means persistence is
@@ -28,7 +29,7 @@ type Persistence interface {
 // means standalone. Implementations must be safe for concurrent use.
 type Cluster interface {
 	// Role returns what ROLE answers.
-	Role() RoleInfo
+	Role() replication.Role
 	// InfoFields returns the INFO replication fields, in order.
 	InfoFields() [][2]string
 	// Routing returns the current routing table: every known group, its
@@ -61,34 +62,4 @@ type Cluster interface {
 	// errs[i] is changes[i]'s refusal (then not applied). A non-nil err is
 	// about the whole call, and errs is then nil.
 	ChangeSlots(ctx context.Context, changes []cluster.SlotChange) (errs []error, err error)
-}
-
-// RoleInfo is the ROLE reply. A leader answers like a Redis master
-// ("master", offset, replicas); a follower like a replica ("slave", leader
-// host and port, state, offset).
-type RoleInfo struct {
-	// Leader is true on the node that accepts writes.
-	Leader bool
-	// Offset is the replication offset (for Raft: the applied index).
-	Offset int64
-	// Replicas lists the followers the leader reaches (leader only).
-	Replicas []ReplicaInfo
-	// LeaderHost and LeaderPort locate the leader's RESP listener
-	// (follower only).
-	LeaderHost string
-	LeaderPort int
-	// State is the follower's link state: "connect", "connecting", "sync"
-	// or "connected".
-	State string
-}
-
-// ReplicaInfo is one follower in a leader's ROLE reply.
-type ReplicaInfo struct {
-	// Host and Port are the follower's RESP listener.
-	Host string
-	Port int
-	// Offset is the follower's replication offset as far as the leader
-	// knows it (for Raft: its applied index at its last answer to the
-	// leader's status request).
-	Offset int64
 }

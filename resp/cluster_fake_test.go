@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/replication"
 )
 
@@ -52,7 +53,7 @@ func (f *fakeCluster) rebuild() {
 		gs[g].Slots = nil
 		gs[g].Members = slices.Clone(gs[g].Members)
 	}
-	for s := range clusterSlots {
+	for s := range hashslot.Count {
 		g, ok := f.owner[s]
 		if !ok {
 			continue
@@ -66,7 +67,7 @@ func (f *fakeCluster) rebuild() {
 	f.r = cluster.NewRouting(f.self, f.selfID, gs)
 }
 
-func (f *fakeCluster) Role() RoleInfo          { return RoleInfo{Leader: true} }
+func (f *fakeCluster) Role() replication.Role  { return replication.Role{Leader: true} }
 func (f *fakeCluster) InfoFields() [][2]string { return [][2]string{{"role", "master"}} }
 
 func (f *fakeCluster) Routing() *cluster.Routing {
@@ -195,7 +196,7 @@ func keyOfSlot(t *testing.T, slot int) string {
 	t.Helper()
 	for i := 0; i < 1_000_000; i++ {
 		k := "k" + strconv.Itoa(i)
-		if keySlot([]byte(k)) == slot {
+		if hashslot.Of([]byte(k)) == slot {
 			return k
 		}
 	}

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/replication"
 )
 
 func timeHandler(c *Conn, _ [][]byte) error {
@@ -49,7 +50,7 @@ func lastsaveHandler(c *Conn, _ [][]byte) error {
 }
 
 func roleHandler(c *Conn, _ [][]byte) error {
-	var r RoleInfo
+	var r replication.Role
 	r.Leader = true
 	if cl := c.srv.cfg.Cluster; cl != nil {
 		r = cl.Role()

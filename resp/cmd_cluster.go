@@ -3,45 +3,31 @@ package resp
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
-	"github.com/cellserver/cellserver/engine"
-	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/internal/hashslot"
 )
 
-// The Redis Cluster protocol over replication groups. Each group (a raft
-// cluster) is one Redis Cluster shard: its leader the master, its other
-// voters the replicas. A group that owns no slot and knows no other group
-// (an unsharded routing) answers as one shard owning slots 0–16383, so that
-// cluster-aware clients find the leader by themselves. Every view is
-// computed from one cluster.Routing, an immutable table (its views as data: Shards, SlotRanges, Summary). A standalone
-// server answers every CLUSTER subcommand, READONLY, READWRITE and ASKING
-// as a Redis server without cluster support does.
+// The Redis Cluster protocol over replication groups (DESIGN.md): every
+// view is cluster's data, computed from one cluster.Routing, which these
+// handlers frame. A standalone server answers every CLUSTER subcommand,
+// READONLY, READWRITE and ASKING as a Redis server without cluster
+// support does.
 
-// clusterRouting returns the node's routing table, or errClusterDisabled
-// on a standalone server. Before the node has a table, an unsharded one of
-// a single group without members stands in (no slot is served).
-func clusterRouting(c *Conn) (Cluster, *cluster.Routing, error) {
-	cl := c.srv.cfg.Cluster
-	if cl == nil {
-		return nil, nil, errClusterDisabled
-	}
-	r := cl.Routing()
-	if r == nil {
-		r = cluster.NewRouting(0, "", []cluster.GroupView{{}})
-	}
-	return cl, r, nil
-}
-
-// clusterHandler wraps a CLUSTER subcommand's handler: on a standalone
+// clusterHandler wraps a CLUSTER subcommand's handler: it gets the node's
+// Cluster and routing table (before the node has one, an unsharded one of
+// a single group without members, which serves no slot); on a standalone
 // server it answers errClusterDisabled instead.
 func clusterHandler(h func(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error) func(c *Conn, args [][]byte) error {
 	return func(c *Conn, args [][]byte) error {
-		cl, r, err := clusterRouting(c)
-		if err != nil {
-			return err
+		cl := c.srv.cfg.Cluster
+		if cl == nil {
+			return errClusterDisabled
+		}
+		r := cl.Routing()
+		if r == nil {
+			r = cluster.NewRouting(0, "", []cluster.GroupView{{}})
 		}
 		return h(c, cl, r, args)
 	}
@@ -58,10 +44,10 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-// writeClusterSlots answers CLUSTER SLOTS: each served range with its
+// clusterSlotsCmd answers CLUSTER SLOTS: each served range with its
 // group's nodes, each an array of ip, port, id and an empty
 // networking-metadata map, as Redis 7 does.
-func writeClusterSlots(c *Conn, r *cluster.Routing) {
+func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	rs := r.SlotRanges()
 	shards := r.Shards()
 	c.WriteArray(len(rs))
@@ -78,10 +64,11 @@ func writeClusterSlots(c *Conn, r *cluster.Routing) {
 			c.WriteMap(0)
 		}
 	}
+	return nil
 }
 
-// writeClusterShards answers CLUSTER SHARDS: one entry per group.
-func writeClusterShards(c *Conn, r *cluster.Routing) {
+// clusterShardsCmd answers CLUSTER SHARDS: one entry per group.
+func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	shards := r.Shards()
 	c.WriteArray(len(shards))
 	for g := range shards {
@@ -114,15 +101,7 @@ func writeClusterShards(c *Conn, r *cluster.Routing) {
 			c.WriteBulkString(sh.NodeHealth(i))
 		}
 	}
-}
-
-// clusterInfo returns the CLUSTER INFO text.
-func clusterInfo(r *cluster.Routing) []byte {
-	var b []byte
-	for _, f := range r.Summary().InfoFields() {
-		b = field(b, f[0], f[1])
-	}
-	return b
+	return nil
 }
 
 // unknownNode returns err, made an unknownNodeError naming id when it is
@@ -137,36 +116,27 @@ func unknownNode(err error, id string) error {
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
 func parseSetSlot(args [][]byte) (cluster.SlotChange, error) { return cluster.ParseSetSlot(args[2:]) }
 
-// badSlot returns err, made invalid (COUNTKEYSINSLOT's and GETKEYSINSLOT's
-// own wording) when it is cluster.ErrBadSlot.
-func badSlot(err, invalid error) error {
-	if errors.Is(err, cluster.ErrBadSlot) {
-		return invalid
-	}
-	return err
-}
-
-func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	writeClusterSlots(c, r)
-	return nil
-}
-
-func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	writeClusterShards(c, r)
-	return nil
-}
-
 func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	c.WriteBulk(r.Nodes())
 	return nil
 }
 
+// clusterReplicasCmd answers CLUSTER REPLICAS id: the followers of id's
+// group, when id is its leader.
 func clusterReplicasCmd(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) error {
-	return writeReplicas(c, r, string(args[2]))
+	lines, err := r.Replicas(string(args[2]))
+	if err != nil {
+		return err
+	}
+	c.WriteArray(len(lines))
+	for _, l := range lines {
+		c.WriteBulk(l)
+	}
+	return nil
 }
 
 func clusterInfoCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(clusterInfo(r))
+	c.WriteBulk(appendFields(nil, r.Summary().InfoFields()))
 	return nil
 }
 
@@ -181,14 +151,14 @@ func clusterMyidCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 }
 
 func clusterKeyslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	c.WriteInt(int64(keySlot(args[2])))
+	c.WriteInt(int64(hashslot.Of(args[2])))
 	return nil
 }
 
 func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlot(args[2])
+	slot, _, err := cluster.ParseKeysInSlot(args[2:])
 	if err != nil {
-		return badSlot(err, errInvalidSlot)
+		return err
 	}
 	n := int64(0)
 	if err := slotKeys(c, slot, func([]byte) bool { n++; return true }); err != nil {
@@ -199,16 +169,9 @@ func clusterCountkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]
 }
 
 func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlot(args[2])
-	if err != nil {
-		return badSlot(err, errInvalidSlotOrCount)
-	}
-	count, err := engine.ParseInt(args[3])
+	slot, count, err := cluster.ParseKeysInSlot(args[2:])
 	if err != nil {
 		return err
-	}
-	if count < 0 {
-		return errInvalidSlotOrCount
 	}
 	var keys [][]byte
 	if count > 0 {
@@ -227,24 +190,9 @@ func clusterGetkeysinslotCmd(c *Conn, _ Cluster, _ *cluster.Routing, args [][]by
 	return nil
 }
 
-func clusterAbortmoveCmd(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
-	slot, err := cluster.ParseSlotArg(args[2])
-	if err != nil {
-		return err
-	}
-	force := len(args) == 4
-	if force && !strings.EqualFold(string(args[3]), "force") {
-		return engine.ErrSyntax
-	}
-	return c.abortMove(cl, r, slot, force)
-}
-
 func clusterFailoverCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
-	if len(args) == 3 {
-		if o := strings.ToLower(string(args[2])); o != "force" && o != "takeover" {
-			return engine.ErrSyntax
-		}
-		return errFailoverOption
+	if err := cluster.ParseFailover(args[2:]); err != nil {
+		return err
 	}
 	if err := cl.Failover(c.srv.ctx); err != nil {
 		return err
@@ -309,20 +257,6 @@ func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
 	}
 }
 
-// writeReplicas answers CLUSTER REPLICAS id: the followers of id's group,
-// when id is its leader.
-func writeReplicas(c *Conn, r *cluster.Routing, id string) error {
-	lines, err := r.Replicas(id)
-	if err != nil {
-		return err
-	}
-	c.WriteArray(len(lines))
-	for _, l := range lines {
-		c.WriteBulk(l)
-	}
-	return nil
-}
-
 // READONLY and READWRITE answer OK and change nothing: followers serve
 // reads as --raft-local-reads says. ASKING lets the next command run on a
 // slot this group is importing.
@@ -341,13 +275,17 @@ func clusterConnHandler(c *Conn, h func(c *Conn)) error {
 	return nil
 }
 
-// abortMove runs CLUSTER ABORTMOVE (cluster.Abort) holding the group's
-// move lease, so that it never races a MIGRATE of any node of the group:
-// the keys of slot in flight out of this group go back into its keyspace
-// when each was sent where it cannot be served (other groups asked through
-// the node's directory), or when force.
-func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) error {
-	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: abortKeyspace{c}, MoveDest: cl.MoveDest,
+// clusterAbortmoveCmd runs CLUSTER ABORTMOVE (cluster.Abort) holding the
+// group's move lease, so that it never races a MIGRATE of any node of the
+// group: the keys of slot in flight out of this group go back into its
+// keyspace when each was sent where it cannot be served (other groups
+// asked through the node's directory), or when FORCE.
+func clusterAbortmoveCmd(c *Conn, cl Cluster, r *cluster.Routing, args [][]byte) error {
+	slot, force, err := cluster.ParseAbortMove(args[2:])
+	if err != nil {
+		return err
+	}
+	ab := &cluster.Abort{Slot: slot, Force: force, Keyspace: connKeyspace{c}, MoveDest: cl.MoveDest,
 		Routing: func() *cluster.Routing {
 			if now := cl.Routing(); now != nil {
 				return now // as it is once the lease is held
@@ -356,7 +294,7 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 		}}
 	ab.Ask, _ = cl.(cluster.SlotKeysAsker)
 	var n int64
-	if err := c.runMove(5*time.Second, func() error {
+	if err := c.srv.mover.RunFor(c.srv.ctx, 5*time.Second, func() error {
 		var err error
 		n, err = ab.Run(c.srv.ctx)
 		return err
@@ -365,28 +303,4 @@ func (c *Conn) abortMove(cl Cluster, r *cluster.Routing, slot int, force bool) e
 	}
 	c.WriteInt(n)
 	return nil
-}
-
-// abortKeyspace is the group's keyspace as a cluster.Abort sees it,
-// through the connection running CLUSTER ABORTMOVE.
-type abortKeyspace struct{ c *Conn }
-
-func (k abortKeyspace) ReadNow() error {
-	_, err := k.c.readNow()
-	return err
-}
-
-func (k abortKeyspace) MovingKeys(fn func(key []byte, st engine.State) bool) {
-	k.c.srv.backend.Store().MovingKeys(fn)
-}
-
-func (k abortKeyspace) PutBack(keys [][]byte) (int64, error) {
-	ops := []shards.Op{{Code: shards.OpMoveAbort, Keys: keys}}
-	res := make([]shards.Result, 1)
-	err := k.c.srv.backend.Write(k.c.srv.ctx, ops, res)
-	k.c.now = 0
-	if err == nil {
-		err = res[0].Err
-	}
-	return res[0].N, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,7 +103,7 @@ func TestClusterOneShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slotA, slotB := keySlot([]byte("a")), keySlot([]byte("b"))
+	slotA, slotB := hashslot.Of([]byte("a")), hashslot.Of([]byte("b"))
 	for _, tc := range []struct {
 		args []any
 		want any // int64, int (a count of keys), or an error text

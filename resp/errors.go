@@ -13,6 +13,7 @@ import (
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
+	"github.com/cellserver/cellserver/snapshot"
 )
 
 // Errors of the wire layer. Their reply texts are Redis's, made in
@@ -55,17 +56,6 @@ var (
 	// failed so often that its attempts are scheduled too far ahead (or
 	// the server stops during the wait).
 	ErrAuthThrottled = errors.New("too many failed authentication attempts")
-)
-
-// Errors of cluster routing (route.go), worded in appendErrorText.
-var (
-	// errSlotNotServed is returned for a command on a slot no group owns,
-	// or whose owner has no known member.
-	errSlotNotServed = errors.New("hash slot not served")
-	// errSlotNotKnown is returned for a command on a slot no group is
-	// known to own while a known group has not answered yet (just after
-	// CLUSTER MEET or a restart): it may own the slot.
-	errSlotNotKnown = errors.New("hash slot not known yet")
 )
 
 // Refusals of the server, connection and key commands' arguments
@@ -116,16 +106,6 @@ var argRefusals = [...]struct{ before, after string }{
 	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
 }
 
-// redirectError is a MOVED or ASK redirection: slot is served by the node
-// at addr (host:port).
-type redirectError struct {
-	ask  bool
-	slot int
-	addr string
-}
-
-func (e *redirectError) Error() string { return "redirect to " + e.addr }
-
 // unknownNodeError is a cluster node id no known group has.
 type unknownNodeError struct{ id string }
 
@@ -161,19 +141,7 @@ func (e *textError) Error() string { return e.text }
 var (
 	// errClusterDisabled: a CLUSTER command on a standalone server.
 	errClusterDisabled = errors.New("cluster support disabled")
-	// errFailoverOption: CLUSTER FAILOVER FORCE or TAKEOVER.
-	errFailoverOption = errors.New("FAILOVER FORCE and TAKEOVER are not needed")
-	// errInvalidSlot: COUNTKEYSINSLOT's slot out of range.
-	errInvalidSlot = errors.New("invalid slot")
-	// errInvalidSlotOrCount: GETKEYSINSLOT's slot out of range or
-	// negative count.
-	errInvalidSlotOrCount = errors.New("invalid slot or number of keys")
 )
-
-// targetReplyError is an error reply of MIGRATE's target.
-type targetReplyError struct{ msg string }
-
-func (e *targetReplyError) Error() string { return "target replied: " + e.msg }
 
 // sentinelReplies are the reply texts of sentinel errors, this package's
 // and those of the packages below it, in the order they are tested with
@@ -184,8 +152,8 @@ var sentinelReplies = []struct {
 	text string
 }{
 	{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
-	{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
-	{errSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
+	{cluster.ErrSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+	{cluster.ErrSlotNotKnown, "CLUSTERDOWN Hash slot not served yet: a group of the cluster has not answered this node (just after CLUSTER MEET or a restart); retry in a moment"},
 	{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 	{cluster.ErrTargetUnreachable, "IOERR error or timeout connecting to the client"},
 	{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
@@ -243,20 +211,21 @@ var sentinelReplies = []struct {
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 	{errClusterDisabled, "ERR This instance has cluster support disabled"},
-	{errFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
-	{errInvalidSlot, "ERR Invalid slot"},
-	{errInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
+	{cluster.ErrFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
+	{cluster.ErrInvalidSlot, "ERR Invalid slot"},
+	{cluster.ErrInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
 	{cluster.ErrBadSlot, "ERR Invalid or out of range slot"},
 	{cluster.ErrSetSlotSyntax, "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
 	{cluster.ErrNotMaster, "ERR The specified node is not a master"},
-	{errMigrateWrite, "IOERR error or timeout writing to target instance"},
-	{errMigrateRead, "IOERR error or timeout reading to target instance"},
-	{errMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
-	{errDumpForeign, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
-	{errDumpBad, "ERR DUMP payload version or checksum are wrong"},
-	{errRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
-	{errRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
-	{errRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
+	{cluster.ErrTargetWrite, "IOERR error or timeout writing to target instance"},
+	{cluster.ErrTargetRead, "IOERR error or timeout reading to target instance"},
+	{cluster.ErrMigrateKeysArg, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
+	{snapshot.ErrDumpNotCellserver, "ERR DUMP payload is not a cellserver payload (Redis RDB payloads cannot be restored into cellserver)"},
+	{snapshot.ErrDumpVersion, "ERR DUMP payload version or checksum are wrong"},
+	{snapshot.ErrDumpChecksum, "ERR DUMP payload version or checksum are wrong"},
+	{cluster.ErrRestoreTTL, "ERR Invalid TTL value, must be >= 0"},
+	{cluster.ErrRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
+	{cluster.ErrRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 
 	{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
 	{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
@@ -320,7 +289,7 @@ func appendErrorText(b []byte, err error) []byte {
 		pend   *replication.PendingError
 		gone   *replication.RemovedError
 		logE   *replication.LogError
-		redir  *redirectError
+		redir  *cluster.RedirectError
 		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
@@ -330,7 +299,7 @@ func appendErrorText(b []byte, err error) []byte {
 		txMax  *txqueue.LimitError
 		txOut  *txqueue.ReplyError
 		argE   *engine.ArgError
-		target *targetReplyError
+		target *cluster.TargetReplyError
 		repeat *cluster.SlotRepeatError
 		order  *cluster.SlotOrderError
 		port   *cluster.PortError
@@ -362,14 +331,14 @@ func appendErrorText(b []byte, err error) []byte {
 		// Another node's error that is no sentinel: its plain text.
 		return appendLine(append(b, "ERR "...), peer.Text)
 	case errors.As(err, &redir):
-		if redir.ask {
+		if redir.Ask {
 			b = append(b, "ASK "...)
 		} else {
 			b = append(b, "MOVED "...)
 		}
-		b = strconv.AppendInt(b, int64(redir.slot), 10)
+		b = strconv.AppendInt(b, int64(redir.Slot), 10)
 		b = append(b, ' ')
-		return appendLine(b, redir.addr)
+		return appendLine(b, redir.Addr)
 	case errors.As(err, &slotE):
 		for _, r := range slotRefusals {
 			if slotE.Err == r.err {
@@ -478,7 +447,7 @@ func appendErrorText(b []byte, err error) []byte {
 		b = appendUpper(b, sub.container)
 		return append(b, " HELP."...)
 	case errors.As(err, &target):
-		return appendLine(append(b, "ERR Target instance replied with error: "...), target.msg)
+		return appendLine(append(b, "ERR Target instance replied with error: "...), target.Msg)
 	case errors.As(err, &repeat):
 		b = append(b, "ERR Slot "...)
 		b = strconv.AppendInt(b, int64(repeat.Slot), 10)

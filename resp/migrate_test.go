@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/hashslot"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -290,7 +291,7 @@ func TestMigrateTargetSilent(t *testing.T) {
 // target group, importing the slot, takes the key (its op marked Asking).
 func TestMigrateBetweenGroups(t *testing.T) {
 	key := "{mig}k"
-	slot := keySlot([]byte(key))
+	slot := hashslot.Of([]byte(key))
 	groups := func() []cluster.GroupView {
 		return []cluster.GroupView{
 			{Name: "a", Reachable: true, Slots: [][2]int{{0, 16383}}, Migrating: map[int]string{slot: "b"},
@@ -478,7 +479,7 @@ func TestMigrateResendsWithinImportingGroup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "{resend}k"
-			slot := keySlot([]byte(key))
+			slot := hashslot.Of([]byte(key))
 			p1, got1 := closedPort(t), func() []string { return nil }
 			if tt.first != nil {
 				p1, got1 = scriptedTarget(t, tt.first)

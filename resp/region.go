@@ -87,11 +87,6 @@ func regionStatusHandler(c *Conn, _ [][]byte) error {
 		return region.ErrNotConfigured
 	}
 	st := g.Status()
-	f := st.Fields()
-	c.WriteMap(len(f))
-	for _, kv := range f {
-		c.WriteBulkString(kv[0])
-		c.WriteBulkString(kv[1])
-	}
+	writeFieldMap(c, st.Fields())
 	return nil
 }

@@ -24,8 +24,8 @@ func TestReplyErrorsDecoded(t *testing.T) {
 		is   error
 		data error // what errors.As finds, nil: nothing checked
 	}{
-		{&redirectError{slot: 3999, addr: "127.0.0.1:6381"}, respclient.ErrMoved, &respclient.MovedError{Slot: 3999, Addr: "127.0.0.1:6381"}},
-		{&redirectError{ask: true, slot: 12, addr: "[::1]:7001"}, respclient.ErrAsk, &respclient.AskError{Slot: 12, Addr: "[::1]:7001"}},
+		{&cluster.RedirectError{Slot: 3999, Addr: "127.0.0.1:6381"}, respclient.ErrMoved, &respclient.MovedError{Slot: 3999, Addr: "127.0.0.1:6381"}},
+		{&cluster.RedirectError{Ask: true, Slot: 12, Addr: "[::1]:7001"}, respclient.ErrAsk, &respclient.AskError{Slot: 12, Addr: "[::1]:7001"}},
 		{&region.SequenceError{Expected: 41, Seq: 44}, respclient.ErrOutOfSequence, &respclient.OutOfSequenceError{Expected: 41}},
 		{cluster.ErrTryAgain, respclient.ErrTryAgain, nil},
 		{shards.ErrMoving, respclient.ErrTryAgain, nil},
@@ -34,8 +34,8 @@ func TestReplyErrorsDecoded(t *testing.T) {
 		{replication.ErrNoLeader, respclient.ErrClusterDown, nil},
 		{replication.ErrShutdown, respclient.ErrClusterDown, nil},
 		{&replication.RemovedError{LeaderID: "n1", LeaderRespAddr: "127.0.0.1:1"}, respclient.ErrClusterDown, nil},
-		{errSlotNotServed, respclient.ErrClusterDown, nil},
-		{errSlotNotKnown, respclient.ErrClusterDown, nil},
+		{cluster.ErrSlotNotServed, respclient.ErrClusterDown, nil},
+		{cluster.ErrSlotNotKnown, respclient.ErrClusterDown, nil},
 		{shards.ErrWouldGrow, respclient.ErrOOM, nil},
 		{shards.ErrBusyKey, respclient.ErrBusyKey, nil},
 		{ErrNoAuth, respclient.ErrNoAuth, nil},

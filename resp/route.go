@@ -1,26 +1,16 @@
 package resp
 
 import (
-	"errors"
-
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/shards"
 )
 
 // Cluster routing: before a command with keys runs on a node of a sharded
-// cluster, the slots of its keys decide whether this node's group serves
-// it (Redis Cluster's redirections). The check runs only when the server
-// has a Cluster and its Routing is sharded; standalone servers and
-// unsharded groups pay one nil check per command.
-//
-// The rule is cluster.Check, the same the group's state machine applies:
-// the wire runs it before the command, in Read mode for a handler that
-// reads the keyspace (everything decided here, from this node's keyspace
-// and Routing) and in Route mode for a write (only what the log cannot
-// know: other groups' slots, CROSSSLOT, ASKING). The state machine decides
-// a write's keys at apply time (Apply mode), so every replica decides
-// alike; its verdicts come back in shards.Result.Err and are worded by
-// redirect.
+// cluster, cluster.Check (the slot rule the group's state machine also
+// applies at apply time) decides whether this node's group serves it;
+// cluster words where the client goes instead (Routing.Refusal,
+// OpRefusal), errors.go words that for the wire. Standalone servers and
+// unsharded groups pay one nil check per command. See DESIGN.md.
 
 // commandKeys appends to dst the keys of a call of cmd: by its
 // MovableKeys when it has one, otherwise by its key positions (FirstKey,
@@ -43,24 +33,6 @@ func commandKeys(dst [][]byte, cmd *Command, args [][]byte) [][]byte {
 	return dst
 }
 
-// route checks that this node's group serves the keys of a call of cmd
-// under routing r (sharded), with the cluster's one slot rule
-// (cluster.Check) in mode: Read for commands that read the keyspace in
-// their handler (decided here, keys included), Route for the others (the
-// group's log decides the keys of its own slots). asking is whether the
-// connection sent ASKING just before. It returns whether the command runs
-// as an ASKING one (its slot is being imported here), or the redirection
-// or refusal to answer.
-func (c *Conn) route(r *cluster.Routing, cmd *Command, args [][]byte, asking bool, mode cluster.Mode) (bool, error) {
-	c.keys = commandKeys(c.keys[:0], cmd, args)
-	defer clear(c.keys)
-	if len(c.keys) == 0 {
-		return false, nil
-	}
-	q := cluster.Query{Keys: c.keys, Mode: mode, Asking: asking, Open: cmd.OpenSlot}
-	return c.check(r, &q)
-}
-
 // check runs cluster.Check on q under r, reading this node's keyspace at
 // the read instant (fetched only when a key's presence matters), and
 // words the verdict: whether the command runs as an ASKING one, or the
@@ -71,7 +43,10 @@ func (c *Conn) check(r *cluster.Routing, q *cluster.Query) (bool, error) {
 	if err := c.wkeys.err; err != nil {
 		return false, err
 	}
-	return v.Kind == cluster.ServeAsking, verdictErr(r, v)
+	if v.Kind == cluster.InFlight {
+		return false, shards.ErrMoving
+	}
+	return v.Kind == cluster.ServeAsking, r.Refusal(v)
 }
 
 // wireKeys is cluster.Keys over this node's keyspace at the connection's
@@ -97,76 +72,13 @@ func (k *wireKeys) InFlight(key []byte) bool {
 
 func (k *wireKeys) Moved(key []byte) bool { return k.c.srv.cfg.Cluster.Tombstone(key) }
 
-// verdictErr words a verdict of cluster.Check: MOVED and ASK name the
-// address Routing gives for the slot's group (TRYAGAIN for an ASK whose
-// target has no known member); nil when served.
-func verdictErr(r *cluster.Routing, v cluster.Verdict) error {
-	switch v.Kind {
-	case cluster.InFlight:
-		return shards.ErrMoving
-	case cluster.Moved, cluster.Unassigned:
-		return moved(r, v.Slot)
-	case cluster.Ask:
-		addr := r.RedirectAddr(r.MigratingTo(v.Slot))
-		if addr == "" {
-			return cluster.ErrTryAgain
-		}
-		return &redirectError{ask: true, slot: v.Slot, addr: addr}
-	}
-	return v.Err()
-}
-
-// moved returns the MOVED redirection of slot to its owner's leader (its
-// first member while no leader is known); errSlotNotServed when no group
-// owns it, or errSlotNotKnown while a known group has not answered yet
-// and may own it.
-func moved(r *cluster.Routing, slot int) error {
-	addr := r.RedirectAddr(r.Owner(slot))
-	if addr != "" {
-		return &redirectError{slot: slot, addr: addr}
-	}
-	for g := range r.Groups {
-		if g != r.Self && len(r.Groups[g].Members) == 0 {
-			return errSlotNotKnown
-		}
-	}
-	return errSlotNotServed
-}
-
-// redirect words an op's failure from the state machine: ErrMoved and
-// ErrAsk become MOVED and ASK redirections naming the slot of the first
-// key concerned and the group Routing says serves it; other errors are
-// returned as they are.
+// redirect words an op's failure from the state machine for a client
+// (cluster.Routing.OpRefusal): MOVED and ASK redirections, TRYAGAIN.
 func (c *Conn) redirect(err error, keys [][]byte) error {
-	cl := c.srv.cfg.Cluster
-	if cl == nil || len(keys) == 0 {
-		return err
+	if cl := c.srv.cfg.Cluster; cl != nil {
+		return cl.Routing().OpRefusal(err, keys)
 	}
-	ask := errors.Is(err, cluster.ErrAsk)
-	if !ask && !errors.Is(err, cluster.ErrMoved) {
-		return err
-	}
-	r := cl.Routing()
-	if r == nil {
-		return errSlotNotServed
-	}
-	slot := keySlot(keys[0])
-	for _, k := range keys {
-		s := keySlot(k)
-		if (ask && r.MigratingTo(s) >= 0) || (!ask && r.Owner(s) != r.Self) {
-			slot = s
-			break
-		}
-	}
-	if ask {
-		return verdictErr(r, cluster.Verdict{Kind: cluster.Ask, Slot: slot})
-	}
-	if r.Owner(slot) == r.Self {
-		// The group gave the slot away and this routing table does not
-		// show it yet: the client retries shortly.
-		return cluster.ErrTryAgain
-	}
-	return verdictErr(r, cluster.Verdict{Kind: cluster.Moved, Slot: slot})
+	return err
 }
 
 // routeCommand runs the routing check of a command about to run; op is
@@ -180,18 +92,25 @@ func (c *Conn) routeCommand(cmd *Command, args [][]byte, asking bool, op *shards
 	return c.routeCluster(cmd, args, asking, op)
 }
 
-// routeCluster is routeCommand in cluster mode. Handlers that read the
-// keyspace get the migrating-slot check (see route).
+// routeCluster is routeCommand in cluster mode: cluster.Check on the
+// command's keys in Read mode for a handler that reads the keyspace
+// (decided here, keys included), in Route mode for the others (the group's
+// log decides the keys of its own slots).
 func (c *Conn) routeCluster(cmd *Command, args [][]byte, asking bool, op *shards.Op) error {
 	r := c.srv.cfg.Cluster.Routing()
 	if r == nil || !r.Sharded {
 		return nil
 	}
-	mode := cluster.Route
-	if op == nil && cmd.Flags&FlagReadonly != 0 {
-		mode = cluster.Read
+	c.keys = commandKeys(c.keys[:0], cmd, args)
+	defer clear(c.keys)
+	ok, err := false, error(nil)
+	if len(c.keys) > 0 {
+		q := cluster.Query{Keys: c.keys, Mode: cluster.Route, Asking: asking, Open: cmd.OpenSlot}
+		if op == nil && cmd.Flags&FlagReadonly != 0 {
+			q.Mode = cluster.Read
+		}
+		ok, err = c.check(r, &q)
 	}
-	ok, err := c.route(r, cmd, args, asking, mode)
 	if op != nil {
 		op.Asking = ok
 	}

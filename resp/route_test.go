@@ -225,10 +225,10 @@ func TestClusterErrorTexts(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&redirectError{slot: 12182, addr: "10.0.0.1:7000"}, "MOVED 12182 10.0.0.1:7000"},
-		{&redirectError{ask: true, slot: 1, addr: "[::1]:7000"}, "ASK 1 [::1]:7000"},
+		{&cluster.RedirectError{Slot: 12182, Addr: "10.0.0.1:7000"}, "MOVED 12182 10.0.0.1:7000"},
+		{&cluster.RedirectError{Ask: true, Slot: 1, Addr: "[::1]:7000"}, "ASK 1 [::1]:7000"},
 		{cluster.ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
-		{errSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+		{cluster.ErrSlotNotServed, "CLUSTERDOWN Hash slot not served"},
 		{cluster.ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
 		{shards.ErrMoving, "TRYAGAIN Key is being migrated, retry"},
 		{shards.ErrBusyKey, "BUSYKEY Target key name already exists."},

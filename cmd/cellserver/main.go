@@ -308,7 +308,7 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 		configureInMemory(&rc, cfg)
 	}
 	if st.node != nil {
-		rc.Cluster = resp.ClusterOf(st.node)
+		rc.Cluster = replication.NewClusterView(st.node)
 		rc.ReplicateSetting = replicateSetting(st.node, cfg.Cluster.Raft.NoLeaderTimeout+5*time.Second)
 	}
 	rc.Regions = cfg.Region.gate

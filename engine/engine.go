@@ -180,6 +180,11 @@ type Result struct {
 	// ExpiredLeases counts the leases this request found expired without
 	// a release and dropped (a crashed holder's); 0 for other kinds.
 	ExpiredLeases int64
+	// Queued is true for a CC.ACQUIRE with WAIT that was limited and now
+	// waits in the key's line (Limited is true too; Lease names it): its
+	// allowed reply is due when a later op on the key grants it (see
+	// Granted).
+	Queued bool
 }
 
 // Limits on request parameters. Any combination inside them either works

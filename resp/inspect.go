@@ -97,10 +97,14 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		return nil
 	}
 	m := c.srv.cfg.Policy.Lookup(args[1])
-	var leases []engine.Lease
+	var leases, waiting []engine.Lease
 	if st.Kind == engine.KindConcurrency {
-		leases = liveLeases(st.Leases, now)
-		c.WriteMap(13)
+		leases, waiting = liveLeases(st.Leases, now)
+		if len(waiting) > 0 {
+			c.WriteMap(14)
+		} else {
+			c.WriteMap(13)
+		}
 	} else {
 		c.WriteMap(12)
 	}
@@ -113,7 +117,7 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		// No peek: what an acquire would find is max and the units the
 		// live leases hold.
 		r.Limit = p.Burst
-		for _, l := range leases {
+		for _, l := range append(leases, waiting...) {
 			r.Remaining += l.Units
 		}
 		r.Remaining = max(p.Burst-r.Remaining, 0)
@@ -166,26 +170,37 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		c.WriteNull()
 	}
 	if st.Kind == engine.KindConcurrency {
-		c.WriteBulkString("leases")
-		c.WriteArray(len(leases))
-		for _, l := range leases {
-			c.WriteArray(3)
-			c.WriteBulkString(l.ID)
-			c.WriteInt(l.Units)
-			c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
+		list := func(name string, ls []engine.Lease) {
+			c.WriteBulkString(name)
+			c.WriteArray(len(ls))
+			for _, l := range ls {
+				c.WriteArray(3)
+				c.WriteBulkString(l.ID)
+				c.WriteInt(l.Units)
+				c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
+			}
+		}
+		list("leases", leases)
+		if len(waiting) > 0 {
+			list("waiting", waiting)
 		}
 	}
 	return nil
 }
 
-// liveLeases returns the leases of ls not expired at now (a new slice:
-// the store's array is shared and never written).
-func liveLeases(ls []engine.Lease, now int64) []engine.Lease {
-	out := make([]engine.Lease, 0, len(ls))
+// liveLeases returns the held leases of ls not expired at now, and the
+// waiters in line before their deadline (new slices: the store's array is
+// shared and never written).
+func liveLeases(ls []engine.Lease, now int64) (held, waiting []engine.Lease) {
+	held = make([]engine.Lease, 0, len(ls))
 	for _, l := range ls {
-		if l.ExpireAt > now {
-			out = append(out, l)
+		switch {
+		case l.ExpireAt <= now:
+		case l.Waiting():
+			waiting = append(waiting, l)
+		default:
+			held = append(held, l)
 		}
 	}
-	return out
+	return held, waiting
 }

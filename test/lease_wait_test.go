@@ -1,0 +1,214 @@
+package test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cellserver/cellserver/internal/poll"
+)
+
+// waiter is one client sending a CC.ACQUIRE that waits, on a connection of
+// its own; its reply (or error) arrives on done with the instant.
+type waiter struct {
+	c    *redis.Client
+	sent time.Time
+	done chan waiterReply
+}
+
+type waiterReply struct {
+	r   acquireReply
+	err error
+	at  time.Time
+}
+
+// waitingClient returns a client of one connection whose reads wait long
+// enough for a WAIT of seconds.
+func waitingClient(t *testing.T, s *server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, PoolSize: 1, ReadTimeout: 20 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(ctxT(t)).Err(); err != nil {
+		t.Fatalf("ping %s: %v", s.Addr, err)
+	}
+	return c
+}
+
+// startWaiter sends CC.ACQUIRE args on a new connection and, for arrival
+// order, returns once the server counts it waiting (blocked was the count
+// before).
+func startWaiter(t *testing.T, s *server, blocked int, args ...any) *waiter {
+	t.Helper()
+	w := &waiter{c: waitingClient(t, s), sent: time.Now(), done: make(chan waiterReply, 1)}
+	ctx := ctxT(t)
+	go func() {
+		r, err := ccAcquireErr(ctx, w.c, args...)
+		w.done <- waiterReply{r, err, time.Now()}
+	}()
+	waitBlocked(t, s, blocked+1)
+	return w
+}
+
+// reply returns the waiter's reply, failing after a generous bound.
+func (w *waiter) reply(t *testing.T) waiterReply {
+	t.Helper()
+	select {
+	case r := <-w.done:
+		if r.err != nil {
+			t.Fatalf("waiting CC.ACQUIRE: %v", r.err)
+		}
+		return r
+	case <-time.After(15 * time.Second):
+		t.Fatal("a waiter got no reply within 15s")
+	}
+	return waiterReply{}
+}
+
+// still fails if the waiter has been answered.
+func (w *waiter) still(t *testing.T, name string) {
+	t.Helper()
+	select {
+	case r := <-w.done:
+		t.Fatalf("%s answered %v (err %v) while it should still wait", name, r.r, r.err)
+	default:
+	}
+}
+
+// inspect returns CL.INSPECT key's reply as text.
+func inspect(t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	v, err := c.Do(ctxT(t), "CL.INSPECT", key).Result()
+	if err != nil {
+		t.Fatalf("CL.INSPECT %s: %v", key, err)
+	}
+	return fmt.Sprint(v)
+}
+
+// TestLeaseWait: CC.ACQUIRE … WAIT on a standalone server, on event loops
+// and on a goroutine per connection: two of max 2 held, three waiters with
+// WAIT 5s; each CC.RELEASE admits exactly the next waiter, in arrival
+// order; a waiter whose WAIT ends gets the limited reply then; a lease of
+// ttl 300ms expiring admits the next waiter; a waiter that disconnects
+// never makes the key admit more than max; WAIT inside MULTI is refused.
+func TestLeaseWait(t *testing.T) {
+	for _, mode := range waitModes {
+		t.Run(mode.name, func(t *testing.T) {
+			s := startServer(t, append([]string{"--save", ""}, mode.args...)...)
+			c := s.client(t, 2)
+
+			t.Run("each release admits the next waiter in arrival order", func(t *testing.T) {
+				key := "ccw:line"
+				for _, id := range []string{"h1", "h2"} {
+					if r := ccAcquire(t, c, key, 2, "30s", "ID", id); r.f[0] != 0 {
+						t.Fatalf("holder %s: %v, want allowed", id, r)
+					}
+				}
+				ws := make([]*waiter, 3)
+				for i := range ws {
+					ws[i] = startWaiter(t, s, i, key, 2, "30s", "ID", fmt.Sprintf("w%d", i+1), "WAIT", "5s")
+				}
+				// A newcomer that does not wait is refused: it never
+				// overtakes the line, and remaining counts the waiters.
+				if r := ccAcquire(t, c, key, 2, "30s", "ID", "newcomer"); r.f[0] != 1 || r.f[2] != 0 || !r.nilID {
+					t.Fatalf("newcomer: %v, want limited, remaining 0, nil lease", r)
+				}
+				for i, rel := range []string{"h1", "h2", "w1"} {
+					if n := ccInt(t, c, "CC.RELEASE", key, rel); n != 1 {
+						t.Fatalf("CC.RELEASE %s = %d, want 1", rel, n)
+					}
+					got := ws[i].reply(t)
+					want := fmt.Sprintf("w%d", i+1)
+					if got.r.f[0] != 0 || got.r.f[1] != 2 || got.r.f[3] != -1 || got.r.f[4] <= 0 || got.r.lease != want {
+						t.Fatalf("after CC.RELEASE %s, waiter %s got %v, want allowed with lease %s", rel, want, got.r, want)
+					}
+					waitBlocked(t, s, 2-i)
+					for _, w := range ws[i+1:] {
+						w.still(t, "a later waiter")
+					}
+				}
+				if r := ccAcquire(t, c, key, 2, "30s"); r.f[0] != 1 {
+					t.Fatalf("w2 and w3 hold the key's 2 units: a third acquire got %v", r)
+				}
+			})
+
+			t.Run("a waiter whose wait ends gets the limited reply", func(t *testing.T) {
+				key := "ccw:deadline"
+				ccAcquire(t, c, key, 1, "30s", "ID", "h")
+				w := startWaiter(t, s, 0, key, 1, "30s", "ID", "late", "WAIT", "500ms")
+				got := w.reply(t)
+				if got.r.f[0] != 1 || got.r.f[3] <= 0 || !got.r.nilID {
+					t.Fatalf("waiter at its deadline: %v, want limited, retry_after > 0, nil lease", got.r)
+				}
+				if d := got.at.Sub(w.sent); d < 400*time.Millisecond {
+					t.Fatalf("waiter answered after %v, want at its 500ms deadline", d)
+				}
+				waitBlocked(t, s, 0)
+				// It consumed nothing and left the line: the holder's
+				// release frees the unit for a newcomer.
+				ccInt(t, c, "CC.RELEASE", key, "h")
+				if r := ccAcquire(t, c, key, 1, "30s", "ID", "next"); r.f[0] != 0 {
+					t.Fatalf("after the waiter left and the holder released: %v, want allowed", r)
+				}
+			})
+
+			t.Run("an expiring lease admits the next waiter", func(t *testing.T) {
+				key := "ccw:expiry"
+				ccAcquire(t, c, key, 1, "300ms", "ID", "short")
+				w := startWaiter(t, s, 0, key, 1, "30s", "WAIT", "5s")
+				got := w.reply(t)
+				if got.r.f[0] != 0 || got.r.lease == "" {
+					t.Fatalf("waiter after the lease's ttl: %v, want allowed with a lease", got.r)
+				}
+				if d := got.at.Sub(w.sent); d > 4*time.Second {
+					t.Fatalf("waiter admitted after %v: the 300ms lease's expiry did not admit it", d)
+				}
+				if n := ccInt(t, c, "CC.RELEASE", key, got.r.lease); n != 1 {
+					t.Fatalf("CC.RELEASE of the granted lease %q = %d, want 1", got.r.lease, n)
+				}
+			})
+
+			t.Run("a disconnecting waiter never over-admits", func(t *testing.T) {
+				key := "ccw:gone"
+				ccAcquire(t, c, key, 1, "30s", "ID", "h")
+				w := startWaiter(t, s, 0, key, 1, "30s", "ID", "gone", "WAIT", "5s")
+				if got := inspect(t, c, key); !containsAll(got, "waiting", "gone") {
+					t.Fatalf("CL.INSPECT %s = %s, want the waiter in line", key, got)
+				}
+				w.c.Close()
+				waitBlocked(t, s, 0)
+				// Its server releases it: it leaves the line.
+				poll.Until(t, 10*time.Second, func() error {
+					if got := inspect(t, c, key); containsAll(got, "gone") {
+						return fmt.Errorf("CL.INSPECT %s = %s: the gone waiter is still in line", key, got)
+					}
+					return nil
+				})
+				if n := ccInt(t, c, "CC.RELEASE", key, "h"); n != 1 {
+					t.Fatalf("CC.RELEASE h = %d, want 1", n)
+				}
+				if r := ccAcquire(t, c, key, 1, "30s", "ID", "a"); r.f[0] != 0 {
+					t.Fatalf("first acquire after the release: %v, want allowed (the gone waiter holds nothing)", r)
+				}
+				if r := ccAcquire(t, c, key, 1, "30s", "ID", "b"); r.f[0] != 1 {
+					t.Fatalf("second acquire: %v, want limited (max 1)", r)
+				}
+				if n := ccInt(t, c, "CC.RELEASE", key, "gone"); n != 0 {
+					t.Fatalf("CC.RELEASE of the gone waiter = %d, want 0 (not held, not waiting)", n)
+				}
+			})
+
+			t.Run("WAIT inside MULTI is refused", func(t *testing.T) {
+				tx := waitingClient(t, s)
+				_, err := tx.TxPipelined(ctxT(t), func(p redis.Pipeliner) error {
+					p.Do(ctxT(t), "CC.ACQUIRE", "ccw:multi", 1, "30s", "WAIT", "1s")
+					return nil
+				})
+				if err == nil {
+					t.Fatal("CC.ACQUIRE … WAIT in MULTI was accepted")
+				}
+			})
+		})
+	}
+}

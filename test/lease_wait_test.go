@@ -28,7 +28,7 @@ type waiterReply struct {
 // enough for a WAIT of seconds.
 func waitingClient(t *testing.T, s *server) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, PoolSize: 1, ReadTimeout: 20 * time.Second})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, ReadTimeout: 40 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	if err := c.Ping(ctxT(t)).Err(); err != nil {
 		t.Fatalf("ping %s: %v", s.Addr, err)
@@ -60,8 +60,8 @@ func (w *waiter) reply(t *testing.T) waiterReply {
 			t.Fatalf("waiting CC.ACQUIRE: %v", r.err)
 		}
 		return r
-	case <-time.After(15 * time.Second):
-		t.Fatal("a waiter got no reply within 15s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("a waiter got no reply within 30s")
 	}
 	return waiterReply{}
 }
@@ -210,5 +210,93 @@ func TestLeaseWait(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLeaseWaitGroup: CC.ACQUIRE … WAIT in a 3-node group. A waiter on a
+// follower is admitted by a release sent to the leader (the follower
+// learns of the grant by applying the log). kill -9 of the leader keeps
+// every lease and every place in line: a waiter on a surviving follower
+// is admitted by the next release on the new leader, and a waiter whose
+// connection died with the leader, asking again on another node with its
+// ID, keeps its place ahead of a later arrival.
+func TestLeaseWaitGroup(t *testing.T) {
+	nodes := startCluster(t, 3, "--max-wait", "60s")
+	l := waitLeader(t, nodes)
+	leader, f1, f2 := nodes[l], nodes[(l+1)%3], nodes[(l+2)%3]
+	lc := noRetryClient(t, leader.Addr)
+	const key = "ccw:group"
+	for _, id := range []string{"h1", "h2"} {
+		if r, err := ccAcquireErr(ctxT(t), lc, key, 2, "120s", "ID", id); err != nil || r.f[0] != 0 {
+			t.Fatalf("holder %s: %v, %v; want allowed", id, r, err)
+		}
+	}
+	inLine := func(nd *clusterNode, ids ...string) {
+		t.Helper()
+		c := noRetryClient(t, nd.Addr)
+		poll.Until(t, 10*time.Second, func() error {
+			if got := inspect(t, c, key); !containsAll(got, append([]string{"waiting"}, ids...)...) {
+				return fmt.Errorf("CL.INSPECT %s on %s = %s, want %v waiting", key, nd.id, got, ids)
+			}
+			return nil
+		})
+	}
+	a := startWaiter(t, f1.server, 0, key, 2, "120s", "ID", "wa", "WAIT", "50s")
+	inLine(leader, "wa")
+	b := startWaiter(t, f2.server, 0, key, 2, "120s", "ID", "wb", "WAIT", "50s")
+	inLine(leader, "wa", "wb")
+	cw := startWaiter(t, leader.server, 0, key, 2, "120s", "ID", "wc", "WAIT", "50s")
+	inLine(leader, "wa", "wb", "wc")
+
+	if n := ccInt(t, lc, "CC.RELEASE", key, "h1"); n != 1 {
+		t.Fatalf("CC.RELEASE h1 on the leader = %d, want 1", n)
+	}
+	if got := a.reply(t); got.r.f[0] != 0 || got.r.lease != "wa" {
+		t.Fatalf("waiter on follower %s: %v, want allowed with lease wa", f1.id, got.r)
+	}
+	b.still(t, "the second waiter")
+
+	leader.kill()
+	select { // its connection dies with the leader
+	case r := <-cw.done:
+		if r.err == nil {
+			t.Fatalf("the waiter on the killed leader was answered %v", r.r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter on the killed leader saw no end of its connection")
+	}
+	others := []*clusterNode{f1, f2}
+	var nl *clusterNode
+	poll.Until(t, 30*time.Second, func() error {
+		i := leaderOf(others)
+		if i < 0 {
+			return fmt.Errorf("no new leader yet")
+		}
+		nl = others[i]
+		return nil
+	})
+	// Every lease and place survived: h2 and wa held, wb and wc waiting.
+	inLine(nl, "wb", "wc")
+	if got := inspect(t, noRetryClient(t, nl.Addr), key); !containsAll(got, "h2", "wa") {
+		t.Fatalf("CL.INSPECT on the new leader = %s, want leases h2 and wa kept", got)
+	}
+	// wc's client asks again on a surviving node with its ID: it keeps
+	// its place, ahead of wd arriving after it.
+	c2 := startWaiter(t, f1.server, 0, key, 2, "120s", "ID", "wc", "WAIT", "50s")
+	d := startWaiter(t, f1.server, 1, key, 2, "120s", "ID", "wd", "WAIT", "50s")
+	inLine(nl, "wb", "wc", "wd")
+
+	nc := noRetryClient(t, nl.Addr)
+	for _, step := range []struct {
+		release string
+		w       *waiter
+		id      string
+	}{{"h2", b, "wb"}, {"wa", c2, "wc"}, {"wb", d, "wd"}} {
+		if n := ccInt(t, nc, "CC.RELEASE", key, step.release); n != 1 {
+			t.Fatalf("CC.RELEASE %s on the new leader = %d, want 1", step.release, n)
+		}
+		if got := step.w.reply(t); got.r.f[0] != 0 || got.r.lease != step.id {
+			t.Fatalf("after CC.RELEASE %s: %v, want allowed with lease %s", step.release, got.r, step.id)
+		}
 	}
 }

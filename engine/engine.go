@@ -127,8 +127,9 @@ type Request struct {
 	// (the command's trailing WAIT): a request that would be refused now
 	// but admitted within Wait reserves its place at once (see Apply and
 	// wait.go). 0 waits for nothing. Range 0..MaxWait; only the kinds
-	// WaitSupported reports take it. It travels with the request so that
-	// every replica reserves alike.
+	// WaitSupported reports take it, and a concurrency acquire, which
+	// joins its key's line instead (concurrency.go). It travels with the
+	// request so that every replica reserves alike.
 	Wait int64
 
 	// Op is what a concurrency request (KindConcurrency) does: LeaseAcquire,
@@ -233,7 +234,8 @@ var (
 // st is the key's current state: the zero State for a missing key, otherwise a
 // State of req.Kind (the caller answers WRONGTYPE for any other kind before
 // calling). The returned State is to be stored when its ExpireAt > now, and
-// the key deleted otherwise. A limited request returns st unchanged.
+// the key deleted otherwise. A limited request returns st unchanged, but
+// for a concurrency acquire that waits (Result.Queued: it joined the line).
 //
 // Time domain: now and every time stored in st are Unix nanoseconds in
 // [0, 2^62), that is [0, 2^63 − MaxSpan). req must pass Validate

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -76,14 +77,51 @@ func (w *waiter) still(t *testing.T, name string) {
 	}
 }
 
-// inspect returns CL.INSPECT key's reply as text.
-func inspect(t *testing.T, c *redis.Client, key string) string {
+// inspect returns CL.INSPECT key's lease ids and waiting ids as text:
+// "leases [a b] waiting [c]".
+func inspect(t *testing.T, c doer, key string) string {
 	t.Helper()
-	v, err := c.Do(ctxT(t), "CL.INSPECT", key).Result()
+	s, err := inspectErr(ctxT(t), c, key)
 	if err != nil {
-		t.Fatalf("CL.INSPECT %s: %v", key, err)
+		t.Fatal(err)
 	}
-	return fmt.Sprint(v)
+	return s
+}
+
+// doer is a client or a cluster client.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+func inspectErr(ctx context.Context, c doer, key string) (string, error) {
+	v, err := c.Do(ctx, "CL.INSPECT", key).Result()
+	if err != nil {
+		return "", fmt.Errorf("CL.INSPECT %s: %v", key, err)
+	}
+	fields := map[string]any{}
+	switch m := v.(type) {
+	case []any: // RESP2: a flat array
+		for i := 0; i+1 < len(m); i += 2 {
+			fields[fmt.Sprint(m[i])] = m[i+1]
+		}
+	case map[any]any:
+		for k, x := range m {
+			fields[fmt.Sprint(k)] = x
+		}
+	default:
+		return "", fmt.Errorf("CL.INSPECT %s = %#v", key, v)
+	}
+	ids := func(name string) []string {
+		var out []string
+		list, _ := fields[name].([]any)
+		for _, e := range list {
+			if l, ok := e.([]any); ok && len(l) > 0 {
+				out = append(out, fmt.Sprint(l[0]))
+			}
+		}
+		return out
+	}
+	return fmt.Sprintf("leases %v waiting %v", ids("leases"), ids("waiting")), nil
 }
 
 // TestLeaseWait: CC.ACQUIRE … WAIT on a standalone server, on event loops
@@ -173,14 +211,14 @@ func TestLeaseWait(t *testing.T) {
 				key := "ccw:gone"
 				ccAcquire(t, c, key, 1, "30s", "ID", "h")
 				w := startWaiter(t, s, 0, key, 1, "30s", "ID", "gone", "WAIT", "5s")
-				if got := inspect(t, c, key); !containsAll(got, "waiting", "gone") {
+				if got := inspect(t, c, key); got != "leases [h] waiting [gone]" {
 					t.Fatalf("CL.INSPECT %s = %s, want the waiter in line", key, got)
 				}
 				w.c.Close()
 				waitBlocked(t, s, 0)
 				// Its server releases it: it leaves the line.
 				poll.Until(t, 10*time.Second, func() error {
-					if got := inspect(t, c, key); containsAll(got, "gone") {
+					if got := inspect(t, c, key); got != "leases [h] waiting []" {
 						return fmt.Errorf("CL.INSPECT %s = %s: the gone waiter is still in line", key, got)
 					}
 					return nil
@@ -231,22 +269,22 @@ func TestLeaseWaitGroup(t *testing.T) {
 			t.Fatalf("holder %s: %v, %v; want allowed", id, r, err)
 		}
 	}
-	inLine := func(nd *clusterNode, ids ...string) {
+	inLine := func(nd *clusterNode, want string) {
 		t.Helper()
 		c := noRetryClient(t, nd.Addr)
 		poll.Until(t, 10*time.Second, func() error {
-			if got := inspect(t, c, key); !containsAll(got, append([]string{"waiting"}, ids...)...) {
-				return fmt.Errorf("CL.INSPECT %s on %s = %s, want %v waiting", key, nd.id, got, ids)
+			if got, err := inspectErr(ctxT(t), c, key); err != nil || got != want {
+				return fmt.Errorf("CL.INSPECT %s on %s = %s (%v), want %s", key, nd.id, got, err, want)
 			}
 			return nil
 		})
 	}
 	a := startWaiter(t, f1.server, 0, key, 2, "120s", "ID", "wa", "WAIT", "50s")
-	inLine(leader, "wa")
+	inLine(leader, "leases [h1 h2] waiting [wa]")
 	b := startWaiter(t, f2.server, 0, key, 2, "120s", "ID", "wb", "WAIT", "50s")
-	inLine(leader, "wa", "wb")
+	inLine(leader, "leases [h1 h2] waiting [wa wb]")
 	cw := startWaiter(t, leader.server, 0, key, 2, "120s", "ID", "wc", "WAIT", "50s")
-	inLine(leader, "wa", "wb", "wc")
+	inLine(leader, "leases [h1 h2] waiting [wa wb wc]")
 
 	if n := ccInt(t, lc, "CC.RELEASE", key, "h1"); n != 1 {
 		t.Fatalf("CC.RELEASE h1 on the leader = %d, want 1", n)
@@ -276,15 +314,12 @@ func TestLeaseWaitGroup(t *testing.T) {
 		return nil
 	})
 	// Every lease and place survived: h2 and wa held, wb and wc waiting.
-	inLine(nl, "wb", "wc")
-	if got := inspect(t, noRetryClient(t, nl.Addr), key); !containsAll(got, "h2", "wa") {
-		t.Fatalf("CL.INSPECT on the new leader = %s, want leases h2 and wa kept", got)
-	}
+	inLine(nl, "leases [h2 wa] waiting [wb wc]")
 	// wc's client asks again on a surviving node with its ID: it keeps
 	// its place, ahead of wd arriving after it.
 	c2 := startWaiter(t, f1.server, 0, key, 2, "120s", "ID", "wc", "WAIT", "50s")
 	d := startWaiter(t, f1.server, 1, key, 2, "120s", "ID", "wd", "WAIT", "50s")
-	inLine(nl, "wb", "wc", "wd")
+	inLine(nl, "leases [h2 wa] waiting [wb wc wd]")
 
 	nc := noRetryClient(t, nl.Addr)
 	for _, step := range []struct {
@@ -297,6 +332,47 @@ func TestLeaseWaitGroup(t *testing.T) {
 		}
 		if got := step.w.reply(t); got.r.f[0] != 0 || got.r.lease != step.id {
 			t.Fatalf("after CC.RELEASE %s: %v, want allowed with lease %s", step.release, got.r, step.id)
+		}
+	}
+}
+
+// TestLeaseWaitClusterOfGroups: in a cluster of two groups, a waiter on
+// each group's key (a cluster client follows MOVED to the group serving
+// its slot) is admitted by a release of the held unit.
+func TestLeaseWaitClusterOfGroups(t *testing.T) {
+	groups := startGroups(t, 2)
+	cc := newClusterClient(t, groups, nil)
+	ctx := ctxT(t)
+	for _, g := range groups {
+		key := keysIn(g, "ccw", 1)[0]
+		if r, err := cc.Do(ctx, "CC.ACQUIRE", key, 1, "30s", "ID", "h").Slice(); err != nil || len(r) != 6 || r[0] != int64(0) {
+			t.Fatalf("group %s: holder = %v, %v; want allowed", g.name, r, err)
+		}
+		wc := newClusterClient(t, groups, &redis.ClusterOptions{ReadTimeout: 20 * time.Second, MaxRetries: -1})
+		done := make(chan []any, 1)
+		go func() {
+			r, err := wc.Do(ctx, "CC.ACQUIRE", key, 1, "30s", "ID", "w", "WAIT", "8s").Slice()
+			if err != nil {
+				r = []any{err}
+			}
+			done <- r
+		}()
+		poll.Until(t, 10*time.Second, func() error {
+			if got, err := inspectErr(ctx, cc, key); err != nil || got != "leases [h] waiting [w]" {
+				return fmt.Errorf("group %s: CL.INSPECT %s = %s, %v; want w waiting", g.name, key, got, err)
+			}
+			return nil
+		})
+		if n, err := cc.Do(ctx, "CC.RELEASE", key, "h").Int64(); err != nil || n != 1 {
+			t.Fatalf("group %s: release = %d, %v; want 1", g.name, n, err)
+		}
+		select {
+		case r := <-done:
+			if len(r) != 6 || r[0] != int64(0) || r[5] != "w" {
+				t.Fatalf("group %s: waiter = %v, want allowed with lease w", g.name, r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("group %s: the waiter got no reply", g.name)
 		}
 	}
 }

@@ -125,6 +125,10 @@ type ccWait struct {
 	req     engine.Request // the acquire (its Lease set), for asking again
 	retryAt int64          // the server's monotonic ns: ask again then; 0: not before the deadline
 	seen    bool           // its op's reply was handled (queued)
+	// busy is set while state is not ccIdle, so that the checks every
+	// batch and every CC.ACQUIRE make cost one atomic load when nothing
+	// waits.
+	busy atomic.Bool
 	wake    chan struct{}  // a goroutine connection's wake-up (capacity 1)
 }
 
@@ -134,6 +138,7 @@ func (w *ccWait) submit(c *Conn, key []byte, req *engine.Request) {
 	w.mu.Lock()
 	old := w.k
 	w.state, w.k, w.req, w.retryAt, w.seen = ccSubmitted, lineKey{string(key), req.Lease}, *req, 0, false
+	w.busy.Store(true)
 	w.mu.Unlock()
 	if old != (lineKey{}) && old != w.k {
 		c.srv.line.remove(old, c)
@@ -174,6 +179,9 @@ func (w *ccWait) wakeChan() chan struct{} {
 // active reports whether the connection's waiting request is an acquire in
 // a line (queued or granted).
 func (w *ccWait) active() bool {
+	if !w.busy.Load() {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.state == ccQueued || w.state == ccGranted
@@ -184,6 +192,7 @@ func (w *ccWait) finish(c *Conn) {
 	w.mu.Lock()
 	k := w.k
 	w.state, w.k = ccIdle, lineKey{}
+	w.busy.Store(false)
 	w.mu.Unlock()
 	if k != (lineKey{}) {
 		c.srv.line.remove(k, c)
@@ -196,6 +205,9 @@ func (w *ccWait) finish(c *Conn) {
 // at retry_after; false when the reply is to be written now (r is then
 // the reply, the grant's if the grant came first).
 func (w *ccWait) queued(c *Conn, key []byte, r *engine.Result) bool {
+	if !w.busy.Load() {
+		return false
+	}
 	w.mu.Lock()
 	if w.state == ccIdle || w.seen || w.k.key != string(key) || w.k.id != r.Lease {
 		w.mu.Unlock()
@@ -302,6 +314,9 @@ func (w *ccWait) reply(c *Conn, r *engine.Result) {
 // to wait but whose op failed (an error reply, not handled by queued) is
 // abandoned, its id released in case the op was applied.
 func (w *ccWait) settle(c *Conn) {
+	if !w.busy.Load() {
+		return
+	}
 	w.mu.Lock()
 	pending := w.state != ccIdle && !w.seen
 	w.mu.Unlock()
@@ -318,6 +333,7 @@ func (w *ccWait) abandon(c *Conn) {
 	w.mu.Lock()
 	state, k := w.state, w.k
 	w.state, w.k = ccIdle, lineKey{}
+	w.busy.Store(false)
 	w.mu.Unlock()
 	if state == ccIdle || k == (lineKey{}) {
 		return

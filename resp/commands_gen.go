@@ -145,7 +145,7 @@ func commandMeta() []*Command {
 				"Example on a fresh key: `CC.ACQUIRE streams:user1 2 30s ID job-1` → `0 2 1 -1 30000 \"job-1\"`. Without ID the server makes the id (the instant and a counter of the key, in base 36, such as `\"dn6g4g7fn63r-1\"`).",
 				"A concurrency key expires when nothing is held; it answers WRONGTYPE to the other limiter commands, and they to it. limit-override replaces max (ttl and cost stay the caller's); under limit-shadow a refusal answers allowed, with a lease id that is not held.",
 				"Waiting: `CC.ACQUIRE jobs 2 30s WAIT 5s` on a key whose 2 units are held waits in line; `CC.RELEASE jobs <lease>` by a holder answers it `0 2 0 -1 30000 \"w1-…\"` at once, the next waiter staying in line. Places in line are the key's state: replicated, kept in snapshots, moved by MIGRATE, shown by CL.INSPECT; a failover keeps them. A waiter without ID is given one by the server that took it (`w`, a counter, `-` and a random part of that server). A waiter's `remaining` counts the units held and waiting. A client that disconnects while waiting is released (it never makes the key admit more than max); a shadowed refusal (limit-shadow) never waits.",
-				"Memory: 64 bytes of side-table entry plus 32 bytes and the id's length per lease; a key holds at most 100000 leases (an acquire beyond is limited).",
+				"Memory: 64 bytes of side-table entry plus 48 bytes and the id's length per lease or waiter in line; a key holds at most 100000 leases (an acquire beyond is limited).",
 			},
 		},
 		{

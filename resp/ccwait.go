@@ -129,7 +129,7 @@ type ccWait struct {
 	// batch and every CC.ACQUIRE make cost one atomic load when nothing
 	// waits.
 	busy atomic.Bool
-	wake    chan struct{}  // a goroutine connection's wake-up (capacity 1)
+	wake chan struct{} // a goroutine connection's wake-up (capacity 1)
 }
 
 // submit registers the connection as waiting for (key, req.Lease) before

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -183,4 +184,96 @@ func TestConcurrencyWaitShadow(t *testing.T) {
 	if !r.Limited || r.Queued || next.C != 0 {
 		t.Fatalf("shadowed acquire: %+v, waiters %d", r, next.C)
 	}
+}
+
+// Random ops on one key of max 3 keep the line's rules: never more than
+// max units held; an acquire allowed at once only while nobody waits;
+// grants in arrival order (a granted waiter never has an earlier waiter
+// still in line, beyond those that cannot fit); and the state's counts.
+func TestConcurrencyWaitRandom(t *testing.T) {
+	const max = 3
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		var st State
+		now := t0
+		ids := []string{"a", "b", "c", "d", "e", "f", "g"}
+		for step := range 300 {
+			now += int64(rng.IntN(300)) * ms
+			id := ids[rng.IntN(len(ids))]
+			var req Request
+			switch rng.IntN(3) {
+			case 0, 1:
+				req = Request{Kind: KindConcurrency, Op: LeaseAcquire, Lease: id, Burst: max, Period: int64(1+rng.IntN(2000)) * ms, Quantity: int64(1 + rng.IntN(2))}
+				if rng.IntN(2) == 0 {
+					req.Wait = int64(1+rng.IntN(3000)) * ms
+				}
+			default:
+				req = Request{Kind: KindConcurrency, Op: LeaseRelease, Lease: id}
+			}
+			if err := req.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			before := st
+			var beforeWaiters []string
+			if before.ExpireAt > now {
+				for _, l := range before.Leases {
+					if l.Waiting() && l.ExpireAt > now {
+						beforeWaiters = append(beforeWaiters, l.ID)
+					}
+				}
+			}
+			next, r := Apply(st, &req, now)
+			checkLeaseStateMax(t, seed, step, &next, max)
+			granted := Granted(&before, &next, now, nil)
+			// Grants come from the head: the granted are a prefix of
+			// the live waiters of before, minus those that left.
+			pos := 0
+			for _, g := range granted {
+				i := slices.Index(beforeWaiters[pos:], g.Lease)
+				if i < 0 {
+					t.Fatalf("seed %d step %d: granted %q, not a waiter after the ones granted before it (%q)", seed, step, g.Lease, beforeWaiters)
+				}
+				pos += i + 1
+			}
+			if req.Op == LeaseAcquire && !r.Limited && r.Lease == id {
+				held := false
+				for _, l := range before.Leases {
+					if l.ID == id && !l.Waiting() && l.ExpireAt > now {
+						held = true
+					}
+				}
+				wasWaiting := slices.Contains(beforeWaiters, id)
+				if !held && !wasWaiting && len(beforeWaiters) > len(granted) {
+					t.Fatalf("seed %d step %d: %q allowed at once while %d waited", seed, step, id, len(beforeWaiters)-len(granted))
+				}
+			}
+			st = next
+		}
+	}
+}
+
+// checkLeaseStateMax checks a concurrency state's counts and its bound.
+func checkLeaseStateMax(t *testing.T, seed int64, step int, st *State, max int64) {
+	t.Helper()
+	if st.Kind == KindNone {
+		return
+	}
+	held, _, _ := tally(st.Leases)
+	var waiters, latest int64
+	for _, l := range st.Leases {
+		if l.Waiting() {
+			waiters++
+		}
+		latest = max64(latest, l.ExpireAt)
+	}
+	if st.A != held || st.C != waiters || st.ExpireAt != latest || held > max {
+		t.Fatalf("seed %d step %d: state A=%d C=%d ExpireAt=%d; leases hold %d (max %d), %d waiters, latest %d", seed, step, st.A, st.C, st.ExpireAt, held, max, waiters, latest)
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }

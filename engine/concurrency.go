@@ -456,7 +456,7 @@ func without(leases []Lease, pos int) []Lease {
 // Only a state with waiters (C > 0) can grant any, so a caller skips the
 // call when before.C == 0.
 func Granted(before, after *State, now int64, dst []Result) []Result {
-	if before.Kind != KindConcurrency || before.C == 0 || after.Kind != KindConcurrency {
+	if before.Kind != KindConcurrency || before.C == 0 || before.ExpireAt <= now || after.Kind != KindConcurrency {
 		return dst
 	}
 	held, waiting, latest := tally(after.Leases)
@@ -467,8 +467,8 @@ func Granted(before, after *State, now int64, dst []Result) []Result {
 	j := 0
 	for i := range before.Leases {
 		w := &before.Leases[i]
-		if !w.Waiting() {
-			continue
+		if !w.Waiting() || w.ExpireAt <= now {
+			continue // a lease, or a waiter past its deadline (dropped first)
 		}
 		k := j
 		for k < len(after.Leases) && after.Leases[k].ID != w.ID {

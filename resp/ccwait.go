@@ -270,8 +270,8 @@ func (w *ccWait) step(c *Conn, cw *connWait) bool {
 	op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(w.k.key)}, Reqs: []engine.Request{req}}}
 	res := [1]shards.Result{}
 	err := c.srv.backend.Write(c.srv.ctx, op[:], res[:])
-	if err == nil {
-		err = res[0].Err
+	if err == nil && res[0].Err != nil {
+		err = c.redirect(res[0].Err, op[0].Keys) // MOVED, ASK: worded for the wire
 	}
 	if err == nil && len(res[0].Results) != 1 {
 		err = shards.ErrBadOp

@@ -125,6 +125,7 @@ type ccWait struct {
 	req     engine.Request // the acquire (its Lease set), for asking again
 	retryAt int64          // the server's monotonic ns: ask again then; 0: not before the deadline
 	seen    bool           // its op's reply was handled (queued)
+	cmd     *Command       // CC.ACQUIRE, current again when answered
 	// busy is set while state is not ccIdle, so that the checks every
 	// batch and every CC.ACQUIRE make cost one atomic load when nothing
 	// waits.
@@ -218,7 +219,7 @@ func (w *ccWait) queued(c *Conn, key []byte, r *engine.Result) bool {
 	case w.state == ccGranted:
 		*r = w.granted
 	case r.Queued:
-		w.state = ccQueued
+		w.state, w.cmd = ccQueued, c.cur
 		if c.lp.gc == nil && w.wake == nil {
 			w.wake = make(chan struct{}, 1)
 		}
@@ -255,6 +256,9 @@ func (w *ccWait) step(c *Conn, cw *connWait) bool {
 	state, granted := w.state, w.granted
 	w.mu.Unlock()
 	req := w.req
+	if w.cmd != nil {
+		c.setCurrent(w.cmd) // the decision is counted as CC.ACQUIRE's
+	}
 	switch {
 	case state == ccGranted:
 		w.reply(c, &granted)

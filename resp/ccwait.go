@@ -347,7 +347,7 @@ func (w *ccWait) abandon(c *Conn) {
 	go func() {
 		op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(k.key)}, Reqs: []engine.Request{{Kind: engine.KindConcurrency, Op: engine.LeaseRelease, Lease: k.id}}}}
 		res := [1]shards.Result{}
-		if err := s.backend.Write(s.ctx, op[:], res[:]); err != nil {
+		if err := s.backend.Write(s.ctx, op[:], res[:]); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("could not release the lease of a client that closed while waiting; it leaves the line at its deadline", "key", k.key, "lease", k.id, "err", err)
 		}
 	}()

@@ -11,15 +11,35 @@ import (
 //
 // State layout (KindConcurrency):
 //
-//	Leases    the held leases, in the order they were taken; every lease
-//	          holds at least one unit and expires after the instant it was
-//	          last taken or renewed
-//	A         the units held (the sum of the leases' Units)
+//	Leases    the held leases and the waiters (Lease.Waiting), the
+//	          waiters in arrival order; every lease holds at least one
+//	          unit and expires after the instant it was last taken or
+//	          renewed; a waiter leaves at its deadline (its ExpireAt)
+//	A         the units held (the sum of the held leases' Units)
 //	B         the number of lease ids this key has made (the counter in
 //	          the ids of acquires without ID)
-//	C         unused, 0
-//	ExpireAt  the latest lease expiry: the key is deleted when nothing is
-//	          held any more
+//	C         the number of waiters (0 without any: the state of a key
+//	          before waiting existed, so older snapshots read the same)
+//	ExpireAt  the latest lease expiry or waiter deadline: the key is
+//	          deleted when nothing is held and nobody waits
+//
+// Waiting in line (CC.ACQUIRE … WAIT duration): a limited acquire that
+// waits joins the key's line, in the state, so the line is replicated,
+// snapshotted and moved like the leases (a failover keeps every place).
+// Every op on the key at now first drops expired leases and waiters past
+// their deadline, then grants waiters from the head while the head's units
+// fit (strict first come, first served: a newcomer never overtakes a
+// waiter, and remaining counts the waiting units). A granted waiter
+// becomes a held lease at once, in the same op; the Result of that op
+// lists it (Result.Granted, its allowed reply), so every node applying
+// the op learns of the grant and the one holding the waiting client
+// answers it. Leases expire lazily: a grant owed to an expiry happens at
+// the next op on the key (the waiting node asks again at retry_after,
+// with the same id, which is idempotent). A waiter never holds units, so
+// a client that gives up or disconnects never makes the key admit more
+// than max: its node removes it (CC.RELEASE, or an acquire without WAIT
+// at its deadline), and failing that it leaves at its deadline, and a
+// lease granted to nobody frees itself at its ttl.
 //
 // Bound: at most max units are held at any instant, while max stays the
 // same (a lowered max admits nothing until enough is released). A key
@@ -48,9 +68,17 @@ type Lease struct {
 	ID string
 	// Units is how many units it holds, 1..MaxCount.
 	Units int64
-	// ExpireAt is the instant (Unix ns) it frees itself unless renewed.
+	// ExpireAt is the instant (Unix ns) it frees itself unless renewed;
+	// for a waiter, its deadline (it leaves the line then, not granted).
 	ExpireAt int64
+	// Max and TTL are a waiter's (a CC.ACQUIRE with WAIT in line): it is
+	// granted while the units held plus its Units fit in Max, and then
+	// holds a lease expiring TTL after the grant. Both 0 for a held lease.
+	Max, TTL int64
 }
+
+// Waiting reports whether l is a waiter in line, not a held lease.
+func (l *Lease) Waiting() bool { return l.TTL != 0 }
 
 // Limits of a concurrency key.
 const (
@@ -69,15 +97,16 @@ var ErrLeaseID = errors.New("lease id must be 1 to 64 bytes")
 
 // ParseLease parses the arguments after the key of a concurrency command:
 //
-//	LeaseAcquire  CC.ACQUIRE  max ttl [COST n] [ID lease]
+//	LeaseAcquire  CC.ACQUIRE  max ttl [COST n] [ID lease] [WAIT duration]
 //	LeaseRelease  CC.RELEASE  lease
 //	LeaseRenew    CC.RENEW    lease ttl
 //
 // max and n are counts (ParseInt, n defaults to 1, both 1..MaxCount), ttl a
 // duration (ParseDuration, 1ms..MaxPeriod); the options come in any order
 // and letter case, each at most once. Errors are ParseRequest's, and
-// ErrLeaseID for an id that is empty or longer than MaxLeaseID. The
-// request passes Validate. WAIT is not parsed here (see the resp layer).
+// ErrLeaseID for an id that is empty or longer than MaxLeaseID. WAIT, last,
+// sets Request.Wait (0 up to MaxWait, as for the other limiters; the
+// server caps it by max-wait). The request passes Validate.
 func ParseLease(op LeaseOp, args [][]byte) (Request, error) {
 	r := Request{Kind: KindConcurrency, Op: op}
 	switch op {
@@ -109,7 +138,7 @@ func ParseLease(op LeaseOp, args [][]byte) (Request, error) {
 		}
 		r.Quantity = 1
 		var costText []byte
-		seenCost, seenID := false, false
+		seenCost, seenID, seenWait := false, false, false
 		for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
 			if len(rest) < 2 {
 				return Request{}, ErrSyntax
@@ -119,6 +148,12 @@ func ParseLease(op LeaseOp, args [][]byte) (Request, error) {
 				seenCost, costText = true, rest[1]
 				if r.Quantity, err = ParseInt(rest[1]); err != nil {
 					return Request{}, intErr(KindConcurrency, fQuantity, rest[1], err)
+				}
+			case equalFold(rest[0], "wait") && !seenWait && len(rest) == 2:
+				// WAIT comes last, as for every limiter command.
+				seenWait = true
+				if r.Wait, err = parseWait(KindConcurrency, rest[1]); err != nil {
+					return Request{}, err
 				}
 			case equalFold(rest[0], "id") && !seenID:
 				seenID = true
@@ -171,6 +206,14 @@ func (r *Request) validateLease() error {
 		return ErrLeaseID
 	}
 	checkTTL := func() error { return inRange(k, fPeriod, r.Period, MaxPeriod) }
+	switch {
+	case r.Wait < 0:
+		return argErr(k, fWait, r.Wait, ErrNegative)
+	case r.Wait > MaxWait:
+		return argErr(k, fWait, r.Wait, ErrNotInteger)
+	case r.Wait > 0 && r.Op != LeaseAcquire:
+		return ErrSyntax
+	}
 	switch r.Op {
 	case LeaseAcquire:
 		if err := inRange(k, fBurst, r.Burst, MaxCount); err != nil {
@@ -197,32 +240,39 @@ func (r *Request) validateLease() error {
 	return nil
 }
 
-// applyLease runs a concurrency request (see the layout above). Every op
-// first drops the leases expired at now (counted in ExpiredLeases).
+// applyLease runs a concurrency request (see the layout above and the
+// line of waiters below). Every op first drops the leases expired at now
+// (counted in ExpiredLeases) and the waiters past their deadline, then
+// grants the waiters at the head of the line while their units fit.
 //
 // Acquire: an id already held is renewed (expiry now + ttl) and holds no
-// more units; otherwise a request of n units is allowed while held + n <=
-// max (and the key holds fewer than MaxLeases leases), holding a new
-// lease. Limited: retry_after is the time until the earliest lease
-// expires, -1 when n > max. Release and renew answer Limited when the
-// lease is not held; a renew sets the lease's expiry to now + ttl.
+// more units; an id waiting keeps its place (its deadline now + Wait) when
+// the request waits, and leaves the line, limited, when it does not;
+// otherwise a request of n units is allowed while nobody waits, held + n <=
+// max (and the key holds fewer than MaxLeases leases and waiters), holding
+// a new lease. Limited, it joins the line when it waits (Queued). Limited:
+// retry_after is the time until the earliest held lease expires (-1 when
+// none is held), -1 when n > max (which never waits). Release and renew
+// answer Limited when the lease is not held; a release of a waiting id
+// removes it from the line (answered as released); a renew sets the
+// lease's expiry to now + ttl.
 func applyLease(st State, req *Request, now int64) (State, Result) {
 	var leases []Lease
-	var held int64
 	counter := int64(0)
 	if st.Kind == KindConcurrency && st.ExpireAt > now {
 		leases, counter = st.Leases, st.B
 	}
-	expired := 0
+	expired, gone := 0, 0
 	for _, l := range leases {
 		if l.ExpireAt <= now {
-			expired++
-		} else {
-			held += l.Units
+			gone++
+			if !l.Waiting() {
+				expired++
+			}
 		}
 	}
-	if expired > 0 {
-		live := make([]Lease, 0, len(leases)-expired)
+	if gone > 0 {
+		live := make([]Lease, 0, len(leases)-gone)
 		for _, l := range leases {
 			if l.ExpireAt > now {
 				live = append(live, l)
@@ -231,8 +281,14 @@ func applyLease(st State, req *Request, now int64) (State, Result) {
 		leases = live
 	}
 	if st.Kind == KindConcurrency && st.ExpireAt <= now {
-		expired = len(st.Leases) // the whole key expired: all of them
+		expired = 0 // the whole key expired: all of its held leases
+		for _, l := range st.Leases {
+			if !l.Waiting() {
+				expired++
+			}
+		}
 	}
+	leases = grantWaiters(leases, now)
 	pos := -1
 	if req.Lease != "" {
 		for i := range leases {
@@ -243,7 +299,8 @@ func applyLease(st State, req *Request, now int64) (State, Result) {
 		}
 	}
 	res := Result{Limit: req.Burst, RetryAfter: -1, ExpiredLeases: int64(expired)}
-	changed := expired > 0
+	changed := gone > 0 || (len(st.Leases) > 0 && len(leases) > 0 && &leases[0] != &st.Leases[0])
+	held, waiting, _ := tally(leases)
 	switch req.Op {
 	case LeaseAcquire:
 		// The id this acquire holds, or would hold: a limited result
@@ -254,56 +311,179 @@ func applyLease(st State, req *Request, now int64) (State, Result) {
 			id = leaseID(now, counter+1)
 		}
 		res.Lease = id
+		wait := req.Wait > 0 && !req.Shadow
 		switch {
-		case pos >= 0:
+		case pos >= 0 && !leases[pos].Waiting():
 			leases = withExpiry(leases, pos, now+req.Period)
+			changed = true
+		case pos >= 0 && wait:
+			// Waiting already (a retry, or the waiting node asking
+			// again): it keeps its place, its deadline now + Wait.
+			leases = withExpiry(leases, pos, now+req.Wait)
+			res.Limited, res.Queued = true, true
+			res.RetryAfter = earliestHeld(leases, now)
+			changed = true
+		case pos >= 0:
+			// Waiting, and asking not to wait any more (its deadline
+			// has come): it leaves the line, limited (the grants above
+			// found no units for it).
+			leases = grantWaiters(without(leases, pos), now)
+			res.Limited = true
+			res.RetryAfter = earliestHeld(leases, now)
 			changed = true
 		case req.Quantity > req.Burst:
 			res.Limited = true
-		case held+req.Quantity > req.Burst || len(leases) >= MaxLeases:
+		case waiting > 0 || held+req.Quantity > req.Burst || len(leases) >= MaxLeases:
 			res.Limited = true
-			res.RetryAfter = earliest(leases) - now
+			res.RetryAfter = earliestHeld(leases, now)
+			if wait && len(leases) < MaxLeases {
+				if req.Lease == "" {
+					counter++
+				}
+				leases = append(leases[:len(leases):len(leases)], Lease{ID: id, Units: req.Quantity, ExpireAt: now + req.Wait, Max: req.Burst, TTL: req.Period})
+				res.Queued = true
+				changed = true
+			}
 		default:
 			if req.Lease == "" {
 				counter++
 			}
 			leases = append(leases[:len(leases):len(leases)], Lease{ID: id, Units: req.Quantity, ExpireAt: now + req.Period})
-			held += req.Quantity
 			changed = true
 		}
-		res.Remaining = max(req.Burst-held, 0)
 	case LeaseRelease, LeaseRenew:
-		if pos < 0 {
+		if pos < 0 || (req.Op == LeaseRenew && leases[pos].Waiting()) {
 			res.Limited = true
 			break
 		}
 		if req.Op == LeaseRenew {
 			leases = withExpiry(leases, pos, now+req.Period)
 		} else {
-			held -= leases[pos].Units
-			next := make([]Lease, 0, len(leases)-1)
-			next = append(append(next, leases[:pos]...), leases[pos+1:]...)
-			leases = next
+			leases = grantWaiters(without(leases, pos), now)
 		}
 		changed = true
 	}
+	held, waiting, latest := tally(leases)
+	if req.Op == LeaseAcquire {
+		res.Remaining = max(req.Burst-held-waiting, 0)
+	}
+	if latest > now {
+		res.ResetAfter = latest - now
+	}
 	if !changed {
-		// Nothing changed: the state as it was (a missing key stays
-		// missing), and its reset_after.
-		if len(leases) > 0 {
-			res.ResetAfter = st.ExpireAt - now
-		}
-		return st, res
+		return st, res // the state as it was (a missing key stays missing)
 	}
 	if len(leases) == 0 {
-		return State{}, res // nothing held: the key is deleted
+		return State{}, res // nothing held, nobody waits: the key is deleted
 	}
 	next := State{Kind: KindConcurrency, A: held, B: counter, Leases: leases}
 	for _, l := range leases {
 		next.ExpireAt = max(next.ExpireAt, l.ExpireAt)
+		if l.Waiting() {
+			next.C++
+		}
 	}
-	res.ResetAfter = next.ExpireAt - now
 	return next, res
+}
+
+// grantWaiters grants the waiters at the head of the line, in arrival
+// order, while the units each asks for fit under its max: a granted waiter
+// becomes a lease held from now for its ttl, in its place in leases. A
+// waiter that does not fit stops the granting (nobody overtakes it). It
+// returns leases, a new array when it granted any. Granting never adds an
+// entry, so the key's MaxLeases bound holds.
+func grantWaiters(leases []Lease, now int64) []Lease {
+	held, _, _ := tally(leases)
+	copied := false
+	for i := range leases {
+		w := leases[i]
+		if !w.Waiting() {
+			continue
+		}
+		if held+w.Units > w.Max {
+			break
+		}
+		if !copied {
+			leases, copied = append([]Lease(nil), leases...), true
+		}
+		leases[i] = Lease{ID: w.ID, Units: w.Units, ExpireAt: now + w.TTL}
+		held += w.Units
+	}
+	return leases
+}
+
+// tally returns the units leases hold, the units waiting and the latest
+// expiry of a held lease (0 when none is held).
+func tally(leases []Lease) (held, waiting, latest int64) {
+	for _, l := range leases {
+		if l.Waiting() {
+			waiting += l.Units
+		} else {
+			held += l.Units
+			latest = max(latest, l.ExpireAt)
+		}
+	}
+	return held, waiting, latest
+}
+
+// earliestHeld returns the time from now until the earliest held lease
+// expires, -1 when none is held.
+func earliestHeld(leases []Lease, now int64) int64 {
+	t := int64(-1)
+	for _, l := range leases {
+		if !l.Waiting() && (t < 0 || l.ExpireAt < t) {
+			t = l.ExpireAt
+		}
+	}
+	if t < 0 {
+		return -1
+	}
+	return t - now
+}
+
+// without returns a copy of leases without entry pos.
+func without(leases []Lease, pos int) []Lease {
+	next := make([]Lease, 0, len(leases)-1)
+	return append(append(next, leases[:pos]...), leases[pos+1:]...)
+}
+
+// Granted appends to dst the allowed replies (Lease naming each, in
+// arrival order) of the waiters that an op granted, given the key's state
+// before it (as given to Apply) and after it (as returned): a waiter of
+// before that after holds as a lease. The reply's fields are those at now:
+// limit the waiter's max, remaining max minus the units held and waiting,
+// retry_after -1, reset_after the time until every held lease expires.
+// Only a state with waiters (C > 0) can grant any, so a caller skips the
+// call when before.C == 0.
+func Granted(before, after *State, now int64, dst []Result) []Result {
+	if before.Kind != KindConcurrency || before.C == 0 || before.ExpireAt <= now || after.Kind != KindConcurrency {
+		return dst
+	}
+	held, waiting, latest := tally(after.Leases)
+	// Entries keep their relative order (a grant turns a waiter into a
+	// lease in its place; ops only remove entries or append new ones),
+	// and grants go from the head of the line: one walk of both lists,
+	// ending at the first waiter that still waits.
+	j := 0
+	for i := range before.Leases {
+		w := &before.Leases[i]
+		if !w.Waiting() || w.ExpireAt <= now {
+			continue // a lease, or a waiter past its deadline (dropped first)
+		}
+		k := j
+		for k < len(after.Leases) && after.Leases[k].ID != w.ID {
+			k++
+		}
+		if k == len(after.Leases) {
+			continue // it left the line (its deadline, a release)
+		}
+		if after.Leases[k].Waiting() {
+			break
+		}
+		dst = append(dst, Result{Limit: w.Max, Remaining: max(w.Max-held-waiting, 0), RetryAfter: -1, ResetAfter: max(latest-now, 0), Lease: w.ID})
+		j = k + 1
+	}
+	return dst
 }
 
 // withExpiry returns a copy of leases with lease pos expiring at t.
@@ -311,15 +491,6 @@ func withExpiry(leases []Lease, pos int, t int64) []Lease {
 	next := append([]Lease(nil), leases...)
 	next[pos].ExpireAt = t
 	return next
-}
-
-// earliest returns the earliest expiry of leases (not empty).
-func earliest(leases []Lease) int64 {
-	t := leases[0].ExpireAt
-	for _, l := range leases[1:] {
-		t = min(t, l.ExpireAt)
-	}
-	return t
 }
 
 // leaseID is the id an acquire without ID holds: the stamped instant and

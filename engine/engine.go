@@ -127,8 +127,9 @@ type Request struct {
 	// (the command's trailing WAIT): a request that would be refused now
 	// but admitted within Wait reserves its place at once (see Apply and
 	// wait.go). 0 waits for nothing. Range 0..MaxWait; the kinds
-	// WaitSupported reports reserve with it. It travels with the request
-	// so that every replica reserves alike.
+	// WaitSupported reports reserve with it, and a concurrency acquire, which
+	// joins its key's line instead (concurrency.go). It travels with the
+	// request so that every replica reserves alike.
 	Wait int64
 
 	// Op is what a concurrency request (KindConcurrency) does: LeaseAcquire,
@@ -180,6 +181,11 @@ type Result struct {
 	// ExpiredLeases counts the leases this request found expired without
 	// a release and dropped (a crashed holder's); 0 for other kinds.
 	ExpiredLeases int64
+	// Queued is true for a CC.ACQUIRE with WAIT that was limited and now
+	// waits in the key's line (Limited is true too; Lease names it): its
+	// allowed reply is due when a later op on the key grants it (see
+	// Granted).
+	Queued bool
 }
 
 // Limits on request parameters. Any combination inside them either works
@@ -225,7 +231,8 @@ var (
 // st is the key's current state: the zero State for a missing key, otherwise a
 // State of req.Kind (the caller answers WRONGTYPE for any other kind before
 // calling). The returned State is to be stored when its ExpireAt > now, and
-// the key deleted otherwise. A limited request returns st unchanged.
+// the key deleted otherwise. A limited request returns st unchanged, but
+// for a concurrency acquire that waits (Result.Queued: it joined the line).
 //
 // Time domain: now and every time stored in st are Unix nanoseconds in
 // [0, 2^62), that is [0, 2^63 − MaxSpan). req must pass Validate

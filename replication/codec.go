@@ -128,12 +128,15 @@ const restoreReplace = 0x01
 // as one more varint (only a request that carried a wait, codec.FlagWait,
 // which an older leader refuses, gets one back, so an older follower never
 // reads it) —; and resultLease set when a CC.ACQUIRE's lease id follows
-// (a length-prefixed string, after the delay if any).
+// (a length-prefixed string, after the delay if any); resultQueued set
+// with resultLimited for a CC.ACQUIRE now waiting in its key's line
+// (engine.Result.Queued; only a request that carried a wait gets one).
 const (
 	resultLimited  = 1
 	resultShadowed = 2
 	resultDelayed  = 3
 	resultLease    = 4
+	resultQueued   = 8
 )
 
 // errOther marks an op error that is not in resultErrs; its text follows.
@@ -583,6 +586,9 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			if x.Lease != "" {
 				limited |= resultLease
 			}
+			if x.Queued {
+				limited |= resultQueued
+			}
 			dst = append(dst, limited)
 			dst = binary.AppendVarint(dst, x.Limit)
 			dst = binary.AppendVarint(dst, x.Remaining)
@@ -639,6 +645,12 @@ func decodeResults(b []byte, res []shards.Result) error {
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
 			lb := r.byte1("limited")
+			if lb&resultQueued != 0 {
+				x.Queued = true
+				if lb &^= resultQueued; lb&^resultLease != resultLimited {
+					r.fail("limited")
+				}
+			}
 			switch lb &^ resultLease {
 			case 0, resultDelayed:
 			case resultLimited:

@@ -84,6 +84,7 @@ func (m *clientMem) untrackMem(c *Conn) {
 // goroutine or loop only, after its last command.
 func release(c *Conn) {
 	c.wt.unwait(c) // a reservation stays consumed; it no longer waits here
+	c.ccw.abandon(c)
 	c.wt.held, c.wt.pending = nil, nil
 	c.tx = txState{}
 	c.multi.Store(-1)

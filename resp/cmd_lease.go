@@ -10,12 +10,11 @@ import (
 // batchable writes on one key of the concurrency kind (engine's
 // concurrency.go), replicated and decided like every limiter command.
 //
-// Waiting in line (CC.ACQUIRE … WAIT duration) is not parsed here yet: it
-// hooks in at prepareAcquire (parse WAIT after the options) and
-// finishAcquire (a limited reply within the wait parks the connection
-// instead of answering); a CC.RELEASE that answers 1, and a lease found
-// expired (Result.ExpiredLeases), free units and are where a parked waiter
-// of the key is woken, in arrival order.
+// CC.ACQUIRE … WAIT duration waits in the key's line (ccwait.go): prepare
+// caps the wait (max-wait, max-waiting) and registers the connection as
+// the waiter of its (key, lease id) before the op is decided; a queued
+// reply holds the connection instead of answering, until a grant, the
+// asking again at an expiry, or its deadline.
 
 // prepareLease parses a CC.* command into an OpLimit, through the rules.
 func prepareLease(op engine.LeaseOp) func(c *Conn, args [][]byte, o *shards.Op) error {
@@ -24,16 +23,38 @@ func prepareLease(op engine.LeaseOp) func(c *Conn, args [][]byte, o *shards.Op) 
 		if err != nil {
 			return err
 		}
+		if req.Wait > 0 {
+			w, err := c.srv.waits.admit(req.Wait)
+			if err != nil {
+				return err
+			}
+			if req.Wait = w; req.Wait > 0 && req.Lease == "" {
+				req.Lease = c.srv.line.newID()
+			}
+		}
 		o.Code = shards.OpLimit
 		o.Keys = append(o.Keys, args[1])
 		o.Reqs = append(o.Reqs, req)
-		return c.applyPolicy(o)
+		if err := c.applyPolicy(o); err != nil {
+			return err
+		}
+		if r := &o.Reqs[len(o.Reqs)-1]; r.Wait > 0 && !r.Shadow {
+			c.ccw.submit(c, args[1], r)
+		}
+		return nil
 	}
 }
 
 // finishAcquire writes CC.ACQUIRE's reply: the five fields, then the lease.
 func finishAcquire(c *Conn, args [][]byte, res *shards.Result) {
 	r := &res.Results[0]
+	if c.ccw.queued(c, args[1], r) {
+		// In line: no reply now; the connection waits until its
+		// deadline (runWrites holds it for Delay), answered by a grant
+		// before.
+		r.Delay = c.ccw.req.Wait
+		return
+	}
 	c.acct.countOne(c, args[1], r.Limited)
 	c.writeLimit(r, engine.CeilMillis, 1)
 	if r.Limited || r.Lease == "" {

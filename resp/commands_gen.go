@@ -108,11 +108,12 @@ func commandMeta() []*Command {
 		{
 			Name:       "cc.acquire",
 			Arity:      -4,
-			MaxArgs:    8,
+			MaxArgs:    10,
 			Flags:      FlagWrite | FlagDenyOOM | FlagFast,
 			FirstKey:   1,
 			LastKey:    1,
 			KeyStep:    1,
+			Waits:      true,
 			Group:      "ratelimit",
 			Since:      "0.1.0",
 			Summary:    "Holds units of an in-flight (concurrency) limit until CC.RELEASE, or until ttl passes without CC.RENEW.",
@@ -123,11 +124,15 @@ func commandMeta() []*Command {
 				{Name: "ttl", Type: "string", Doc: "how long the lease is held without CC.RENEW; a duration: an integer number of seconds, or an integer with a unit `ms`, `s`, `m`, `h`, `d` (any letter case); 1 ms up to 3660 days"},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true, Doc: "units this lease holds (default 1); 1 up to 2^40"},
 				{Name: "lease", Type: "string", Token: "ID", Optional: true, Doc: "a lease id: 1 to 64 bytes, binary-safe; acquiring an id already held renews it and takes no more units (a retry after a lost reply is safe); without ID the server makes a unique id"},
+				{Name: "duration", Type: "string", Token: "WAIT", Optional: true, Doc: "wait up to this long for a unit instead of being refused: a request that cannot hold its units now takes its place in the key's line at once (first come, first served; a later acquire never overtakes it) and is answered allowed, with its lease, when a release or an expiry frees its units; if its wait ends first it gets the usual limited reply then. The connection is blocked meanwhile. Last of the options; a duration as the periods' (250ms, 2s; a bare integer is seconds), 0 up to 1 day, capped by `max-wait` (default 10s). Not inside MULTI"},
 			},
 			Reply: "Array of six: the five integers of every limiter (`limited`, `limit` = max, `remaining` = max minus the units held after this request, `retry_after` = milliseconds until the earliest held lease expires when limited, -1 when allowed and -1 when cost > max, `reset_after` = milliseconds until every held lease has expired, 0 when none is held; rounded up), then the lease id as a bulk string (nil when limited).",
 			Errors: []string{
 				"`ERR lease id must be 1 to 64 bytes` for an empty or longer ID.",
-				"`ERR syntax error` for an option other than COST and ID, one given twice, or one without its value.",
+				"`ERR syntax error` for an option other than COST, ID and WAIT, one given twice, one without its value, or WAIT not last.",
+				"`ERR WAIT <value> is out of range: must be 0..1d` for a negative wait or one above a day; `ERR WAIT \"<value>\" is not a duration: …` for one that does not parse.",
+				"`ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT` while `max-waiting` requests wait; nothing is consumed.",
+				"`ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step` when queued in a transaction (EXEC then answers EXECABORT).",
 				"`WRONGTYPE Operation against a key holding the wrong kind of value` when the key holds another kind of limiter (nothing changes).",
 				"`ERR value is not an integer or out of range` for a number that is not a decimal integer (`x`, `1.5`, `60s` where whole seconds are expected), as Redis and redis-cell word it.",
 				"`ERR <argument> <value> is out of range: must be <min>..<max>` for a number outside its argument's range (negative, zero where at least 1 is needed, above 2^40, or an integer beyond 64 bits): `CL.THROTTLE k -1 30 60` → `ERR max_burst -1 is out of range: must be 0..1099511627776`.",
@@ -139,7 +144,8 @@ func commandMeta() []*Command {
 			Notes: []string{
 				"Example on a fresh key: `CC.ACQUIRE streams:user1 2 30s ID job-1` → `0 2 1 -1 30000 \"job-1\"`. Without ID the server makes the id (the instant and a counter of the key, in base 36, such as `\"dn6g4g7fn63r-1\"`).",
 				"A concurrency key expires when nothing is held; it answers WRONGTYPE to the other limiter commands, and they to it. limit-override replaces max (ttl and cost stay the caller's); under limit-shadow a refusal answers allowed, with a lease id that is not held.",
-				"Memory: 64 bytes of side-table entry plus 32 bytes and the id's length per lease; a key holds at most 100000 leases (an acquire beyond is limited).",
+				"Waiting: `CC.ACQUIRE jobs 2 30s WAIT 5s` on a key whose 2 units are held waits in line; `CC.RELEASE jobs <lease>` by a holder answers it `0 2 0 -1 30000 \"w1-…\"` at once, the next waiter staying in line. Places in line are the key's state: replicated, kept in snapshots, moved by MIGRATE, shown by CL.INSPECT; a failover keeps them. A waiter without ID is given one by the server that took it (`w`, a counter, `-` and a random part of that server). A waiter's `remaining` counts the units held and waiting. A client that disconnects while waiting is released (it never makes the key admit more than max); a shadowed refusal (limit-shadow) never waits.",
+				"Memory: 64 bytes of side-table entry plus 48 bytes and the id's length per lease or waiter in line; a key holds at most 100000 leases (an acquire beyond is limited).",
 			},
 		},
 		{
@@ -204,7 +210,7 @@ func commandMeta() []*Command {
 			Args: []Arg{
 				{Name: "key", Type: "key", Doc: "any key, live or not"},
 			},
-			Reply: "Null for a missing key. Otherwise a map (flat array in RESP2), in order: `algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log, concurrency); `params` (`known`, or `unknown` for a key restored from a snapshot, RESTORE or a move and not used since, or past a shard's 255 distinct parameter sets); `burst` (max_burst, capacity or limit), `rate` (count_per_period, refill_tokens or leak_count; 0 for the windows), `period_ms` (period, refill or leak period, or window, in milliseconds), `interval` (1 for TB.TAKE … INTERVAL): the parameters of the last request applied to the key (an override's, when one matched), null when unknown; `limit`, `remaining`: what a peek (quantity 0) with those parameters answers now, null when unknown; `reset_ms`: milliseconds until the key is back to fresh (rounded up); `ttl_ms`: the same instant as PTTL reads it (the key is deleted then); `override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none. A concurrency key (CC.ACQUIRE) has `burst` = max, `period_ms` = the last acquire's ttl, `limit` = max, `remaining` = max minus the units held, and a 13th field, `leases`: an array of `[id, units, ttl_ms]`, one per held lease, in the order they were taken.",
+			Reply: "Null for a missing key. Otherwise a map (flat array in RESP2), in order: `algorithm` (gcra, token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-log, concurrency); `params` (`known`, or `unknown` for a key restored from a snapshot, RESTORE or a move and not used since, or past a shard's 255 distinct parameter sets); `burst` (max_burst, capacity or limit), `rate` (count_per_period, refill_tokens or leak_count; 0 for the windows), `period_ms` (period, refill or leak period, or window, in milliseconds), `interval` (1 for TB.TAKE … INTERVAL): the parameters of the last request applied to the key (an override's, when one matched), null when unknown; `limit`, `remaining`: what a peek (quantity 0) with those parameters answers now, null when unknown; `reset_ms`: milliseconds until the key is back to fresh (rounded up); `ttl_ms`: the same instant as PTTL reads it (the key is deleted then); `override`: the limit-override rule matching the key now (`pattern burst rate period`), null when none; `shadow`: the limit-shadow pattern matching it now, null when none. A concurrency key (CC.ACQUIRE) has `burst` = max, `period_ms` = the last acquire's ttl, `limit` = max, `remaining` = max minus the units held, and a 13th field, `leases`: an array of `[id, units, ttl_ms]`, one per held lease, in the order they were taken; when acquires wait in its line (CC.ACQUIRE … WAIT), `remaining` also counts their units out and a 14th field, `waiting`, lists them in arrival order: `[id, units, wait_ms]`, wait_ms the time left until each one's deadline.",
 			Notes: []string{
 				"A read: nothing is consumed and the TTL does not change; a follower answers it as it answers GET. Keeping the parameters costs one byte a key (a reference into a per-shard table of the distinct parameter sets in use).",
 			},

@@ -86,6 +86,9 @@ type Conn struct {
 
 	// wt is the connection's request waiting for its turn (WAIT, wait.go).
 	wt connWait
+	// ccw is the connection's acquire waiting in a line (CC.ACQUIRE …
+	// WAIT, ccwait.go).
+	ccw ccWait
 
 	mu       sync.Mutex // guards the fields below
 	name     string
@@ -395,6 +398,7 @@ func (b *writeBatch) runWrites(c *Conn, slots []slot) {
 			c.wt.hold(c, mark, d) // only the run's last command can wait
 		}
 	}
+	c.ccw.settle(c) // an acquire that was to wait and failed leaves no trace
 	b.releaseOps(c, n)
 }
 

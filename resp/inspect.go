@@ -55,6 +55,9 @@ func inspectHandler(c *Conn, args [][]byte) error {
 	if in.Leases != nil {
 		n++
 	}
+	if len(in.Waiting) > 0 {
+		n++
+	}
 	c.WriteMap(n)
 	c.WriteBulkString("algorithm")
 	c.WriteBulkString(in.Kind.String())
@@ -85,15 +88,21 @@ func inspectHandler(c *Conn, args [][]byte) error {
 	} else {
 		c.WriteNull()
 	}
-	if in.Leases != nil {
-		c.WriteBulkString("leases")
-		c.WriteArray(len(in.Leases))
-		for _, l := range in.Leases {
+	list := func(name string, ls []engine.Lease) {
+		c.WriteBulkString(name)
+		c.WriteArray(len(ls))
+		for _, l := range ls {
 			c.WriteArray(3)
 			c.WriteBulkString(l.ID)
 			c.WriteInt(l.Units)
 			c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
 		}
+	}
+	if in.Leases != nil {
+		list("leases", in.Leases)
+	}
+	if len(in.Waiting) > 0 {
+		list("waiting", in.Waiting)
 	}
 	return nil
 }

@@ -297,6 +297,7 @@ type Server struct {
 	txMaxCmds   atomic.Int64 // transaction-max-commands
 	txMaxBytes  atomic.Int64 // transaction-max-bytes
 	waits       waiting      // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
+	line        lineWaiters  // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
 	queryTime   atomic.Int64 // ns
 	maxMemory   atomic.Int64
 	policy      atomic.Int32      // MemoryPolicy
@@ -370,6 +371,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.txMaxCmds.Store(int64(cfg.TxMaxCommands))
 	s.txMaxBytes.Store(cfg.TxMaxBytes)
 	s.waits.init(cfg)
+	s.line.init()
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.maxMemory.Store(cfg.MaxMemory)
 	s.policy.Store(int32(cfg.MemoryPolicy))

@@ -235,8 +235,27 @@ func (cw *connWait) waitHere(c *Conn) bool {
 		cw.unwait(c)
 		return false
 	}
-	d := time.Duration(cw.due - c.srv.waits.mono())
-	if d > 0 {
+	for {
+		// An acquire in a line (ccwait.go) wakes when granted, to ask
+		// again, and at its deadline; any other waits for its turn.
+		at := cw.due
+		var wake chan struct{}
+		if c.ccw.active() {
+			if c.ccw.step(c, cw) {
+				break
+			}
+			if c.ccw.retryAt != 0 {
+				at = min(at, c.ccw.retryAt)
+			}
+			wake = c.ccw.wakeChan()
+		}
+		d := time.Duration(at - c.srv.waits.mono())
+		if d <= 0 {
+			if wake == nil {
+				break
+			}
+			continue
+		}
 		if cw.timer == nil {
 			cw.timer = time.NewTimer(d)
 		} else {
@@ -244,10 +263,15 @@ func (cw *connWait) waitHere(c *Conn) bool {
 		}
 		select {
 		case <-cw.timer.C:
+		case <-wake:
+			cw.timer.Stop()
 		case <-c.srv.stopping:
 			cw.timer.Stop()
 			cw.unwait(c)
 			return false
+		}
+		if wake == nil {
+			break
 		}
 	}
 	cw.deliver(c)
@@ -259,7 +283,11 @@ func (cw *connWait) waitHere(c *Conn) bool {
 // held reply and runs the rest of the batch, which may wait again. It
 // reports whether the connection still waits, and whether it must close.
 func (cw *connWait) resumeLoop(c *Conn) (waiting, closing bool) {
-	if c.srv.waits.mono() < cw.due {
+	if c.ccw.active() {
+		if !c.ccw.step(c, cw) {
+			return true, false // still in line (ccwait.go)
+		}
+	} else if c.srv.waits.mono() < cw.due {
 		return true, false
 	}
 	cw.deliver(c)

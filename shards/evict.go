@@ -27,9 +27,10 @@ const extEntryBytes = 64
 // capacity, which append grows by about 1.25× once large (2× while small).
 const logEntryBytes = 16
 
-// leaseBytes is one lease's cost besides its id's bytes (engine.Lease: a
-// string header, units and expiry).
-const leaseBytes = 32
+// leaseBytes is one lease's or waiter's cost besides its id's bytes
+// (engine.Lease: a string header, units, expiry, and a waiter's max and
+// ttl).
+const leaseBytes = 48
 
 // leasesBytes is what a concurrency key's leases cost.
 func leasesBytes(ls []engine.Lease) int64 {

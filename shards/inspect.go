@@ -19,9 +19,12 @@ type Inspection struct {
 	Limit, Remaining int64
 	// TTL is the time until the key expires, in milliseconds rounded up.
 	TTL int64
-	// Leases are a concurrency key's live leases (nil for other kinds);
-	// their ExpireAt is as stored.
+	// Leases are a concurrency key's live held leases (nil for other
+	// kinds); their ExpireAt is as stored.
 	Leases []engine.Lease
+	// Waiting are a concurrency key's acquires waiting in line before
+	// their deadline (ExpireAt), in arrival order; nil when none.
+	Waiting []engine.Lease
 }
 
 // Describe describes st, found by Inspect with parameters p (known: p
@@ -31,12 +34,17 @@ func Describe(st engine.State, p Params, known bool, now int64) Inspection {
 	switch {
 	case st.Kind == engine.KindConcurrency:
 		in.Leases = make([]engine.Lease, 0, len(st.Leases)) // a new slice: the store's is shared
-		held := int64(0)
+		held := int64(0) // units held and waiting: what an acquire finds taken
 		for _, l := range st.Leases {
-			if l.ExpireAt > now {
+			switch {
+			case l.ExpireAt <= now:
+				continue
+			case l.Waiting():
+				in.Waiting = append(in.Waiting, l)
+			default:
 				in.Leases = append(in.Leases, l)
-				held += l.Units
 			}
+			held += l.Units
 		}
 		in.Limit, in.Remaining = p.Burst, max(p.Burst-held, 0)
 	case known:

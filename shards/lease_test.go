@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cellserver/cellserver/engine"
 )
@@ -71,5 +72,12 @@ func TestLeases(t *testing.T) {
 	s.Sweep(t0+int64(time.Second), 1<<20)
 	if st := s.Stats(t0); st.LeasesExpired != 2 || st.Leases != 0 {
 		t.Fatalf("after the sweep: %d leases, %d expired; want 0, 2", st.Leases, st.LeasesExpired)
+	}
+}
+
+// leaseBytes is what an engine.Lease takes.
+func TestLeaseBytes(t *testing.T) {
+	if n := int64(unsafe.Sizeof(engine.Lease{})); n != leaseBytes {
+		t.Fatalf("engine.Lease takes %d bytes, leaseBytes says %d", n, leaseBytes)
 	}
 }

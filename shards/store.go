@@ -51,6 +51,8 @@ type Store struct {
 	// shadowed counts the shadow requests (engine.Request.Shadow) that
 	// would have been limited and were answered allowed.
 	shadowed atomic.Uint64
+	// grantHook is told of the waiters an op granted (grant.go).
+	grantHook atomic.Pointer[GrantHook]
 }
 
 // unenforce turns the limited result r of a shadow request into an allowed
@@ -252,6 +254,9 @@ func (s *Store) execOne(key []byte, req *engine.Request, noGrow bool, now int64,
 	}
 	sh.mu.Unlock()
 	res.Results = append(res.Results, r)
+	if st.C > 0 && st.Kind == engine.KindConcurrency {
+		s.granted(key, &st, &next, now)
+	}
 }
 
 // sameState reports whether storing b over a would change nothing. A

@@ -209,7 +209,7 @@ func (sh *shard) set(idx int, st *engine.State) {
 	if r.isExt() {
 		e := sh.ext[uint32(idx)]
 		sh.logBytes -= extBytes(&e)
-		sh.leases -= int64(len(e.Leases))
+		sh.leases -= heldLeases(e.Leases, e.C)
 	}
 	if compact(st) {
 		if r.isExt() {
@@ -223,7 +223,7 @@ func (sh *shard) set(idx int, st *engine.State) {
 		e := extState{A: st.A, B: st.B, C: st.C, Log: st.Log, Leases: st.Leases}
 		sh.ext[uint32(idx)] = e
 		sh.logBytes += extBytes(&e)
-		sh.leases += int64(len(st.Leases))
+		sh.leases += heldLeases(st.Leases, st.C)
 		r.setKind(st.Kind, true)
 	}
 	r.setW(st.ExpireAt)
@@ -312,7 +312,7 @@ shift:
 	if r.isExt() {
 		e := sh.ext[uint32(idx)]
 		sh.logBytes -= extBytes(&e)
-		sh.leases -= int64(len(e.Leases))
+		sh.leases -= heldLeases(e.Leases, e.C)
 		delete(sh.ext, uint32(idx))
 	}
 	sh.byKind[r.kind()]--
@@ -486,7 +486,8 @@ func (sh *shard) countExpired(idx int) {
 	sh.expired.Add(1)
 	sh.expiredByKind[k&7].Add(1)
 	if k == engine.KindConcurrency && r.isExt() {
-		sh.leasesExpired.Add(uint64(len(sh.ext[uint32(idx)].Leases)))
+		e := sh.ext[uint32(idx)]
+		sh.leasesExpired.Add(uint64(heldLeases(e.Leases, e.C)))
 	}
 }
 
@@ -497,4 +498,13 @@ func (sh *shard) bytes() int64 {
 		b += 64 + extBytes(&e) // map entry and its share of buckets, plus the log or leases
 	}
 	return b
+}
+
+// heldLeases is the number of held leases of a concurrency key's Leases:
+// all but its waiters in line (C of them; engine/concurrency.go).
+func heldLeases(leases []engine.Lease, c int64) int64 {
+	if len(leases) == 0 {
+		return 0
+	}
+	return int64(len(leases)) - c
 }

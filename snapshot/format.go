@@ -147,10 +147,12 @@ func corruptf(off int64, format string, args ...any) error {
 //   - sliding log: 1..MaxLogEntries entries, instants strictly increasing,
 //     each counting 1..MaxCount, summing to A <= MaxCount; B == C == 0; the
 //     newest entry before ExpireAt by at most MaxPeriod.
-//   - concurrency: 1..MaxLeases leases with distinct ids of 1..MaxLeaseID
-//     bytes, each holding 1..MaxCount units, summing to A <= MaxCount;
-//     0 <= B; C == 0; ExpireAt is the latest lease expiry and no lease
-//     expires more than MaxSpan before it.
+//   - concurrency: 1..MaxLeases leases and waiters with distinct ids of
+//     1..MaxLeaseID bytes, each holding (or, waiting, asking for) 1..MaxCount
+//     units, the held ones summing to A <= MaxCount; a waiter's max in
+//     units..MaxCount and ttl in 1..MaxPeriod; 0 <= B; C the number of
+//     waiters; ExpireAt is the latest lease expiry or waiter deadline and
+//     none is more than MaxSpan before it.
 //
 // Only a sliding log holds Log entries, and only a concurrency key Leases. The encoder refuses, and the decoder
 // rejects, any state that fails this, so a snapshot never carries garbage
@@ -201,10 +203,10 @@ func validateLeases(st *engine.State) error {
 	if n == 0 || n > MaxLeases {
 		return invalidf("concurrency key of %d leases (range 1..%d)", n, MaxLeases)
 	}
-	if st.B < 0 || st.C != 0 {
-		return invalidf("concurrency state B=%d C=%d is not (>= 0, 0)", st.B, st.C)
+	if st.B < 0 || st.C < 0 {
+		return invalidf("concurrency state B=%d C=%d is not (>= 0, >= 0)", st.B, st.C)
 	}
-	var sum int64
+	var sum, waiters int64
 	latest := st.Leases[0].ExpireAt
 	ids := make(map[string]struct{}, n)
 	for i, l := range st.Leases {
@@ -218,7 +220,14 @@ func validateLeases(st *engine.State) error {
 		if l.Units < 1 || l.Units > engine.MaxCount {
 			return invalidf("lease %d holds %d units (range 1..%d)", i, l.Units, engine.MaxCount)
 		}
-		if sum += l.Units; sum > engine.MaxCount {
+		if l.Waiting() {
+			waiters++
+			if l.Max < l.Units || l.Max > engine.MaxCount || l.TTL < 1 || l.TTL > engine.MaxPeriod {
+				return invalidf("waiter %d max %d or ttl %d out of range", i, l.Max, l.TTL)
+			}
+		} else if l.Max != 0 {
+			return invalidf("lease %d holds a max %d", i, l.Max)
+		} else if sum += l.Units; sum > engine.MaxCount {
 			return invalidf("leases hold more than %d units", engine.MaxCount)
 		}
 		if l.ExpireAt > st.ExpireAt || uint64(st.ExpireAt)-uint64(l.ExpireAt) > uint64(engine.MaxSpan) {
@@ -228,6 +237,9 @@ func validateLeases(st *engine.State) error {
 	}
 	if sum != st.A {
 		return invalidf("concurrency A=%d differs from its leases' units %d", st.A, sum)
+	}
+	if waiters != st.C {
+		return invalidf("concurrency C=%d differs from its %d waiters", st.C, waiters)
 	}
 	if latest != st.ExpireAt {
 		return invalidf("concurrency expiry %d is not its latest lease's %d", st.ExpireAt, latest)
@@ -355,6 +367,14 @@ func appendState(b []byte, created int64, st *engine.State) []byte {
 			b = append(b, l.ID...)
 			b = binary.AppendUvarint(b, uint64(l.Units))
 			b = binary.AppendUvarint(b, uint64(st.ExpireAt)-uint64(l.ExpireAt))
+			if st.C > 0 {
+				// Waiters in line (C of them): each entry then tells
+				// its ttl, 0 for a held lease, and a waiter its max.
+				b = binary.AppendUvarint(b, uint64(l.TTL))
+				if l.TTL > 0 {
+					b = binary.AppendUvarint(b, uint64(l.Max))
+				}
+			}
 		}
 	}
 	return b
@@ -511,7 +531,27 @@ func (p *recordParser) state(logBuf []engine.LogEntry) (engine.State, []engine.L
 			if units > uint64(engine.MaxCount) || before > uint64(engine.MaxSpan) {
 				return st, logBuf, corruptf(off, "lease units %d or expiry %d out of range", units, before)
 			}
-			leases = append(leases, engine.Lease{ID: id, Units: int64(units), ExpireAt: st.ExpireAt - int64(before)})
+			ls := engine.Lease{ID: id, Units: int64(units), ExpireAt: st.ExpireAt - int64(before)}
+			if st.C > 0 {
+				ttl, err := p.uvarint("waiter ttl")
+				if err != nil {
+					return st, logBuf, err
+				}
+				if ttl > uint64(engine.MaxPeriod) {
+					return st, logBuf, corruptf(off, "waiter ttl %d out of range", ttl)
+				}
+				if ls.TTL = int64(ttl); ttl > 0 {
+					m, err := p.uvarint("waiter max")
+					if err != nil {
+						return st, logBuf, err
+					}
+					if m > uint64(engine.MaxCount) {
+						return st, logBuf, corruptf(off, "waiter max %d out of range", m)
+					}
+					ls.Max = int64(m)
+				}
+			}
+			leases = append(leases, ls)
 		}
 		st.Leases = leases
 	}

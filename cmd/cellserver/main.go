@@ -317,6 +317,10 @@ func startServer(cfg, given *Config, level *slog.LevelVar, logger *slog.Logger, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// The waiters in concurrency keys' lines (CC.ACQUIRE … WAIT) whose
+	// connections this server holds are answered when an op applied
+	// here, decided by this node or another of its group, grants them.
+	st.store.SetGrantHook(resp.GrantHook(srv))
 	if st.node != nil {
 		resp.RegisterCluster(srv, st.node)
 	}

@@ -1,0 +1,354 @@
+package resp
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/shards"
+)
+
+// CC.ACQUIRE … WAIT duration: waiting in a concurrency key's line for a
+// release or an expiry.
+//
+// The line is the key's state (engine/concurrency.go): a limited acquire
+// that waits is queued there by its own op, replicated and snapshotted like
+// the leases, and a later op on the key (a release, an expiry found, a
+// waiter asking again) grants the waiters at the head in arrival order. The
+// server only answers: it keeps which connection waits for which (key,
+// lease id) (lineWaiters), and the store tells it of every grant it
+// applies (shards.GrantHook, from every op applied here: a standalone
+// write, or the log entries a group member applies, whichever node decided
+// them). The grant wakes the waiting connection's loop (or its goroutine),
+// which sends the allowed reply, fields as of the grant.
+//
+// Each waiting connection also wakes:
+//
+//   - at the earliest held lease's expiry (the queued reply's
+//     retry_after): leases expire lazily, at the next op on the key, so it
+//     asks again with the same id and the rest of its wait (idempotent: it
+//     keeps its place; its own op grants it when the units are free);
+//   - at the end of its wait: it asks once more without WAIT, which takes it
+//     out of the line and answers the usual limited reply (or the allowed
+//     one when it was granted meanwhile).
+//
+// A connection that closes while waiting releases its id (CC.RELEASE,
+// through the decision path): that removes it from the line, or frees the
+// lease granted to nobody. Should that fail, the engine drops the waiter at
+// its deadline and a lease granted late frees itself at its ttl: a waiter
+// never makes the key admit more than its max.
+//
+// An acquire that waits without ID is given one by the server that took it
+// (lineWaiters.newID), so that the connection is known by its (key, id)
+// before its op is applied: a grant applied before the op's own reply
+// reaches a follower is not lost.
+
+// lineKey names one waiter: its key and lease id.
+type lineKey struct{ key, id string }
+
+// lineWaiters is the server's waiting connections by (key, lease id).
+type lineWaiters struct {
+	mu  sync.Mutex
+	by  map[lineKey]*Conn
+	seq atomic.Uint64
+	tag string // this server's random part of the ids it makes
+}
+
+// newID makes a lease id for an acquire that waits without ID: "w", a
+// counter of this server and its random tag, unique across the servers
+// of a group.
+func (l *lineWaiters) newID() string {
+	b := append([]byte("w"), strconv.FormatUint(l.seq.Add(1), 36)...)
+	return string(append(append(b, '-'), l.tag...))
+}
+
+func (l *lineWaiters) init() {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	l.tag = hex.EncodeToString(r[:])
+	l.by = make(map[lineKey]*Conn)
+}
+
+func (l *lineWaiters) add(k lineKey, c *Conn) {
+	l.mu.Lock()
+	l.by[k] = c
+	l.mu.Unlock()
+}
+
+// remove forgets k when c is still the connection waiting for it.
+func (l *lineWaiters) remove(k lineKey, c *Conn) {
+	l.mu.Lock()
+	if l.by[k] == c {
+		delete(l.by, k)
+	}
+	l.mu.Unlock()
+}
+
+// GrantHook returns the hook to set on the store (shards.Store.SetGrantHook)
+// so that s answers the waiters of its connections that an applied op
+// granted.
+func GrantHook(s *Server) shards.GrantHook {
+	return func(key []byte, granted []engine.Result) {
+		l := &s.line
+		l.mu.Lock()
+		for i := range granted {
+			k := lineKey{string(key), granted[i].Lease}
+			if c := l.by[k]; c != nil {
+				delete(l.by, k)
+				c.ccw.grant(c, k, &granted[i])
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// The states of a connection's waiting acquire.
+const (
+	ccIdle      = iota // none
+	ccSubmitted        // its op is being decided
+	ccQueued           // in line
+	ccGranted          // granted, its reply not yet sent
+)
+
+// ccWait is a connection's acquire waiting in a line (one at most: a run
+// of writes ends at a command with WAIT). mu guards state and granted,
+// which the grant hook sets from another goroutine; the rest belongs to the
+// connection's goroutine or loop.
+type ccWait struct {
+	mu      sync.Mutex
+	state   uint8
+	granted engine.Result
+	k       lineKey
+	req     engine.Request // the acquire (its Lease set), for asking again
+	retryAt int64          // the server's monotonic ns: ask again then; 0: not before the deadline
+	seen    bool           // its op's reply was handled (queued)
+	cmd     *Command       // CC.ACQUIRE, current again when answered
+	// busy is set while state is not ccIdle, so that the checks every
+	// batch and every CC.ACQUIRE make cost one atomic load when nothing
+	// waits.
+	busy atomic.Bool
+	wake chan struct{} // a goroutine connection's wake-up (capacity 1)
+}
+
+// submit registers the connection as waiting for (key, req.Lease) before
+// its op is decided.
+func (w *ccWait) submit(c *Conn, key []byte, req *engine.Request) {
+	w.mu.Lock()
+	old := w.k
+	w.state, w.k, w.req, w.retryAt, w.seen = ccSubmitted, lineKey{string(key), req.Lease}, *req, 0, false
+	w.busy.Store(true)
+	w.mu.Unlock()
+	if old != (lineKey{}) && old != w.k {
+		c.srv.line.remove(old, c)
+	}
+	c.srv.line.add(w.k, c)
+}
+
+// grant records the grant of k (the grant hook, any goroutine) and wakes
+// the connection.
+func (w *ccWait) grant(c *Conn, k lineKey, r *engine.Result) {
+	w.mu.Lock()
+	if w.k != k || (w.state != ccSubmitted && w.state != ccQueued) {
+		w.mu.Unlock()
+		return
+	}
+	w.state, w.granted = ccGranted, *r
+	w.granted.Lease = k.id
+	w.mu.Unlock()
+	if lc := c.lp.loop.Load(); lc != nil {
+		_ = lc.gc.Wake(nil)
+		return
+	}
+	if ch := w.wakeChan(); ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeChan returns the wake-up channel of a goroutine connection's wait.
+func (w *ccWait) wakeChan() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.wake
+}
+
+// active reports whether the connection's waiting request is an acquire in
+// a line (queued or granted).
+func (w *ccWait) active() bool {
+	if !w.busy.Load() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state == ccQueued || w.state == ccGranted
+}
+
+// finish ends the connection's waiting acquire (answered), forgetting it.
+func (w *ccWait) finish(c *Conn) {
+	w.mu.Lock()
+	k := w.k
+	w.state, w.k = ccIdle, lineKey{}
+	w.busy.Store(false)
+	w.mu.Unlock()
+	if k != (lineKey{}) {
+		c.srv.line.remove(k, c)
+	}
+}
+
+// queued handles the reply of the connection's submitted acquire: it
+// reports whether the acquire now waits in line (nothing to write yet: the
+// caller holds the connection for the wait), having armed the asking again
+// at retry_after; false when the reply is to be written now (r is then
+// the reply, the grant's if the grant came first).
+func (w *ccWait) queued(c *Conn, key []byte, r *engine.Result) bool {
+	if !w.busy.Load() {
+		return false
+	}
+	w.mu.Lock()
+	if w.state == ccIdle || w.seen || w.k.key != string(key) || w.k.id != r.Lease {
+		w.mu.Unlock()
+		return false
+	}
+	w.seen = true
+	switch {
+	case w.state == ccGranted:
+		*r = w.granted
+	case r.Queued:
+		w.state, w.cmd = ccQueued, c.cur
+		if c.lp.gc == nil && w.wake == nil {
+			w.wake = make(chan struct{}, 1)
+		}
+		w.mu.Unlock()
+		w.arm(c, r.RetryAfter)
+		return true
+	}
+	w.mu.Unlock()
+	w.finish(c)
+	return false
+}
+
+// arm sets when the waiter asks again: after retry (ns; the earliest held
+// lease's expiry), and never when retry is negative (none held: a release
+// or the deadline ends the wait).
+func (w *ccWait) arm(c *Conn, retry int64) {
+	w.retryAt = 0
+	if retry < 0 {
+		return
+	}
+	w.retryAt = c.srv.waits.mono() + max(retry, 1)
+	if c.lp.gc != nil {
+		c.srv.waits.schedule(w.retryAt, c)
+	}
+}
+
+// step runs on the connection's goroutine or loop while its acquire waits
+// in line (cw holds the wait's deadline): it writes the reply and reports
+// true when the wait is over (granted; asked again and allowed; its
+// deadline come), false while it still waits.
+func (w *ccWait) step(c *Conn, cw *connWait) bool {
+	now := c.srv.waits.mono()
+	w.mu.Lock()
+	state, granted := w.state, w.granted
+	w.mu.Unlock()
+	req := w.req
+	if w.cmd != nil {
+		c.setCurrent(w.cmd) // the decision is counted as CC.ACQUIRE's
+	}
+	switch {
+	case state == ccGranted:
+		w.reply(c, &granted)
+		w.finish(c)
+		return true
+	case now >= cw.due:
+		req.Wait = 0 // out of the line: the usual limited reply
+	case w.retryAt != 0 && now >= w.retryAt:
+		req.Wait = cw.due - now // ask again: it keeps its place
+	default:
+		return false
+	}
+	op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(w.k.key)}, Reqs: []engine.Request{req}}}
+	res := [1]shards.Result{}
+	err := c.srv.backend.Write(c.srv.ctx, op[:], res[:])
+	if err == nil && res[0].Err != nil {
+		err = c.redirect(res[0].Err, op[0].Keys) // MOVED, ASK: worded for the wire
+	}
+	if err == nil && len(res[0].Results) != 1 {
+		err = shards.ErrBadOp
+	}
+	if err != nil {
+		c.WriteError(err)
+		w.finish(c)
+		return true
+	}
+	r := &res[0].Results[0]
+	if r.Queued && req.Wait > 0 {
+		w.mu.Lock()
+		if w.state == ccGranted { // granted meanwhile, by another op
+			*r = w.granted
+		}
+		w.mu.Unlock()
+		if r.Queued {
+			w.arm(c, r.RetryAfter)
+			return false
+		}
+	}
+	w.reply(c, r)
+	w.finish(c)
+	return true
+}
+
+// reply writes CC.ACQUIRE's reply r and counts the decision.
+func (w *ccWait) reply(c *Conn, r *engine.Result) {
+	r.Queued = false
+	c.acct.countOne(c, []byte(w.k.key), r.Limited)
+	c.writeLimit(r, engine.CeilMillis, 1)
+	if r.Limited || r.Lease == "" {
+		c.WriteNull()
+	} else {
+		c.WriteBulkString(r.Lease)
+	}
+}
+
+// settle runs after each reply of a run of writes: an acquire that was
+// to wait but whose op failed (an error reply, not handled by queued) is
+// abandoned, its id released in case the op was applied.
+func (w *ccWait) settle(c *Conn) {
+	if !w.busy.Load() {
+		return
+	}
+	w.mu.Lock()
+	pending := w.state != ccIdle && !w.seen
+	w.mu.Unlock()
+	if pending {
+		w.abandon(c)
+	}
+}
+
+// abandon runs when the connection closes: an acquire submitted, waiting
+// or granted but not answered is released (CC.RELEASE through the
+// decision path, on a goroutine of its own: the closing loop does not wait
+// for it), so it leaves the line or frees its units.
+func (w *ccWait) abandon(c *Conn) {
+	w.mu.Lock()
+	state, k := w.state, w.k
+	w.state, w.k = ccIdle, lineKey{}
+	w.busy.Store(false)
+	w.mu.Unlock()
+	if state == ccIdle || k == (lineKey{}) {
+		return
+	}
+	s := c.srv
+	s.line.remove(k, c)
+	go func() {
+		op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(k.key)}, Reqs: []engine.Request{{Kind: engine.KindConcurrency, Op: engine.LeaseRelease, Lease: k.id}}}}
+		res := [1]shards.Result{}
+		if err := s.backend.Write(s.ctx, op[:], res[:]); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("could not release the lease of a client that closed while waiting; it leaves the line at its deadline", "key", k.key, "lease", k.id, "err", err)
+		}
+	}()
+}

@@ -14,14 +14,6 @@ import (
 // goroutine closes the largest clients while the total is over the bound.
 // See DESIGN.md ("Client memory").
 
-// ClientMemoryLimit is the maxmemory-clients setting (internal/clientmem).
-type ClientMemoryLimit = clientmem.Limit
-
-// ParseClientMemoryLimit reads a maxmemory-clients value: auto, 0 (no
-// limit), a memory size (64mb, 1gb) or a percentage of maxmemory (1% to
-// 100%).
-func ParseClientMemoryLimit(v string) (ClientMemoryLimit, error) { return clientmem.ParseLimit(v) }
-
 // Sizes of the scratch a connection keeps, per element.
 const (
 	argSize  = int64(unsafe.Sizeof([]byte(nil)))

@@ -5,8 +5,6 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
-
-	"github.com/cellserver/cellserver/internal/outlimit"
 )
 
 // Output buffer limit (client-output-buffer-limit).
@@ -23,24 +21,8 @@ import (
 // soft limit stays unwritten for longer than the soft seconds.
 //
 // The bytes counted are those the server holds and the kernel has not yet
-// accepted (CLIENT LIST's omem), as Redis counts its reply buffers.
-
-// OutputLimit is one client class's client-output-buffer-limit
-// (internal/outlimit).
-type OutputLimit = outlimit.Limit
-
-// OutputLimits is the client-output-buffer-limit setting, in Redis's three
-// classes (internal/outlimit): only Normal applies.
-type OutputLimits = outlimit.Limits
-
-// DefaultOutputLimits returns client-output-buffer-limit's default.
-func DefaultOutputLimits() OutputLimits { return outlimit.Default() }
-
-// ParseOutputLimits reads a client-output-buffer-limit value over base
-// (outlimit.Parse).
-func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
-	return outlimit.Parse(s, base)
-}
+// accepted (CLIENT LIST's omem), as Redis counts its reply buffers. The
+// setting's syntax and classes are internal/outlimit's.
 
 // errOutputLimit ends a connection closed by client-output-buffer-limit.
 var errOutputLimit = errors.New("output buffer limit reached")

@@ -93,21 +93,24 @@ func (s *Server) evictLoop() {
 	s.cmem.Run(s.ctx, s.evictClients)
 }
 
-// evictClients closes the clients using the most memory until the total
-// is within the limit, as Redis's client eviction does, skipping clients
-// with CLIENT NO-EVICT on. Clients already closing count as gone. It
-// reports whether the total is within the limit.
+// evictClients runs one eviction pass (clientmem.Evict) over the
+// connections, skipping clients with CLIENT NO-EVICT on; clients already
+// closing count as gone.
 func (s *Server) evictClients() bool {
-	limit := s.cmem.Bound()
-	if limit <= 0 || s.cmem.Total() <= limit {
-		return true
-	}
-	var cands []clientmem.Candidate[*Conn]
-	// The total is read under the lock that removeConn holds while a
-	// connection leaves the set and the total together, so every byte of
-	// it belongs to a connection seen here.
+	return clientmem.Evict(s.cmem, s.evictCandidates, s.evictClient, func(total, limit int64) {
+		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
+			"clients_mem", total, "maxmemory_clients", limit)
+	})
+}
+
+// evictCandidates returns the connections that may be evicted and the
+// total to count. The total is read under the lock that removeConn holds
+// while a connection leaves the set and the total together, so every byte
+// of it belongs to a connection seen here.
+func (s *Server) evictCandidates() (cands []clientmem.Candidate[*Conn], total int64) {
 	s.mu.Lock()
-	total := s.cmem.Total()
+	defer s.mu.Unlock()
+	total = s.cmem.Total()
 	for c := range s.conns {
 		m := c.cmem.mem.Load()
 		switch {
@@ -117,31 +120,17 @@ func (s *Server) evictClients() bool {
 			cands = append(cands, clientmem.Candidate[*Conn]{Client: c, Mem: m})
 		}
 	}
-	s.mu.Unlock()
-	evict, left := clientmem.Choose(cands, total, limit)
-	for _, k := range evict {
-		s.evictClient(k.Client, k.Mem, total, limit)
-		total -= k.Mem
-	}
-	total = left
-	if total <= limit {
-		return true
-	}
-	if s.cmem.Warn() {
-		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
-			"clients_mem", total, "maxmemory_clients", limit)
-	}
-	return false
+	return cands, total
 }
 
-// evictClient closes c for its memory, counted and logged with the
-// figures that decided it.
-func (s *Server) evictClient(c *Conn, mem, total, limit int64) {
-	s.cmem.CountEviction()
+// evictClient closes k's client for its memory, logged with the figures
+// that decided it.
+func (s *Server) evictClient(k clientmem.Candidate[*Conn], total, limit int64) {
+	c := k.Client
 	c.mu.Lock()
 	name := c.name
 	c.mu.Unlock()
 	s.log.Warn("evicting client: clients' memory over maxmemory-clients, this client uses the most",
-		"client", c.addr, "id", c.id, "name", name, "tot_mem", mem, "clients_mem", total, "maxmemory_clients", limit)
+		"client", c.addr, "id", c.id, "name", name, "tot_mem", k.Mem, "clients_mem", total, "maxmemory_clients", limit)
 	c.closeNow()
 }

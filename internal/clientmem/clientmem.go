@@ -250,3 +250,31 @@ func Choose[T any](cands []Candidate[T], total, limit int64) ([]Candidate[T], in
 	}
 	return cands[:n], total
 }
+
+// Evict runs one eviction pass over p, as Redis's client eviction: while
+// the total is over the bound, gather returns the clients that may be
+// evicted and the total to count (without what clients already closing
+// hold), and evict closes the chosen ones, largest first (Choose), each
+// counted and given the total and bound that chose it. When even that
+// leaves the total over the bound, warn is called, at most once every 10
+// seconds (Warn). Evict reports whether the total is within the bound.
+func Evict[T any](p *Pool, gather func() ([]Candidate[T], int64), evict func(c Candidate[T], total, limit int64), warn func(total, limit int64)) bool {
+	limit := p.Bound()
+	if limit <= 0 || p.Total() <= limit {
+		return true
+	}
+	cands, total := gather()
+	chosen, left := Choose(cands, total, limit)
+	for _, k := range chosen {
+		p.CountEviction()
+		evict(k, total, limit)
+		total -= k.Mem
+	}
+	if left <= limit {
+		return true
+	}
+	if p.Warn() {
+		warn(left, limit)
+	}
+	return false
+}

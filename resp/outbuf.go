@@ -7,22 +7,12 @@ import (
 	"time"
 )
 
-// Output buffer limit (client-output-buffer-limit).
-//
-// A connection appends its replies to one buffer and writes it with
-// blocking writes when its batch ends or the buffer passes flushAt. A client
-// that pipelines without reading therefore fills the kernel's socket
-// buffers, the write blocks, and the connection stops reading commands: it
-// is back-pressured, and what the server holds for it is at most one
-// batch's replies (about flushAt) plus the largest single reply. The limit
-// bounds what back-pressure cannot: a reply larger than the hard limit (KEYS
-// over a huge keyspace), which closes the client while the reply is built,
-// and a large reply that the client drains so slowly that more than the
-// soft limit stays unwritten for longer than the soft seconds.
-//
-// The bytes counted are those the server holds and the kernel has not yet
-// accepted (CLIENT LIST's omem), as Redis counts its reply buffers. The
-// setting's syntax and classes are internal/outlimit's.
+// Output buffer limit (client-output-buffer-limit): why back-pressure
+// bounds most of what a goroutine connection holds, and what the limit's
+// hard and soft parts add, is DESIGN.md's "Output buffers and
+// back-pressure". The bytes counted are those the server holds and the
+// kernel has not yet accepted (CLIENT LIST's omem), as Redis counts its
+// reply buffers; the setting's syntax is internal/outlimit's.
 
 // errOutputLimit ends a connection closed by client-output-buffer-limit.
 var errOutputLimit = errors.New("output buffer limit reached")

@@ -106,15 +106,9 @@ func (o *output) writeOut(c *Conn) error {
 	for len(out) > 0 && err == nil {
 		o.omem.Store(int64(len(out)))
 		chunk := len(out)
-		var dl time.Time
-		if l.Soft > 0 && l.SoftSeconds > 0 && int64(len(out)) > l.Soft {
-			if o.softSince.IsZero() {
-				o.softSince = time.Now()
-			}
-			dl = o.softSince.Add(time.Duration(l.SoftSeconds) * time.Second)
+		dl := l.SoftDeadline(int64(len(out)), &o.softSince, time.Now())
+		if !dl.IsZero() {
 			chunk = min(chunk, writeChunk)
-		} else {
-			o.softSince = time.Time{}
 		}
 		if !dl.Equal(o.writeDeadline) {
 			_ = c.nc.SetWriteDeadline(dl)
@@ -159,19 +153,10 @@ func (o *output) flushLoop(c *Conn) error {
 func (o *output) checkLoopOutput(c *Conn) error {
 	pending := int64(c.lp.gc.OutboundBuffered())
 	o.omem.Store(pending)
-	l := c.srv.outLimits.Load().Normal
-	switch {
-	case l.Hard > 0 && pending > l.Hard:
-		o.closeForOutput(c, "hard", pending)
-		return errOutputLimit
-	case l.Soft <= 0 || l.SoftSeconds <= 0 || pending <= l.Soft:
-		o.softSince = time.Time{}
-		o.loopSoft.Store(false)
-	case o.softSince.IsZero():
-		o.softSince = time.Now()
-		o.loopSoft.Store(true)
-	case time.Since(o.softSince) > time.Duration(l.SoftSeconds)*time.Second:
-		o.closeForOutput(c, "soft", pending)
+	which, over := c.srv.outLimits.Load().Normal.Check(pending, &o.softSince, time.Now())
+	o.loopSoft.Store(over)
+	if which != "" {
+		o.closeForOutput(c, which, pending)
 		return errOutputLimit
 	}
 	return nil

@@ -134,12 +134,6 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	return c
 }
 
-// ID returns the connection's CLIENT ID.
-func (c *Conn) ID() int64 { return c.id }
-
-// Server returns the server the connection belongs to.
-func (c *Conn) Server() *Server { return c.srv }
-
 // serve reads batches of commands and answers them until the client leaves,
 // a protocol error, the idle timeout, or the server's shutdown.
 func (c *Conn) serve() {

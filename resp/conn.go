@@ -499,29 +499,22 @@ func (c *Conn) fail(cmd *Command, err error) {
 	c.WriteError(err)
 }
 
-// account adds one call of cmd and the time since t0 (the latency
-// histogram, and the slow log when slow enough); it returns the new t0.
+// account adds one call of cmd and the time since t0 (accountSlots); it
+// returns the new t0.
 func (t *tally) account(c *Conn, cmd *Command, args [][]byte, t0 time.Time) time.Time {
-	t1 := time.Now()
-	ns := int64(t1.Sub(t0) - c.auth.penalty)
-	c.auth.penalty = 0
-	st := &t.stats[cmd.index]
-	st.Calls.Add(1)
-	st.Nanos.Add(ns)
-	t.flushClasses(c)
-	c.srv.latency.Observe(cmd.index, c.id, ns)
-	if c.srv.slowlog.Slow(ns) {
-		logSlow(c, cmd, args, ns)
-	}
-	return t1
+	one := [1]slot{{cmd: cmd, args: args}}
+	return t.accountSlots(c, one[:], t0)
 }
 
-// accountSlots shares the time of a write batch evenly among its commands.
-// A run of one command (a pipeline of CL.THROTTLE) is counted with one
-// update of each counter, not one per command.
+// accountSlots adds the calls of a run of commands and the time since t0,
+// less what AUTH waited (authState.penalty), shared evenly among them: the
+// counters, the latency histogram, and the slow log when slow enough. A
+// run of one command (a pipeline of CL.THROTTLE) is counted with one update
+// of each counter, not one per command. It returns the new t0.
 func (t *tally) accountSlots(c *Conn, slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
-	per := int64(t1.Sub(t0)) / int64(len(slots))
+	per := int64(t1.Sub(t0)-c.auth.penalty) / int64(len(slots))
+	c.auth.penalty = 0
 	t.flushClasses(c)
 	if c.srv.slowlog.Slow(per) {
 		for k := range slots {

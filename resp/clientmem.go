@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/cellserver/cellserver/internal/clientmem"
@@ -22,13 +21,8 @@ const (
 	slotSize = int64(unsafe.Sizeof(slot{}))
 )
 
-// clientMem is the memory a connection accounts for: mem, published by
-// the connection's goroutine or loop only (CLIENT LIST tot-mem), and
-// noEvict, CLIENT NO-EVICT.
-type clientMem struct {
-	mem     atomic.Int64
-	noEvict atomic.Bool
-}
+// clientMem is the connection's share of the server's clientmem.Pool.
+type clientMem struct{ clientmem.Client }
 
 // memUsage is the memory the connection accounts for (CLIENT LIST
 // tot-mem), in bytes: its query buffer beyond the initial one every
@@ -52,23 +46,9 @@ func memUsage(c *Conn) int64 {
 	return n
 }
 
-// trackMem publishes the connection's memory when it changed, and asks
-// for an eviction pass when the total passes the limit. The connection's
-// goroutine or loop only; cheap enough for every queued command.
-func (m *clientMem) trackMem(c *Conn) {
-	n := memUsage(c)
-	old := m.mem.Load()
-	if n == old {
-		return
-	}
-	m.mem.Store(n)
-	c.srv.cmem.Add(n - old)
-}
-
-// untrackMem removes a closing connection's memory from the total.
-func (m *clientMem) untrackMem(c *Conn) {
-	c.srv.cmem.Add(-m.mem.Swap(0))
-}
+// trackMem publishes the connection's memory (clientmem.Client.Track).
+// The connection's goroutine or loop only.
+func (m *clientMem) trackMem(c *Conn) { m.Track(c.srv.cmem, memUsage(c)) }
 
 // release lets go of what a closing connection holds (its transaction,
 // buffers and scratch), so that an evicted client's memory is free at once
@@ -112,11 +92,11 @@ func (s *Server) evictCandidates() (cands []clientmem.Candidate[*Conn], total in
 	defer s.mu.Unlock()
 	total = s.cmem.Total()
 	for c := range s.conns {
-		m := c.cmem.mem.Load()
+		m := c.cmem.Mem()
 		switch {
 		case c.closing.Load():
 			total -= m // its memory goes as it closes
-		case m > 0 && !c.cmem.noEvict.Load():
+		case m > 0 && !c.cmem.NoEvict.Load():
 			cands = append(cands, clientmem.Candidate[*Conn]{Client: c, Mem: m})
 		}
 	}

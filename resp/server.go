@@ -521,7 +521,7 @@ func (s *Server) removeConn(c *Conn) {
 	// holds and close another client for it.
 	s.mu.Lock()
 	delete(s.conns, c)
-	c.cmem.untrackMem(c)
+	c.cmem.Untrack(s.cmem)
 	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)

@@ -162,3 +162,36 @@ func TestEvict(t *testing.T) {
 		})
 	}
 }
+
+// TestClientTrack: a client's figure moves the pool's total by its
+// changes only, asks for a pass past the bound, and leaves with Untrack.
+func TestClientTrack(t *testing.T) {
+	p := NewPool(Limit{Size: 1 << 20}, 0)
+	select { // NewPool's SetLimit asked for a pass
+	case <-p.Wanted():
+		p.Begin()
+	default:
+	}
+	var a, b Client
+	a.Track(p, 100)
+	b.Track(p, 200)
+	a.Track(p, 100)
+	if p.Total() != 300 || a.Mem() != 100 {
+		t.Fatalf("total %d, a %d; want 300, 100", p.Total(), a.Mem())
+	}
+	select {
+	case <-p.Wanted():
+		t.Fatal("a pass was asked for under the bound")
+	default:
+	}
+	a.Track(p, 2<<20)
+	select {
+	case <-p.Wanted():
+	default:
+		t.Fatal("no pass asked for past the bound")
+	}
+	a.Untrack(p)
+	if p.Total() != 200 || a.Mem() != 0 {
+		t.Errorf("after Untrack: total %d, a %d; want 200, 0", p.Total(), a.Mem())
+	}
+}

@@ -159,6 +159,17 @@ func (c *Conn) serve() {
 		if s.draining.Load() {
 			return
 		}
+		if c.auth.authed && s.loops != nil && s.loopable(c.nc) {
+			// Authenticated, at connect or by AUTH: the rest of the
+			// connection runs on a loop. Failed AUTH waits and protected
+			// mode's refusal happen here, never on a loop.
+			if err := s.loops.enroll(c, c.nc); err != nil {
+				s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
+				return
+			}
+			moved = true
+			return
+		}
 		if t := s.timeout.Load(); t > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t)))
 		} else if c.rs.queryDeadline {
@@ -174,16 +185,6 @@ func (c *Conn) serve() {
 		c.now = 0
 		c.execBatch(cmds)
 		if err := c.ob.flush(c); err != nil || c.quit {
-			return
-		}
-		if c.auth.authed && s.loops != nil && s.loopable(c.nc) {
-			// Authenticated: the rest of the connection runs on a loop
-			// (failed AUTH waits happen here, never on a loop).
-			moved = true
-			if err := s.loops.enroll(c, c.nc); err != nil {
-				s.log.Warn("cannot move client onto an event loop; connection closed", "client", c.addr, "err", err)
-				moved = false
-			}
 			return
 		}
 	}

@@ -471,7 +471,7 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn admits nc (or refuses it beyond maxclients) and starts its
-// goroutine.
+// goroutine, which moves it onto an event loop when it may (serve).
 func (s *Server) startConn(nc net.Conn) {
 	s.stats.connections.Add(1)
 	if s.clients.Add(1) > s.maxClients.Load() {
@@ -493,18 +493,6 @@ func (s *Server) startConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	// A client that must authenticate, or that protected mode refuses,
-	// starts on its own goroutine: failed AUTH waits and the refusal's
-	// write may take time, which no loop may spend.
-	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || authguard.IsLocal(nc.RemoteAddr())) {
-		if err := s.loops.enroll(c, nc); err != nil {
-			// nc is closed; nothing was read from it.
-			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
-			s.removeConn(c)
-			s.wg.Done()
-		}
-		return
-	}
 	go c.serve()
 }
 

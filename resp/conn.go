@@ -159,10 +159,11 @@ func (c *Conn) serve() {
 		if s.draining.Load() {
 			return
 		}
-		if c.auth.authed && s.loops != nil && s.loopable(c.nc) {
-			// Authenticated, at connect or by AUTH: the rest of the
-			// connection runs on a loop. Failed AUTH waits and protected
-			// mode's refusal happen here, never on a loop.
+		if _, tcp := c.nc.(*net.TCPConn); tcp && c.auth.authed && s.loops != nil {
+			// Plaintext (TLS keeps its goroutine) and authenticated, at
+			// connect or by AUTH: the rest of the connection runs on a
+			// loop. Failed AUTH waits and protected mode's refusal happen
+			// here, never on a loop.
 			if err := s.loops.enroll(c, c.nc); err != nil {
 				s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
 				return

@@ -496,13 +496,6 @@ func (s *Server) startConn(nc net.Conn) {
 	go c.serve()
 }
 
-// loopable reports whether nc can run on an event loop: plaintext TCP (a
-// TLS connection keeps its goroutine).
-func (s *Server) loopable(nc net.Conn) bool {
-	_, ok := nc.(*net.TCPConn)
-	return ok
-}
-
 func (s *Server) removeConn(c *Conn) {
 	// Its memory leaves the total as it leaves the set, under one lock:
 	// an eviction pass between the two would count memory no connection

@@ -148,9 +148,7 @@ func (c *Conn) serve() {
 			return // the loop owns the connection now
 		}
 		c.nc.Close()
-		release(c)
 		s.removeConn(c)
-		s.wg.Done()
 	}()
 	if c.refuseUnprotected() {
 		return

@@ -114,9 +114,7 @@ func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
 // OnClose runs once per connection, whoever closed it.
 func (l *loops) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	c := gc.Context().(*Conn)
-	release(c)
 	c.srv.removeConn(c)
-	c.srv.wg.Done()
 	return gnet.None
 }
 

@@ -496,7 +496,11 @@ func (s *Server) startConn(nc net.Conn) {
 	go c.serve()
 }
 
+// removeConn lets go of a closed connection (release), takes it out of
+// the server's set, counts and statistics, and marks it done (wg). Its
+// goroutine or loop, once, after its last command.
 func (s *Server) removeConn(c *Conn) {
+	release(c)
 	// Its memory leaves the total as it leaves the set, under one lock:
 	// an eviction pass between the two would count memory no connection
 	// holds and close another client for it.
@@ -506,6 +510,7 @@ func (s *Server) removeConn(c *Conn) {
 	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
+	s.wg.Done()
 }
 
 // Shutdown stops the server gracefully: it stops accepting, lets every

@@ -80,7 +80,7 @@ func BenchmarkPipeline(b *testing.B) {
 			defer client.Close()
 			defer server.Close()
 			c := newConn(srv, server)
-			c.rd = newReader(&batchReader{batches: batches}, defaultMaxBulkLen, defaultMaxArgs)
+			c.rd = newReader(&batchReader{batches: batches}, 512<<20, defaultMaxArgs)
 			b.ReportAllocs()
 			b.ResetTimer()
 			// One b.N unit is one command.

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/outlimit"
 	"github.com/cellserver/cellserver/internal/poll"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -414,7 +415,7 @@ func TestAcceptOutOfDescriptors(t *testing.T) {
 func TestOutputLoopHardLimit(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
 		c.EventLoops = 1
-		c.OutputLimits.Normal = OutputLimit{Hard: 2 << 20}
+		c.OutputLimits.Normal = outlimit.Limit{Hard: 2 << 20}
 	})
 	c := ts.client(t, 2, "")
 	const keys, cmds = 1000, 2000 // about 34 MB of replies

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/cellserver/cellserver/internal/clientmem"
@@ -14,14 +13,6 @@ import (
 // goroutine closes the largest clients while the total is over the bound.
 // See DESIGN.md ("Client memory").
 
-// ClientMemoryLimit is the maxmemory-clients setting (internal/clientmem).
-type ClientMemoryLimit = clientmem.Limit
-
-// ParseClientMemoryLimit reads a maxmemory-clients value: auto, 0 (no
-// limit), a memory size (64mb, 1gb) or a percentage of maxmemory (1% to
-// 100%).
-func ParseClientMemoryLimit(v string) (ClientMemoryLimit, error) { return clientmem.ParseLimit(v) }
-
 // Sizes of the scratch a connection keeps, per element.
 const (
 	argSize  = int64(unsafe.Sizeof([]byte(nil)))
@@ -30,13 +21,8 @@ const (
 	slotSize = int64(unsafe.Sizeof(slot{}))
 )
 
-// clientMem is the memory a connection accounts for: mem, published by
-// the connection's goroutine or loop only (CLIENT LIST tot-mem), and
-// noEvict, CLIENT NO-EVICT.
-type clientMem struct {
-	mem     atomic.Int64
-	noEvict atomic.Bool
-}
+// clientMem is the connection's share of the server's clientmem.Pool.
+type clientMem struct{ clientmem.Client }
 
 // memUsage is the memory the connection accounts for (CLIENT LIST
 // tot-mem), in bytes: its query buffer beyond the initial one every
@@ -60,23 +46,9 @@ func memUsage(c *Conn) int64 {
 	return n
 }
 
-// trackMem publishes the connection's memory when it changed, and asks
-// for an eviction pass when the total passes the limit. The connection's
-// goroutine or loop only; cheap enough for every queued command.
-func (m *clientMem) trackMem(c *Conn) {
-	n := memUsage(c)
-	old := m.mem.Load()
-	if n == old {
-		return
-	}
-	m.mem.Store(n)
-	c.srv.cmem.Add(n - old)
-}
-
-// untrackMem removes a closing connection's memory from the total.
-func (m *clientMem) untrackMem(c *Conn) {
-	c.srv.cmem.Add(-m.mem.Swap(0))
-}
+// trackMem publishes the connection's memory (clientmem.Client.Track).
+// The connection's goroutine or loop only.
+func (m *clientMem) trackMem(c *Conn) { m.Track(c.srv.cmem, memUsage(c)) }
 
 // release lets go of what a closing connection holds (its transaction,
 // buffers and scratch), so that an evicted client's memory is free at once
@@ -102,55 +74,44 @@ func (s *Server) evictLoop() {
 	s.cmem.Run(s.ctx, s.evictClients)
 }
 
-// evictClients closes the clients using the most memory until the total
-// is within the limit, as Redis's client eviction does, skipping clients
-// with CLIENT NO-EVICT on. Clients already closing count as gone. It
-// reports whether the total is within the limit.
+// evictClients runs one eviction pass (clientmem.Evict) over the
+// connections, skipping clients with CLIENT NO-EVICT on; clients already
+// closing count as gone.
 func (s *Server) evictClients() bool {
-	limit := s.cmem.Bound()
-	if limit <= 0 || s.cmem.Total() <= limit {
-		return true
-	}
-	var cands []clientmem.Candidate[*Conn]
-	// The total is read under the lock that removeConn holds while a
-	// connection leaves the set and the total together, so every byte of
-	// it belongs to a connection seen here.
+	return clientmem.Evict(s.cmem, s.evictCandidates, s.evictClient, func(total, limit int64) {
+		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
+			"clients_mem", total, "maxmemory_clients", limit)
+	})
+}
+
+// evictCandidates returns the connections that may be evicted and the
+// total to count. The total is read under the lock that removeConn holds
+// while a connection leaves the set and the total together, so every byte
+// of it belongs to a connection seen here.
+func (s *Server) evictCandidates() (cands []clientmem.Candidate[*Conn], total int64) {
 	s.mu.Lock()
-	total := s.cmem.Total()
+	defer s.mu.Unlock()
+	total = s.cmem.Total()
 	for c := range s.conns {
-		m := c.cmem.mem.Load()
+		m := c.cmem.Mem()
 		switch {
 		case c.closing.Load():
 			total -= m // its memory goes as it closes
-		case m > 0 && !c.cmem.noEvict.Load():
+		case m > 0 && !c.cmem.NoEvict.Load():
 			cands = append(cands, clientmem.Candidate[*Conn]{Client: c, Mem: m})
 		}
 	}
-	s.mu.Unlock()
-	evict, left := clientmem.Choose(cands, total, limit)
-	for _, k := range evict {
-		s.evictClient(k.Client, k.Mem, total, limit)
-		total -= k.Mem
-	}
-	total = left
-	if total <= limit {
-		return true
-	}
-	if s.cmem.Warn() {
-		s.log.Warn("clients over maxmemory-clients after evicting every client that may be evicted (the rest have CLIENT NO-EVICT on)",
-			"clients_mem", total, "maxmemory_clients", limit)
-	}
-	return false
+	return cands, total
 }
 
-// evictClient closes c for its memory, counted and logged with the
-// figures that decided it.
-func (s *Server) evictClient(c *Conn, mem, total, limit int64) {
-	s.cmem.CountEviction()
+// evictClient closes k's client for its memory, logged with the figures
+// that decided it.
+func (s *Server) evictClient(k clientmem.Candidate[*Conn], total, limit int64) {
+	c := k.Client
 	c.mu.Lock()
 	name := c.name
 	c.mu.Unlock()
 	s.log.Warn("evicting client: clients' memory over maxmemory-clients, this client uses the most",
-		"client", c.addr, "id", c.id, "name", name, "tot_mem", mem, "clients_mem", total, "maxmemory_clients", limit)
+		"client", c.addr, "id", c.id, "name", name, "tot_mem", k.Mem, "clients_mem", total, "maxmemory_clients", limit)
 	c.closeNow()
 }

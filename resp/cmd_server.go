@@ -187,9 +187,9 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 func clientNoEvictHandler(c *Conn, args [][]byte) error {
 	switch {
 	case equalFoldString(args[2], "on"):
-		c.cmem.noEvict.Store(true)
+		c.cmem.NoEvict.Store(true)
 	case equalFoldString(args[2], "off"):
-		c.cmem.noEvict.Store(false)
+		c.cmem.NoEvict.Store(false)
 		c.srv.cmem.Request() // it may be over the limit already
 	default:
 		return engine.ErrSyntax
@@ -211,7 +211,7 @@ func appendClientLine(b []byte, o *Conn, now int64) []byte {
 	cl.ID, cl.Addr, cl.LAddr = o.id, o.addr, o.laddr
 	cl.Age, cl.Idle = (now-o.start)/1e9, (now-o.lastSeen.Load())/1e9
 	cl.Multi, cl.MultiMem = o.multi.Load(), o.multiMem.Load()
-	cl.NoEvict, cl.OutMem, cl.TotMem = o.cmem.noEvict.Load(), o.ob.omem.Load(), o.cmem.mem.Load()
+	cl.NoEvict, cl.OutMem, cl.TotMem = o.cmem.NoEvict.Load(), o.ob.omem.Load(), o.cmem.Mem()
 	cl.Cmd = "NULL"
 	if last := o.lastCmd.Load(); last != nil {
 		cl.Cmd = last.fullName

@@ -137,12 +137,6 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	return c
 }
 
-// ID returns the connection's CLIENT ID.
-func (c *Conn) ID() int64 { return c.id }
-
-// Server returns the server the connection belongs to.
-func (c *Conn) Server() *Server { return c.srv }
-
 // serve reads batches of commands and answers them until the client leaves,
 // a protocol error, the idle timeout, or the server's shutdown.
 func (c *Conn) serve() {
@@ -157,15 +151,25 @@ func (c *Conn) serve() {
 			return // the loop owns the connection now
 		}
 		c.nc.Close()
-		release(c)
 		s.removeConn(c)
-		s.wg.Done()
 	}()
 	if c.refuseUnprotected() {
 		return
 	}
 	for {
 		if s.draining.Load() {
+			return
+		}
+		if _, tcp := c.nc.(*net.TCPConn); tcp && c.auth.authed && s.loops != nil {
+			// Plaintext (TLS keeps its goroutine) and authenticated, at
+			// connect or by AUTH: the rest of the connection runs on a
+			// loop. Failed AUTH waits and protected mode's refusal happen
+			// here, never on a loop.
+			if err := s.loops.enroll(c, c.nc); err != nil {
+				s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
+				return
+			}
+			moved = true
 			return
 		}
 		if t := s.timeout.Load(); t > 0 {
@@ -183,16 +187,6 @@ func (c *Conn) serve() {
 		c.now = 0
 		c.execBatch(cmds)
 		if err := c.ob.flush(c); err != nil || c.quit {
-			return
-		}
-		if c.auth.authed && s.loops != nil && s.loopable(c.nc) {
-			// Authenticated: the rest of the connection runs on a loop
-			// (failed AUTH waits happen here, never on a loop).
-			moved = true
-			if err := s.loops.enroll(c, c.nc); err != nil {
-				s.log.Warn("cannot move client onto an event loop; connection closed", "client", c.addr, "err", err)
-				moved = false
-			}
 			return
 		}
 	}
@@ -509,29 +503,22 @@ func (c *Conn) fail(cmd *Command, err error) {
 	c.WriteError(err)
 }
 
-// account adds one call of cmd and the time since t0 (the latency
-// histogram, and the slow log when slow enough); it returns the new t0.
+// account adds one call of cmd and the time since t0 (accountSlots); it
+// returns the new t0.
 func (t *tally) account(c *Conn, cmd *Command, args [][]byte, t0 time.Time) time.Time {
-	t1 := time.Now()
-	ns := int64(t1.Sub(t0) - c.auth.penalty)
-	c.auth.penalty = 0
-	st := &t.stats[cmd.index]
-	st.Calls.Add(1)
-	st.Nanos.Add(ns)
-	t.flushClasses(c)
-	c.srv.latency.Observe(cmd.index, c.id, ns)
-	if c.srv.slowlog.Slow(ns) {
-		logSlow(c, cmd, args, ns)
-	}
-	return t1
+	one := [1]slot{{cmd: cmd, args: args}}
+	return t.accountSlots(c, one[:], t0)
 }
 
-// accountSlots shares the time of a write batch evenly among its commands.
-// A run of one command (a pipeline of CL.THROTTLE) is counted with one
-// update of each counter, not one per command.
+// accountSlots adds the calls of a run of commands and the time since t0,
+// less what AUTH waited (authState.penalty), shared evenly among them: the
+// counters, the latency histogram, and the slow log when slow enough. A
+// run of one command (a pipeline of CL.THROTTLE) is counted with one update
+// of each counter, not one per command. It returns the new t0.
 func (t *tally) accountSlots(c *Conn, slots []slot, t0 time.Time) time.Time {
 	t1 := time.Now()
-	per := int64(t1.Sub(t0)) / int64(len(slots))
+	per := int64(t1.Sub(t0)-c.auth.penalty) / int64(len(slots))
+	c.auth.penalty = 0
 	t.flushClasses(c)
 	if c.srv.slowlog.Slow(per) {
 		for k := range slots {

@@ -24,7 +24,7 @@ func gatherInfo(s *Server, now int64, sel serverstats.Selection) serverstats.Inf
 		Now:   now, Started: s.started, UptimeSeconds: s.uptime(), Process: serverstats.ReadProcess(),
 		RedisVersion: redisVersion, Version: Version, Cluster: s.cfg.Cluster != nil,
 		Port: "0", ConfigFile: s.cfg.ConfigFile, MaxClients: s.maxClients.Load(),
-		MaxMemoryPolicy: MemoryPolicy(s.policy.Load()).String(),
+		MaxMemoryPolicy: s.mem.Policy().String(),
 		Extra:           s.cfg.InfoSections,
 	}
 	if st := s.settings.Lookup("port"); st != nil {

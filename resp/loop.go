@@ -12,21 +12,11 @@ import (
 	"github.com/panjf2000/gnet/v2"
 )
 
-// Event loops. A plaintext TCP connection is accepted by Serve as any
-// other (maxclients and every accept-time check apply), then handed to one
-// of Config.EventLoops gnet loops instead of getting a goroutine of its
-// own. The loop reads whatever the socket holds once per readiness event,
-// parses every complete command with the connection's reader, runs the
-// batch on the loop goroutine and writes the replies with one write (gnet
-// keeps what the socket does not take and sends it when it drains). The
-// goroutine-per-connection path reads again after each answer only to
-// meet EAGAIN and park: two reads and a wake-up per request where a loop
-// needs one read (resp/DESIGN.md has the figures).
-//
-// What a loop must never do is wait: a backend whose writes wait on the
-// network (a server with a Cluster: its writes wait on raft commits) keeps
-// goroutine connections,
-// as TLS connections always do.
+// Event loops (DESIGN.md, "Event loops"): Serve accepts a plaintext TCP
+// connection as any other, then hands it to one of Config.EventLoops gnet
+// loops, which runs its batches on the loop goroutine. A loop must never
+// wait, so a server with a Cluster (its writes wait on raft commits) and
+// TLS connections keep a goroutine per connection.
 
 // loopBatch bounds the commands of one batch on a loop, so that a deep
 // pipeline of slow commands (KEYS) reaches the time check between batches
@@ -124,9 +114,7 @@ func (l *loops) OnTraffic(gc gnet.Conn) gnet.Action {
 // OnClose runs once per connection, whoever closed it.
 func (l *loops) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	c := gc.Context().(*Conn)
-	release(c)
 	c.srv.removeConn(c)
-	c.srv.wg.Done()
 	return gnet.None
 }
 

@@ -5,42 +5,14 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
-
-	"github.com/cellserver/cellserver/internal/outlimit"
 )
 
-// Output buffer limit (client-output-buffer-limit).
-//
-// A connection appends its replies to one buffer and writes it with
-// blocking writes when its batch ends or the buffer passes flushAt. A client
-// that pipelines without reading therefore fills the kernel's socket
-// buffers, the write blocks, and the connection stops reading commands: it
-// is back-pressured, and what the server holds for it is at most one
-// batch's replies (about flushAt) plus the largest single reply. The limit
-// bounds what back-pressure cannot: a reply larger than the hard limit (KEYS
-// over a huge keyspace), which closes the client while the reply is built,
-// and a large reply that the client drains so slowly that more than the
-// soft limit stays unwritten for longer than the soft seconds.
-//
-// The bytes counted are those the server holds and the kernel has not yet
-// accepted (CLIENT LIST's omem), as Redis counts its reply buffers.
-
-// OutputLimit is one client class's client-output-buffer-limit
-// (internal/outlimit).
-type OutputLimit = outlimit.Limit
-
-// OutputLimits is the client-output-buffer-limit setting, in Redis's three
-// classes (internal/outlimit): only Normal applies.
-type OutputLimits = outlimit.Limits
-
-// DefaultOutputLimits returns client-output-buffer-limit's default.
-func DefaultOutputLimits() OutputLimits { return outlimit.Default() }
-
-// ParseOutputLimits reads a client-output-buffer-limit value over base
-// (outlimit.Parse).
-func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
-	return outlimit.Parse(s, base)
-}
+// Output buffer limit (client-output-buffer-limit): why back-pressure
+// bounds most of what a goroutine connection holds, and what the limit's
+// hard and soft parts add, is DESIGN.md's "Output buffers and
+// back-pressure". The bytes counted are those the server holds and the
+// kernel has not yet accepted (CLIENT LIST's omem), as Redis counts its
+// reply buffers; the setting's syntax is internal/outlimit's.
 
 // errOutputLimit ends a connection closed by client-output-buffer-limit.
 var errOutputLimit = errors.New("output buffer limit reached")
@@ -134,15 +106,9 @@ func (o *output) writeOut(c *Conn) error {
 	for len(out) > 0 && err == nil {
 		o.omem.Store(int64(len(out)))
 		chunk := len(out)
-		var dl time.Time
-		if l.Soft > 0 && l.SoftSeconds > 0 && int64(len(out)) > l.Soft {
-			if o.softSince.IsZero() {
-				o.softSince = time.Now()
-			}
-			dl = o.softSince.Add(time.Duration(l.SoftSeconds) * time.Second)
+		dl := l.SoftDeadline(int64(len(out)), &o.softSince, time.Now())
+		if !dl.IsZero() {
 			chunk = min(chunk, writeChunk)
-		} else {
-			o.softSince = time.Time{}
 		}
 		if !dl.Equal(o.writeDeadline) {
 			_ = c.nc.SetWriteDeadline(dl)
@@ -187,19 +153,10 @@ func (o *output) flushLoop(c *Conn) error {
 func (o *output) checkLoopOutput(c *Conn) error {
 	pending := int64(c.lp.gc.OutboundBuffered())
 	o.omem.Store(pending)
-	l := c.srv.outLimits.Load().Normal
-	switch {
-	case l.Hard > 0 && pending > l.Hard:
-		o.closeForOutput(c, "hard", pending)
-		return errOutputLimit
-	case l.Soft <= 0 || l.SoftSeconds <= 0 || pending <= l.Soft:
-		o.softSince = time.Time{}
-		o.loopSoft.Store(false)
-	case o.softSince.IsZero():
-		o.softSince = time.Now()
-		o.loopSoft.Store(true)
-	case time.Since(o.softSince) > time.Duration(l.SoftSeconds)*time.Second:
-		o.closeForOutput(c, "soft", pending)
+	which, over := c.srv.outLimits.Load().Normal.Check(pending, &o.softSince, time.Now())
+	o.loopSoft.Store(over)
+	if which != "" {
+		o.closeForOutput(c, which, pending)
 		return errOutputLimit
 	}
 	return nil

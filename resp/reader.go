@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"time"
 
 	"github.com/cellserver/cellserver/internal/splitargs"
 )
@@ -16,22 +15,11 @@ const (
 	// maxInlineLen bounds an inline command line and a RESP length line
 	// (Redis's PROTO_INLINE_MAX_SIZE).
 	maxInlineLen = 64 << 10
-	// defaultMaxBulkLen bounds one argument (Redis's proto-max-bulk-len).
-	defaultMaxBulkLen = 512 << 20
 	// defaultMaxArgs bounds the arguments of one command.
 	defaultMaxArgs = 1 << 20
 	// initialReadBuf is a connection's starting read buffer; it grows for
 	// large commands and shrinks back once they are consumed.
 	initialReadBuf = 16 << 10
-	// DefaultQueryBufferLimit is Redis's client-query-buffer-limit: the
-	// most unparsed input a client may have pending (1 GiB).
-	DefaultQueryBufferLimit = 1 << 30
-	// minQueryBufferLimit is the smallest accepted query buffer limit
-	// (Redis's minimum, 1 MiB): an inline line must fit.
-	minQueryBufferLimit = 1 << 20
-	// DefaultQueryTimeout bounds the time a client may take to send the
-	// rest of a command it has started.
-	DefaultQueryTimeout = 60 * time.Second
 	// Before authenticating, a client may send at most unauthMaxArgs
 	// arguments per command and unauthMaxBulk bytes per argument (Redis 7's
 	// limits), one command at a time.
@@ -40,6 +28,9 @@ const (
 	// keepScratch is the capacity of the argument lists kept between
 	// batches; a larger command's lists are released after it.
 	keepScratch = 4096
+	// noQueryLimit is a reader's query buffer limit until its connection
+	// sets client-query-buffer-limit's (refreshLimits).
+	noQueryLimit = 1 << 40
 )
 
 // protocolError is malformed input. Its text is the reply, in Redis's wording.
@@ -86,7 +77,7 @@ type reader struct {
 
 	maxBulk  int
 	maxArgs  int
-	maxQuery int  // client-query-buffer-limit
+	maxQuery int  // client-query-buffer-limit (noQueryLimit until set)
 	maxBatch int  // most commands per batch (0: every complete command)
 	unauth   bool // the client has not authenticated: Redis's tighter limits
 	// beforeRead, when set, is called before each read from the
@@ -110,7 +101,7 @@ type reader struct {
 type argSpan struct{ lo, hi int }
 
 func newReader(rd io.Reader, maxBulk, maxArgs int) *reader {
-	return &reader{rd: rd, buf: make([]byte, initialReadBuf), maxBulk: maxBulk, maxArgs: maxArgs, maxQuery: DefaultQueryBufferLimit}
+	return &reader{rd: rd, buf: make([]byte, initialReadBuf), maxBulk: maxBulk, maxArgs: maxArgs, maxQuery: noQueryLimit}
 }
 
 // next returns the commands of the next batch: every complete command in the

@@ -68,7 +68,7 @@ func regionApplyHandler(c *Conn, args [][]byte) error {
 		g.RefusedBatch(err)
 		return err
 	}
-	call.NoGrow = c.srv.oom.Load() // as markNoGrow: over maxmemory, no new keys
+	call.NoGrow = c.srv.mem.OOM() // as markNoGrow: over maxmemory, no new keys
 	dup, err := g.Apply(c.srv.ctx, &call)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"github.com/cellserver/cellserver/internal/latency"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
 	"github.com/cellserver/cellserver/internal/maxmemory"
+	"github.com/cellserver/cellserver/internal/outlimit"
 	"github.com/cellserver/cellserver/internal/serverstats"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/internal/slowlog"
@@ -47,89 +48,68 @@ const redisVersion = "7.2.0"
 var ErrServerClosed = errors.New("resp: server closed")
 
 // Config configures a Server. Start from DefaultConfig.
+//
+// A field named after a setting (in parentheses) holds its value: the
+// settings table (internal/setting, docs/configuration.md) documents each
+// one's meaning, default and range, and words Validate's range errors.
+// Those marked live can be changed by CONFIG SET.
 type Config struct {
-	// Addr is the TCP address to listen on ("127.0.0.1:6379").
+	// Addr is the TCP address to listen on ("127.0.0.1:6379"; bind, port).
 	Addr string
-	// RequirePass, when not empty, is the password of the default user:
-	// clients must AUTH before other commands. Changeable live.
+	// RequirePass is the default user's password (requirepass; empty:
+	// none), and ProtectedMode refuses clients from other hosts while it is
+	// empty (protected-mode). Live; read for each new connection.
 	RequirePass string
-	// ProtectedMode, while RequirePass is empty, refuses clients that are
-	// not on this host (not loopback, not a unix socket) with Redis's
-	// DENIED error. Both are read for each new connection. Changeable live.
 	ProtectedMode bool
-	// MaxClients bounds the connected clients (>= 1); more are refused
-	// with "ERR max number of clients reached". Changeable live.
-	MaxClients int
+	MaxClients    int // maxclients; live
 	// EventLoops is how many event loops serve plaintext TCP connections
-	// (loop.go); 0 gives every connection a goroutine of its own. Ignored
-	// with a Cluster: its writes wait on raft commits, and a loop must
-	// never wait. TLS connections always have their own goroutine.
+	// (io-threads; loop.go); 0 gives every connection a goroutine of its
+	// own. Ignored with a Cluster: its writes wait on raft commits, and a
+	// loop must never wait. TLS connections always have their own goroutine.
 	EventLoops int
 	// FitClients, when not nil, is asked by CONFIG SET maxclients whether
 	// the process can serve n clients (it may raise the descriptor limit);
 	// its error refuses the new value and is shown to the client.
 	FitClients func(n int) error
-	// Timeout closes a client idle for that long (0: never). Whole seconds
-	// on the wire. Changeable live.
+	// Timeout (timeout) and QueryTimeout (client-query-timeout) are whole
+	// seconds on the wire; 0: none. Live.
 	Timeout time.Duration
-	// MaxBulkLen bounds one argument in bytes (proto-max-bulk-len).
-	MaxBulkLen int
+	QueryTimeout time.Duration
+	MaxBulkLen   int // proto-max-bulk-len, bytes; live
 	// MaxArgs bounds the arguments of one command (the multibulk length).
 	MaxArgs int
-	// QueryBufferLimit bounds a client's unparsed input in bytes
-	// (client-query-buffer-limit): a client whose pending command grows
-	// beyond it is closed. Changeable live.
-	QueryBufferLimit int
+	QueryBufferLimit int // client-query-buffer-limit, bytes; live
 	// TxMaxCommands and TxMaxBytes bound one transaction's queue
-	// (transaction-max-commands, transaction-max-bytes; tx.go): the
-	// command past either is refused at queue time and EXEC answers
-	// EXECABORT. Changeable live.
+	// (transaction-max-commands, transaction-max-bytes; tx.go). Live.
 	TxMaxCommands int
 	TxMaxBytes    int64
-	// MaxWait caps the WAIT of a limiter request (max-wait; wait.go), 1ms
-	// up to engine.MaxWait. MaxWaiting bounds the requests waiting at
-	// once (max-waiting; 0 refuses WAIT). Changeable live.
+	// MaxWait and MaxWaiting bound WAIT (max-wait, max-waiting; wait.go).
+	// Live.
 	MaxWait    time.Duration
 	MaxWaiting int64
-	// QueryTimeout bounds the time a client may take to send the rest of
-	// a command it has started (0: no bound): a slow sender is closed when
-	// it passes. Changeable live.
-	QueryTimeout time.Duration
-	// SlowlogSlowerThan is the execution time in microseconds from which a
-	// command is logged in SLOWLOG (negative: off; 0: every command).
-	// Changeable live.
+	// SlowlogSlowerThan (microseconds) and SlowlogMaxLen are
+	// slowlog-log-slower-than and slowlog-max-len. Live.
 	SlowlogSlowerThan int64
-	// SlowlogMaxLen is how many SLOWLOG entries are kept (>= 0). Changeable
-	// live.
 	SlowlogMaxLen int
-	// MaxMemory bounds the keyspace's memory in bytes (0: no bound); see
-	// MemoryPolicy. Changeable live.
+	// MaxMemory (maxmemory, bytes; 0: none), MemoryPolicy
+	// (maxmemory-policy) and MaxMemoryClients (maxmemory-clients;
+	// clientmem.go, following MaxMemory when relative). Live.
 	MaxMemory int64
-	// MemoryPolicy is what happens over MaxMemory. Changeable live.
-	MemoryPolicy MemoryPolicy
-	// MaxMemoryClients bounds the memory all clients together hold
-	// (maxmemory-clients; clientmem.go): past it the clients using the
-	// most are closed. Changeable live; follows MaxMemory when relative.
-	MaxMemoryClients ClientMemoryLimit
-	// HotkeysCapacity is how many keys each heavy-hitter summary tracks
-	// (requested and limited; hotkeys.go); 0 turns them off.
-	HotkeysCapacity int
-	// MetricsClasses and MetricsClassLimit choose the key classes
-	// limiter decisions are counted under (metrics-class,
-	// metrics-class-limit; classes.go): no rules and a limit of 0 turn
-	// them off. Changeable live.
+	MemoryPolicy     maxmemory.Policy
+	MaxMemoryClients clientmem.Limit
+	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
+	MemoryCheckInterval time.Duration
+	HotkeysCapacity     int // hotkeys-capacity (hotkeys.go); live
+	// MetricsClasses and MetricsClassLimit choose the key classes limiter
+	// decisions are counted under (metrics-class, metrics-class-limit;
+	// classes.go). Live.
 	MetricsClasses    keyclass.Rules
 	MetricsClassLimit int
 	// InfoSections are extra INFO sections (after the built-in ones), of
 	// the parts wired beside the server (the rate-limit service's rls).
 	InfoSections []serverstats.Section
-	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
-	MemoryCheckInterval time.Duration
-	// OutputLimits is client-output-buffer-limit: a client with more reply
-	// bytes pending than its class's hard limit, or than the soft limit
-	// for longer than the soft seconds, is closed (see outbuf.go).
-	// Changeable live.
-	OutputLimits OutputLimits
+	// OutputLimits is client-output-buffer-limit (outbuf.go). Live.
+	OutputLimits outlimit.Limits
 	// Parse holds the limits limiter requests are parsed with (the sliding
 	// log's maximum limit).
 	Parse engine.ParseOptions
@@ -181,37 +161,38 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration of a server on 127.0.0.1:6379
-// with Redis's defaults.
+// with the settings table's defaults (Redis's, where Redis has the
+// setting).
 func DefaultConfig() Config {
+	n := func(name string) int64 { return setting.Must(name).DefaultInt() }
 	return Config{
 		Addr:              "127.0.0.1:6379",
 		ProtectedMode:     true,
-		MaxClients:        10000,
+		MaxClients:          int(n("maxclients")),
 		EventLoops:        DefaultEventLoops(),
-		MaxBulkLen:        defaultMaxBulkLen,
-		HotkeysCapacity:   hotkeys.DefaultCapacity,
-		MetricsClassLimit: keyclass.DefaultLimit,
+		MaxBulkLen:          int(n("proto-max-bulk-len")),
 		MaxArgs:           defaultMaxArgs,
-		Parse:             engine.DefaultParseOptions(),
-
-		QueryBufferLimit:    DefaultQueryBufferLimit,
-		QueryTimeout:        DefaultQueryTimeout,
-		TxMaxCommands:       DefaultTxMaxCommands,
-		TxMaxBytes:          DefaultTxMaxBytes,
-		MaxWait:             DefaultMaxWait,
-		MaxWaiting:          DefaultMaxWaiting,
-		SlowlogSlowerThan:   slowlog.DefaultSlowerThan,
-		SlowlogMaxLen:       slowlog.DefaultMaxLen,
-		MemoryCheckInterval: maxmemory.DefaultCheckInterval,
-		OutputLimits:        DefaultOutputLimits(),
+		QueryBufferLimit:    int(n("client-query-buffer-limit")),
+		QueryTimeout:        time.Duration(n("client-query-timeout")) * time.Second,
+		TxMaxCommands:       int(n("transaction-max-commands")),
+		TxMaxBytes:          n("transaction-max-bytes"),
+		MaxWait:             time.Duration(n("max-wait")),
+		MaxWaiting:          n("max-waiting"),
+		SlowlogSlowerThan:   n("slowlog-log-slower-than"),
+		SlowlogMaxLen:       int(n("slowlog-max-len")),
 		MaxMemoryClients:    clientmem.DefaultLimit(),
+		MemoryCheckInterval: maxmemory.DefaultCheckInterval,
+		HotkeysCapacity:     int(n("hotkeys-capacity")),
+		MetricsClassLimit:   int(n("metrics-class-limit")),
+		OutputLimits:        outlimit.Default(),
+		Parse:               engine.DefaultParseOptions(),
 	}
 }
 
 // OverMemory reports whether the keyspace is over maxmemory under the
 // noeviction policy, so that writes that would add or grow a key are
 // refused (INFO's OOM state). Safe from any goroutine; it reads one atomic.
-func (s *Server) OverMemory() bool { return s.oom.Load() }
+func (s *Server) OverMemory() bool { return s.mem.OOM() }
 
 // DefaultEventLoops is the default Config.EventLoops for procs CPUs
 // (GOMAXPROCS, which follows the affinity mask and a container's CPU
@@ -230,13 +211,14 @@ func eventLoopsFor(procs int) int {
 	return max(1, procs/2)
 }
 
-// Validate reports whether c is usable by NewServer.
+// Validate reports whether c is usable by NewServer. The ranges of
+// settings are the settings table's, worded by it.
 func (c *Config) Validate() error {
-	// The ranges these share with the settings table, worded by it.
 	for _, r := range []struct {
 		name string
 		n    int64
-	}{{"maxclients", int64(c.MaxClients)}, {"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)},
+	}{{"maxclients", int64(c.MaxClients)}, {"proto-max-bulk-len", int64(c.MaxBulkLen)}, {"client-query-buffer-limit", int64(c.QueryBufferLimit)},
+		{"slowlog-max-len", int64(c.SlowlogMaxLen)}, {"maxmemory", c.MaxMemory}, {"metrics-class-limit", int64(c.MetricsClassLimit)},
 		{"transaction-max-commands", int64(c.TxMaxCommands)}, {"transaction-max-bytes", c.TxMaxBytes},
 		{"max-wait", int64(c.MaxWait)}, {"max-waiting", c.MaxWaiting}} {
 		if err := setting.Must(r.name).CheckRange(r.n); err != nil {
@@ -246,23 +228,19 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Timeout < 0:
 		return fmt.Errorf("resp: timeout %v must not be negative", c.Timeout)
-	case c.MaxBulkLen < 1:
-		return fmt.Errorf("resp: proto-max-bulk-len %d must be at least 1", c.MaxBulkLen)
+	case c.QueryTimeout < 0:
+		return fmt.Errorf("resp: client-query-timeout %v must not be negative", c.QueryTimeout)
 	case c.MaxArgs < 1:
 		return fmt.Errorf("resp: max args %d must be at least 1", c.MaxArgs)
-	case c.QueryBufferLimit < minQueryBufferLimit:
-		return fmt.Errorf("resp: client-query-buffer-limit %d must be at least %d", c.QueryBufferLimit, minQueryBufferLimit)
-	case c.QueryTimeout < 0:
-		return fmt.Errorf("resp: query timeout %v must not be negative", c.QueryTimeout)
 	case c.MemoryPolicy != maxmemory.NoEviction && c.MemoryPolicy != maxmemory.VolatileTTL:
 		return fmt.Errorf("resp: unknown maxmemory policy %d", c.MemoryPolicy)
 	case c.MemoryCheckInterval <= 0:
 		return fmt.Errorf("resp: memory check interval %v must be positive", c.MemoryCheckInterval)
 	}
-	if _, err := ParseClientMemoryLimit(c.MaxMemoryClients.String()); err != nil {
+	if _, err := clientmem.ParseLimit(c.MaxMemoryClients.String()); err != nil {
 		return fmt.Errorf("resp: maxmemory-clients %s: %w", c.MaxMemoryClients, err)
 	}
-	if _, err := ParseOutputLimits(c.OutputLimits.String(), c.OutputLimits); err != nil {
+	if _, err := outlimit.Parse(c.OutputLimits.String(), c.OutputLimits); err != nil {
 		return fmt.Errorf("resp: client-output-buffer-limit: %w", err)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
@@ -299,13 +277,11 @@ type Server struct {
 	waits       waiting      // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
 	line        lineWaiters  // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
 	queryTime   atomic.Int64 // ns
-	maxMemory   atomic.Int64
-	policy      atomic.Int32      // MemoryPolicy
-	oom         atomic.Bool       // over maxmemory: refuse new keys
+	mem         *maxmemory.Monitor // maxmemory, maxmemory-policy (memory.go)
 	mover       *cluster.Mover    // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
 	raft        *replication.Node // the RAFT.* commands' node (RegisterCluster); nil otherwise
 	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
-	outLimits   atomic.Pointer[OutputLimits]
+	outLimits   atomic.Pointer[outlimit.Limits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
 	slowlog     slowlog.Log
 	latency     *latency.Striped
@@ -373,8 +349,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.waits.init(cfg)
 	s.line.init()
 	s.queryTime.Store(int64(cfg.QueryTimeout))
-	s.maxMemory.Store(cfg.MaxMemory)
-	s.policy.Store(int32(cfg.MemoryPolicy))
+	s.mem = maxmemory.NewMonitor(cfg.MaxMemory, cfg.MemoryPolicy)
 	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)
 	s.hot.Reset(cfg.HotkeysCapacity)
 	if s.cfg.Policy == nil {
@@ -498,7 +473,7 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn admits nc (or refuses it beyond maxclients) and starts its
-// goroutine.
+// goroutine, which moves it onto an event loop when it may (serve).
 func (s *Server) startConn(nc net.Conn) {
 	s.stats.connections.Add(1)
 	if s.clients.Add(1) > s.maxClients.Load() {
@@ -520,38 +495,24 @@ func (s *Server) startConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	// A client that must authenticate, or that protected mode refuses,
-	// starts on its own goroutine: failed AUTH waits and the refusal's
-	// write may take time, which no loop may spend.
-	if c.auth.authed && s.loops != nil && s.loopable(nc) && (!s.protected.Load() || authguard.IsLocal(nc.RemoteAddr())) {
-		if err := s.loops.enroll(c, nc); err != nil {
-			// nc is closed; nothing was read from it.
-			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
-			s.removeConn(c)
-			s.wg.Done()
-		}
-		return
-	}
 	go c.serve()
 }
 
-// loopable reports whether nc can run on an event loop: plaintext TCP (a
-// TLS connection keeps its goroutine).
-func (s *Server) loopable(nc net.Conn) bool {
-	_, ok := nc.(*net.TCPConn)
-	return ok
-}
-
+// removeConn lets go of a closed connection (release), takes it out of
+// the server's set, counts and statistics, and marks it done (wg). Its
+// goroutine or loop, once, after its last command.
 func (s *Server) removeConn(c *Conn) {
+	release(c)
 	// Its memory leaves the total as it leaves the set, under one lock:
 	// an eviction pass between the two would count memory no connection
 	// holds and close another client for it.
 	s.mu.Lock()
 	delete(s.conns, c)
-	c.cmem.untrackMem(c)
+	c.cmem.Untrack(s.cmem)
 	s.mu.Unlock()
 	s.clients.Add(-1)
 	s.stats.absorb(c)
+	s.wg.Done()
 }
 
 // Shutdown stops the server gracefully: it stops accepting, lets every

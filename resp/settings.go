@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/clientmem"
+	"github.com/cellserver/cellserver/internal/maxmemory"
+	"github.com/cellserver/cellserver/internal/outlimit"
 	"github.com/cellserver/cellserver/internal/setting"
 )
 
@@ -71,18 +74,18 @@ func (s *Server) initSettings() error {
 		}),
 		setting.LiveInt("slowlog-log-slower-than", s.slowlog.SlowerThan, func(n int64) error { s.slowlog.SetSlowerThan(n); return nil }),
 		setting.LiveInt("slowlog-max-len", s.slowlog.MaxLen, func(n int64) error { s.slowlog.SetMaxLen(n); return nil }),
-		setting.LiveInt("maxmemory", s.maxMemory.Load, func(n int64) error {
-			s.maxMemory.Store(n)
+		setting.LiveInt("maxmemory", s.mem.Limit, func(n int64) error {
+			s.mem.SetLimit(n)
 			s.cmem.Update(n) // a share of maxmemory follows it
 			return nil
 		}),
-		setting.LiveFunc("maxmemory-clients", func() string { return s.cmem.Setting().String() }, ParseClientMemoryLimit,
-			func(l ClientMemoryLimit) { s.cmem.SetLimit(l, s.maxMemory.Load()) }),
-		setting.LiveFunc("maxmemory-policy", func() string { return MemoryPolicy(s.policy.Load()).String() }, parseMemoryPolicyWord,
-			func(p MemoryPolicy) { s.policy.Store(int32(p)) }),
+		setting.LiveFunc("maxmemory-clients", func() string { return s.cmem.Setting().String() }, clientmem.ParseLimit,
+			func(l clientmem.Limit) { s.cmem.SetLimit(l, s.mem.Limit()) }),
+		setting.LiveFunc("maxmemory-policy", func() string { return s.mem.Policy().String() }, parseMemoryPolicyWord,
+			s.mem.SetPolicy),
 		setting.LiveFunc("client-output-buffer-limit", func() string { return s.outLimits.Load().String() },
-			func(v string) (OutputLimits, error) { return ParseOutputLimits(v, *s.outLimits.Load()) },
-			func(l OutputLimits) { s.outLimits.Store(&l) }),
+			func(v string) (outlimit.Limits, error) { return outlimit.Parse(v, *s.outLimits.Load()) },
+			func(l outlimit.Limits) { s.outLimits.Store(&l) }),
 		setting.LiveBool("protected-mode", &s.protected),
 		s.hotkeysSetting(),
 		setting.LiveFixed("databases", "1"),
@@ -124,12 +127,12 @@ func (s *Server) logLevelSetting() Setting {
 
 // parseMemoryPolicyWord reads maxmemory-policy's value: one of the
 // table's words, then the policy it names.
-func parseMemoryPolicyWord(v string) (MemoryPolicy, error) {
+func parseMemoryPolicyWord(v string) (maxmemory.Policy, error) {
 	w, err := setting.Must("maxmemory-policy").ParseWord(v)
 	if err != nil {
 		return 0, err
 	}
-	return ParseMemoryPolicy(w)
+	return maxmemory.ParsePolicy(w)
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {

@@ -124,9 +124,9 @@ func statsOf(s *Server, commands, all bool) serverstats.Stats {
 		ErrorReplies:         s.stats.errors.Load(),
 		TLSHandshakeFailures: s.tlsFailures(),
 		EvictedKeys:          s.stats.evicted.Load(),
-		MaxMemory:            s.maxMemory.Load(),
+		MaxMemory:            s.mem.Limit(),
 		UsedMemory:           s.backend.Store().UsedBytes(),
-		OOM:                  s.oom.Load(),
+		OOM:                  s.mem.OOM(),
 		SlowlogLen:           s.slowlog.Len(),
 		ShadowLimited:        s.backend.Store().Shadowed(),
 	}

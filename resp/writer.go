@@ -20,21 +20,17 @@ func (c *Reply) WriteInt(n int64) {
 }
 
 // WriteBulk appends a bulk string reply.
-func (c *Reply) WriteBulk(b []byte) {
-	c.out = append(c.out, '$')
-	c.out = strconv.AppendInt(c.out, int64(len(b)), 10)
-	c.out = append(c.out, '\r', '\n')
-	c.out = append(c.out, b...)
-	c.out = append(c.out, '\r', '\n')
-}
+func (c *Reply) WriteBulk(b []byte) { c.out = appendBulk(c.out, b) }
 
 // WriteBulkString appends a bulk string reply.
-func (c *Reply) WriteBulkString(s string) {
-	c.out = append(c.out, '$')
-	c.out = strconv.AppendInt(c.out, int64(len(s)), 10)
-	c.out = append(c.out, '\r', '\n')
-	c.out = append(c.out, s...)
-	c.out = append(c.out, '\r', '\n')
+func (c *Reply) WriteBulkString(s string) { c.out = appendBulk(c.out, s) }
+
+func appendBulk[T string | []byte](out []byte, b T) []byte {
+	out = append(out, '$')
+	out = strconv.AppendInt(out, int64(len(b)), 10)
+	out = append(out, '\r', '\n')
+	out = append(out, b...)
+	return append(out, '\r', '\n')
 }
 
 // WriteBulkInt appends n as a bulk string (as TIME and SCAN's cursor are).
@@ -59,39 +55,23 @@ func (c *Reply) WriteArray(n int) { c.header('*', n) }
 
 // WriteMap appends a map header of n key/value pairs: a RESP3 map, or in
 // RESP2 a flat array of 2n elements, as Redis does.
-func (c *Reply) WriteMap(n int) {
-	if c.proto >= 3 {
-		c.header('%', n)
-	} else {
-		c.header('*', 2*n)
-	}
-}
+func (c *Reply) WriteMap(n int) { c.header(pick(c.proto, byte('%'), '*'), pick(c.proto, n, 2*n)) }
 
 // WriteSet appends a set header of n elements (a RESP3 set, a RESP2 array).
-func (c *Reply) WriteSet(n int) {
-	if c.proto >= 3 {
-		c.header('~', n)
-	} else {
-		c.header('*', n)
-	}
-}
+func (c *Reply) WriteSet(n int) { c.header(pick(c.proto, byte('~'), '*'), n) }
 
 // WriteNull appends the null reply (RESP2's nil bulk string, RESP3's _).
-func (c *Reply) WriteNull() {
-	if c.proto >= 3 {
-		c.out = append(c.out, "_\r\n"...)
-	} else {
-		c.out = append(c.out, "$-1\r\n"...)
-	}
-}
+func (c *Reply) WriteNull() { c.out = append(c.out, pick(c.proto, "_\r\n", "$-1\r\n")...) }
 
 // WriteNullArray appends the null array (RESP2's *-1, RESP3's _).
-func (c *Reply) WriteNullArray() {
-	if c.proto >= 3 {
-		c.out = append(c.out, "_\r\n"...)
-	} else {
-		c.out = append(c.out, "*-1\r\n"...)
+func (c *Reply) WriteNullArray() { c.out = append(c.out, pick(c.proto, "_\r\n", "*-1\r\n")...) }
+
+// pick returns resp3 on a RESP3 connection, else resp2.
+func pick[T any](proto int, resp3, resp2 T) T {
+	if proto >= 3 {
+		return resp3
 	}
+	return resp2
 }
 
 // WriteError appends the error reply for err; see appendErrorText.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/setting"
 	"github.com/cellserver/cellserver/metrics"
 	"github.com/cellserver/cellserver/replication"
@@ -73,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// 2b. The Go runtime's memory limit, from maxmemory, maxmemory-clients
 	// and the container's limit (memlimit.go); the runtime's own is back in
 	// place on return.
-	clients, _ := resp.ParseClientMemoryLimit(cfg.Ops.MaxMemoryClients) // checked by Validate
+	clients, _ := clientmem.ParseLimit(cfg.Ops.MaxMemoryClients) // checked by Validate
 	defer setMemoryLimit(cfg.Ops.MaxMemory, clients.Bytes(cfg.Ops.MaxMemory), logger)()
 	return serve(&cfg, level, logger)
 }

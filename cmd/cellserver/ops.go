@@ -15,8 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellserver/cellserver/internal/clientmem"
 	"github.com/cellserver/cellserver/internal/keyclass"
 	"github.com/cellserver/cellserver/internal/limitpolicy"
+	"github.com/cellserver/cellserver/internal/maxmemory"
+	"github.com/cellserver/cellserver/internal/outlimit"
 	"github.com/cellserver/cellserver/internal/violations"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/resp"
@@ -152,10 +155,10 @@ func (c *Config) validateOps() error {
 	if _, err := limitpolicy.ParseShadow(o.LimitShadow); err != nil {
 		errs = append(errs, fmt.Errorf("limit-shadow %q: %w", o.LimitShadow, err))
 	}
-	if _, err := resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()); err != nil {
+	if _, err := outlimit.Parse(o.OutputLimit, outlimit.Default()); err != nil {
 		errs = append(errs, fmt.Errorf("client-output-buffer-limit %q: %w", o.OutputLimit, err))
 	}
-	if _, err := resp.ParseClientMemoryLimit(o.MaxMemoryClients); err != nil {
+	if _, err := clientmem.ParseLimit(o.MaxMemoryClients); err != nil {
 		errs = append(errs, fmt.Errorf("maxmemory-clients %q: %w", o.MaxMemoryClients, err))
 	}
 	if o.MetricsAddr != "" {
@@ -197,12 +200,12 @@ func (c *Config) applyOps(rc *resp.Config) {
 	rc.TxMaxBytes = o.TxMaxBytes
 	rc.MaxWait = o.MaxWait
 	rc.MaxWaiting = o.MaxWaiting
-	rc.OutputLimits, _ = resp.ParseOutputLimits(o.OutputLimit, resp.DefaultOutputLimits()) // checked by validateOps
+	rc.OutputLimits, _ = outlimit.Parse(o.OutputLimit, outlimit.Default()) // checked by validateOps
 	rc.SlowlogSlowerThan = o.SlowlogSlowerThan
 	rc.SlowlogMaxLen = o.SlowlogMaxLen
 	rc.MaxMemory = o.MaxMemory
-	rc.MemoryPolicy, _ = resp.ParseMemoryPolicy(o.MaxMemoryPolicy)
-	rc.MaxMemoryClients, _ = resp.ParseClientMemoryLimit(o.MaxMemoryClients) // checked by validateOps
+	rc.MemoryPolicy, _ = maxmemory.ParsePolicy(o.MaxMemoryPolicy)
+	rc.MaxMemoryClients, _ = clientmem.ParseLimit(o.MaxMemoryClients) // checked by validateOps
 	rc.ProtectedMode = o.ProtectedMode
 	rc.HotkeysCapacity = o.HotkeysCapacity
 	rc.MetricsClasses = o.MetricsClasses

@@ -3,8 +3,9 @@ package main
 import (
 	"os"
 
+	"github.com/cellserver/cellserver/internal/clientmem"
+	"github.com/cellserver/cellserver/internal/outlimit"
 	"github.com/cellserver/cellserver/internal/setting"
-	"github.com/cellserver/cellserver/resp"
 )
 
 // rewriter returns CONFIG REWRITE's writer (resp.Config.RewriteConfig) for
@@ -72,11 +73,11 @@ func canonical(d directive, c *Config) string {
 	v := rawField(d.field(c))
 	switch d.name {
 	case "client-output-buffer-limit":
-		if l, err := resp.ParseOutputLimits(v, resp.DefaultOutputLimits()); err == nil {
+		if l, err := outlimit.Parse(v, outlimit.Default()); err == nil {
 			return l.String()
 		}
 	case "maxmemory-clients":
-		if l, err := resp.ParseClientMemoryLimit(v); err == nil {
+		if l, err := clientmem.ParseLimit(v); err == nil {
 			return l.String()
 		}
 	}

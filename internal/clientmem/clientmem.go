@@ -230,6 +230,34 @@ func (p *Pool) CountEviction() { p.evicted.Add(1) }
 // ResetEvicted sets the count of evicted clients to 0 (CONFIG RESETSTAT).
 func (p *Pool) ResetEvicted() { p.evicted.Store(0) }
 
+// Client is one client's share of a pool: the memory it accounts for
+// (CLIENT LIST tot-mem), published by the client's own goroutine or loop
+// only (Track), and NoEvict, CLIENT NO-EVICT, which exempts it from
+// eviction. Other goroutines read both.
+type Client struct {
+	mem     atomic.Int64
+	NoEvict atomic.Bool
+}
+
+// Mem returns what the client accounts for, in bytes.
+func (c *Client) Mem() int64 { return c.mem.Load() }
+
+// Track publishes n, what the client accounts for now, and adds the change
+// to p's total (Pool.Add: past the bound, an eviction pass is asked for).
+// An unchanged figure costs one atomic load, so it is cheap enough for
+// every queued command. The client's goroutine or loop only.
+func (c *Client) Track(p *Pool, n int64) {
+	old := c.mem.Load()
+	if n == old {
+		return
+	}
+	c.mem.Store(n)
+	p.Add(n - old)
+}
+
+// Untrack removes a closing client's memory from p's total.
+func (c *Client) Untrack(p *Pool) { p.Add(-c.mem.Swap(0)) }
+
 // Candidate is a client that may be evicted and the memory it accounts for.
 type Candidate[T any] struct {
 	Client T
@@ -249,4 +277,32 @@ func Choose[T any](cands []Candidate[T], total, limit int64) ([]Candidate[T], in
 		n++
 	}
 	return cands[:n], total
+}
+
+// Evict runs one eviction pass over p, as Redis's client eviction: while
+// the total is over the bound, gather returns the clients that may be
+// evicted and the total to count (without what clients already closing
+// hold), and evict closes the chosen ones, largest first (Choose), each
+// counted and given the total and bound that chose it. When even that
+// leaves the total over the bound, warn is called, at most once every 10
+// seconds (Warn). Evict reports whether the total is within the bound.
+func Evict[T any](p *Pool, gather func() ([]Candidate[T], int64), evict func(c Candidate[T], total, limit int64), warn func(total, limit int64)) bool {
+	limit := p.Bound()
+	if limit <= 0 || p.Total() <= limit {
+		return true
+	}
+	cands, total := gather()
+	chosen, left := Choose(cands, total, limit)
+	for _, k := range chosen {
+		p.CountEviction()
+		evict(k, total, limit)
+		total -= k.Mem
+	}
+	if left <= limit {
+		return true
+	}
+	if p.Warn() {
+		warn(left, limit)
+	}
+	return false
 }

@@ -125,3 +125,73 @@ func TestPool(t *testing.T) {
 		t.Fatalf("after SetLimit(0): bound %d, over %v", p.Bound(), p.Over())
 	}
 }
+
+// TestEvict: a pass evicts the largest clients until the total is within
+// the bound, counts them, and warns when it cannot get there.
+func TestEvict(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		total   int64 // what the clients account for
+		cands   []int64
+		want    []string
+		within  bool
+		warned  bool
+		evicted int64
+	}{
+		{"under the bound", 1 << 20, []int64{1 << 20}, nil, true, false, 0},
+		{"largest first", 3 << 20, []int64{1 << 20, 2 << 20}, []string{"c1"}, true, false, 1},
+		{"not enough", 4 << 20, []int64{1 << 20}, []string{"c0"}, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPool(Limit{Size: 2 << 20}, 0)
+			p.Add(tc.total)
+			var got []string
+			warned := false
+			within := Evict(p, func() ([]Candidate[string], int64) {
+				var cs []Candidate[string]
+				for i, m := range tc.cands {
+					cs = append(cs, Candidate[string]{Client: fmt.Sprintf("c%d", i), Mem: m})
+				}
+				return cs, tc.total
+			}, func(c Candidate[string], total, limit int64) {
+				got = append(got, c.Client)
+			}, func(total, limit int64) { warned = true })
+			if within != tc.within || warned != tc.warned || fmt.Sprint(got) != fmt.Sprint(tc.want) || p.Evicted() != tc.evicted {
+				t.Errorf("Evict: within %v, warned %v, evicted %v (%d); want %v, %v, %v (%d)", within, warned, got, p.Evicted(), tc.within, tc.warned, tc.want, tc.evicted)
+			}
+		})
+	}
+}
+
+// TestClientTrack: a client's figure moves the pool's total by its
+// changes only, asks for a pass past the bound, and leaves with Untrack.
+func TestClientTrack(t *testing.T) {
+	p := NewPool(Limit{Size: 1 << 20}, 0)
+	select { // NewPool's SetLimit asked for a pass
+	case <-p.Wanted():
+		p.Begin()
+	default:
+	}
+	var a, b Client
+	a.Track(p, 100)
+	b.Track(p, 200)
+	a.Track(p, 100)
+	if p.Total() != 300 || a.Mem() != 100 {
+		t.Fatalf("total %d, a %d; want 300, 100", p.Total(), a.Mem())
+	}
+	select {
+	case <-p.Wanted():
+		t.Fatal("a pass was asked for under the bound")
+	default:
+	}
+	a.Track(p, 2<<20)
+	select {
+	case <-p.Wanted():
+	default:
+		t.Fatal("no pass asked for past the bound")
+	}
+	a.Untrack(p)
+	if p.Total() != 200 || a.Mem() != 0 {
+		t.Errorf("after Untrack: total %d, a %d; want 200, 0", p.Total(), a.Mem())
+	}
+}

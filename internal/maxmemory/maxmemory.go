@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -99,4 +100,59 @@ func Check(ctx context.Context, limit int64, policy Policy, mayEvict func() bool
 		keys, used = ks.Usage()
 	}
 	return used > limit, evicted, nil // still over after this check's rounds: refuse new keys meanwhile
+}
+
+// Monitor is maxmemory on one server: the limit in bytes (0: none) and the
+// policy in force, both changeable live (CONFIG SET), and the outcome of
+// the last check. Its methods are safe for concurrent use.
+type Monitor struct {
+	limit  atomic.Int64
+	policy atomic.Int32
+	oom    atomic.Bool
+}
+
+// NewMonitor returns a monitor with limit and policy in force.
+func NewMonitor(limit int64, policy Policy) *Monitor {
+	m := new(Monitor)
+	m.SetLimit(limit)
+	m.SetPolicy(policy)
+	return m
+}
+
+// Limit returns the limit in force, in bytes (0: none).
+func (m *Monitor) Limit() int64 { return m.limit.Load() }
+
+// SetLimit puts limit (bytes; 0: none) in force from the next check.
+func (m *Monitor) SetLimit(limit int64) { m.limit.Store(limit) }
+
+// Policy returns the policy in force.
+func (m *Monitor) Policy() Policy { return Policy(m.policy.Load()) }
+
+// SetPolicy puts p in force from the next check.
+func (m *Monitor) SetPolicy(p Policy) { m.policy.Store(int32(p)) }
+
+// OOM reports whether the last check left the keyspace over the limit
+// (Check's oom): growing writes are refused until the next check. One
+// atomic load, for the hot path.
+func (m *Monitor) OOM() bool { return m.oom.Load() }
+
+// Run checks the keyspace every interval (> 0) with the limit and policy
+// in force (Check, with mayEvict, ks and del), until ctx ends. done gets
+// each check's deleted keys and del's failure. The server checks on a
+// timer rather than per command, so that the hot path pays one atomic
+// load (OOM); between two checks the keyspace can outgrow the limit by
+// what new keys and growing logs take in one interval.
+func (m *Monitor) Run(ctx context.Context, interval time.Duration, mayEvict func() bool, ks Keyspace, del func(keys [][]byte) (int64, error), done func(evicted int64, err error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		oom, evicted, err := Check(ctx, m.Limit(), m.Policy(), mayEvict, ks, del)
+		m.oom.Store(oom)
+		done(evicted, err)
+	}
 }

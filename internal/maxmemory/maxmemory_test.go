@@ -3,7 +3,12 @@ package maxmemory
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/cellserver/cellserver/internal/poll"
 )
 
 // keyspace is a keyspace of n keys of size bytes each, nearest to expiry
@@ -62,4 +67,68 @@ func TestCheck(t *testing.T) {
 	if _, err := ParsePolicy("allkeys-lru"); err == nil {
 		t.Error("ParsePolicy(allkeys-lru) accepted")
 	}
+}
+
+// TestMonitorRun: the monitor's checks use the limit and policy in force
+// (changed while it runs) and publish OOM and the deletions.
+func TestMonitorRun(t *testing.T) {
+	ks := &keyspace{n: 100, size: 10} // 1000 bytes
+	m := NewMonitor(500, NoEviction)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var evicted int64
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		m.Run(ctx, time.Millisecond, func() bool { return true }, lockedKeyspace{&mu, ks}, func(keys [][]byte) (int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ks.n -= int64(len(keys))
+			return int64(len(keys)), nil
+		}, func(n int64, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted += n
+		})
+	}()
+	poll.Until(t, 10*time.Second, func() error {
+		if !m.OOM() {
+			return errors.New("over the limit under noeviction, OOM is false")
+		}
+		return nil
+	})
+	m.SetPolicy(VolatileTTL)
+	poll.Until(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.OOM() || evicted < 50 {
+			return fmt.Errorf("volatile-ttl: OOM %v, %d evicted; want false, at least 50", m.OOM(), evicted)
+		}
+		return nil
+	})
+	m.SetLimit(0)
+	if m.Limit() != 0 || m.Policy() != VolatileTTL {
+		t.Errorf("Limit %d, Policy %v; want 0, volatile-ttl", m.Limit(), m.Policy())
+	}
+	cancel()
+	<-stopped
+}
+
+// lockedKeyspace reads a keyspace under mu (the test's deletions change it).
+type lockedKeyspace struct {
+	mu *sync.Mutex
+	ks *keyspace
+}
+
+func (l lockedKeyspace) Usage() (int64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ks.Usage()
+}
+
+func (l lockedKeyspace) EvictionCandidates(n, s int) [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ks.EvictionCandidates(n, s)
 }

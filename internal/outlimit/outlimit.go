@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cellserver/cellserver/internal/setting"
 )
@@ -81,4 +82,34 @@ func (l Limits) String() string {
 		l.Normal.Hard, l.Normal.Soft, l.Normal.SoftSeconds,
 		l.Replica.Hard, l.Replica.Soft, l.Replica.SoftSeconds,
 		l.PubSub.Hard, l.PubSub.Soft, l.PubSub.SoftSeconds)
+}
+
+// SoftDeadline follows pending bytes (a client's unwritten replies)
+// against the soft limit at now: while they pass it, *since is when they
+// first did (set now if zero) and the result is when the soft seconds run
+// out from then; otherwise *since is reset and the result is zero.
+func (l Limit) SoftDeadline(pending int64, since *time.Time, now time.Time) time.Time {
+	if l.Soft <= 0 || l.SoftSeconds <= 0 || pending <= l.Soft {
+		*since = time.Time{}
+		return time.Time{}
+	}
+	if since.IsZero() {
+		*since = now
+	}
+	return since.Add(time.Duration(l.SoftSeconds) * time.Second)
+}
+
+// Check compares pending bytes with l at now, following the soft limit's
+// time in *since (SoftDeadline): it returns which limit closes the client
+// ("hard", "soft" once the soft seconds have run out, "" none) and
+// whether the pending bytes are past the soft limit.
+func (l Limit) Check(pending int64, since *time.Time, now time.Time) (which string, overSoft bool) {
+	if l.Hard > 0 && pending > l.Hard {
+		return "hard", pending > l.Soft
+	}
+	dl := l.SoftDeadline(pending, since, now)
+	if !dl.IsZero() && now.After(dl) {
+		return "soft", true
+	}
+	return "", !dl.IsZero()
 }

@@ -93,6 +93,25 @@ func (s *Spec) ParseInt(v string) (int64, error) {
 	return n, nil
 }
 
+// DefaultInt returns an Int's or Bytes' default, or a Duration's in
+// nanoseconds; it panics on a default that does not parse, which
+// TestTable rules out.
+func (s *Spec) DefaultInt() int64 {
+	var n int64
+	var err error
+	if s.Kind == Duration {
+		var d time.Duration
+		d, err = ParseDuration(s.Default)
+		n = int64(d)
+	} else {
+		n, err = s.ParseInt(s.Default)
+	}
+	if err != nil {
+		panic("setting: default of " + s.Name + ": " + err.Error())
+	}
+	return n
+}
+
 // CheckRange reports whether n is in the setting's range, in the words
 // every range error uses: "port 70000 is not in 0..65535", "maxclients 0
 // must be at least 1", "timeout -1 must not be negative".

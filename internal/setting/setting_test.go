@@ -35,6 +35,18 @@ func TestTable(t *testing.T) {
 		if (s.Kind == Int || s.Kind == Bytes || s.Kind == Duration) && s.Min >= s.Max {
 			t.Errorf("setting %q: range %d..%d is empty or unset", s.Name, s.Min, s.Max)
 		}
+		if (s.Kind == Int || s.Kind == Bytes || s.Kind == Duration) && s.Default != "" {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("setting %q: %v", s.Name, r)
+					}
+				}()
+				if err := s.CheckRange(s.DefaultInt()); err != nil {
+					t.Errorf("setting %q: default: %v", s.Name, err)
+				}
+			}()
+		}
 		if s.Kind == Duration && s.Min < 1 {
 			t.Errorf("setting %q: a duration's Min must be at least 1ns", s.Name)
 		}

@@ -2,6 +2,9 @@ package httplimit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -47,10 +50,25 @@ type ConcurrencyPolicy struct {
 // default) or gets 503 (WithFailClosed); a failed release or renewal is
 // passed to WithErrorHandler, and the lease then frees itself at its ttl.
 //
+// With WithWait(max), a request that finds every unit held waits for one
+// instead of a 429: the acquire carries WAIT (max, cut to leave the
+// timeout before the request context's deadline), the server keeps its
+// place in the key's line (first come, first served) and answers it when
+// a release or an expiry frees its units, and the handler runs then; a
+// wait that ends first gets the 429 as without the option. A request whose
+// context ends while it waits (its client gone) gives its place up
+// (CC.RELEASE of the id it waited under, sent before the middleware
+// returns; a grant that crosses it is released when it arrives), is not
+// passed to the handler, and gets 503 with ErrRequestEnded passed to
+// WithErrorHandler. The decision's time bound becomes the timeout plus
+// the wait, and the client's own read timeout must exceed that too
+// (go-redis's ReadTimeout, 3 s by default), or ContextTimeoutEnabled be
+// set.
+//
 // Of the options, WithFailOpen, WithFailClosed, WithTimeout,
 // WithKeyPrefix, WithLegacyHeaders, WithoutIETFHeaders, WithErrorHandler,
-// WithQuantity (the units a request holds; 1 up to MaxCount) and
-// WithLimitedHandler apply; the others are ignored. The error is
+// WithQuantity (the units a request holds; 1 up to MaxCount), WithWait
+// and WithLimitedHandler apply; the others are ignored. The error is
 // ErrInvalidPolicy or ErrInvalidOption.
 func ConcurrencyMiddleware(client redis.UniversalClient, p ConcurrencyPolicy, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
 	cfg, err := newConfig(opts)
@@ -76,6 +94,7 @@ func ConcurrencyMiddleware(client redis.UniversalClient, p ConcurrencyPolicy, ke
 	if m.ttl == 0 {
 		m.ttl = DefaultLeaseTTL
 	}
+	m.wait = (cfg.wait + time.Millisecond - 1) / time.Millisecond * time.Millisecond
 	m.policyField = fmt.Sprintf("%q;q=%d;qu=\"concurrent-requests\"", p.Name, p.Max)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
@@ -88,6 +107,7 @@ type inFlight struct {
 	key         KeyFunc
 	cfg         config
 	ttl         time.Duration // the lease's ttl sent
+	wait        time.Duration // WithWait's longest wait, whole ms; 0: never wait
 	policyField string
 }
 
@@ -107,6 +127,16 @@ func (m *inFlight) serve(next http.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	skey := serverKey(m.cfg.prefix, m.p.Name, key)
 	a, err := m.acquire(r.Context(), skey, r)
+	if errors.Is(err, ErrRequestEnded) {
+		// The client is gone (or out of time): no handler, no unlimited
+		// pass; the place in line is given up already.
+		if m.cfg.onError != nil {
+			m.cfg.onError(r, err)
+		}
+		writeProblem(w, problem{Type: problemBlank, Title: http.StatusText(http.StatusServiceUnavailable),
+			Status: http.StatusServiceUnavailable, Detail: "The request ended while it waited for a unit of its in-flight limit."})
+		return
+	}
 	if err != nil {
 		m.cfg.undecided(next, w, r, err)
 		return
@@ -131,13 +161,96 @@ func (m *inFlight) serve(next http.Handler, w http.ResponseWriter, r *http.Reque
 		// Runs when the handler returns and when it panics (the panic
 		// goes on after): the units are freed either way.
 		stop()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.timeout)
-		defer cancel()
-		if err := m.client.Do(ctx, "CC.RELEASE", skey, a.lease).Err(); err != nil && m.cfg.onError != nil {
-			m.cfg.onError(r, fmt.Errorf("httplimit: CC.RELEASE: %w", err))
+		if err := m.release(r.Context(), skey, a.lease); err != nil && m.cfg.onError != nil {
+			m.cfg.onError(r, err)
 		}
 	}()
 	next.ServeHTTP(w, r)
+}
+
+// release sends CC.RELEASE of lease, bounded by the timeout but not by
+// ctx's end (a request's context may have ended; its units must be freed).
+func (m *inFlight) release(ctx context.Context, skey, lease string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.timeout)
+	defer cancel()
+	if err := m.client.Do(ctx, "CC.RELEASE", skey, lease).Err(); err != nil {
+		return fmt.Errorf("httplimit: CC.RELEASE: %w", err)
+	}
+	return nil
+}
+
+// waitFor is how long the acquire of a request with context ctx may wait:
+// WithWait's max, cut so that the reply comes the timeout before ctx's
+// deadline; whole milliseconds, 0 for none.
+func (m *inFlight) waitFor(ctx context.Context) time.Duration {
+	w := m.wait
+	if d, ok := ctx.Deadline(); ok {
+		w = min(w, time.Until(d)-m.cfg.timeout)
+	}
+	return max(w/time.Millisecond*time.Millisecond, 0)
+}
+
+// waitID makes the lease id an acquire waits under: the middleware's own,
+// so that it can give its place up (CC.RELEASE of it) whatever became of
+// the acquire.
+func waitID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "h" + hex.EncodeToString(b[:])
+}
+
+// ccReply is a CC.ACQUIRE's answer.
+type ccReply struct {
+	v   []any
+	err error
+}
+
+// acquireWaiting sends CC.ACQUIRE args … ID <its own> WAIT wait and waits
+// for the answer, which comes when the units are granted or the wait ends
+// (at most the timeout plus wait later). When parent ends first, the
+// place is given up: CC.RELEASE of the id (it leaves the line, or frees the
+// units granted meanwhile), and the answer still to come is read in the
+// background, its units released should the server have granted them after
+// that release. The error then wraps ErrRequestEnded.
+func (m *inFlight) acquireWaiting(parent context.Context, skey string, wait time.Duration, args []any) (acquired, error) {
+	id := waitID()
+	args = append(args, "ID", id, "WAIT", strconv.FormatInt(wait.Milliseconds(), 10)+"ms")
+	// The call is bounded by its own deadline, not by parent: a client
+	// that stops reading at parent's end would leave the answer (maybe a
+	// grant) unread on a connection still in use.
+	call, cancel := context.WithTimeout(context.WithoutCancel(parent), m.cfg.timeout+wait)
+	ch := make(chan ccReply, 1)
+	go func() {
+		v, err := m.client.Do(call, args...).Slice()
+		ch <- ccReply{v, err}
+	}()
+	var cause error
+	select {
+	case rp := <-ch:
+		cancel()
+		return parseAcquire(rp.v, rp.err)
+	case <-parent.Done():
+		cause = fmt.Errorf("%w: %w", ErrRequestEnded, context.Cause(parent))
+	case <-call.Done():
+		// A client that does not stop at the deadline by itself: go on,
+		// as after a timeout, and tidy up as after an ended request.
+		cause = fmt.Errorf("httplimit: CC.ACQUIRE: %w", context.DeadlineExceeded)
+	}
+	relErr := m.release(parent, skey, id)
+	go func() {
+		rp := <-ch
+		cancel()
+		if a, err := parseAcquire(rp.v, rp.err); err == nil && !a.limited {
+			// Granted after the release above (the server asked again
+			// for the waiter): freed now. Should this fail, the lease
+			// frees itself at its ttl.
+			_ = m.release(parent, skey, id)
+		}
+	}()
+	if relErr != nil {
+		return acquired{}, fmt.Errorf("%w (giving its place up: %w)", cause, relErr)
+	}
+	return acquired{}, cause
 }
 
 // acquire sends CC.ACQUIRE and reads its reply.
@@ -149,10 +262,19 @@ func (m *inFlight) acquire(parent context.Context, skey string, r *http.Request)
 	if n < 1 || n > MaxQuantity {
 		return acquired{}, fmt.Errorf("%w: %d is out of range 1 to 2^40 (a lease holds at least one unit)", ErrInvalidQuantity, n)
 	}
+	ttl := strconv.FormatInt(m.ttl.Milliseconds(), 10) + "ms"
+	args := []any{"CC.ACQUIRE", skey, m.p.Max, ttl, "COST", n}
+	if wait := m.waitFor(parent); wait > 0 {
+		return m.acquireWaiting(parent, skey, wait, args)
+	}
 	ctx, cancel := context.WithTimeout(parent, m.cfg.timeout)
 	defer cancel()
-	ttl := strconv.FormatInt(m.ttl.Milliseconds(), 10) + "ms"
-	v, err := m.client.Do(ctx, "CC.ACQUIRE", skey, m.p.Max, ttl, "COST", n).Slice()
+	v, err := m.client.Do(ctx, args...).Slice()
+	return parseAcquire(v, err)
+}
+
+// parseAcquire reads CC.ACQUIRE's reply v (or its error).
+func parseAcquire(v []any, err error) (acquired, error) {
 	if err != nil {
 		return acquired{}, fmt.Errorf("httplimit: CC.ACQUIRE: %w", err)
 	}

@@ -25,4 +25,8 @@ var (
 	// breaker is open: the server failed recently (WithCircuitBreaker).
 	// The request is then failed open or closed like any other failure.
 	ErrCircuitOpen = errors.New("httplimit: circuit breaker open: the server failed recently")
+	// ErrRequestEnded is passed to WithErrorHandler when a request's
+	// context ends while its acquire waits in line (ConcurrencyMiddleware
+	// with WithWait): it gave its place up and was not served.
+	ErrRequestEnded = errors.New("httplimit: the request ended while it waited for a unit")
 )

@@ -138,6 +138,9 @@ const MaxWait = time.Minute
 // It needs one policy, of any algorithm (several are decided by
 // CL.THROTTLEALL, which takes no WAIT; NewLimiter refuses them); max runs
 // from 1 ms to MaxWait, in whole milliseconds (rounded up), 0 turns it off.
+// ConcurrencyMiddleware takes it too: a request waits for a release (a
+// unit freed) instead of a 429, at most max and never past its context's
+// deadline less the timeout.
 func WithWait(max time.Duration) Option {
 	return func(c *config) { c.wait, c.limiterOpt = max, "WithWait" }
 }

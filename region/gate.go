@@ -576,6 +576,7 @@ func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res
 		}
 		g.forwarded.Add(1)
 		l.forwarded.Add(1)
+		g.pollGrants(out)
 		*res = shards.Result{Results: out}
 		return true
 	}
@@ -593,6 +594,30 @@ func (g *Gate) answer(l *link, op *shards.Op, v respclient.Value, err error, res
 		*res = shards.Result{Err: err}
 	}
 	return true
+}
+
+// DefaultGrantPoll is how often a CC.ACQUIRE … WAIT forwarded to its
+// home asks again while it waits in the home's line, when SyncInterval is
+// 0.
+const DefaultGrantPoll = 100 * time.Millisecond
+
+// pollGrants makes the waiting client of each queued result (a CC.ACQUIRE
+// … WAIT in the home's line) ask again within SyncInterval. A grant is
+// applied by the home's store, whose grant hook wakes only the home's own
+// connections: the connection here learns of it by asking again with the
+// same id (it keeps its place while waiting; granted, the same id is
+// answered allowed with its lease). retry_after, when to ask again, is
+// otherwise the earliest held lease's expiry, or never.
+func (g *Gate) pollGrants(out []engine.Result) {
+	every := int64(g.cfg.SyncInterval)
+	if every <= 0 {
+		every = int64(DefaultGrantPoll)
+	}
+	for i := range out {
+		if r := &out[i]; r.Queued && (r.RetryAfter < 0 || r.RetryAfter > every) {
+			r.RetryAfter = every
+		}
+	}
 }
 
 // Exec runs a peer's REGION.EXEC here, exactly as asked (the peer has

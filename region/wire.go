@@ -151,10 +151,16 @@ func decodeRequest(f [][]byte) (engine.Request, error) {
 // EncodeResult appends r as REGION.EXEC's per-key reply fields: six, and
 // a seventh, the delay (ns), for a waiting request admitted for a later
 // turn (engine.Result.Delay; only a request that carried a wait, which an
-// older home refuses, gets one).
+// older home refuses, gets one). The first field is 0 (allowed), 1
+// (limited) or 2: limited and queued, a CC.ACQUIRE … WAIT now in the
+// home's line (engine.Result.Queued), which the forwarding region's
+// client waits for.
 func EncodeResult(dst []int64, r *engine.Result) []int64 {
 	l := int64(0)
-	if r.Limited {
+	switch {
+	case r.Queued:
+		l = 2
+	case r.Limited:
 		l = 1
 	}
 	dst = append(dst, l, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, r.Wait)
@@ -188,7 +194,10 @@ func decodeResults(v respclient.Value, n int, out []engine.Result) error {
 			}
 			f[j] = x.Int
 		}
-		out[i] = engine.Result{Limited: f[0] != 0, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5], Delay: f[6]}
+		if f[0] < 0 || f[0] > 2 {
+			return fmt.Errorf("region: malformed REGION.EXEC reply for key %d: limited %d", i+1, f[0])
+		}
+		out[i] = engine.Result{Limited: f[0] != 0, Queued: f[0] == 2, Limit: f[1], Remaining: f[2], RetryAfter: f[3], ResetAfter: f[4], Wait: f[5], Delay: f[6]}
 		if lease {
 			out[i].Lease = e.Elems[resultFields].Str
 		}

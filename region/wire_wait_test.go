@@ -16,6 +16,8 @@ func TestResultDelayRoundTrip(t *testing.T) {
 		{Limit: 1, RetryAfter: -1, ResetAfter: 1e8, Delay: 3e8},
 		{Limited: true, Limit: 1, RetryAfter: 5e8, ResetAfter: 6e8},
 		{Limit: 1, Remaining: 1, RetryAfter: -1},
+		// A CC.ACQUIRE … WAIT in the home's line: its client waits.
+		{Limited: true, Queued: true, Limit: 1, RetryAfter: 7e8, ResetAfter: 7e8},
 	}
 	v := respclient.Value{Kind: respclient.Array}
 	for i := range in {
@@ -40,6 +42,12 @@ func TestResultDelayRoundTrip(t *testing.T) {
 			t.Errorf("result %d = %+v, want %+v", i, out[i], in[i])
 		}
 	}
+	// A first field other than 0, 1 or 2 is malformed.
+	v.Elems[3].Elems[0].Int = 3
+	if err := decodeResults(v, len(in), out); err == nil {
+		t.Errorf("decodeResults accepted a limited field of 3")
+	}
+	v.Elems[3].Elems[0].Int = 2
 	// A limited result with a delay is malformed.
 	v.Elems[1].Elems = append(v.Elems[1].Elems, respclient.Value{Kind: respclient.Integer, Int: 5})
 	if err := decodeResults(v, len(in), out); err == nil {

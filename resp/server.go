@@ -59,7 +59,7 @@ type Config struct {
 	// RequirePass is the default user's password (requirepass; empty:
 	// none), and ProtectedMode refuses clients from other hosts while it is
 	// empty (protected-mode). Live; read for each new connection.
-	RequirePass string
+	RequirePass   string
 	ProtectedMode bool
 	MaxClients    int // maxclients; live
 	// EventLoops is how many event loops serve plaintext TCP connections
@@ -73,11 +73,11 @@ type Config struct {
 	FitClients func(n int) error
 	// Timeout (timeout) and QueryTimeout (client-query-timeout) are whole
 	// seconds on the wire; 0: none. Live.
-	Timeout time.Duration
+	Timeout      time.Duration
 	QueryTimeout time.Duration
 	MaxBulkLen   int // proto-max-bulk-len, bytes; live
 	// MaxArgs bounds the arguments of one command (the multibulk length).
-	MaxArgs int
+	MaxArgs          int
 	QueryBufferLimit int // client-query-buffer-limit, bytes; live
 	// TxMaxCommands and TxMaxBytes bound one transaction's queue
 	// (transaction-max-commands, transaction-max-bytes; tx.go). Live.
@@ -90,11 +90,11 @@ type Config struct {
 	// SlowlogSlowerThan (microseconds) and SlowlogMaxLen are
 	// slowlog-log-slower-than and slowlog-max-len. Live.
 	SlowlogSlowerThan int64
-	SlowlogMaxLen int
+	SlowlogMaxLen     int
 	// MaxMemory (maxmemory, bytes; 0: none), MemoryPolicy
 	// (maxmemory-policy) and MaxMemoryClients (maxmemory-clients;
 	// clientmem.go, following MaxMemory when relative). Live.
-	MaxMemory int64
+	MaxMemory        int64
 	MemoryPolicy     maxmemory.Policy
 	MaxMemoryClients clientmem.Limit
 	// MemoryCheckInterval is how often MaxMemory is checked (> 0).
@@ -166,12 +166,12 @@ type Config struct {
 func DefaultConfig() Config {
 	n := func(name string) int64 { return setting.Must(name).DefaultInt() }
 	return Config{
-		Addr:              "127.0.0.1:6379",
-		ProtectedMode:     true,
+		Addr:                "127.0.0.1:6379",
+		ProtectedMode:       true,
 		MaxClients:          int(n("maxclients")),
-		EventLoops:        DefaultEventLoops(),
+		EventLoops:          DefaultEventLoops(),
 		MaxBulkLen:          int(n("proto-max-bulk-len")),
-		MaxArgs:           defaultMaxArgs,
+		MaxArgs:             defaultMaxArgs,
 		QueryBufferLimit:    int(n("client-query-buffer-limit")),
 		QueryTimeout:        time.Duration(n("client-query-timeout")) * time.Second,
 		TxMaxCommands:       int(n("transaction-max-commands")),
@@ -269,18 +269,18 @@ type Server struct {
 	guard       *authguard.Guard // failed AUTH delays and counters
 	acllog      acllog.Log
 	maxClients  atomic.Int64
-	timeout     atomic.Int64 // ns
-	maxBulk     atomic.Int64 // proto-max-bulk-len
-	queryLimit  atomic.Int64 // client-query-buffer-limit
-	txMaxCmds   atomic.Int64 // transaction-max-commands
-	txMaxBytes  atomic.Int64 // transaction-max-bytes
-	waits       waiting      // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
-	line        lineWaiters  // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
-	queryTime   atomic.Int64 // ns
+	timeout     atomic.Int64       // ns
+	maxBulk     atomic.Int64       // proto-max-bulk-len
+	queryLimit  atomic.Int64       // client-query-buffer-limit
+	txMaxCmds   atomic.Int64       // transaction-max-commands
+	txMaxBytes  atomic.Int64       // transaction-max-bytes
+	waits       waiting            // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
+	line        lineWaiters        // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
+	queryTime   atomic.Int64       // ns
 	mem         *maxmemory.Monitor // maxmemory, maxmemory-policy (memory.go)
-	mover       *cluster.Mover    // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
-	raft        *replication.Node // the RAFT.* commands' node (RegisterCluster); nil otherwise
-	gate        *region.Gate      // REGION.* commands' gate (RegisterRegions); nil otherwise
+	mover       *cluster.Mover     // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
+	raft        *replication.Node  // the RAFT.* commands' node (RegisterCluster); nil otherwise
+	gate        *region.Gate       // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[outlimit.Limits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
 	slowlog     slowlog.Log

@@ -34,7 +34,7 @@ func Describe(st engine.State, p Params, known bool, now int64) Inspection {
 	switch {
 	case st.Kind == engine.KindConcurrency:
 		in.Leases = make([]engine.Lease, 0, len(st.Leases)) // a new slice: the store's is shared
-		held := int64(0) // units held and waiting: what an acquire finds taken
+		held := int64(0)                                    // units held and waiting: what an acquire finds taken
 		for _, l := range st.Leases {
 			switch {
 			case l.ExpireAt <= now:

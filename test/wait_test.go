@@ -34,8 +34,8 @@ var waitModes = []struct {
 // a head request anywhere in its window can come at once; headReply
 // aligns the head on a turn.
 var waitCommands = []struct {
-	name string
-	args []string
+	name    string
+	args    []string
 	step    time.Duration
 	aligned bool
 }{
@@ -358,14 +358,14 @@ func TestWaitRefusals(t *testing.T) {
 	s := startServer(t, "--save", "", "--max-waiting", "1")
 	c := dialRaw(t, s.Addr)
 	for _, cmd := range waitCommands {
-	c.send("MULTI")
-	c.next()
+		c.send("MULTI")
+		c.next()
 		c.send(withKey(cmd.args, "m:"+cmd.name, "WAIT", "1")...)
-	if r := c.next(); !strings.Contains(r.err, "WAIT is not allowed inside MULTI") {
+		if r := c.next(); !strings.Contains(r.err, "WAIT is not allowed inside MULTI") {
 			t.Errorf("%s with WAIT inside MULTI = %v %q, want the MULTI refusal", cmd.name, r.ints, r.err)
-	}
-	c.send("EXEC")
-	if r := c.next(); !strings.HasPrefix(r.err, "EXECABORT") {
+		}
+		c.send("EXEC")
+		if r := c.next(); !strings.HasPrefix(r.err, "EXECABORT") {
 			t.Errorf("%s: EXEC = %q, want EXECABORT", cmd.name, r.err)
 		}
 	}
@@ -422,25 +422,25 @@ func TestWaitClusterOfGroups(t *testing.T) {
 		{"FW.INCR", []any{1, "200ms", 1}, 0},                       // the next window's start
 		{"SW.INCR", []any{1, "200ms", 1}, 0},                       // the start of the window after
 	} {
-	for _, g := range groups {
+		for _, g := range groups {
 			key := keysIn(g, "wq:"+cmd.name, 1)[0]
 			do := func(more ...any) ([]int64, error) {
 				return cc.Do(ctx, append(append([]any{cmd.name, key}, cmd.args...), more...)...).Int64Slice()
 			}
 			if r, err := do(); err != nil || r[0] != 0 {
 				t.Fatalf("%s group %s: head request = %v, %v; want allowed", cmd.name, g.name, r, err)
-		}
-		start := time.Now()
+			}
+			start := time.Now()
 			r, err := do("WAIT", "2")
-		if err != nil || r[0] != 0 {
+			if err != nil || r[0] != 0 {
 				t.Fatalf("%s group %s: waiter = %v, %v; want allowed", cmd.name, g.name, r, err)
-		}
+			}
 			if d := time.Since(start); d < cmd.min || d > 2*time.Second {
 				t.Errorf("%s group %s: the waiter was answered after %v, want at its turn (at least %v after the head)", cmd.name, g.name, d, cmd.min)
 			}
 			if r, err := do("WAIT", "10ms"); err != nil || r[0] != 1 {
 				t.Errorf("%s group %s: WAIT 10ms right after = %v, %v; want limited at once", cmd.name, g.name, r, err)
-		}
+			}
 		}
 	}
 	// Without a cluster client: MOVED from the other group, one line

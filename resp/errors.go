@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -269,13 +270,8 @@ func appendErrorText(b []byte, err error) []byte {
 	}
 	if gap := (*region.SequenceError)(nil); errors.As(err, &gap) {
 		// The sender reads the code and the number after it.
-		b = append(b, region.OutOfSequenceCode+" "...)
-		b = strconv.AppendInt(b, gap.Expected, 10)
-		b = append(b, " batch "...)
-		b = strconv.AppendInt(b, gap.Seq, 10)
-		b = append(b, " is out of sequence: its lane expects batch "...)
-		b = strconv.AppendInt(b, gap.Expected, 10)
-		return append(b, " (nothing applied; send the lane's batches again from there)"...)
+		return appendParts(b, region.OutOfSequenceCode+" ", gap.Expected, " batch ", gap.Seq,
+			" is out of sequence: its lane expects batch ", gap.Expected, " (nothing applied; send the lane's batches again from there)")
 	}
 	var (
 		remote *replication.RemoteError
@@ -311,18 +307,10 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.As(err, &inFl):
 		// MIGRATE's failure (worded as such) with keys left in flight:
 		// first, as it wraps that failure.
-		b = appendErrorText(b, inFl.Err)
-		b = append(b, "; "...)
-		b = strconv.AppendInt(b, int64(inFl.Keys), 10)
-		return append(b, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"...)
+		return appendParts(appendErrorText(b, inFl.Err), "; ", inFl.Keys, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back")
 	case errors.As(err, &resend):
-		b = append(b, "ERR key "...)
-		b = appendLine(b, clip(resend.Key))
-		b = append(b, " is in flight to "...)
-		b = appendLine(b, resend.Dest)
-		b = append(b, ", a member of group "...)
-		b = appendLine(b, resend.Group)
-		return append(b, ": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot"...)
+		return appendParts(b, "ERR key ", clip(resend.Key), " is in flight to ", resend.Dest, ", a member of group ", resend.Group,
+			": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot")
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
@@ -342,48 +330,29 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.As(err, &slotE):
 		for _, r := range slotRefusals {
 			if slotE.Err == r.err {
-				b = append(b, r.before...)
-				b = strconv.AppendInt(b, int64(slotE.Slot), 10)
-				return append(b, r.after...)
+				return appendParts(b, r.before, slotE.Slot, r.after)
 			}
 		}
 		return appendLine(append(b, "ERR "...), slotE.Error())
 	case errors.As(err, &abortB):
 		// CLUSTER ABORTMOVE's refusal (cluster.PlanAbort).
-		b = append(b, "ERR "...)
-		b = strconv.AppendInt(b, int64(abortB.Keys), 10)
-		b = append(b, " key(s) of slot "...)
-		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
-		b = append(b, " are in flight to "...)
+		b = appendParts(b, "ERR ", abortB.Keys, " key(s) of slot ", abortB.Slot, " are in flight to ")
 		if abortB.Dest == "" {
 			b = append(b, "an unknown destination"...)
 		} else {
-			b = appendLine(b, abortB.Dest)
-			b = append(b, ", a member of group "...)
-			b = appendLine(b, abortB.Group)
+			b = appendParts(b, abortB.Dest, ", a member of group ", abortB.Group)
 		}
-		b = append(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE "...)
-		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
-		return append(b, " FORCE once sure it does not have them"...)
+		return appendParts(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE ", abortB.Slot,
+			" FORCE once sure it does not have them")
 	case errors.As(err, &node):
-		b = append(b, "ERR I don't know about node "...)
-		return appendLine(b, clip([]byte(node.id)))
+		return appendParts(b, "ERR I don't know about node ", clip([]byte(node.id)))
 	case errors.As(err, &quorum):
-		b = append(b, "ERR refusing to remove "...)
-		b = appendLine(b, quorum.ID)
-		b = append(b, ": "...)
-		b = strconv.AppendInt(b, int64(quorum.Reachable), 10)
-		b = append(b, " of the remaining "...)
-		b = strconv.AppendInt(b, int64(quorum.Remaining), 10)
-		b = append(b, " voters would be reachable, a majority needs "...)
-		return strconv.AppendInt(b, int64(quorum.Needed), 10)
+		return appendParts(b, "ERR refusing to remove ", quorum.ID, ": ", quorum.Reachable, " of the remaining ", quorum.Remaining,
+			" voters would be reachable, a majority needs ", quorum.Needed)
 	case errors.As(err, &pend):
-		b = append(b, "ERR "...)
-		b = appendLine(b, pend.ID)
-		b = append(b, " was added as a non-voter and will be promoted to voter once it catches up ("...)
+		b = appendParts(b, "ERR ", pend.ID, " was added as a non-voter and will be promoted to voter once it catches up (")
 		if pend.Reachable {
-			b = strconv.AppendUint(b, pend.Lag, 10)
-			b = append(b, " log entries behind"...)
+			b = appendParts(b, pend.Lag, " log entries behind")
 		} else {
 			b = append(b, "not reachable from the leader yet"...)
 		}
@@ -391,40 +360,26 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.As(err, &gone):
 		b = append(b, "CLUSTERDOWN this node was removed from the cluster ("...)
 		if gone.LeaderID != "" {
-			b = append(b, "leader "...)
-			b = appendLine(b, gone.LeaderID)
+			b = appendParts(b, "leader ", gone.LeaderID)
 			if gone.LeaderRespAddr != "" {
-				b = append(b, " at "...)
-				b = appendLine(b, gone.LeaderRespAddr)
+				b = appendParts(b, " at ", gone.LeaderRespAddr)
 			}
 		} else {
 			b = append(b, "leader unknown"...)
 		}
 		return append(b, "); RAFT.JOIN it again to rejoin"...)
 	case errors.As(err, &txMax):
-		b = append(b, "ERR transaction discarded: more than "...)
-		b = strconv.AppendInt(b, txMax.Limit, 10)
-		b = append(b, ' ')
-		b = append(b, txMax.Unit...)
-		b = append(b, " queued ("...)
-		b = append(b, txMax.Setting...)
-		return append(b, "); split it into smaller transactions or raise the setting"...)
+		return appendParts(b, "ERR transaction discarded: more than ", txMax.Limit, " ", txMax.Unit, " queued (", txMax.Setting,
+			"); split it into smaller transactions or raise the setting")
 	case errors.As(err, &txOut):
-		b = append(b, "ERR transaction discarded: its reply would be about "...)
-		b = strconv.AppendInt(b, txOut.Estimate, 10)
-		b = append(b, " bytes, over client-output-buffer-limit's hard limit of "...)
-		b = strconv.AppendInt(b, txOut.Hard, 10)
-		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
+		return appendParts(b, "ERR transaction discarded: its reply would be about ", txOut.Estimate,
+			" bytes, over client-output-buffer-limit's hard limit of ", txOut.Hard, " bytes; nothing was run: split it into smaller transactions")
 	case errors.As(err, &logE):
 		return appendLogError(b, logE)
 	case errors.As(err, &busy):
-		b = append(b, "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running ("...)
-		b = appendLine(b, busy.Holder)
-		return append(b, "): retry once it is done"...)
+		return appendParts(b, "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (", busy.Holder, "): retry once it is done")
 	case errors.As(err, &arity):
-		b = append(b, "ERR wrong number of arguments for '"...)
-		b = appendLine(b, arity.name)
-		return append(b, "' command"...)
+		return appendParts(b, "ERR wrong number of arguments for '", arity.name, "' command")
 	case errors.As(err, &unk):
 		b = append(b, "ERR unknown command '"...)
 		if len(unk.args) > 0 {
@@ -435,28 +390,17 @@ func appendErrorText(b []byte, err error) []byte {
 			if len(b) > 256 {
 				break
 			}
-			b = append(b, '\'')
-			b = appendLine(b, clip(a))
-			b = append(b, "' "...)
+			b = appendParts(b, "'", clip(a), "' ")
 		}
 		return b
 	case errors.As(err, &sub):
-		b = append(b, "ERR unknown subcommand '"...)
-		b = appendLine(b, clip(sub.sub))
-		b = append(b, "'. Try "...)
-		b = appendUpper(b, sub.container)
-		return append(b, " HELP."...)
+		return appendParts(b, "ERR unknown subcommand '", clip(sub.sub), "'. Try ", strings.ToUpper(sub.container), " HELP.")
 	case errors.As(err, &target):
 		return appendLine(append(b, "ERR Target instance replied with error: "...), target.Msg)
 	case errors.As(err, &repeat):
-		b = append(b, "ERR Slot "...)
-		b = strconv.AppendInt(b, int64(repeat.Slot), 10)
-		return append(b, " specified multiple times"...)
+		return appendParts(b, "ERR Slot ", repeat.Slot, " specified multiple times")
 	case errors.As(err, &order):
-		b = append(b, "ERR start slot number "...)
-		b = strconv.AppendInt(b, int64(order.First), 10)
-		b = append(b, " is greater than end slot number "...)
-		return strconv.AppendInt(b, int64(order.Last), 10)
+		return appendParts(b, "ERR start slot number ", order.First, " is greater than end slot number ", order.Last)
 	case errors.As(err, &port):
 		if port.Bus {
 			b = append(b, "ERR Invalid bus port specified: "...)
@@ -470,7 +414,7 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(b, text.text)
 	case errors.As(err, &refuse):
 		w := argRefusals[refuse.kind]
-		return append(appendLine(append(b, w.before...), refuse.arg), w.after...)
+		return appendParts(b, w.before, refuse.arg, w.after)
 	case errors.As(err, &argE):
 		// What wraps it ("limit 2: ", "limit-override 'x': ") stays in
 		// front.
@@ -498,13 +442,9 @@ func appendSettingError(b []byte, err error) (_ []byte, ok bool) {
 	)
 	switch {
 	case errors.As(err, &unknown):
-		b = append(b, "ERR Unknown option or number of arguments for CONFIG SET - '"...)
-		return append(appendLine(b, clip([]byte(unknown.Given))), '\''), true
+		return appendParts(b, "ERR Unknown option or number of arguments for CONFIG SET - '", clip([]byte(unknown.Given)), "'"), true
 	case errors.As(err, &refused):
-		b = append(b, "ERR CONFIG SET failed (possibly related to argument '"...)
-		b = appendLine(b, clip([]byte(refused.Name)))
-		b = append(b, "') - "...)
-		return appendLine(b, refused.Err.Error()), true
+		return appendParts(b, "ERR CONFIG SET failed (possibly related to argument '", clip([]byte(refused.Name)), "') - ", refused.Err.Error()), true
 	}
 	return b, false
 }
@@ -512,17 +452,12 @@ func appendSettingError(b []byte, err error) (_ []byte, ok bool) {
 // appendLogError words a refused join of a node whose raft log is not the
 // group's (replication.LogError): what its log is, and what to do.
 func appendLogError(b []byte, e *replication.LogError) []byte {
-	b = append(b, "ERR refusing "...)
-	b = appendLine(b, e.ID)
-	b = append(b, " at "...)
-	b = appendLine(b, e.Addr)
+	b = appendParts(b, "ERR refusing ", e.ID, " at ", e.Addr)
 	switch e.Reason {
 	case replication.LogOtherGroup:
-		b = append(b, ": that node has the raft log of another group (its raft_group_id is "...)
-		b = appendLine(b, e.NodeGroupID)
+		b = appendParts(b, ": that node has the raft log of another group (its raft_group_id is ", e.NodeGroupID)
 		if e.GroupID != "" {
-			b = append(b, ", this group's is "...)
-			b = appendLine(b, e.GroupID)
+			b = appendParts(b, ", this group's is ", e.GroupID)
 		} else {
 			b = append(b, ", this group has recorded none yet"...)
 		}
@@ -530,33 +465,25 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 	case replication.LogOwn:
 		b = append(b, ": that node bootstrapped a raft log of its own, which records no group id yet ("...)
 		if e.GroupID != "" {
-			b = append(b, "this group's raft_group_id is "...)
-			b = appendLine(b, e.GroupID)
+			b = appendParts(b, "this group's raft_group_id is ", e.GroupID)
 		} else {
 			b = append(b, "this group has recorded none yet"...)
 		}
 		b = append(b, "): it is another group's log"...)
 	case replication.LogNoGroupID:
-		b = append(b, ": that node's raft log has no group id past index "...)
-		b = strconv.AppendUint(b, e.Index, 10)
-		b = append(b, ", where this group's log records raft_group_id "...)
-		b = appendLine(b, e.GroupID)
+		b = appendParts(b, ": that node's raft log has no group id past index ", e.Index,
+			", where this group's log records raft_group_id ", e.GroupID)
 		b = append(b, ": it is not this group's log, or a version before group ids snapshotted it"...)
 	default:
 		b = append(b, ": that node has no raft state (a new or wiped node), and a member's vote needs the group's log"...)
 	}
 	if e.Member {
+		where := " from its own data directory (it rejoins at any address)"
 		if e.Reason == replication.LogNoGroupID {
-			b = append(b, ". Start member "...)
-			b = appendLine(b, e.ID)
-			b = append(b, " at the raft address the group lists for it (it catches up there), or RAFT.REMOVE "...)
-		} else {
-			b = append(b, ". Start member "...)
-			b = appendLine(b, e.ID)
-			b = append(b, " from its own data directory (it rejoins at any address), or RAFT.REMOVE "...)
+			where = " at the raft address the group lists for it (it catches up there)"
 		}
-		b = appendLine(b, e.ID)
-		return append(b, " first, wipe that node's data directory and RAFT.JOIN it as a new member"...)
+		return appendParts(b, ". Start member ", e.ID, where, ", or RAFT.REMOVE ", e.ID,
+			" first, wipe that node's data directory and RAFT.JOIN it as a new member")
 	}
 	return append(b, ". Wipe that node's data directory and RAFT.JOIN it again"...)
 }
@@ -565,17 +492,12 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 // as given and the range it must be in, in the argument's unit, with what
 // narrows that range when another argument does.
 func appendArgError(b []byte, e *engine.ArgError) []byte {
-	b = appendLine(b, e.Arg)
-	b = append(b, ' ')
+	b = appendParts(b, e.Arg, " ")
 	if errors.Is(e.Err, engine.ErrInvalidDuration) {
 		b = strconv.AppendQuote(b, string(clip([]byte(e.Value)))) // shows a stray space
-		b = append(b, " is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from "...)
-		b = appendArgRange(b, e)
-		return b
+		return appendArgRange(append(b, " is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from "...), e)
 	}
-	b = appendLine(b, clip([]byte(e.Value)))
-	b = append(b, " is out of range: must be "...)
-	b = appendArgRange(b, e)
+	b = appendArgRange(appendParts(b, clip([]byte(e.Value)), " is out of range: must be "), e)
 	switch e.Bound {
 	case engine.BoundPerNanosecond:
 		b = append(b, " for this period (period / count_per_period must be at least 1 ns)"...)
@@ -590,9 +512,7 @@ func appendArgError(b []byte, e *engine.ArgError) []byte {
 // appendArgRange writes e's range: "1..1099511627776", "1..316224000
 // seconds", "1ms..3660d".
 func appendArgRange(b []byte, e *engine.ArgError) []byte {
-	b = append(b, engine.FormatValue(e.Min, e.Unit)...)
-	b = append(b, ".."...)
-	b = append(b, engine.FormatValue(e.Max, e.Unit)...)
+	b = appendParts(b, engine.FormatValue(e.Min, e.Unit), "..", engine.FormatValue(e.Max, e.Unit))
 	if e.Unit == engine.UnitSeconds {
 		b = append(b, " seconds"...)
 	}
@@ -620,13 +540,24 @@ func clip(b []byte) []byte {
 	return b
 }
 
-func appendUpper(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
+// appendParts appends parts in turn: a string or []byte as appendLine
+// does, an integer in decimal. Any other type is a programming error.
+func appendParts(b []byte, parts ...any) []byte {
+	for _, p := range parts {
+		switch v := p.(type) {
+		case string:
+			b = appendLine(b, v)
+		case []byte:
+			b = appendLine(b, v)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		default:
+			panic("resp: appendParts of a " + reflect.TypeOf(p).String())
 		}
-		b = append(b, c)
 	}
 	return b
 }

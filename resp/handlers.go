@@ -141,7 +141,7 @@ func commands(register string) []*Command {
 	b := bindings()
 	var out []*Command
 	for _, cmd := range commandMeta() {
-		if cmd.register != register {
+		if cmd.Register != register {
 			continue
 		}
 		bind(cmd, cmd.Name, b)

@@ -59,65 +59,23 @@ func (f Flag) names() []string {
 	return out
 }
 
-// Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
-type Arg = cmdmeta.Arg
-
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
 // see a well-formed argument count. The built-in commands' metadata comes
 // from resp/commands/*.json (commands_gen.go) and their code from
 // bindings() (handlers.go); Server.Handle takes a whole entry.
 type Command struct {
-	// Name is the command name in lower case ("cl.throttle"; for a
-	// subcommand, its own word: "setname").
-	Name string
-	// Arity counts the arguments including the name, as Redis does: N means
-	// exactly N, -N at least N. For a subcommand it includes both words.
-	Arity int
-	// MaxArgs, when positive, is the largest argument count accepted (with
-	// a negative Arity); more answers the arity error.
-	MaxArgs int
+	// Command is the metadata, as cmdmeta documents its fields, except
+	// its Flags and Subcommands: the fields of those names below hold
+	// them. Its MovableKeys is set exactly when the MovableKeys below is
+	// bound.
+	cmdmeta.Command
 	// Flags tag the command (FlagWrite, FlagReadonly, ...).
 	Flags Flag
-	// FirstKey, LastKey and KeyStep give the key positions as COMMAND INFO
-	// reports them (LastKey -1: up to the last argument; 0: no keys).
-	FirstKey, LastKey, KeyStep int
-	// MovableKeys, when set, finds a call's keys instead of the positions
-	// above (Redis's movablekeys: MIGRATE's keys after KEYS), appending
-	// them to dst. The cluster routing check uses it.
+	// MovableKeys, when set, finds a call's keys instead of the key
+	// positions (Redis's movablekeys: MIGRATE's keys after KEYS),
+	// appending them to dst. The cluster routing check uses it.
 	MovableKeys func(dst, args [][]byte) [][]byte
-	// movable is the metadata's movable_keys: MovableKeys must be bound
-	// exactly when it is set.
-	movable bool
-	// Waits marks a limiter command that takes a trailing WAIT duration
-	// (wait.go): a run of pipelined writes ends after it, and MULTI
-	// refuses it.
-	Waits bool
-	// OpenSlot lets the command run on a node whose group is migrating or
-	// importing its keys' slot, whoever owns it (MIGRATE, as in Redis
-	// Cluster: keys move freely between the two groups of an open slot).
-	OpenSlot bool
-	// register is the command set (registerBuiltin, registerRaft,
-	// registerRegion) its JSON file puts it in.
-	register string
-	// Group is the COMMAND DOCS group ("ratelimit", "generic", "server",
-	// "connection").
-	Group string
-	// Since is the cellserver version that introduced the command.
-	Since string
-	// Summary is a one-line description.
-	Summary string
-	// Complexity is the time complexity, as in Redis's documentation.
-	Complexity string
-	// Args document the arguments after the name (after both words for a
-	// subcommand); the syntax line is generated from them.
-	Args []Arg
-	// Reply describes the reply, and Errors the error replies beyond the
-	// generic ones, for docs/commands.md (Markdown).
-	Reply  string
-	Errors []string
-	// Notes are further paragraphs for docs/commands.md (Markdown).
-	Notes []string
 
 	// Handler runs the command and appends its reply. A non-nil error is
 	// answered as the reply instead (and counted as a failed call); the
@@ -150,7 +108,7 @@ type Command struct {
 
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
-func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Args) }
+func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Arguments) }
 
 // table is the command table: one entry per name; registering a name twice
 // panics (a programming error, found by the first test that builds a server).
@@ -214,7 +172,7 @@ func (t *table) check(cmd *Command, container string) {
 		panic("resp: subcommand " + full + " has subcommands")
 	case cmd.Summary == "":
 		panic("resp: command " + full + " has no summary")
-	case cmd.movable != (cmd.MovableKeys != nil):
+	case cmd.Command.MovableKeys != (cmd.MovableKeys != nil):
 		panic("resp: command " + full + ": movable_keys in its metadata and a bound MovableKeys go together")
 	}
 }
@@ -305,9 +263,10 @@ func (f Flag) String() string { return fmt.Sprint(f.names()) }
 // and summaries, as Redis's "<CMD> HELP" lists them.
 func helpSubcommand(container *Command) *Command {
 	return &Command{
-		Name: "help", Arity: 2, Flags: FlagLoading | FlagStale, Group: container.Group, Since: container.Since,
-		Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
-		Reply: "Array of simple strings.",
+		Command: cmdmeta.Command{Name: "help", Arity: 2, Group: container.Group, Since: container.Since,
+			Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
+			Reply: "Array of simple strings."},
+		Flags: FlagLoading | FlagStale,
 		Handler: func(c *Conn, _ [][]byte) error {
 			m := container.meta()
 			lines := cmdmeta.Help(&m)

@@ -116,7 +116,7 @@ func TestLoadReportsEveryFile(t *testing.T) {
 	if _, err := parser.ParseFile(token.NewFileSet(), "gen.go", src, 0); err != nil {
 		t.Errorf("generated source does not parse: %v", err)
 	}
-	for _, want := range []string{`Flags:      FlagWrite | FlagFast`, `{Name: "b", Type: "pure-token", Token: "B"}`, `MaxArgs:    4`} {
+	for _, want := range []string{`Flags: FlagWrite | FlagFast`, `{Name: "b", Type: "pure-token", Token: "B"}`, `MaxArgs:    4`} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("generated source lacks %q:\n%s", want, src)
 		}

@@ -44,63 +44,13 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-// clusterSlotsCmd answers CLUSTER SLOTS: each served range with its
-// group's nodes, each an array of ip, port, id and an empty
-// networking-metadata map, as Redis 7 does.
 func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	rs := r.SlotRanges()
-	shards := r.Shards()
-	c.WriteArray(len(rs))
-	for _, rg := range rs {
-		ns := shards[rg.Group].Nodes
-		c.WriteArray(2 + len(ns))
-		c.WriteInt(int64(rg.First))
-		c.WriteInt(int64(rg.Last))
-		for i := range ns {
-			c.WriteArray(4)
-			c.WriteBulkString(ns[i].Host)
-			c.WriteInt(int64(ns[i].Port))
-			c.WriteBulkString(ns[i].ID)
-			c.WriteMap(0)
-		}
-	}
+	c.WriteNode(r.SlotsReply())
 	return nil
 }
 
-// clusterShardsCmd answers CLUSTER SHARDS: one entry per group.
 func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	shards := r.Shards()
-	c.WriteArray(len(shards))
-	for g := range shards {
-		sh := &shards[g]
-		c.WriteMap(2)
-		c.WriteBulkString("slots")
-		c.WriteArray(2 * len(sh.Slots))
-		for _, rg := range sh.Slots {
-			c.WriteInt(int64(rg[0]))
-			c.WriteInt(int64(rg[1]))
-		}
-		c.WriteBulkString("nodes")
-		c.WriteArray(len(sh.Nodes))
-		for i := range sh.Nodes {
-			n := &sh.Nodes[i]
-			c.WriteMap(7)
-			c.WriteBulkString("id")
-			c.WriteBulkString(n.ID)
-			c.WriteBulkString("port")
-			c.WriteInt(int64(n.Port))
-			c.WriteBulkString("ip")
-			c.WriteBulkString(n.Host)
-			c.WriteBulkString("endpoint")
-			c.WriteBulkString(n.Host)
-			c.WriteBulkString("role")
-			c.WriteBulkString(n.Role())
-			c.WriteBulkString("replication-offset")
-			c.WriteInt(int64(n.Offset))
-			c.WriteBulkString("health")
-			c.WriteBulkString(sh.NodeHealth(i))
-		}
-	}
+	c.WriteNode(r.ShardsReply())
 	return nil
 }
 

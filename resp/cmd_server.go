@@ -9,6 +9,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/clientlist"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 func pingHandler(c *Conn, args [][]byte) error {
@@ -110,21 +111,9 @@ func helloHandler(c *Conn, args [][]byte) error {
 	if cl := c.srv.cfg.Cluster; cl != nil && !cl.Role().Leader {
 		role = "replica"
 	}
-	c.WriteMap(7)
-	c.WriteBulkString("server")
-	c.WriteBulkString("cellserver")
-	c.WriteBulkString("version")
-	c.WriteBulkString(Version)
-	c.WriteBulkString("proto")
-	c.WriteInt(int64(proto))
-	c.WriteBulkString("id")
-	c.WriteInt(c.id)
-	c.WriteBulkString("mode")
-	c.WriteBulkString("standalone")
-	c.WriteBulkString("role")
-	c.WriteBulkString(role)
-	c.WriteBulkString("modules")
-	c.WriteArray(0)
+	c.WriteNode(reply.Map(reply.Bulk("server"), reply.Bulk("cellserver"), reply.Bulk("version"), reply.Bulk(Version),
+		reply.Bulk("proto"), reply.Int(proto), reply.Bulk("id"), reply.Int(c.id), reply.Bulk("mode"), reply.Bulk("standalone"),
+		reply.Bulk("role"), reply.Bulk(role), reply.Bulk("modules"), reply.Array()))
 	return nil
 }
 

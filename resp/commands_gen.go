@@ -4,6 +4,33 @@ package resp
 
 import "github.com/cellserver/cellserver/internal/cmdmeta"
 
+// Command flags (internal/cmdmeta.Flags), one bit each.
+const (
+	// FlagWrite marks a command that changes the keyspace.
+	FlagWrite Flag = 1 << iota
+	// FlagReadonly marks a command that reads the keyspace only.
+	FlagReadonly
+	// FlagDenyOOM marks a command refused when memory is exhausted.
+	FlagDenyOOM
+	// FlagAdmin marks an administrative command.
+	FlagAdmin
+	// FlagNoScript marks a command not allowed in scripts.
+	FlagNoScript
+	// FlagLoading marks a command allowed while the dataset loads.
+	FlagLoading
+	// FlagStale marks a command allowed on a replica that is not in sync.
+	FlagStale
+	// FlagFast marks a command that runs in O(1) or O(log N).
+	FlagFast
+	// FlagNoAuth marks a command allowed before authentication.
+	FlagNoAuth
+	// FlagNoMulti marks a command refused inside a transaction (MULTI).
+	FlagNoMulti
+)
+
+// flagNames are the flags' Redis names, by bit, in COMMAND INFO's order.
+var flagNames = [...]string{"write", "readonly", "denyoom", "admin", "noscript", "loading", "stale", "fast", "no_auth", "no_multi"}
+
 // commandMeta returns the metadata of every command in resp/commands/, in
 // file-name order, a fresh copy at each call (the table completes and binds
 // its entries).

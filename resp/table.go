@@ -11,49 +11,17 @@ import (
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Flag tags a command, as the flags of Redis's COMMAND INFO do.
+// Flag tags a command, as the flags of Redis's COMMAND INFO do; the
+// constants (FlagWrite, FlagReadonly, ...) are generated from
+// internal/cmdmeta.Flags into commands_gen.go.
 type Flag uint16
-
-// Command flags.
-const (
-	// FlagWrite marks a command that changes the keyspace.
-	FlagWrite Flag = 1 << iota
-	// FlagReadonly marks a command that reads the keyspace only.
-	FlagReadonly
-	// FlagFast marks a command that runs in O(1) or O(log N).
-	FlagFast
-	// FlagAdmin marks an administrative command.
-	FlagAdmin
-	// FlagNoAuth marks a command allowed before authentication.
-	FlagNoAuth
-	// FlagLoading marks a command allowed while the dataset loads.
-	FlagLoading
-	// FlagStale marks a command allowed on a replica that is not in sync.
-	FlagStale
-	// FlagDenyOOM marks a command refused when memory is exhausted.
-	FlagDenyOOM
-	// FlagNoScript marks a command not allowed in scripts.
-	FlagNoScript
-	// FlagNoMulti marks a command refused inside a transaction (MULTI).
-	FlagNoMulti
-)
-
-var flagNames = []struct {
-	f    Flag
-	name string
-}{
-	{FlagWrite, "write"}, {FlagReadonly, "readonly"}, {FlagDenyOOM, "denyoom"},
-	{FlagAdmin, "admin"}, {FlagNoScript, "noscript"}, {FlagLoading, "loading"},
-	{FlagStale, "stale"}, {FlagFast, "fast"}, {FlagNoAuth, "no_auth"},
-	{FlagNoMulti, "no_multi"},
-}
 
 // names returns the Redis names of the flags set in f, in Redis's order.
 func (f Flag) names() []string {
 	var out []string
-	for _, n := range flagNames {
-		if f&n.f != 0 {
-			out = append(out, n.name)
+	for i, name := range flagNames {
+		if f&(1<<i) != 0 {
+			out = append(out, name)
 		}
 	}
 	return out

@@ -21,6 +21,22 @@ func Generate(cmds []Command) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(Header + "\n\npackage resp\n\n")
 	b.WriteString("import \"github.com/cellserver/cellserver/internal/cmdmeta\"\n\n")
+	b.WriteString("// Command flags (internal/cmdmeta.Flags), one bit each.\nconst (\n")
+	for i, f := range Flags {
+		fmt.Fprintf(&b, "// %s %s\n%s", f.Ident, f.Doc, f.Ident)
+		if i == 0 {
+			b.WriteString(" Flag = 1 << iota")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(")\n\n// flagNames are the flags' Redis names, by bit, in COMMAND INFO's order.\nvar flagNames = [...]string{")
+	for i, f := range Flags {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(f.Name))
+	}
+	b.WriteString("}\n\n")
 	b.WriteString("// commandMeta returns the metadata of every command in resp/commands/, in\n")
 	b.WriteString("// file-name order, a fresh copy at each call (the table completes and binds\n")
 	b.WriteString("// its entries).\n")
@@ -86,7 +102,7 @@ func writeCommand(b *bytes.Buffer, c *Command) {
 			if i > 0 {
 				fl.WriteString(" | ")
 			}
-			fl.WriteString(FlagIdents[f])
+			fl.WriteString(flagIdent(f))
 		}
 		field("Flags", fl.String())
 	}

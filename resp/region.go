@@ -38,23 +38,7 @@ func regionExecHandler(c *Conn, args [][]byte) error {
 	if res.Err != nil {
 		return res.Err
 	}
-	c.WriteArray(len(res.Results))
-	var f []int64
-	for i := range res.Results {
-		f = region.EncodeResult(f[:0], &res.Results[i])
-		lease := res.Results[i].Lease
-		if lease != "" {
-			c.WriteArray(len(f) + 1) // CC.ACQUIRE's lease id, last
-		} else {
-			c.WriteArray(len(f))
-		}
-		for _, v := range f {
-			c.WriteInt(v)
-		}
-		if lease != "" {
-			c.WriteBulkString(lease)
-		}
-	}
+	c.WriteNode(region.ExecReply(res.Results))
 	return nil
 }
 

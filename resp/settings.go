@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/setting"
@@ -25,7 +24,6 @@ var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": 
 
 func (s *Server) initSettings() error {
 	host, port, _ := net.SplitHostPort(s.cfg.Addr)
-	sec := int64(time.Second)
 	builtin := []Setting{
 		setting.LiveFixed("bind", host),
 		// The configured port, as Redis reports it: 0 means no plaintext
@@ -44,10 +42,7 @@ func (s *Server) initSettings() error {
 			s.maxClients.Store(n)
 			return nil
 		}),
-		setting.LiveInt("timeout", func() int64 { return s.timeout.Load() / sec }, func(n int64) error {
-			s.timeout.Store(n * sec)
-			return nil
-		}),
+		setting.LiveSeconds("timeout", &s.timeout),
 		s.logLevelSetting(),
 		setting.LiveVar("proto-max-bulk-len", &s.maxBulk),
 		setting.LiveVar("client-query-buffer-limit", &s.queryLimit),
@@ -65,10 +60,7 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		setting.LiveVar("max-waiting", &s.waits.maxWaiting),
-		setting.LiveInt("client-query-timeout", func() int64 { return s.queryTime.Load() / sec }, func(n int64) error {
-			s.queryTime.Store(n * sec)
-			return nil
-		}),
+		setting.LiveSeconds("client-query-timeout", &s.queryTime),
 		setting.LiveInt("slowlog-log-slower-than", s.slowlog.SlowerThan, func(n int64) error { s.slowlog.SetSlowerThan(n); return nil }),
 		setting.LiveInt("slowlog-max-len", s.slowlog.MaxLen, func(n int64) error { s.slowlog.SetMaxLen(n); return nil }),
 		setting.LiveInt("maxmemory", s.maxMemory.Load, func(n int64) error {
@@ -78,7 +70,7 @@ func (s *Server) initSettings() error {
 		}),
 		setting.LiveFunc("maxmemory-clients", func() string { return s.cmem.Setting().String() }, ParseClientMemoryLimit,
 			func(l ClientMemoryLimit) { s.cmem.SetLimit(l, s.maxMemory.Load()) }),
-		setting.LiveFunc("maxmemory-policy", func() string { return MemoryPolicy(s.policy.Load()).String() }, parseMemoryPolicyWord,
+		setting.LiveFunc("maxmemory-policy", func() string { return MemoryPolicy(s.policy.Load()).String() }, setting.Words("maxmemory-policy", ParseMemoryPolicy),
 			func(p MemoryPolicy) { s.policy.Store(int32(p)) }),
 		setting.LiveFunc("client-output-buffer-limit", func() string { return s.outLimits.Load().String() },
 			func(v string) (OutputLimits, error) { return ParseOutputLimits(v, *s.outLimits.Load()) },
@@ -108,28 +100,8 @@ func (s *Server) logLevelSetting() Setting {
 	if lv == nil {
 		return setting.LiveFixed("loglevel", "notice")
 	}
-	return Setting{Name: "loglevel", Get: func() string { return setting.LogLevelName(lv.Level()) }, Set: func(v string) error {
-		w, err := setting.Must("loglevel").ParseWord(v)
-		if err != nil {
-			return err
-		}
-		l, err := setting.ParseLogLevel(w)
-		if err != nil {
-			return err
-		}
-		lv.Set(l)
-		return nil
-	}}
-}
-
-// parseMemoryPolicyWord reads maxmemory-policy's value: one of the
-// table's words, then the policy it names.
-func parseMemoryPolicyWord(v string) (MemoryPolicy, error) {
-	w, err := setting.Must("maxmemory-policy").ParseWord(v)
-	if err != nil {
-		return 0, err
-	}
-	return ParseMemoryPolicy(w)
+	return setting.LiveFunc("loglevel", func() string { return setting.LogLevelName(lv.Level()) },
+		setting.Words("loglevel", setting.ParseLogLevel), lv.Set)
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {

@@ -59,20 +59,28 @@ var (
 	ErrAuthThrottled = errors.New("too many failed authentication attempts")
 )
 
-// Refusals of the server, connection and key commands' arguments
-// (cmd_server.go, cmd_acl.go, cmd_keys.go, hotkeys.go, settings.go,
-// slowlog.go), worded in sentinelReplies and argRefusals.
+// Refusals of resp's own commands (the server, connection, key and
+// transaction commands', and CLUSTER's on a standalone server), each
+// carrying its reply text.
 var (
-	errProtoVersion    = errors.New("protocol version is not an integer or out of range")
-	errClientName      = errors.New("client name has spaces, newlines or special characters")
-	errKillClientID    = clientlist.ErrKillID
-	errNoSuchClient    = errors.New("no such client")
+	errProtoVersion    = &textError{"ERR Protocol version is not an integer or out of range"}
+	errClientName      = &textError{"ERR Client names cannot contain spaces, newlines or special characters."}
+	errKillClientID    = clientlist.ErrKillID // worded in sentinelReplies
+	errNoSuchClient    = &textError{"ERR No such client"}
 	errInvalidClientID = clientlist.ErrListID
-	errNegative        = errors.New("value is negative")
-	errHotkeysOff      = errors.New("hotkeys-capacity is 0")
-	errNoConfigFile    = errors.New("no config file")
-	errSlowlogCount    = errors.New("count is below -1")
-	errNoShutdown      = errors.New("no shutdown in progress")
+	errNegative        = &textError{"ERR value is out of range, must be positive"}
+	errHotkeysOff      = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
+	errNoConfigFile    = &textError{"ERR The server is running without a config file"}
+	errSlowlogCount    = &textError{"ERR count should be greater than or equal to -1"}
+	errNoShutdown      = &textError{"ERR No shutdown in progress."}
+	errClusterDisabled = &textError{"ERR This instance has cluster support disabled"}
+	errExecAbort       = &textError{"EXECABORT Transaction discarded because of previous errors."}
+	errNestedMulti     = &textError{"ERR MULTI calls can not be nested"}
+	errExecNoMulti     = &textError{"ERR EXEC without MULTI"}
+	errDiscardNo       = &textError{"ERR DISCARD without MULTI"}
+	errWatchInMulti    = &textError{"ERR WATCH inside MULTI is not allowed"}
+	errWatch           = &textError{"ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"}
+	errNoMulti         = &textError{"ERR Command not allowed inside a transaction"}
 )
 
 // refusalKind names what an argRefusal refuses.
@@ -130,19 +138,10 @@ type unknownSubcommandError struct {
 
 func (e *unknownSubcommandError) Error() string { return "unknown subcommand" }
 
-// textError carries its reply text verbatim (CONFIG and SCAN errors in
-// Redis's words).
+// textError carries its reply text verbatim, in Redis's words.
 type textError struct{ text string }
 
 func (e *textError) Error() string { return e.text }
-
-// Errors of the CLUSTER commands and of MIGRATE / RESTORE (cmd_cluster.go,
-// cmd_migrate.go), worded in sentinelReplies and appendErrorText; the
-// slot argument refusals are cluster's (cluster/args.go).
-var (
-	// errClusterDisabled: a CLUSTER command on a standalone server.
-	errClusterDisabled = errors.New("cluster support disabled")
-)
 
 // sentinelReplies are the reply texts of sentinel errors, this package's
 // and those of the packages below it, in the order they are tested with
@@ -201,17 +200,9 @@ var sentinelReplies = []struct {
 		"4) Set up an authentication password for the default user (requirepass). " +
 		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."},
 	{ErrAuthThrottled, "ERR too many failed authentication attempts from this address; try again later"},
-	{errExecAbort, "EXECABORT Transaction discarded because of previous errors."},
-	{errNestedMulti, "ERR MULTI calls can not be nested"},
-	{errExecNoMulti, "ERR EXEC without MULTI"},
-	{errDiscardNo, "ERR DISCARD without MULTI"},
-	{errWatchInMulti, "ERR WATCH inside MULTI is not allowed"},
-	{errWatch, "ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"},
-	{errNoMulti, "ERR Command not allowed inside a transaction"},
 	{errWaitInMulti, "ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step"},
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
 	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
-	{errClusterDisabled, "ERR This instance has cluster support disabled"},
 	{cluster.ErrFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
 	{cluster.ErrInvalidSlot, "ERR Invalid slot"},
 	{cluster.ErrInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
@@ -228,16 +219,8 @@ var sentinelReplies = []struct {
 	{cluster.ErrRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
 	{cluster.ErrRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 
-	{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
-	{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
 	{errKillClientID, "ERR client-id should be greater than 0"},
-	{errNoSuchClient, "ERR No such client"},
 	{errInvalidClientID, "ERR Invalid client ID"},
-	{errNegative, "ERR value is out of range, must be positive"},
-	{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
-	{errNoConfigFile, "ERR The server is running without a config file"},
-	{errNoShutdown, "ERR No shutdown in progress."},
-	{errSlowlogCount, "ERR count should be greater than or equal to -1"},
 }
 
 // slotRefusals word a *cluster.SlotError by the sentinel it wraps, in

@@ -18,11 +18,7 @@ func saveHandler(c *Conn, _ [][]byte) error {
 	if p == nil {
 		return ErrPersistenceOff
 	}
-	if err := p.Save(); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, p.Save())
 }
 
 func bgsaveHandler(c *Conn, args [][]byte) error {

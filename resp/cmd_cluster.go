@@ -144,11 +144,7 @@ func clusterFailoverCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) 
 	if err := cluster.ParseFailover(args[2:]); err != nil {
 		return err
 	}
-	if err := cl.Failover(c.srv.ctx); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, cl.Failover(c.srv.ctx))
 }
 
 func clusterMeetCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
@@ -156,11 +152,7 @@ func clusterMeetCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) erro
 	if err != nil {
 		return err
 	}
-	if err := cl.Meet(c.srv.ctx, addr); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, cl.Meet(c.srv.ctx, addr))
 }
 
 func clusterSetslotCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
@@ -168,12 +160,7 @@ func clusterSetslotCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) e
 	if err != nil {
 		return err
 	}
-	slot, action, id := sc.Slot, sc.Action, sc.NodeID
-	if err := cl.SetSlot(c.srv.ctx, slot, action, id); err != nil {
-		return unknownNode(err, id)
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, unknownNode(cl.SetSlot(c.srv.ctx, sc.Slot, sc.Action, sc.NodeID), sc.NodeID))
 }
 
 // slotsBinding binds ADDSLOTS and DELSLOTS (ranged: ADDSLOTSRANGE,
@@ -198,11 +185,7 @@ func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
 			if kind == cluster.SlotAdd {
 				apply = cl.AddSlots
 			}
-			if err := apply(c.srv.ctx, slots); err != nil {
-				return err
-			}
-			c.WriteOK()
-			return nil
+			return okOr(c, apply(c.srv.ctx, slots))
 		}),
 	}
 }

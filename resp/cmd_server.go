@@ -30,11 +30,7 @@ func authHandler(c *Conn, args [][]byte) error {
 	if len(args) == 3 {
 		user, pass = args[1], args[2]
 	}
-	if err := c.auth.authenticate(c, user, pass, len(args) == 2); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, c.auth.authenticate(c, user, pass, len(args) == 2))
 }
 
 func selectHandler(c *Conn, args [][]byte) error {

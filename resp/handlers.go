@@ -158,3 +158,12 @@ func bind(cmd *Command, full string, b map[string]binding) {
 	cmd.Handler, cmd.Prepare, cmd.Finish = h.Handler, h.Prepare, h.Finish
 	cmd.MovableKeys, cmd.slotChange = h.MovableKeys, h.slotChange
 }
+
+// okOr answers OK when err is nil, and returns err (which the dispatcher
+// answers otherwise): the tail of a handler whose last step may fail.
+func okOr(c *Conn, err error) error {
+	if err == nil {
+		c.WriteOK()
+	}
+	return err
+}

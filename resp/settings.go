@@ -127,13 +127,9 @@ func configSetHandler(c *Conn, args [][]byte) error {
 		names = append(names, string(args[i]))
 		values = append(values, string(args[i+1]))
 	}
-	if err := c.srv.settings.Set(names, values, func(name string, err error) {
+	return okOr(c, c.srv.settings.Set(names, values, func(name string, err error) {
 		c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", name, "err", err)
-	}); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	}))
 }
 
 // configRewriteHandler writes the live settings into the configuration

@@ -2,7 +2,8 @@ package resp
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -147,12 +148,7 @@ func (t *table) check(cmd *Command, container string) {
 
 // sorted returns the top-level commands by name.
 func (t *table) sorted() []*Command {
-	out := make([]*Command, 0, len(t.byName))
-	for _, c := range t.byName {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.SortedFunc(maps.Values(t.byName), func(a, b *Command) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // lookup finds the command named b in any letter case, without allocating.

@@ -95,32 +95,31 @@ func (t *table) add(cmd *Command) {
 	if t.sealed.Load() {
 		panic("resp: command " + cmd.Name + " registered after the server started")
 	}
-	name := strings.ToLower(cmd.Name)
-	if _, dup := t.byName[name]; dup {
-		panic("resp: command " + name + " registered twice")
-	}
-	t.check(cmd, "")
-	cmd.Name = name
-	cmd.fullName = name
-	t.byName[name] = cmd
-	cmd.index = len(t.all)
-	t.all = append(t.all, cmd)
+	t.enter(t.byName, cmd, "")
 	if len(cmd.Subcommands) > 0 {
 		cmd.Subcommands = append(cmd.Subcommands, helpSubcommand(cmd))
 		cmd.subs = make(map[string]*Command, len(cmd.Subcommands))
 		for _, sub := range cmd.Subcommands {
-			sn := strings.ToLower(sub.Name)
-			if _, dup := cmd.subs[sn]; dup {
-				panic("resp: subcommand " + name + "|" + sn + " registered twice")
-			}
-			t.check(sub, name)
-			sub.Name = sn
-			sub.fullName = name + "|" + sn
-			sub.index = len(t.all)
-			t.all = append(t.all, sub)
-			cmd.subs[sn] = sub
+			t.enter(cmd.subs, sub, cmd.Name)
 		}
 	}
+}
+
+// enter checks cmd and registers it in m, by its name in lower case, and
+// in all; container is the command it is a subcommand of ("" for none).
+func (t *table) enter(m map[string]*Command, cmd *Command, container string) {
+	name := strings.ToLower(cmd.Name)
+	full := name
+	if container != "" {
+		full = container + "|" + name
+	}
+	if _, dup := m[name]; dup {
+		panic("resp: command " + full + " registered twice")
+	}
+	t.check(cmd, container)
+	cmd.Name, cmd.fullName, cmd.index = name, full, len(t.all)
+	t.all = append(t.all, cmd)
+	m[name] = cmd
 }
 
 func (t *table) check(cmd *Command, container string) {

@@ -3,7 +3,6 @@ package resp
 import (
 	"cmp"
 	"crypto/subtle"
-	"errors"
 	"slices"
 	"strings"
 
@@ -84,8 +83,8 @@ func helloHandler(c *Conn, args [][]byte) error {
 			}
 			i += 2
 		case equalFoldString(args[i], "setname") && i+1 < len(args):
-			if err := validName(args[i+1]); err != nil {
-				return err
+			if !clientlist.ValidName(args[i+1]) {
+				return errClientName
 			}
 			name, setName = args[i+1], true
 			i++
@@ -113,22 +112,11 @@ func helloHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-// validName checks a client name or library field as Redis does: printable
-// ASCII without spaces.
-func validName(b []byte) error {
-	for _, ch := range b {
-		if ch < '!' || ch > '~' {
-			return errClientName
-		}
-	}
-	return nil
-}
-
 func clientIDHandler(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil }
 
 func clientSetnameHandler(c *Conn, args [][]byte) error {
-	if err := validName(args[2]); err != nil {
-		return err
+	if !clientlist.ValidName(args[2]) {
+		return errClientName
 	}
 	c.mu.Lock()
 	c.name = string(args[2])
@@ -159,7 +147,7 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 	default:
 		return &argRefusal{refuseClientOption, string(clip(args[2]))}
 	}
-	if validName(args[3]) != nil {
+	if !clientlist.ValidName(args[3]) {
 		return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
 	}
 	c.mu.Lock()
@@ -220,14 +208,6 @@ func connsWhere(s *Server, keep func(o *Conn) bool) []*Conn {
 	return out
 }
 
-// clientFilterError words a filter's refusal of a client type.
-func clientFilterError(err error) error {
-	if te := (*clientlist.TypeError)(nil); errors.As(err, &te) {
-		return &argRefusal{refuseClientType, string(clip([]byte(te.Given)))}
-	}
-	return err
-}
-
 // clientKillHandler closes the matching clients: another connection at
 // once (whatever it is doing ends at its next read or write), the calling
 // one after this reply.
@@ -237,7 +217,7 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 	if !old {
 		var err error
 		if f, err = clientlist.ParseKill(args[2:]); err != nil {
-			return clientFilterError(err)
+			return err
 		}
 	}
 	now := c.srv.now()
@@ -265,7 +245,7 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 func clientListHandler(c *Conn, args [][]byte) error {
 	l, err := clientlist.ParseList(args[2:])
 	if err != nil {
-		return clientFilterError(err)
+		return err
 	}
 	var out []byte
 	now := c.srv.now()

@@ -90,7 +90,6 @@ const (
 	refuseHelloOption   refusalKind = iota // HELLO's unknown option
 	refuseClientOption                     // CLIENT SETINFO's unknown attribute
 	refuseClientInfo                       // CLIENT SETINFO's value with spaces
-	refuseClientType                       // CLIENT KILL/LIST TYPE's unknown type
 	refuseTypeName                         // SCAN TYPE's unknown type
 	refuseConfigRewrite                    // CONFIG REWRITE's failure, arg its cause
 )
@@ -110,7 +109,6 @@ var argRefusals = [...]struct{ before, after string }{
 	refuseHelloOption:   {"ERR Syntax error in HELLO option '", "'"},
 	refuseClientOption:  {"ERR Unrecognized option '", "'"},
 	refuseClientInfo:    {"ERR ", " cannot contain spaces, newlines or special characters."},
-	refuseClientType:    {"ERR Unknown client type '", "'"},
 	refuseTypeName:      {"ERR unknown type name '", "'"},
 	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
 }
@@ -283,6 +281,7 @@ func appendErrorText(b []byte, err error) []byte {
 		order  *cluster.SlotOrderError
 		port   *cluster.PortError
 		nodeID *cluster.NodeIDError
+		cType  *clientlist.TypeError
 
 		refuse *argRefusal
 	)
@@ -393,6 +392,8 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(b, clip([]byte(port.Value)))
 	case errors.As(err, &nodeID):
 		return appendLine(append(b, "ERR Unknown node "...), nodeID.ID)
+	case errors.As(err, &cType):
+		return appendParts(b, "ERR Unknown client type '", clip([]byte(cType.Given)), "'")
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
 	case errors.As(err, &refuse):

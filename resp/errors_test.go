@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/clientlist"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -74,7 +75,7 @@ func TestErrorWording(t *testing.T) {
 		{&argRefusal{refuseHelloOption, "foo"}, "ERR Syntax error in HELLO option 'foo'"},
 		{&argRefusal{refuseClientOption, "lib"}, "ERR Unrecognized option 'lib'"},
 		{&argRefusal{refuseClientInfo, "lib-name"}, "ERR lib-name cannot contain spaces, newlines or special characters."},
-		{&argRefusal{refuseClientType, "x"}, "ERR Unknown client type 'x'"},
+		{&clientlist.TypeError{Given: "x"}, "ERR Unknown client type 'x'"},
 		{&argRefusal{refuseTypeName, "x"}, "ERR unknown type name 'x'"},
 		{&argRefusal{refuseConfigRewrite, "open cellserver.conf: permission denied"}, "ERR Rewriting config file: open cellserver.conf: permission denied"},
 		// Anything else: ERR and the text.

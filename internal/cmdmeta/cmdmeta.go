@@ -63,6 +63,24 @@ type Command struct {
 	Bare bool `json:"-"`
 }
 
+// Keys appends to dst the keys of a call (args, the name first) by the
+// key positions: FirstKey to LastKey (counted from the end when negative)
+// every KeyStep. A command whose MovableKeys is set finds its keys by code
+// instead.
+func (c *Command) Keys(dst, args [][]byte) [][]byte {
+	if c.FirstKey <= 0 {
+		return dst
+	}
+	last := c.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for i := c.FirstKey; i <= last && i < len(args); i += max(c.KeyStep, 1) {
+		dst = append(dst, args[i])
+	}
+	return dst
+}
+
 // Arg documents one argument, in the shape of Redis 7's COMMAND DOCS
 // (resp's Arg is this type).
 type Arg struct {

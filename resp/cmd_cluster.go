@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
@@ -52,15 +51,6 @@ func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
 	c.WriteNode(r.ShardsReply())
 	return nil
-}
-
-// unknownNode returns err, made an unknownNodeError naming id when it is
-// cluster.ErrUnknownNode (Redis's reply names the id).
-func unknownNode(err error, id string) error {
-	if errors.Is(err, cluster.ErrUnknownNode) {
-		return &unknownNodeError{id}
-	}
-	return err
 }
 
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].

@@ -89,7 +89,7 @@ func helloHandler(c *Conn, args [][]byte) error {
 			name, setName = args[i+1], true
 			i++
 		default:
-			return &argRefusal{refuseHelloOption, string(clip(args[i]))}
+			return refusal(refuseHelloOption, string(clip(args[i])))
 		}
 	}
 	if !c.auth.authed {
@@ -145,10 +145,10 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 	case equalFoldString(args[2], "lib-ver"):
 		field = &c.libVer
 	default:
-		return &argRefusal{refuseClientOption, string(clip(args[2]))}
+		return refusal(refuseClientOption, string(clip(args[2])))
 	}
 	if !clientlist.ValidName(args[3]) {
-		return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
+		return refusal(refuseClientInfo, strings.ToLower(string(args[2])))
 	}
 	c.mu.Lock()
 	*field = string(args[3])

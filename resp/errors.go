@@ -83,7 +83,7 @@ var (
 	errNoMulti         = &textError{"ERR Command not allowed inside a transaction"}
 )
 
-// refusalKind names what an argRefusal refuses.
+// refusalKind names what a refusal refuses.
 type refusalKind uint8
 
 const (
@@ -94,16 +94,14 @@ const (
 	refuseConfigRewrite                    // CONFIG REWRITE's failure, arg its cause
 )
 
-// argRefusal refuses a command for one argument, arg (already clipped),
-// which its reply quotes; argRefusals word it.
-type argRefusal struct {
-	kind refusalKind
-	arg  string
+// refusal refuses a command for one argument, arg (already clipped),
+// which its reply quotes, worded by argRefusals[kind].
+func refusal(kind refusalKind, arg string) error {
+	w := argRefusals[kind]
+	return &textError{w.before + arg + w.after}
 }
 
-func (e *argRefusal) Error() string { return "refused argument " + e.arg }
-
-// argRefusals word an *argRefusal by its kind: arg goes between before and
+// argRefusals word a refusal by its kind: arg goes between before and
 // after (CLIENT SETINFO's attribute in lower case).
 var argRefusals = [...]struct{ before, after string }{
 	refuseHelloOption:   {"ERR Syntax error in HELLO option '", "'"},
@@ -112,11 +110,6 @@ var argRefusals = [...]struct{ before, after string }{
 	refuseTypeName:      {"ERR unknown type name '", "'"},
 	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
 }
-
-// unknownNodeError is a cluster node id no known group has.
-type unknownNodeError struct{ id string }
-
-func (e *unknownNodeError) Error() string { return "unknown node " + e.id }
 
 // arityError is a command called with the wrong number of arguments.
 type arityError struct{ name string }
@@ -221,6 +214,15 @@ var sentinelReplies = []struct {
 	{errInvalidClientID, "ERR Invalid client ID"},
 }
 
+// unknownNode returns err, made the refusal naming id when it is
+// cluster.ErrUnknownNode (Redis's reply names the id).
+func unknownNode(err error, id string) error {
+	if errors.Is(err, cluster.ErrUnknownNode) {
+		return &textError{"ERR I don't know about node " + string(clip([]byte(id)))}
+	}
+	return err
+}
+
 // slotRefusals word a *cluster.SlotError by the sentinel it wraps, in
 // Redis's words: the slot's number goes between before and after.
 var slotRefusals = []struct {
@@ -267,7 +269,6 @@ func appendErrorText(b []byte, err error) []byte {
 		gone   *replication.RemovedError
 		logE   *replication.LogError
 		redir  *cluster.RedirectError
-		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
 		abortB *cluster.AbortBlockedError
@@ -282,8 +283,6 @@ func appendErrorText(b []byte, err error) []byte {
 		port   *cluster.PortError
 		nodeID *cluster.NodeIDError
 		cType  *clientlist.TypeError
-
-		refuse *argRefusal
 	)
 	switch {
 	case errors.As(err, &inFl):
@@ -326,8 +325,6 @@ func appendErrorText(b []byte, err error) []byte {
 		}
 		return appendParts(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE ", abortB.Slot,
 			" FORCE once sure it does not have them")
-	case errors.As(err, &node):
-		return appendParts(b, "ERR I don't know about node ", clip([]byte(node.id)))
 	case errors.As(err, &quorum):
 		return appendParts(b, "ERR refusing to remove ", quorum.ID, ": ", quorum.Reachable, " of the remaining ", quorum.Remaining,
 			" voters would be reachable, a majority needs ", quorum.Needed)
@@ -396,9 +393,6 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendParts(b, "ERR Unknown client type '", clip([]byte(cType.Given)), "'")
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
-	case errors.As(err, &refuse):
-		w := argRefusals[refuse.kind]
-		return appendParts(b, w.before, refuse.arg, w.after)
 	case errors.As(err, &argE):
 		// What wraps it ("limit 2: ", "limit-override 'x': ") stays in
 		// front.

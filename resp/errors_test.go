@@ -72,12 +72,12 @@ func TestErrorWording(t *testing.T) {
 		{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
 		{errNoConfigFile, "ERR The server is running without a config file"},
 		{errSlowlogCount, "ERR count should be greater than or equal to -1"},
-		{&argRefusal{refuseHelloOption, "foo"}, "ERR Syntax error in HELLO option 'foo'"},
-		{&argRefusal{refuseClientOption, "lib"}, "ERR Unrecognized option 'lib'"},
-		{&argRefusal{refuseClientInfo, "lib-name"}, "ERR lib-name cannot contain spaces, newlines or special characters."},
+		{refusal(refuseHelloOption, "foo"), "ERR Syntax error in HELLO option 'foo'"},
+		{refusal(refuseClientOption, "lib"), "ERR Unrecognized option 'lib'"},
+		{refusal(refuseClientInfo, "lib-name"), "ERR lib-name cannot contain spaces, newlines or special characters."},
 		{&clientlist.TypeError{Given: "x"}, "ERR Unknown client type 'x'"},
-		{&argRefusal{refuseTypeName, "x"}, "ERR unknown type name 'x'"},
-		{&argRefusal{refuseConfigRewrite, "open cellserver.conf: permission denied"}, "ERR Rewriting config file: open cellserver.conf: permission denied"},
+		{refusal(refuseTypeName, "x"), "ERR unknown type name 'x'"},
+		{refusal(refuseConfigRewrite, "open cellserver.conf: permission denied"), "ERR Rewriting config file: open cellserver.conf: permission denied"},
 		// Anything else: ERR and the text.
 		{errors.New("bad rate"), "ERR bad rate"},
 	}

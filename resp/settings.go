@@ -141,7 +141,7 @@ func configRewriteHandler(c *Conn, _ [][]byte) error {
 	}
 	if err := s.settings.Rewrite(s.cfg.RewriteConfig); err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
-		return &argRefusal{refuseConfigRewrite, err.Error()}
+		return refusal(refuseConfigRewrite, err.Error())
 	}
 	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
 	c.WriteOK()

@@ -46,8 +46,7 @@ func lastsaveHandler(c *Conn, _ [][]byte) error {
 }
 
 func roleHandler(c *Conn, _ [][]byte) error {
-	var r replication.Role
-	r.Leader = true
+	r := replication.Role{Leader: true}
 	if cl := c.srv.cfg.Cluster; cl != nil {
 		r = cl.Role()
 	}

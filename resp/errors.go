@@ -121,13 +121,10 @@ type unknownCommandError struct{ args [][]byte }
 
 func (e *unknownCommandError) Error() string { return "unknown command" }
 
-// unknownSubcommandError is a subcommand missing from its container.
-type unknownSubcommandError struct {
-	sub       []byte
-	container string
+// unknownSubcommand refuses sub, which container does not have.
+func unknownSubcommand(sub []byte, container string) error {
+	return &textError{"ERR unknown subcommand '" + string(clip(sub)) + "'. Try " + strings.ToUpper(container) + " HELP."}
 }
-
-func (e *unknownSubcommandError) Error() string { return "unknown subcommand" }
 
 // textError carries its reply text verbatim, in Redis's words.
 type textError struct{ text string }
@@ -261,7 +258,6 @@ func appendErrorText(b []byte, err error) []byte {
 		peer   *replication.PeerError
 		arity  *arityError
 		unk    *unknownCommandError
-		sub    *unknownSubcommandError
 		text   *textError
 		perr   *protocolError
 		quorum *replication.QuorumError
@@ -372,8 +368,6 @@ func appendErrorText(b []byte, err error) []byte {
 			b = appendParts(b, "'", clip(a), "' ")
 		}
 		return b
-	case errors.As(err, &sub):
-		return appendParts(b, "ERR unknown subcommand '", clip(sub.sub), "'. Try ", strings.ToUpper(sub.container), " HELP.")
 	case errors.As(err, &target):
 		return appendLine(append(b, "ERR Target instance replied with error: "...), target.Msg)
 	case errors.As(err, &repeat):

@@ -15,11 +15,18 @@ func RegisterRegions(s *Server, g *region.Gate) {
 	}
 }
 
-func regionExecHandler(c *Conn, args [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
+// gateHandler wraps a region command's handler: it gets the server's
+// gate, or answers region.ErrNotConfigured without one.
+func gateHandler(h func(c *Conn, g *region.Gate, args [][]byte) error) func(c *Conn, args [][]byte) error {
+	return func(c *Conn, args [][]byte) error {
+		if g := c.srv.gate; g != nil {
+			return h(c, g, args)
+		}
 		return region.ErrNotConfigured
 	}
+}
+
+func regionExecHandler(c *Conn, g *region.Gate, args [][]byte) error {
 	call, err := region.DecodeExec(args[1:], c.srv.cfg.Parse.MaxLogLimit)
 	if err != nil {
 		g.RefusedBatch(err)
@@ -42,11 +49,7 @@ func regionExecHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-func regionApplyHandler(c *Conn, args [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
-		return region.ErrNotConfigured
-	}
+func regionApplyHandler(c *Conn, g *region.Gate, args [][]byte) error {
 	call, err := region.DecodeApply(args[1:], c.srv.cfg.Parse.MaxLogLimit)
 	if err != nil {
 		g.RefusedBatch(err)
@@ -65,11 +68,7 @@ func regionApplyHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-func regionStatusHandler(c *Conn, _ [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
-		return region.ErrNotConfigured
-	}
+func regionStatusHandler(c *Conn, g *region.Gate, _ [][]byte) error {
 	st := g.Status()
 	writeFieldMap(c, st.Fields())
 	return nil

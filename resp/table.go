@@ -190,7 +190,7 @@ func resolveFrom(cmd *Command, args [][]byte) (*Command, error) {
 		}
 		sub := lookupFold(cmd.subs, args[1])
 		if sub == nil {
-			return cmd, &unknownSubcommandError{sub: args[1], container: cmd.Name}
+			return cmd, unknownSubcommand(args[1], cmd.Name)
 		}
 		cmd = sub
 	}

@@ -259,12 +259,10 @@ func execSlots(c *Conn, q []queued) map[int]error {
 		switch {
 		case err != nil:
 			out[i] = err
-		case errs[k] != nil:
-			e := errs[k]
-			if changes[k].Kind == cluster.SlotSet {
-				e = unknownNode(e, changes[k].NodeID)
-			}
-			out[i] = e
+		case changes[k].Kind == cluster.SlotSet:
+			out[i] = unknownNode(errs[k], changes[k].NodeID)
+		default:
+			out[i] = errs[k]
 		}
 	}
 	return out

@@ -65,9 +65,7 @@ var (
 var (
 	errProtoVersion    = &textError{"ERR Protocol version is not an integer or out of range"}
 	errClientName      = &textError{"ERR Client names cannot contain spaces, newlines or special characters."}
-	errKillClientID    = clientlist.ErrKillID // worded in sentinelReplies
 	errNoSuchClient    = &textError{"ERR No such client"}
-	errInvalidClientID = clientlist.ErrListID
 	errNegative        = &textError{"ERR value is out of range, must be positive"}
 	errHotkeysOff      = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
 	errNoConfigFile    = &textError{"ERR The server is running without a config file"}
@@ -190,7 +188,7 @@ var sentinelReplies = []struct {
 	{ErrAuthThrottled, "ERR too many failed authentication attempts from this address; try again later"},
 	{errWaitInMulti, "ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step"},
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
-	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
+	{txqueue.ErrReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 	{cluster.ErrFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
 	{cluster.ErrInvalidSlot, "ERR Invalid slot"},
 	{cluster.ErrInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
@@ -207,8 +205,8 @@ var sentinelReplies = []struct {
 	{cluster.ErrRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
 	{cluster.ErrRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 
-	{errKillClientID, "ERR client-id should be greater than 0"},
-	{errInvalidClientID, "ERR Invalid client ID"},
+	{clientlist.ErrKillID, "ERR client-id should be greater than 0"},
+	{clientlist.ErrListID, "ERR Invalid client ID"},
 }
 
 // unknownNode returns err, made the refusal naming id when it is

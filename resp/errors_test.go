@@ -65,9 +65,9 @@ func TestErrorWording(t *testing.T) {
 		// The server and connection commands' refusals (errors.go's block).
 		{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
 		{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
-		{errKillClientID, "ERR client-id should be greater than 0"},
+		{clientlist.ErrKillID, "ERR client-id should be greater than 0"},
 		{errNoSuchClient, "ERR No such client"},
-		{errInvalidClientID, "ERR Invalid client ID"},
+		{clientlist.ErrListID, "ERR Invalid client ID"},
 		{errNegative, "ERR value is out of range, must be positive"},
 		{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
 		{errNoConfigFile, "ERR The server is running without a config file"},

@@ -11,9 +11,6 @@ import (
 // ("Transactions") for how a transaction's writes are made atomic and where
 // its reads see them.
 
-// errTxReadBetween: a write queued after a read that follows a write.
-var errTxReadBetween = txqueue.ErrReadBetween
-
 // Defaults of transaction-max-commands and transaction-max-bytes
 // (txqueue's, where they are explained).
 const (

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 // The Redis Cluster protocol over replication groups (DESIGN.md): every
@@ -43,23 +44,29 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteNode(r.SlotsReply())
-	return nil
+// clusterView answers a CLUSTER subcommand that shows the routing table
+// (SLOTS, SHARDS, NODES, INFO, MYID, BUMPEPOCH) with view's reply.
+func clusterView(view func(r *cluster.Routing) reply.Node) func(c *Conn, args [][]byte) error {
+	return clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
+		c.WriteNode(view(r))
+		return nil
+	})
 }
 
-func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteNode(r.ShardsReply())
-	return nil
+func clusterNodesView(r *cluster.Routing) reply.Node { return reply.Bulk(string(r.Nodes())) }
+
+func clusterInfoView(r *cluster.Routing) reply.Node {
+	return reply.Bulk(string(appendFields(nil, r.Summary().InfoFields())))
 }
+
+func clusterBumpepochView(r *cluster.Routing) reply.Node {
+	return reply.Simple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
+}
+
+func clusterMyidView(r *cluster.Routing) reply.Node { return reply.Bulk(r.MyID()) }
 
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
 func parseSetSlot(args [][]byte) (cluster.SlotChange, error) { return cluster.ParseSetSlot(args[2:]) }
-
-func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(r.Nodes())
-	return nil
-}
 
 // clusterReplicasCmd answers CLUSTER REPLICAS id: the followers of id's
 // group, when id is its leader.
@@ -72,21 +79,6 @@ func clusterReplicasCmd(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) e
 	for _, l := range lines {
 		c.WriteBulk(l)
 	}
-	return nil
-}
-
-func clusterInfoCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(appendFields(nil, r.Summary().InfoFields()))
-	return nil
-}
-
-func clusterBumpepochCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
-	return nil
-}
-
-func clusterMyidCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulkString(r.MyID())
 	return nil
 }
 

@@ -4,10 +4,11 @@ import (
 	"strconv"
 
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
-// The CLUSTER NODES, REPLICAS and SHARDS texts of a Shard's nodes, in
-// Redis's words: the wire layer only frames them.
+// The CLUSTER NODES, REPLICAS, SLOTS and SHARDS replies of a Routing, in
+// Redis's words and shapes: the wire layer only frames or writes them.
 
 // AppendNodeLine appends the CLUSTER NODES line of node i of sh (with its
 // trailing newline); the leader's line carries the shard's slots and slot
@@ -110,6 +111,49 @@ func (n *ViewNode) Role() string {
 		return "master"
 	}
 	return "replica"
+}
+
+// SlotsReply is the CLUSTER SLOTS reply: each served range with its
+// group's nodes, each an array of ip, port, id and an empty
+// networking-metadata map, as Redis 7 has it.
+func (r *Routing) SlotsReply() reply.Node {
+	shards := r.Shards()
+	out := reply.Array()
+	for _, rg := range r.SlotRanges() {
+		e := reply.Array(reply.Int(rg.First), reply.Int(rg.Last))
+		for _, n := range shards[rg.Group].Nodes {
+			e.Elems = append(e.Elems, reply.Array(reply.Bulk(n.Host), reply.Int(n.Port), reply.Bulk(n.ID), reply.Map()))
+		}
+		out.Elems = append(out.Elems, e)
+	}
+	return out
+}
+
+// ShardsReply is the CLUSTER SHARDS reply: one map of slots and nodes per
+// group.
+func (r *Routing) ShardsReply() reply.Node {
+	shards := r.Shards()
+	out := reply.Array()
+	for g := range shards {
+		sh := &shards[g]
+		slots, nodes := reply.Array(), reply.Array()
+		for _, rg := range sh.Slots {
+			slots.Elems = append(slots.Elems, reply.Int(rg[0]), reply.Int(rg[1]))
+		}
+		for i := range sh.Nodes {
+			n := &sh.Nodes[i]
+			nodes.Elems = append(nodes.Elems, reply.Map(
+				reply.Bulk("id"), reply.Bulk(n.ID),
+				reply.Bulk("port"), reply.Int(n.Port),
+				reply.Bulk("ip"), reply.Bulk(n.Host),
+				reply.Bulk("endpoint"), reply.Bulk(n.Host),
+				reply.Bulk("role"), reply.Bulk(n.Role()),
+				reply.Bulk("replication-offset"), reply.Int(n.Offset),
+				reply.Bulk("health"), reply.Bulk(sh.NodeHealth(i))))
+		}
+		out.Elems = append(out.Elems, reply.Map(reply.Bulk("slots"), slots, reply.Bulk("nodes"), nodes))
+	}
+	return out
 }
 
 // Nodes returns the CLUSTER NODES text: every node of every known group.

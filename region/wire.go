@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/engine/codec"
+	"github.com/cellserver/cellserver/internal/reply"
 	"github.com/cellserver/cellserver/internal/respclient"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -168,6 +169,25 @@ func EncodeResult(dst []int64, r *engine.Result) []int64 {
 		dst = append(dst, r.Delay)
 	}
 	return dst
+}
+
+// ExecReply is REGION.EXEC's reply to the results rs: per key an array of
+// its EncodeResult fields, then CC.ACQUIRE's lease id when it has one.
+func ExecReply(rs []engine.Result) reply.Node {
+	out := reply.Array()
+	var f []int64
+	for i := range rs {
+		f = EncodeResult(f[:0], &rs[i])
+		e := reply.Array()
+		for _, v := range f {
+			e.Elems = append(e.Elems, reply.Int(v))
+		}
+		if rs[i].Lease != "" {
+			e.Elems = append(e.Elems, reply.Bulk(rs[i].Lease))
+		}
+		out.Elems = append(out.Elems, e)
+	}
+	return out
 }
 
 // decodeResults reads REGION.EXEC's reply for n keys into out.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 // ClusterView is a Node as the wire layer sees it (resp's Cluster
@@ -38,6 +39,19 @@ type Role struct {
 	LeaderPort int
 	// State is the follower's link state: "connect" or "connected".
 	State string
+}
+
+// Reply is r as ROLE's reply, in Redis's shape: a replica's port and
+// offset are bulk strings, as Redis writes them.
+func (r *Role) Reply() reply.Node {
+	if !r.Leader {
+		return reply.Array(reply.Bulk("slave"), reply.Bulk(r.LeaderHost), reply.Int(r.LeaderPort), reply.Bulk(r.State), reply.Int(r.Offset))
+	}
+	reps := reply.Array()
+	for _, rep := range r.Replicas {
+		reps.Elems = append(reps.Elems, reply.Array(reply.Bulk(rep.Host), reply.Bulk(strconv.Itoa(rep.Port)), reply.Bulk(strconv.FormatInt(rep.Offset, 10))))
+	}
+	return reply.Array(reply.Bulk("master"), reply.Int(r.Offset), reps)
 }
 
 // Replica is one follower in a leader's ROLE reply: its RESP listener and

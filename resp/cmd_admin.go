@@ -18,11 +18,7 @@ func saveHandler(c *Conn, _ [][]byte) error {
 	if p == nil {
 		return ErrPersistenceOff
 	}
-	if err := p.Save(); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, p.Save())
 }
 
 func bgsaveHandler(c *Conn, args [][]byte) error {
@@ -50,30 +46,11 @@ func lastsaveHandler(c *Conn, _ [][]byte) error {
 }
 
 func roleHandler(c *Conn, _ [][]byte) error {
-	var r replication.Role
-	r.Leader = true
+	r := replication.Role{Leader: true}
 	if cl := c.srv.cfg.Cluster; cl != nil {
 		r = cl.Role()
 	}
-	if r.Leader {
-		c.WriteArray(3)
-		c.WriteBulkString("master")
-		c.WriteInt(r.Offset)
-		c.WriteArray(len(r.Replicas))
-		for _, rep := range r.Replicas {
-			c.WriteArray(3)
-			c.WriteBulkString(rep.Host)
-			c.WriteBulkString(itoa(int64(rep.Port)))
-			c.WriteBulkString(itoa(rep.Offset))
-		}
-		return nil
-	}
-	c.WriteArray(5)
-	c.WriteBulkString("slave")
-	c.WriteBulkString(r.LeaderHost)
-	c.WriteInt(int64(r.LeaderPort))
-	c.WriteBulkString(r.State)
-	c.WriteInt(r.Offset)
+	c.WriteNode(r.Reply())
 	return nil
 }
 

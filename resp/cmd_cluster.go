@@ -1,12 +1,12 @@
 package resp
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
 	"github.com/cellserver/cellserver/internal/hashslot"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 // The Redis Cluster protocol over replication groups (DESIGN.md): every
@@ -44,82 +44,29 @@ func slotKeys(c *Conn, slot int, fn func(key []byte) bool) error {
 	return nil
 }
 
-// clusterSlotsCmd answers CLUSTER SLOTS: each served range with its
-// group's nodes, each an array of ip, port, id and an empty
-// networking-metadata map, as Redis 7 does.
-func clusterSlotsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	rs := r.SlotRanges()
-	shards := r.Shards()
-	c.WriteArray(len(rs))
-	for _, rg := range rs {
-		ns := shards[rg.Group].Nodes
-		c.WriteArray(2 + len(ns))
-		c.WriteInt(int64(rg.First))
-		c.WriteInt(int64(rg.Last))
-		for i := range ns {
-			c.WriteArray(4)
-			c.WriteBulkString(ns[i].Host)
-			c.WriteInt(int64(ns[i].Port))
-			c.WriteBulkString(ns[i].ID)
-			c.WriteMap(0)
-		}
-	}
-	return nil
+// clusterView answers a CLUSTER subcommand that shows the routing table
+// (SLOTS, SHARDS, NODES, INFO, MYID, BUMPEPOCH) with view's reply.
+func clusterView(view func(r *cluster.Routing) reply.Node) func(c *Conn, args [][]byte) error {
+	return clusterHandler(func(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
+		c.WriteNode(view(r))
+		return nil
+	})
 }
 
-// clusterShardsCmd answers CLUSTER SHARDS: one entry per group.
-func clusterShardsCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	shards := r.Shards()
-	c.WriteArray(len(shards))
-	for g := range shards {
-		sh := &shards[g]
-		c.WriteMap(2)
-		c.WriteBulkString("slots")
-		c.WriteArray(2 * len(sh.Slots))
-		for _, rg := range sh.Slots {
-			c.WriteInt(int64(rg[0]))
-			c.WriteInt(int64(rg[1]))
-		}
-		c.WriteBulkString("nodes")
-		c.WriteArray(len(sh.Nodes))
-		for i := range sh.Nodes {
-			n := &sh.Nodes[i]
-			c.WriteMap(7)
-			c.WriteBulkString("id")
-			c.WriteBulkString(n.ID)
-			c.WriteBulkString("port")
-			c.WriteInt(int64(n.Port))
-			c.WriteBulkString("ip")
-			c.WriteBulkString(n.Host)
-			c.WriteBulkString("endpoint")
-			c.WriteBulkString(n.Host)
-			c.WriteBulkString("role")
-			c.WriteBulkString(n.Role())
-			c.WriteBulkString("replication-offset")
-			c.WriteInt(int64(n.Offset))
-			c.WriteBulkString("health")
-			c.WriteBulkString(sh.NodeHealth(i))
-		}
-	}
-	return nil
+func clusterNodesView(r *cluster.Routing) reply.Node { return reply.Bulk(string(r.Nodes())) }
+
+func clusterInfoView(r *cluster.Routing) reply.Node {
+	return reply.Bulk(string(appendFields(nil, r.Summary().InfoFields())))
 }
 
-// unknownNode returns err, made an unknownNodeError naming id when it is
-// cluster.ErrUnknownNode (Redis's reply names the id).
-func unknownNode(err error, id string) error {
-	if errors.Is(err, cluster.ErrUnknownNode) {
-		return &unknownNodeError{id}
-	}
-	return err
+func clusterBumpepochView(r *cluster.Routing) reply.Node {
+	return reply.Simple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
 }
+
+func clusterMyidView(r *cluster.Routing) reply.Node { return reply.Bulk(r.MyID()) }
 
 // parseSetSlot parses CLUSTER SETSLOT slot action [node-id].
 func parseSetSlot(args [][]byte) (cluster.SlotChange, error) { return cluster.ParseSetSlot(args[2:]) }
-
-func clusterNodesCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(r.Nodes())
-	return nil
-}
 
 // clusterReplicasCmd answers CLUSTER REPLICAS id: the followers of id's
 // group, when id is its leader.
@@ -132,21 +79,6 @@ func clusterReplicasCmd(c *Conn, _ Cluster, r *cluster.Routing, args [][]byte) e
 	for _, l := range lines {
 		c.WriteBulk(l)
 	}
-	return nil
-}
-
-func clusterInfoCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulk(appendFields(nil, r.Summary().InfoFields()))
-	return nil
-}
-
-func clusterBumpepochCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteSimple("STILL " + strconv.FormatUint(r.Groups[r.Self].Term, 10))
-	return nil
-}
-
-func clusterMyidCmd(c *Conn, _ Cluster, r *cluster.Routing, _ [][]byte) error {
-	c.WriteBulkString(r.MyID())
 	return nil
 }
 
@@ -194,11 +126,7 @@ func clusterFailoverCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) 
 	if err := cluster.ParseFailover(args[2:]); err != nil {
 		return err
 	}
-	if err := cl.Failover(c.srv.ctx); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, cl.Failover(c.srv.ctx))
 }
 
 func clusterMeetCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
@@ -206,11 +134,7 @@ func clusterMeetCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) erro
 	if err != nil {
 		return err
 	}
-	if err := cl.Meet(c.srv.ctx, addr); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, cl.Meet(c.srv.ctx, addr))
 }
 
 func clusterSetslotCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) error {
@@ -218,12 +142,7 @@ func clusterSetslotCmd(c *Conn, cl Cluster, _ *cluster.Routing, args [][]byte) e
 	if err != nil {
 		return err
 	}
-	slot, action, id := sc.Slot, sc.Action, sc.NodeID
-	if err := cl.SetSlot(c.srv.ctx, slot, action, id); err != nil {
-		return unknownNode(err, id)
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, unknownNode(cl.SetSlot(c.srv.ctx, sc.Slot, sc.Action, sc.NodeID), sc.NodeID))
 }
 
 // slotsBinding binds ADDSLOTS and DELSLOTS (ranged: ADDSLOTSRANGE,
@@ -248,11 +167,7 @@ func slotsBinding(kind cluster.SlotChangeKind, ranged bool) binding {
 			if kind == cluster.SlotAdd {
 				apply = cl.AddSlots
 			}
-			if err := apply(c.srv.ctx, slots); err != nil {
-				return err
-			}
-			c.WriteOK()
-			return nil
+			return okOr(c, apply(c.srv.ctx, slots))
 		}),
 	}
 }

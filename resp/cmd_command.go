@@ -62,7 +62,7 @@ func commandDocsHandler(c *Conn, args [][]byte) error {
 	for _, cmd := range cmds {
 		c.WriteBulkString(cmd.fullName)
 		m := cmd.meta()
-		c.writeNode(cmdmeta.Docs(&m, cmd.fullName))
+		c.WriteNode(cmdmeta.Docs(&m, cmd.fullName))
 	}
 	return nil
 }
@@ -84,26 +84,5 @@ func (t *table) lookupName(b []byte) *Command {
 // writeCommandInfo appends a COMMAND INFO entry.
 func (c *Conn) writeCommandInfo(cmd *Command) {
 	m := cmd.meta()
-	c.writeNode(cmdmeta.Info(&m, cmd.fullName))
-}
-
-// writeNode appends a reply cmdmeta describes.
-func (c *Conn) writeNode(n cmdmeta.Node) {
-	switch n.Kind {
-	case cmdmeta.KindArray:
-		c.WriteArray(len(n.Elems))
-	case cmdmeta.KindMap:
-		c.WriteMap(len(n.Elems) / 2)
-	case cmdmeta.KindSet:
-		c.WriteSet(len(n.Elems))
-	case cmdmeta.KindBulk:
-		c.WriteBulkString(n.Str)
-	case cmdmeta.KindSimple:
-		c.WriteSimple(n.Str)
-	case cmdmeta.KindInt:
-		c.WriteInt(n.Int)
-	}
-	for _, e := range n.Elems {
-		c.writeNode(e)
-	}
+	c.WriteNode(cmdmeta.Info(&m, cmd.fullName))
 }

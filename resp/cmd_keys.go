@@ -164,7 +164,7 @@ func scanHandler(c *Conn, args [][]byte) error {
 		case equalFoldString(args[i], "type"):
 			k, ok := engine.ParseKind(string(v))
 			if !ok || k == engine.KindNone {
-				return &argRefusal{refuseTypeName, string(clip(v))}
+				return refusal(refuseTypeName, string(clip(v)))
 			}
 			kind = k
 		default:

@@ -19,17 +19,12 @@ func prepareLimit(kind engine.Kind) func(c *Conn, args [][]byte, op *shards.Op) 
 		if err != nil {
 			return err
 		}
-		if req.Wait > 0 {
-			// max-wait caps the wait; past max-waiting it is refused.
-			w, err := c.srv.waits.admit(req.Wait)
-			if err != nil {
-				return err
-			}
-			req.Wait = w
-		}
 		op.Code = shards.OpLimit
 		op.Keys = append(op.Keys, args[1])
 		op.Reqs = append(op.Reqs, req)
+		if err := admitWait(c, op.Reqs); err != nil {
+			return err
+		}
 		return c.applyPolicy(op)
 	}
 }
@@ -39,21 +34,30 @@ func prepareThrottleAll(c *Conn, args [][]byte, op *shards.Op) error {
 	if err != nil {
 		return err
 	}
-	if len(reqs) > 0 && reqs[0].Wait > 0 {
-		// One WAIT for every key (the op waits as a whole): max-wait
-		// caps it; past max-waiting it is refused.
-		w, err := c.srv.waits.admit(reqs[0].Wait)
-		if err != nil {
-			return err
-		}
-		for i := range reqs {
-			reqs[i].Wait = w
-		}
-	}
 	op.Code = shards.OpLimitAll
 	op.Keys = append(op.Keys, keys...)
 	op.Reqs = append(op.Reqs, reqs...)
+	if err := admitWait(c, op.Reqs); err != nil {
+		return err
+	}
 	return c.applyPolicy(op)
+}
+
+// admitWait admits the WAIT of an op's requests, one for them all (the op
+// waits as a whole; its first request carries it): max-wait caps it, and
+// past max-waiting it is refused.
+func admitWait(c *Conn, reqs []engine.Request) error {
+	if len(reqs) == 0 || reqs[0].Wait <= 0 {
+		return nil
+	}
+	w, err := c.srv.waits.admit(reqs[0].Wait)
+	if err != nil {
+		return err
+	}
+	for i := range reqs {
+		reqs[i].Wait = w
+	}
+	return nil
 }
 
 // throttleAllKeys appends the keys of a CL.THROTTLEALL call (args with the

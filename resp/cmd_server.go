@@ -3,12 +3,12 @@ package resp
 import (
 	"cmp"
 	"crypto/subtle"
-	"errors"
 	"slices"
 	"strings"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/clientlist"
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 func pingHandler(c *Conn, args [][]byte) error {
@@ -29,11 +29,7 @@ func authHandler(c *Conn, args [][]byte) error {
 	if len(args) == 3 {
 		user, pass = args[1], args[2]
 	}
-	if err := c.auth.authenticate(c, user, pass, len(args) == 2); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	return okOr(c, c.auth.authenticate(c, user, pass, len(args) == 2))
 }
 
 func selectHandler(c *Conn, args [][]byte) error {
@@ -87,13 +83,13 @@ func helloHandler(c *Conn, args [][]byte) error {
 			}
 			i += 2
 		case equalFoldString(args[i], "setname") && i+1 < len(args):
-			if err := validName(args[i+1]); err != nil {
-				return err
+			if !clientlist.ValidName(args[i+1]) {
+				return errClientName
 			}
 			name, setName = args[i+1], true
 			i++
 		default:
-			return &argRefusal{refuseHelloOption, string(clip(args[i]))}
+			return refusal(refuseHelloOption, string(clip(args[i])))
 		}
 	}
 	if !c.auth.authed {
@@ -110,40 +106,17 @@ func helloHandler(c *Conn, args [][]byte) error {
 	if cl := c.srv.cfg.Cluster; cl != nil && !cl.Role().Leader {
 		role = "replica"
 	}
-	c.WriteMap(7)
-	c.WriteBulkString("server")
-	c.WriteBulkString("cellserver")
-	c.WriteBulkString("version")
-	c.WriteBulkString(Version)
-	c.WriteBulkString("proto")
-	c.WriteInt(int64(proto))
-	c.WriteBulkString("id")
-	c.WriteInt(c.id)
-	c.WriteBulkString("mode")
-	c.WriteBulkString("standalone")
-	c.WriteBulkString("role")
-	c.WriteBulkString(role)
-	c.WriteBulkString("modules")
-	c.WriteArray(0)
-	return nil
-}
-
-// validName checks a client name or library field as Redis does: printable
-// ASCII without spaces.
-func validName(b []byte) error {
-	for _, ch := range b {
-		if ch < '!' || ch > '~' {
-			return errClientName
-		}
-	}
+	c.WriteNode(reply.Map(reply.Bulk("server"), reply.Bulk("cellserver"), reply.Bulk("version"), reply.Bulk(Version),
+		reply.Bulk("proto"), reply.Int(proto), reply.Bulk("id"), reply.Int(c.id), reply.Bulk("mode"), reply.Bulk("standalone"),
+		reply.Bulk("role"), reply.Bulk(role), reply.Bulk("modules"), reply.Array()))
 	return nil
 }
 
 func clientIDHandler(c *Conn, _ [][]byte) error { c.WriteInt(c.id); return nil }
 
 func clientSetnameHandler(c *Conn, args [][]byte) error {
-	if err := validName(args[2]); err != nil {
-		return err
+	if !clientlist.ValidName(args[2]) {
+		return errClientName
 	}
 	c.mu.Lock()
 	c.name = string(args[2])
@@ -172,10 +145,10 @@ func clientSetinfoHandler(c *Conn, args [][]byte) error {
 	case equalFoldString(args[2], "lib-ver"):
 		field = &c.libVer
 	default:
-		return &argRefusal{refuseClientOption, string(clip(args[2]))}
+		return refusal(refuseClientOption, string(clip(args[2])))
 	}
-	if validName(args[3]) != nil {
-		return &argRefusal{refuseClientInfo, strings.ToLower(string(args[2]))}
+	if !clientlist.ValidName(args[3]) {
+		return refusal(refuseClientInfo, strings.ToLower(string(args[2])))
 	}
 	c.mu.Lock()
 	*field = string(args[3])
@@ -235,14 +208,6 @@ func connsWhere(s *Server, keep func(o *Conn) bool) []*Conn {
 	return out
 }
 
-// clientFilterError words a filter's refusal of a client type.
-func clientFilterError(err error) error {
-	if te := (*clientlist.TypeError)(nil); errors.As(err, &te) {
-		return &argRefusal{refuseClientType, string(clip([]byte(te.Given)))}
-	}
-	return err
-}
-
 // clientKillHandler closes the matching clients: another connection at
 // once (whatever it is doing ends at its next read or write), the calling
 // one after this reply.
@@ -252,7 +217,7 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 	if !old {
 		var err error
 		if f, err = clientlist.ParseKill(args[2:]); err != nil {
-			return clientFilterError(err)
+			return err
 		}
 	}
 	now := c.srv.now()
@@ -280,7 +245,7 @@ func clientKillHandler(c *Conn, args [][]byte) error {
 func clientListHandler(c *Conn, args [][]byte) error {
 	l, err := clientlist.ParseList(args[2:])
 	if err != nil {
-		return clientFilterError(err)
+		return err
 	}
 	var out []byte
 	now := c.srv.now()

@@ -36,14 +36,9 @@ func CommandsMarkdown() []byte {
 // cmdmeta's form, from which COMMAND INFO, COMMAND DOCS and the reference
 // are made.
 func (cmd *Command) meta() cmdmeta.Command {
-	m := cmdmeta.Command{
-		Name: cmd.Name, Arity: cmd.Arity, MaxArgs: cmd.MaxArgs, Flags: cmd.Flags.names(),
-		FirstKey: cmd.FirstKey, LastKey: cmd.LastKey, KeyStep: cmd.KeyStep,
-		MovableKeys: cmd.MovableKeys != nil, OpenSlot: cmd.OpenSlot, Waits: cmd.Waits, Register: cmd.register,
-		Group: cmd.Group, Since: cmd.Since, Summary: cmd.Summary, Complexity: cmd.Complexity,
-		Arguments: cmd.Args, Reply: cmd.Reply, Errors: cmd.Errors, Notes: cmd.Notes,
-		Bare: len(cmd.Subcommands) > 0 && cmd.Handler != nil,
-	}
+	m := cmd.Command
+	m.Flags = cmd.Flags.names()
+	m.Bare = len(cmd.Subcommands) > 0 && cmd.Handler != nil
 	for _, sub := range cmd.Subcommands {
 		m.Subcommands = append(m.Subcommands, sub.meta())
 	}

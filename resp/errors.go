@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -58,58 +59,55 @@ var (
 	ErrAuthThrottled = errors.New("too many failed authentication attempts")
 )
 
-// Refusals of the server, connection and key commands' arguments
-// (cmd_server.go, cmd_acl.go, cmd_keys.go, hotkeys.go, settings.go,
-// slowlog.go), worded in sentinelReplies and argRefusals.
+// Refusals of resp's own commands (the server, connection, key and
+// transaction commands', and CLUSTER's on a standalone server), each
+// carrying its reply text.
 var (
-	errProtoVersion    = errors.New("protocol version is not an integer or out of range")
-	errClientName      = errors.New("client name has spaces, newlines or special characters")
-	errKillClientID    = clientlist.ErrKillID
-	errNoSuchClient    = errors.New("no such client")
-	errInvalidClientID = clientlist.ErrListID
-	errNegative        = errors.New("value is negative")
-	errHotkeysOff      = errors.New("hotkeys-capacity is 0")
-	errNoConfigFile    = errors.New("no config file")
-	errSlowlogCount    = errors.New("count is below -1")
-	errNoShutdown      = errors.New("no shutdown in progress")
+	errProtoVersion    = &textError{"ERR Protocol version is not an integer or out of range"}
+	errClientName      = &textError{"ERR Client names cannot contain spaces, newlines or special characters."}
+	errNoSuchClient    = &textError{"ERR No such client"}
+	errNegative        = &textError{"ERR value is out of range, must be positive"}
+	errHotkeysOff      = &textError{"ERR hotkeys-capacity is 0: access frequency not tracked"}
+	errNoConfigFile    = &textError{"ERR The server is running without a config file"}
+	errSlowlogCount    = &textError{"ERR count should be greater than or equal to -1"}
+	errNoShutdown      = &textError{"ERR No shutdown in progress."}
+	errClusterDisabled = &textError{"ERR This instance has cluster support disabled"}
+	errExecAbort       = &textError{"EXECABORT Transaction discarded because of previous errors."}
+	errNestedMulti     = &textError{"ERR MULTI calls can not be nested"}
+	errExecNoMulti     = &textError{"ERR EXEC without MULTI"}
+	errDiscardNo       = &textError{"ERR DISCARD without MULTI"}
+	errWatchInMulti    = &textError{"ERR WATCH inside MULTI is not allowed"}
+	errWatch           = &textError{"ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"}
+	errNoMulti         = &textError{"ERR Command not allowed inside a transaction"}
 )
 
-// refusalKind names what an argRefusal refuses.
+// refusalKind names what a refusal refuses.
 type refusalKind uint8
 
 const (
 	refuseHelloOption   refusalKind = iota // HELLO's unknown option
 	refuseClientOption                     // CLIENT SETINFO's unknown attribute
 	refuseClientInfo                       // CLIENT SETINFO's value with spaces
-	refuseClientType                       // CLIENT KILL/LIST TYPE's unknown type
 	refuseTypeName                         // SCAN TYPE's unknown type
 	refuseConfigRewrite                    // CONFIG REWRITE's failure, arg its cause
 )
 
-// argRefusal refuses a command for one argument, arg (already clipped),
-// which its reply quotes; argRefusals word it.
-type argRefusal struct {
-	kind refusalKind
-	arg  string
+// refusal refuses a command for one argument, arg (already clipped),
+// which its reply quotes, worded by argRefusals[kind].
+func refusal(kind refusalKind, arg string) error {
+	w := argRefusals[kind]
+	return &textError{w.before + arg + w.after}
 }
 
-func (e *argRefusal) Error() string { return "refused argument " + e.arg }
-
-// argRefusals word an *argRefusal by its kind: arg goes between before and
+// argRefusals word a refusal by its kind: arg goes between before and
 // after (CLIENT SETINFO's attribute in lower case).
 var argRefusals = [...]struct{ before, after string }{
 	refuseHelloOption:   {"ERR Syntax error in HELLO option '", "'"},
 	refuseClientOption:  {"ERR Unrecognized option '", "'"},
 	refuseClientInfo:    {"ERR ", " cannot contain spaces, newlines or special characters."},
-	refuseClientType:    {"ERR Unknown client type '", "'"},
 	refuseTypeName:      {"ERR unknown type name '", "'"},
 	refuseConfigRewrite: {"ERR Rewriting config file: ", ""},
 }
-
-// unknownNodeError is a cluster node id no known group has.
-type unknownNodeError struct{ id string }
-
-func (e *unknownNodeError) Error() string { return "unknown node " + e.id }
 
 // arityError is a command called with the wrong number of arguments.
 type arityError struct{ name string }
@@ -121,27 +119,15 @@ type unknownCommandError struct{ args [][]byte }
 
 func (e *unknownCommandError) Error() string { return "unknown command" }
 
-// unknownSubcommandError is a subcommand missing from its container.
-type unknownSubcommandError struct {
-	sub       []byte
-	container string
+// unknownSubcommand refuses sub, which container does not have.
+func unknownSubcommand(sub []byte, container string) error {
+	return &textError{"ERR unknown subcommand '" + string(clip(sub)) + "'. Try " + strings.ToUpper(container) + " HELP."}
 }
 
-func (e *unknownSubcommandError) Error() string { return "unknown subcommand" }
-
-// textError carries its reply text verbatim (CONFIG and SCAN errors in
-// Redis's words).
+// textError carries its reply text verbatim, in Redis's words.
 type textError struct{ text string }
 
 func (e *textError) Error() string { return e.text }
-
-// Errors of the CLUSTER commands and of MIGRATE / RESTORE (cmd_cluster.go,
-// cmd_migrate.go), worded in sentinelReplies and appendErrorText; the
-// slot argument refusals are cluster's (cluster/args.go).
-var (
-	// errClusterDisabled: a CLUSTER command on a standalone server.
-	errClusterDisabled = errors.New("cluster support disabled")
-)
 
 // sentinelReplies are the reply texts of sentinel errors, this package's
 // and those of the packages below it, in the order they are tested with
@@ -200,17 +186,9 @@ var sentinelReplies = []struct {
 		"4) Set up an authentication password for the default user (requirepass). " +
 		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."},
 	{ErrAuthThrottled, "ERR too many failed authentication attempts from this address; try again later"},
-	{errExecAbort, "EXECABORT Transaction discarded because of previous errors."},
-	{errNestedMulti, "ERR MULTI calls can not be nested"},
-	{errExecNoMulti, "ERR EXEC without MULTI"},
-	{errDiscardNo, "ERR DISCARD without MULTI"},
-	{errWatchInMulti, "ERR WATCH inside MULTI is not allowed"},
-	{errWatch, "ERR WATCH is not supported: a transaction's writes are applied as one atomic step; use CL.THROTTLEALL or one transaction instead of check-and-set"},
-	{errNoMulti, "ERR Command not allowed inside a transaction"},
 	{errWaitInMulti, "ERR WAIT is not allowed inside MULTI: a transaction is answered at once, as one step"},
 	{errTooManyWaiting, "ERR too many requests are waiting on this server (max-waiting): retry later, or without WAIT"},
-	{errTxReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
-	{errClusterDisabled, "ERR This instance has cluster support disabled"},
+	{txqueue.ErrReadBetween, "ERR a transaction cannot read the keyspace between two writes (its writes are applied as one step): put reads before the first write or after the last"},
 	{cluster.ErrFailoverOption, "ERR FORCE and TAKEOVER are not needed: a group whose leader is down elects a new one by itself"},
 	{cluster.ErrInvalidSlot, "ERR Invalid slot"},
 	{cluster.ErrInvalidSlotOrCount, "ERR Invalid slot or number of keys"},
@@ -227,16 +205,17 @@ var sentinelReplies = []struct {
 	{cluster.ErrRestoreFreq, "ERR Invalid FREQ value, must be >= 0 and <= 255"},
 	{cluster.ErrRestoreIdle, "ERR Invalid IDLETIME value, must be >= 0"},
 
-	{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
-	{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
-	{errKillClientID, "ERR client-id should be greater than 0"},
-	{errNoSuchClient, "ERR No such client"},
-	{errInvalidClientID, "ERR Invalid client ID"},
-	{errNegative, "ERR value is out of range, must be positive"},
-	{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
-	{errNoConfigFile, "ERR The server is running without a config file"},
-	{errNoShutdown, "ERR No shutdown in progress."},
-	{errSlowlogCount, "ERR count should be greater than or equal to -1"},
+	{clientlist.ErrKillID, "ERR client-id should be greater than 0"},
+	{clientlist.ErrListID, "ERR Invalid client ID"},
+}
+
+// unknownNode returns err, made the refusal naming id when it is
+// cluster.ErrUnknownNode (Redis's reply names the id).
+func unknownNode(err error, id string) error {
+	if errors.Is(err, cluster.ErrUnknownNode) {
+		return &textError{"ERR I don't know about node " + string(clip([]byte(id)))}
+	}
+	return err
 }
 
 // slotRefusals word a *cluster.SlotError by the sentinel it wraps, in
@@ -269,20 +248,14 @@ func appendErrorText(b []byte, err error) []byte {
 	}
 	if gap := (*region.SequenceError)(nil); errors.As(err, &gap) {
 		// The sender reads the code and the number after it.
-		b = append(b, region.OutOfSequenceCode+" "...)
-		b = strconv.AppendInt(b, gap.Expected, 10)
-		b = append(b, " batch "...)
-		b = strconv.AppendInt(b, gap.Seq, 10)
-		b = append(b, " is out of sequence: its lane expects batch "...)
-		b = strconv.AppendInt(b, gap.Expected, 10)
-		return append(b, " (nothing applied; send the lane's batches again from there)"...)
+		return appendParts(b, region.OutOfSequenceCode+" ", gap.Expected, " batch ", gap.Seq,
+			" is out of sequence: its lane expects batch ", gap.Expected, " (nothing applied; send the lane's batches again from there)")
 	}
 	var (
 		remote *replication.RemoteError
 		peer   *replication.PeerError
 		arity  *arityError
 		unk    *unknownCommandError
-		sub    *unknownSubcommandError
 		text   *textError
 		perr   *protocolError
 		quorum *replication.QuorumError
@@ -290,7 +263,6 @@ func appendErrorText(b []byte, err error) []byte {
 		gone   *replication.RemovedError
 		logE   *replication.LogError
 		redir  *cluster.RedirectError
-		node   *unknownNodeError
 		slotE  *cluster.SlotError
 		busy   *cluster.MoveBusyError
 		abortB *cluster.AbortBlockedError
@@ -304,25 +276,16 @@ func appendErrorText(b []byte, err error) []byte {
 		order  *cluster.SlotOrderError
 		port   *cluster.PortError
 		nodeID *cluster.NodeIDError
-
-		refuse *argRefusal
+		cType  *clientlist.TypeError
 	)
 	switch {
 	case errors.As(err, &inFl):
 		// MIGRATE's failure (worded as such) with keys left in flight:
 		// first, as it wraps that failure.
-		b = appendErrorText(b, inFl.Err)
-		b = append(b, "; "...)
-		b = strconv.AppendInt(b, int64(inFl.Keys), 10)
-		return append(b, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back"...)
+		return appendParts(appendErrorText(b, inFl.Err), "; ", inFl.Keys, " key(s) are in flight: they answer TRYAGAIN until a MIGRATE naming them again completes the move, or CLUSTER ABORTMOVE puts them back")
 	case errors.As(err, &resend):
-		b = append(b, "ERR key "...)
-		b = appendLine(b, clip(resend.Key))
-		b = append(b, " is in flight to "...)
-		b = appendLine(b, resend.Dest)
-		b = append(b, ", a member of group "...)
-		b = appendLine(b, resend.Group)
-		return append(b, ": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot"...)
+		return appendParts(b, "ERR key ", clip(resend.Key), " is in flight to ", resend.Dest, ", a member of group ", resend.Group,
+			": MIGRATE it to a member of that group, or CLUSTER ABORTMOVE its slot")
 	case errors.As(err, &remote):
 		// A reply from another node of the cluster, already in its
 		// wording: relayed verbatim.
@@ -342,48 +305,27 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.As(err, &slotE):
 		for _, r := range slotRefusals {
 			if slotE.Err == r.err {
-				b = append(b, r.before...)
-				b = strconv.AppendInt(b, int64(slotE.Slot), 10)
-				return append(b, r.after...)
+				return appendParts(b, r.before, slotE.Slot, r.after)
 			}
 		}
 		return appendLine(append(b, "ERR "...), slotE.Error())
 	case errors.As(err, &abortB):
 		// CLUSTER ABORTMOVE's refusal (cluster.PlanAbort).
-		b = append(b, "ERR "...)
-		b = strconv.AppendInt(b, int64(abortB.Keys), 10)
-		b = append(b, " key(s) of slot "...)
-		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
-		b = append(b, " are in flight to "...)
+		b = appendParts(b, "ERR ", abortB.Keys, " key(s) of slot ", abortB.Slot, " are in flight to ")
 		if abortB.Dest == "" {
 			b = append(b, "an unknown destination"...)
 		} else {
-			b = appendLine(b, abortB.Dest)
-			b = append(b, ", a member of group "...)
-			b = appendLine(b, abortB.Group)
+			b = appendParts(b, abortB.Dest, ", a member of group ", abortB.Group)
 		}
-		b = append(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE "...)
-		b = strconv.AppendInt(b, int64(abortB.Slot), 10)
-		return append(b, " FORCE once sure it does not have them"...)
-	case errors.As(err, &node):
-		b = append(b, "ERR I don't know about node "...)
-		return appendLine(b, clip([]byte(node.id)))
+		return appendParts(b, ", which may hold them: MIGRATE them there again, or CLUSTER ABORTMOVE ", abortB.Slot,
+			" FORCE once sure it does not have them")
 	case errors.As(err, &quorum):
-		b = append(b, "ERR refusing to remove "...)
-		b = appendLine(b, quorum.ID)
-		b = append(b, ": "...)
-		b = strconv.AppendInt(b, int64(quorum.Reachable), 10)
-		b = append(b, " of the remaining "...)
-		b = strconv.AppendInt(b, int64(quorum.Remaining), 10)
-		b = append(b, " voters would be reachable, a majority needs "...)
-		return strconv.AppendInt(b, int64(quorum.Needed), 10)
+		return appendParts(b, "ERR refusing to remove ", quorum.ID, ": ", quorum.Reachable, " of the remaining ", quorum.Remaining,
+			" voters would be reachable, a majority needs ", quorum.Needed)
 	case errors.As(err, &pend):
-		b = append(b, "ERR "...)
-		b = appendLine(b, pend.ID)
-		b = append(b, " was added as a non-voter and will be promoted to voter once it catches up ("...)
+		b = appendParts(b, "ERR ", pend.ID, " was added as a non-voter and will be promoted to voter once it catches up (")
 		if pend.Reachable {
-			b = strconv.AppendUint(b, pend.Lag, 10)
-			b = append(b, " log entries behind"...)
+			b = appendParts(b, pend.Lag, " log entries behind")
 		} else {
 			b = append(b, "not reachable from the leader yet"...)
 		}
@@ -391,40 +333,26 @@ func appendErrorText(b []byte, err error) []byte {
 	case errors.As(err, &gone):
 		b = append(b, "CLUSTERDOWN this node was removed from the cluster ("...)
 		if gone.LeaderID != "" {
-			b = append(b, "leader "...)
-			b = appendLine(b, gone.LeaderID)
+			b = appendParts(b, "leader ", gone.LeaderID)
 			if gone.LeaderRespAddr != "" {
-				b = append(b, " at "...)
-				b = appendLine(b, gone.LeaderRespAddr)
+				b = appendParts(b, " at ", gone.LeaderRespAddr)
 			}
 		} else {
 			b = append(b, "leader unknown"...)
 		}
 		return append(b, "); RAFT.JOIN it again to rejoin"...)
 	case errors.As(err, &txMax):
-		b = append(b, "ERR transaction discarded: more than "...)
-		b = strconv.AppendInt(b, txMax.Limit, 10)
-		b = append(b, ' ')
-		b = append(b, txMax.Unit...)
-		b = append(b, " queued ("...)
-		b = append(b, txMax.Setting...)
-		return append(b, "); split it into smaller transactions or raise the setting"...)
+		return appendParts(b, "ERR transaction discarded: more than ", txMax.Limit, " ", txMax.Unit, " queued (", txMax.Setting,
+			"); split it into smaller transactions or raise the setting")
 	case errors.As(err, &txOut):
-		b = append(b, "ERR transaction discarded: its reply would be about "...)
-		b = strconv.AppendInt(b, txOut.Estimate, 10)
-		b = append(b, " bytes, over client-output-buffer-limit's hard limit of "...)
-		b = strconv.AppendInt(b, txOut.Hard, 10)
-		return append(b, " bytes; nothing was run: split it into smaller transactions"...)
+		return appendParts(b, "ERR transaction discarded: its reply would be about ", txOut.Estimate,
+			" bytes, over client-output-buffer-limit's hard limit of ", txOut.Hard, " bytes; nothing was run: split it into smaller transactions")
 	case errors.As(err, &logE):
 		return appendLogError(b, logE)
 	case errors.As(err, &busy):
-		b = append(b, "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running ("...)
-		b = appendLine(b, busy.Holder)
-		return append(b, "): retry once it is done"...)
+		return appendParts(b, "TRYAGAIN another MIGRATE or CLUSTER ABORTMOVE of this group is running (", busy.Holder, "): retry once it is done")
 	case errors.As(err, &arity):
-		b = append(b, "ERR wrong number of arguments for '"...)
-		b = appendLine(b, arity.name)
-		return append(b, "' command"...)
+		return appendParts(b, "ERR wrong number of arguments for '", arity.name, "' command")
 	case errors.As(err, &unk):
 		b = append(b, "ERR unknown command '"...)
 		if len(unk.args) > 0 {
@@ -435,28 +363,15 @@ func appendErrorText(b []byte, err error) []byte {
 			if len(b) > 256 {
 				break
 			}
-			b = append(b, '\'')
-			b = appendLine(b, clip(a))
-			b = append(b, "' "...)
+			b = appendParts(b, "'", clip(a), "' ")
 		}
 		return b
-	case errors.As(err, &sub):
-		b = append(b, "ERR unknown subcommand '"...)
-		b = appendLine(b, clip(sub.sub))
-		b = append(b, "'. Try "...)
-		b = appendUpper(b, sub.container)
-		return append(b, " HELP."...)
 	case errors.As(err, &target):
 		return appendLine(append(b, "ERR Target instance replied with error: "...), target.Msg)
 	case errors.As(err, &repeat):
-		b = append(b, "ERR Slot "...)
-		b = strconv.AppendInt(b, int64(repeat.Slot), 10)
-		return append(b, " specified multiple times"...)
+		return appendParts(b, "ERR Slot ", repeat.Slot, " specified multiple times")
 	case errors.As(err, &order):
-		b = append(b, "ERR start slot number "...)
-		b = strconv.AppendInt(b, int64(order.First), 10)
-		b = append(b, " is greater than end slot number "...)
-		return strconv.AppendInt(b, int64(order.Last), 10)
+		return appendParts(b, "ERR start slot number ", order.First, " is greater than end slot number ", order.Last)
 	case errors.As(err, &port):
 		if port.Bus {
 			b = append(b, "ERR Invalid bus port specified: "...)
@@ -466,11 +381,10 @@ func appendErrorText(b []byte, err error) []byte {
 		return appendLine(b, clip([]byte(port.Value)))
 	case errors.As(err, &nodeID):
 		return appendLine(append(b, "ERR Unknown node "...), nodeID.ID)
+	case errors.As(err, &cType):
+		return appendParts(b, "ERR Unknown client type '", clip([]byte(cType.Given)), "'")
 	case errors.As(err, &text):
 		return appendLine(b, text.text)
-	case errors.As(err, &refuse):
-		w := argRefusals[refuse.kind]
-		return append(appendLine(append(b, w.before...), refuse.arg), w.after...)
 	case errors.As(err, &argE):
 		// What wraps it ("limit 2: ", "limit-override 'x': ") stays in
 		// front.
@@ -498,13 +412,9 @@ func appendSettingError(b []byte, err error) (_ []byte, ok bool) {
 	)
 	switch {
 	case errors.As(err, &unknown):
-		b = append(b, "ERR Unknown option or number of arguments for CONFIG SET - '"...)
-		return append(appendLine(b, clip([]byte(unknown.Given))), '\''), true
+		return appendParts(b, "ERR Unknown option or number of arguments for CONFIG SET - '", clip([]byte(unknown.Given)), "'"), true
 	case errors.As(err, &refused):
-		b = append(b, "ERR CONFIG SET failed (possibly related to argument '"...)
-		b = appendLine(b, clip([]byte(refused.Name)))
-		b = append(b, "') - "...)
-		return appendLine(b, refused.Err.Error()), true
+		return appendParts(b, "ERR CONFIG SET failed (possibly related to argument '", clip([]byte(refused.Name)), "') - ", refused.Err.Error()), true
 	}
 	return b, false
 }
@@ -512,17 +422,12 @@ func appendSettingError(b []byte, err error) (_ []byte, ok bool) {
 // appendLogError words a refused join of a node whose raft log is not the
 // group's (replication.LogError): what its log is, and what to do.
 func appendLogError(b []byte, e *replication.LogError) []byte {
-	b = append(b, "ERR refusing "...)
-	b = appendLine(b, e.ID)
-	b = append(b, " at "...)
-	b = appendLine(b, e.Addr)
+	b = appendParts(b, "ERR refusing ", e.ID, " at ", e.Addr)
 	switch e.Reason {
 	case replication.LogOtherGroup:
-		b = append(b, ": that node has the raft log of another group (its raft_group_id is "...)
-		b = appendLine(b, e.NodeGroupID)
+		b = appendParts(b, ": that node has the raft log of another group (its raft_group_id is ", e.NodeGroupID)
 		if e.GroupID != "" {
-			b = append(b, ", this group's is "...)
-			b = appendLine(b, e.GroupID)
+			b = appendParts(b, ", this group's is ", e.GroupID)
 		} else {
 			b = append(b, ", this group has recorded none yet"...)
 		}
@@ -530,33 +435,25 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 	case replication.LogOwn:
 		b = append(b, ": that node bootstrapped a raft log of its own, which records no group id yet ("...)
 		if e.GroupID != "" {
-			b = append(b, "this group's raft_group_id is "...)
-			b = appendLine(b, e.GroupID)
+			b = appendParts(b, "this group's raft_group_id is ", e.GroupID)
 		} else {
 			b = append(b, "this group has recorded none yet"...)
 		}
 		b = append(b, "): it is another group's log"...)
 	case replication.LogNoGroupID:
-		b = append(b, ": that node's raft log has no group id past index "...)
-		b = strconv.AppendUint(b, e.Index, 10)
-		b = append(b, ", where this group's log records raft_group_id "...)
-		b = appendLine(b, e.GroupID)
+		b = appendParts(b, ": that node's raft log has no group id past index ", e.Index,
+			", where this group's log records raft_group_id ", e.GroupID)
 		b = append(b, ": it is not this group's log, or a version before group ids snapshotted it"...)
 	default:
 		b = append(b, ": that node has no raft state (a new or wiped node), and a member's vote needs the group's log"...)
 	}
 	if e.Member {
+		where := " from its own data directory (it rejoins at any address)"
 		if e.Reason == replication.LogNoGroupID {
-			b = append(b, ". Start member "...)
-			b = appendLine(b, e.ID)
-			b = append(b, " at the raft address the group lists for it (it catches up there), or RAFT.REMOVE "...)
-		} else {
-			b = append(b, ". Start member "...)
-			b = appendLine(b, e.ID)
-			b = append(b, " from its own data directory (it rejoins at any address), or RAFT.REMOVE "...)
+			where = " at the raft address the group lists for it (it catches up there)"
 		}
-		b = appendLine(b, e.ID)
-		return append(b, " first, wipe that node's data directory and RAFT.JOIN it as a new member"...)
+		return appendParts(b, ". Start member ", e.ID, where, ", or RAFT.REMOVE ", e.ID,
+			" first, wipe that node's data directory and RAFT.JOIN it as a new member")
 	}
 	return append(b, ". Wipe that node's data directory and RAFT.JOIN it again"...)
 }
@@ -565,17 +462,12 @@ func appendLogError(b []byte, e *replication.LogError) []byte {
 // as given and the range it must be in, in the argument's unit, with what
 // narrows that range when another argument does.
 func appendArgError(b []byte, e *engine.ArgError) []byte {
-	b = appendLine(b, e.Arg)
-	b = append(b, ' ')
+	b = appendParts(b, e.Arg, " ")
 	if errors.Is(e.Err, engine.ErrInvalidDuration) {
 		b = strconv.AppendQuote(b, string(clip([]byte(e.Value)))) // shows a stray space
-		b = append(b, " is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from "...)
-		b = appendArgRange(b, e)
-		return b
+		return appendArgRange(append(b, " is not a duration: expected an integer number of seconds, or an integer with a unit ms, s, m, h or d, from "...), e)
 	}
-	b = appendLine(b, clip([]byte(e.Value)))
-	b = append(b, " is out of range: must be "...)
-	b = appendArgRange(b, e)
+	b = appendArgRange(appendParts(b, clip([]byte(e.Value)), " is out of range: must be "), e)
 	switch e.Bound {
 	case engine.BoundPerNanosecond:
 		b = append(b, " for this period (period / count_per_period must be at least 1 ns)"...)
@@ -590,9 +482,7 @@ func appendArgError(b []byte, e *engine.ArgError) []byte {
 // appendArgRange writes e's range: "1..1099511627776", "1..316224000
 // seconds", "1ms..3660d".
 func appendArgRange(b []byte, e *engine.ArgError) []byte {
-	b = append(b, engine.FormatValue(e.Min, e.Unit)...)
-	b = append(b, ".."...)
-	b = append(b, engine.FormatValue(e.Max, e.Unit)...)
+	b = appendParts(b, engine.FormatValue(e.Min, e.Unit), "..", engine.FormatValue(e.Max, e.Unit))
 	if e.Unit == engine.UnitSeconds {
 		b = append(b, " seconds"...)
 	}
@@ -620,13 +510,24 @@ func clip(b []byte) []byte {
 	return b
 }
 
-func appendUpper(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
+// appendParts appends parts in turn: a string or []byte as appendLine
+// does, an integer in decimal. Any other type is a programming error.
+func appendParts(b []byte, parts ...any) []byte {
+	for _, p := range parts {
+		switch v := p.(type) {
+		case string:
+			b = appendLine(b, v)
+		case []byte:
+			b = appendLine(b, v)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		default:
+			panic("resp: appendParts of a " + reflect.TypeOf(p).String())
 		}
-		b = append(b, c)
 	}
 	return b
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cellserver/cellserver/cluster"
+	"github.com/cellserver/cellserver/internal/clientlist"
 	"github.com/cellserver/cellserver/replication"
 	"github.com/cellserver/cellserver/shards"
 )
@@ -64,19 +65,19 @@ func TestErrorWording(t *testing.T) {
 		// The server and connection commands' refusals (errors.go's block).
 		{errProtoVersion, "ERR Protocol version is not an integer or out of range"},
 		{errClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
-		{errKillClientID, "ERR client-id should be greater than 0"},
+		{clientlist.ErrKillID, "ERR client-id should be greater than 0"},
 		{errNoSuchClient, "ERR No such client"},
-		{errInvalidClientID, "ERR Invalid client ID"},
+		{clientlist.ErrListID, "ERR Invalid client ID"},
 		{errNegative, "ERR value is out of range, must be positive"},
 		{errHotkeysOff, "ERR hotkeys-capacity is 0: access frequency not tracked"},
 		{errNoConfigFile, "ERR The server is running without a config file"},
 		{errSlowlogCount, "ERR count should be greater than or equal to -1"},
-		{&argRefusal{refuseHelloOption, "foo"}, "ERR Syntax error in HELLO option 'foo'"},
-		{&argRefusal{refuseClientOption, "lib"}, "ERR Unrecognized option 'lib'"},
-		{&argRefusal{refuseClientInfo, "lib-name"}, "ERR lib-name cannot contain spaces, newlines or special characters."},
-		{&argRefusal{refuseClientType, "x"}, "ERR Unknown client type 'x'"},
-		{&argRefusal{refuseTypeName, "x"}, "ERR unknown type name 'x'"},
-		{&argRefusal{refuseConfigRewrite, "open cellserver.conf: permission denied"}, "ERR Rewriting config file: open cellserver.conf: permission denied"},
+		{refusal(refuseHelloOption, "foo"), "ERR Syntax error in HELLO option 'foo'"},
+		{refusal(refuseClientOption, "lib"), "ERR Unrecognized option 'lib'"},
+		{refusal(refuseClientInfo, "lib-name"), "ERR lib-name cannot contain spaces, newlines or special characters."},
+		{&clientlist.TypeError{Given: "x"}, "ERR Unknown client type 'x'"},
+		{refusal(refuseTypeName, "x"), "ERR unknown type name 'x'"},
+		{refusal(refuseConfigRewrite, "open cellserver.conf: permission denied"), "ERR Rewriting config file: open cellserver.conf: permission denied"},
 		// Anything else: ERR and the text.
 		{errors.New("bad rate"), "ERR bad rate"},
 	}

@@ -57,22 +57,22 @@ func bindings() map[string]binding {
 		"cluster|abortmove":       {Handler: clusterHandler(clusterAbortmoveCmd)},
 		"cluster|addslots":        slotsBinding(cluster.SlotAdd, false),
 		"cluster|addslotsrange":   slotsBinding(cluster.SlotAdd, true),
-		"cluster|bumpepoch":       {Handler: clusterHandler(clusterBumpepochCmd)},
+		"cluster|bumpepoch":       {Handler: clusterView(clusterBumpepochView)},
 		"cluster|countkeysinslot": {Handler: clusterHandler(clusterCountkeysinslotCmd)},
 		"cluster|delslots":        slotsBinding(cluster.SlotDel, false),
 		"cluster|delslotsrange":   slotsBinding(cluster.SlotDel, true),
 		"cluster|failover":        {Handler: clusterHandler(clusterFailoverCmd)},
 		"cluster|getkeysinslot":   {Handler: clusterHandler(clusterGetkeysinslotCmd)},
-		"cluster|info":            {Handler: clusterHandler(clusterInfoCmd)},
+		"cluster|info":            {Handler: clusterView(clusterInfoView)},
 		"cluster|keyslot":         {Handler: clusterHandler(clusterKeyslotCmd)},
 		"cluster|meet":            {Handler: clusterHandler(clusterMeetCmd)},
-		"cluster|myid":            {Handler: clusterHandler(clusterMyidCmd)},
-		"cluster|nodes":           {Handler: clusterHandler(clusterNodesCmd)},
+		"cluster|myid":            {Handler: clusterView(clusterMyidView)},
+		"cluster|nodes":           {Handler: clusterView(clusterNodesView)},
 		"cluster|replicas":        {Handler: clusterHandler(clusterReplicasCmd)},
 		"cluster|setslot":         {Handler: clusterHandler(clusterSetslotCmd), slotChange: parseSetSlot},
-		"cluster|shards":          {Handler: clusterHandler(clusterShardsCmd)},
+		"cluster|shards":          {Handler: clusterView((*cluster.Routing).ShardsReply)},
 		"cluster|slaves":          {Handler: clusterHandler(clusterReplicasCmd)},
-		"cluster|slots":           {Handler: clusterHandler(clusterSlotsCmd)},
+		"cluster|slots":           {Handler: clusterView((*cluster.Routing).SlotsReply)},
 		"command":                 {Handler: commandHandler},
 		"command|count":           {Handler: commandCountHandler},
 		"command|docs":            {Handler: commandDocsHandler},
@@ -112,9 +112,9 @@ func bindings() map[string]binding {
 		"raft.remove":             {Handler: raftRemoveHandler},
 		"readonly":                {Handler: readonlyHandler},
 		"readwrite":               {Handler: readonlyHandler},
-		"region.apply":            {Handler: regionApplyHandler},
-		"region.exec":             {Handler: regionExecHandler, MovableKeys: region.ExecKeys},
-		"region|status":           {Handler: regionStatusHandler},
+		"region.apply":            {Handler: gateHandler(regionApplyHandler)},
+		"region.exec":             {Handler: gateHandler(regionExecHandler), MovableKeys: region.ExecKeys},
+		"region|status":           {Handler: gateHandler(regionStatusHandler)},
 		"restore":                 {Prepare: restorePrepare, Finish: restoreFinish},
 		"role":                    {Handler: roleHandler},
 		"save":                    {Handler: saveHandler},
@@ -141,7 +141,7 @@ func commands(register string) []*Command {
 	b := bindings()
 	var out []*Command
 	for _, cmd := range commandMeta() {
-		if cmd.register != register {
+		if cmd.Register != register {
 			continue
 		}
 		bind(cmd, cmd.Name, b)
@@ -157,4 +157,13 @@ func bind(cmd *Command, full string, b map[string]binding) {
 	h := b[full]
 	cmd.Handler, cmd.Prepare, cmd.Finish = h.Handler, h.Prepare, h.Finish
 	cmd.MovableKeys, cmd.slotChange = h.MovableKeys, h.slotChange
+}
+
+// okOr answers OK when err is nil, and returns err (which the dispatcher
+// answers otherwise): the tail of a handler whose last step may fail.
+func okOr(c *Conn, err error) error {
+	if err == nil {
+		c.WriteOK()
+	}
+	return err
 }

@@ -27,8 +27,8 @@ func TestBindingsMatchMetadata(t *testing.T) {
 			t.Errorf("%s: bound to neither a Handler nor both Prepare and Finish", full)
 		case h.Handler != nil && h.Prepare != nil:
 			t.Errorf("%s: bound to both a Handler and a batch writer", full)
-		case cmd.movable != (h.MovableKeys != nil):
-			t.Errorf("%s: movable_keys is %v in its metadata, but MovableKeys is bound: %v", full, cmd.movable, h.MovableKeys != nil)
+		case cmd.Command.MovableKeys != (h.MovableKeys != nil):
+			t.Errorf("%s: movable_keys is %v in its metadata, but MovableKeys is bound: %v", full, cmd.Command.MovableKeys, h.MovableKeys != nil)
 		}
 	}
 	for _, cmd := range commandMeta() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/hotkeys"
+	"github.com/cellserver/cellserver/internal/reply"
 	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
@@ -97,15 +98,11 @@ func limiterTop(c *Conn, args [][]byte) error {
 			return engine.ErrSyntax
 		}
 	}
-	top := topKeys(c.srv.table, sk, int(n))
-	c.WriteArray(len(top))
-	for _, k := range top {
-		c.WriteArray(4)
-		c.WriteBulkString(k.Key)
-		c.WriteBulkString(k.Command)
-		c.WriteInt(int64(k.Count))
-		c.WriteInt(int64(k.Err))
+	out := reply.Array()
+	for _, k := range topKeys(c.srv.table, sk, int(n)) {
+		out.Elems = append(out.Elems, reply.Array(reply.Bulk(k.Key), reply.Bulk(k.Command), reply.Int(k.Count), reply.Int(k.Err)))
 	}
+	c.WriteNode(out)
 	return nil
 }
 

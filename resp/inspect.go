@@ -3,6 +3,7 @@ package resp
 import (
 	"github.com/cellserver/cellserver/decide"
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/reply"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -50,59 +51,41 @@ func inspectHandler(c *Conn, args [][]byte) error {
 		return nil
 	}
 	in := shards.Describe(st, p, known, now)
-	fields := in.Fields()
-	n := 4 + len(fields)
-	if in.Leases != nil {
-		n++
-	}
-	if len(in.Waiting) > 0 {
-		n++
-	}
-	c.WriteMap(n)
-	c.WriteBulkString("algorithm")
-	c.WriteBulkString(in.Kind.String())
-	c.WriteBulkString("params")
+	params := "unknown"
 	if in.Known {
-		c.WriteBulkString("known")
-	} else {
-		c.WriteBulkString("unknown")
+		params = "known"
 	}
-	for _, f := range fields {
-		c.WriteBulkString(f.Name)
-		if f.Unknown {
-			c.WriteNull()
-		} else {
-			c.WriteInt(f.Value)
-		}
+	m := reply.Map(reply.Bulk("algorithm"), reply.Bulk(in.Kind.String()), reply.Bulk("params"), reply.Bulk(params))
+	for _, f := range in.Fields() {
+		m.Elems = append(m.Elems, reply.Bulk(f.Name), orNull(!f.Unknown, reply.Int(f.Value)))
 	}
-	m := c.srv.cfg.Policy.Lookup(args[1])
-	c.WriteBulkString("override")
-	if m.Override != nil {
-		c.WriteBulkString(m.Override.String())
-	} else {
-		c.WriteNull()
+	pol := c.srv.cfg.Policy.Lookup(args[1])
+	override := reply.Null()
+	if pol.Override != nil {
+		override = reply.Bulk(pol.Override.String())
 	}
-	c.WriteBulkString("shadow")
-	if m.ShadowOK {
-		c.WriteBulkString(m.Shadow)
-	} else {
-		c.WriteNull()
-	}
-	list := func(name string, ls []engine.Lease) {
-		c.WriteBulkString(name)
-		c.WriteArray(len(ls))
+	m.Elems = append(m.Elems, reply.Bulk("override"), override, reply.Bulk("shadow"), orNull(pol.ShadowOK, reply.Bulk(pol.Shadow)))
+	list := func(ls []engine.Lease) reply.Node {
+		a := reply.Array()
 		for _, l := range ls {
-			c.WriteArray(3)
-			c.WriteBulkString(l.ID)
-			c.WriteInt(l.Units)
-			c.WriteInt(engine.CeilMillis(l.ExpireAt - now))
+			a.Elems = append(a.Elems, reply.Array(reply.Bulk(l.ID), reply.Int(l.Units), reply.Int(engine.CeilMillis(l.ExpireAt-now))))
 		}
+		return a
 	}
 	if in.Leases != nil {
-		list("leases", in.Leases)
+		m.Elems = append(m.Elems, reply.Bulk("leases"), list(in.Leases))
 	}
 	if len(in.Waiting) > 0 {
-		list("waiting", in.Waiting)
+		m.Elems = append(m.Elems, reply.Bulk("waiting"), list(in.Waiting))
 	}
+	c.WriteNode(m)
 	return nil
+}
+
+// orNull is n when ok, else the null reply.
+func orNull(ok bool, n reply.Node) reply.Node {
+	if ok {
+		return n
+	}
+	return reply.Null()
 }

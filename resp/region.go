@@ -15,11 +15,18 @@ func RegisterRegions(s *Server, g *region.Gate) {
 	}
 }
 
-func regionExecHandler(c *Conn, args [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
+// gateHandler wraps a region command's handler: it gets the server's
+// gate, or answers region.ErrNotConfigured without one.
+func gateHandler(h func(c *Conn, g *region.Gate, args [][]byte) error) func(c *Conn, args [][]byte) error {
+	return func(c *Conn, args [][]byte) error {
+		if g := c.srv.gate; g != nil {
+			return h(c, g, args)
+		}
 		return region.ErrNotConfigured
 	}
+}
+
+func regionExecHandler(c *Conn, g *region.Gate, args [][]byte) error {
 	call, err := region.DecodeExec(args[1:], c.srv.cfg.Parse.MaxLogLimit)
 	if err != nil {
 		g.RefusedBatch(err)
@@ -38,31 +45,11 @@ func regionExecHandler(c *Conn, args [][]byte) error {
 	if res.Err != nil {
 		return res.Err
 	}
-	c.WriteArray(len(res.Results))
-	var f []int64
-	for i := range res.Results {
-		f = region.EncodeResult(f[:0], &res.Results[i])
-		lease := res.Results[i].Lease
-		if lease != "" {
-			c.WriteArray(len(f) + 1) // CC.ACQUIRE's lease id, last
-		} else {
-			c.WriteArray(len(f))
-		}
-		for _, v := range f {
-			c.WriteInt(v)
-		}
-		if lease != "" {
-			c.WriteBulkString(lease)
-		}
-	}
+	c.WriteNode(region.ExecReply(res.Results))
 	return nil
 }
 
-func regionApplyHandler(c *Conn, args [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
-		return region.ErrNotConfigured
-	}
+func regionApplyHandler(c *Conn, g *region.Gate, args [][]byte) error {
 	call, err := region.DecodeApply(args[1:], c.srv.cfg.Parse.MaxLogLimit)
 	if err != nil {
 		g.RefusedBatch(err)
@@ -81,11 +68,7 @@ func regionApplyHandler(c *Conn, args [][]byte) error {
 	return nil
 }
 
-func regionStatusHandler(c *Conn, _ [][]byte) error {
-	g := c.srv.gate
-	if g == nil {
-		return region.ErrNotConfigured
-	}
+func regionStatusHandler(c *Conn, g *region.Gate, _ [][]byte) error {
 	st := g.Status()
 	writeFieldMap(c, st.Fields())
 	return nil

@@ -13,24 +13,12 @@ import (
 // unsharded groups pay one nil check per command. See DESIGN.md.
 
 // commandKeys appends to dst the keys of a call of cmd: by its
-// MovableKeys when it has one, otherwise by its key positions (FirstKey,
-// LastKey, KeyStep).
+// MovableKeys when it has one, otherwise by its key positions.
 func commandKeys(dst [][]byte, cmd *Command, args [][]byte) [][]byte {
 	if cmd.MovableKeys != nil {
 		return cmd.MovableKeys(dst, args)
 	}
-	if cmd.FirstKey <= 0 {
-		return dst
-	}
-	last := cmd.LastKey
-	if last < 0 {
-		last += len(args)
-	}
-	step := max(cmd.KeyStep, 1)
-	for i := cmd.FirstKey; i <= last && i < len(args); i += step {
-		dst = append(dst, args[i])
-	}
-	return dst
+	return cmd.Command.Keys(dst, args)
 }
 
 // check runs cluster.Check on q under r, reading this node's keyspace at

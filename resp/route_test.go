@@ -237,7 +237,7 @@ func TestClusterErrorTexts(t *testing.T) {
 		{&cluster.SlotError{Slot: 9, Err: cluster.ErrSlotNotOwned}, "ERR I'm not the owner of hash slot 9"},
 		{&cluster.SlotError{Slot: 9, Err: cluster.ErrSlotOwned}, "ERR I'm already the owner of hash slot 9"},
 		{&cluster.SlotError{Slot: 12, Err: cluster.ErrSlotHasKeys}, "ERR Can't assign hashslot 12 to a different node while I still hold keys for this hash slot."},
-		{&unknownNodeError{"abc"}, "ERR I don't know about node abc"},
+		{unknownNode(cluster.ErrUnknownNode, "abc"), "ERR I don't know about node abc"},
 		{cluster.ErrGroupUnknown, "ERR another group has not answered lately, so its slots are unknown: retry in a moment"},
 		{replication.ErrOwnGroup, "ERR that node belongs to this group: CLUSTER MEET introduces another group"},
 		{replication.ErrOtherGroup, "ERR that node belongs to another group (its --group differs from this node's); a group only joins nodes of its own name"},

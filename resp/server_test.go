@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cellserver/cellserver/decide"
+	"github.com/cellserver/cellserver/internal/cmdmeta"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -242,10 +243,10 @@ func TestRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPanic("duplicate PING", func() {
-		srv.Handle(&Command{Name: "PING", Arity: 1, Summary: "dup", Handler: func(*Conn, [][]byte) error { return nil }})
+		srv.Handle(&Command{Command: cmdmeta.Command{Name: "PING", Arity: 1, Summary: "dup"}, Handler: func(*Conn, [][]byte) error { return nil }})
 	})
 
-	srv.Handle(&Command{Name: "x.hello", Arity: 2, Flags: FlagFast, Summary: "greets", Group: "server",
+	srv.Handle(&Command{Command: cmdmeta.Command{Name: "x.hello", Arity: 2, Summary: "greets", Group: "server"}, Flags: FlagFast,
 		Handler: func(c *Conn, args [][]byte) error { c.WriteBulkString("hello " + string(args[1])); return nil }})
 	ts := serveTest(t, srv, store, clock)
 	rc := ts.raw(t)
@@ -254,7 +255,7 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("extra command reply header %q", l)
 	}
 	mustPanic("Handle after Serve", func() {
-		ts.srv.Handle(&Command{Name: "late", Arity: 1, Summary: "late", Handler: func(*Conn, [][]byte) error { return nil }})
+		ts.srv.Handle(&Command{Command: cmdmeta.Command{Name: "late", Arity: 1, Summary: "late"}, Handler: func(*Conn, [][]byte) error { return nil }})
 	})
 }
 

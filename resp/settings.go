@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/cellserver/cellserver/engine"
 	"github.com/cellserver/cellserver/internal/clientmem"
@@ -28,7 +27,6 @@ var fallbackSettings = map[string]bool{"save": true, "appendonly": true, "dir": 
 
 func (s *Server) initSettings() error {
 	host, port, _ := net.SplitHostPort(s.cfg.Addr)
-	sec := int64(time.Second)
 	builtin := []Setting{
 		setting.LiveFixed("bind", host),
 		// The configured port, as Redis reports it: 0 means no plaintext
@@ -47,10 +45,7 @@ func (s *Server) initSettings() error {
 			s.maxClients.Store(n)
 			return nil
 		}),
-		setting.LiveInt("timeout", func() int64 { return s.timeout.Load() / sec }, func(n int64) error {
-			s.timeout.Store(n * sec)
-			return nil
-		}),
+		setting.LiveSeconds("timeout", &s.timeout),
 		s.logLevelSetting(),
 		setting.LiveVar("proto-max-bulk-len", &s.maxBulk),
 		setting.LiveVar("client-query-buffer-limit", &s.queryLimit),
@@ -68,10 +63,7 @@ func (s *Server) initSettings() error {
 			return nil
 		}},
 		setting.LiveVar("max-waiting", &s.waits.maxWaiting),
-		setting.LiveInt("client-query-timeout", func() int64 { return s.queryTime.Load() / sec }, func(n int64) error {
-			s.queryTime.Store(n * sec)
-			return nil
-		}),
+		setting.LiveSeconds("client-query-timeout", &s.queryTime),
 		setting.LiveInt("slowlog-log-slower-than", s.slowlog.SlowerThan, func(n int64) error { s.slowlog.SetSlowerThan(n); return nil }),
 		setting.LiveInt("slowlog-max-len", s.slowlog.MaxLen, func(n int64) error { s.slowlog.SetMaxLen(n); return nil }),
 		setting.LiveInt("maxmemory", s.mem.Limit, func(n int64) error {
@@ -81,7 +73,7 @@ func (s *Server) initSettings() error {
 		}),
 		setting.LiveFunc("maxmemory-clients", func() string { return s.cmem.Setting().String() }, clientmem.ParseLimit,
 			func(l clientmem.Limit) { s.cmem.SetLimit(l, s.mem.Limit()) }),
-		setting.LiveFunc("maxmemory-policy", func() string { return s.mem.Policy().String() }, parseMemoryPolicyWord,
+		setting.LiveFunc("maxmemory-policy", func() string { return s.mem.Policy().String() }, setting.Words("maxmemory-policy", maxmemory.ParsePolicy),
 			s.mem.SetPolicy),
 		setting.LiveFunc("client-output-buffer-limit", func() string { return s.outLimits.Load().String() },
 			func(v string) (outlimit.Limits, error) { return outlimit.Parse(v, *s.outLimits.Load()) },
@@ -111,28 +103,8 @@ func (s *Server) logLevelSetting() Setting {
 	if lv == nil {
 		return setting.LiveFixed("loglevel", "notice")
 	}
-	return Setting{Name: "loglevel", Get: func() string { return setting.LogLevelName(lv.Level()) }, Set: func(v string) error {
-		w, err := setting.Must("loglevel").ParseWord(v)
-		if err != nil {
-			return err
-		}
-		l, err := setting.ParseLogLevel(w)
-		if err != nil {
-			return err
-		}
-		lv.Set(l)
-		return nil
-	}}
-}
-
-// parseMemoryPolicyWord reads maxmemory-policy's value: one of the
-// table's words, then the policy it names.
-func parseMemoryPolicyWord(v string) (maxmemory.Policy, error) {
-	w, err := setting.Must("maxmemory-policy").ParseWord(v)
-	if err != nil {
-		return 0, err
-	}
-	return maxmemory.ParsePolicy(w)
+	return setting.LiveFunc("loglevel", func() string { return setting.LogLevelName(lv.Level()) },
+		setting.Words("loglevel", setting.ParseLogLevel), lv.Set)
 }
 
 func configGetHandler(c *Conn, args [][]byte) error {
@@ -158,13 +130,9 @@ func configSetHandler(c *Conn, args [][]byte) error {
 		names = append(names, string(args[i]))
 		values = append(values, string(args[i+1]))
 	}
-	if err := c.srv.settings.Set(names, values, func(name string, err error) {
+	return okOr(c, c.srv.settings.Set(names, values, func(name string, err error) {
 		c.srv.log.Error("CONFIG SET: restoring a setting failed", "setting", name, "err", err)
-	}); err != nil {
-		return err
-	}
-	c.WriteOK()
-	return nil
+	}))
 }
 
 // configRewriteHandler writes the live settings into the configuration
@@ -176,7 +144,7 @@ func configRewriteHandler(c *Conn, _ [][]byte) error {
 	}
 	if err := s.settings.Rewrite(s.cfg.RewriteConfig); err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "file", s.cfg.ConfigFile, "err", err)
-		return &argRefusal{refuseConfigRewrite, err.Error()}
+		return refusal(refuseConfigRewrite, err.Error())
 	}
 	s.log.Info("CONFIG REWRITE executed with success", "file", s.cfg.ConfigFile)
 	c.WriteOK()

@@ -49,31 +49,29 @@ func (st *serverStats) absorb(c *Conn) {
 // table.all: closed connections plus live ones.
 func (s *Server) commandStats() []serverstats.Counts {
 	out := make([]serverstats.Counts, len(s.table.all))
+	eachCounters(s, func(i int, c *serverstats.Counters) { c.AddTo(&out[i]) })
+	return out
+}
+
+// eachCounters calls fn with every command's counters, by command index:
+// the closed connections' totals, then each live connection's (under the
+// server's lock).
+func eachCounters(s *Server, fn func(i int, c *serverstats.Counters)) {
 	for i := range s.stats.closed {
-		s.stats.closed[i].AddTo(&out[i])
+		fn(i, &s.stats.closed[i])
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for c := range s.conns {
 		for i := range c.acct.stats {
-			c.acct.stats[i].AddTo(&out[i])
+			fn(i, &c.acct.stats[i])
 		}
 	}
-	s.mu.Unlock()
-	return out
 }
 
 // resetStats is CONFIG RESETSTAT.
 func (s *Server) resetStats() {
-	for i := range s.stats.closed {
-		s.stats.closed[i].Reset()
-	}
-	s.mu.Lock()
-	for c := range s.conns {
-		for i := range c.acct.stats {
-			c.acct.stats[i].Reset()
-		}
-	}
-	s.mu.Unlock()
+	eachCounters(s, func(_ int, c *serverstats.Counters) { c.Reset() })
 	s.stats.connections.Store(0)
 	s.stats.rejectedConns.Store(0)
 	s.stats.errors.Store(0)

@@ -2,7 +2,8 @@ package resp
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -11,56 +12,21 @@ import (
 	"github.com/cellserver/cellserver/shards"
 )
 
-// Flag tags a command, as the flags of Redis's COMMAND INFO do.
+// Flag tags a command, as the flags of Redis's COMMAND INFO do; the
+// constants (FlagWrite, FlagReadonly, ...) are generated from
+// internal/cmdmeta.Flags into commands_gen.go.
 type Flag uint16
-
-// Command flags.
-const (
-	// FlagWrite marks a command that changes the keyspace.
-	FlagWrite Flag = 1 << iota
-	// FlagReadonly marks a command that reads the keyspace only.
-	FlagReadonly
-	// FlagFast marks a command that runs in O(1) or O(log N).
-	FlagFast
-	// FlagAdmin marks an administrative command.
-	FlagAdmin
-	// FlagNoAuth marks a command allowed before authentication.
-	FlagNoAuth
-	// FlagLoading marks a command allowed while the dataset loads.
-	FlagLoading
-	// FlagStale marks a command allowed on a replica that is not in sync.
-	FlagStale
-	// FlagDenyOOM marks a command refused when memory is exhausted.
-	FlagDenyOOM
-	// FlagNoScript marks a command not allowed in scripts.
-	FlagNoScript
-	// FlagNoMulti marks a command refused inside a transaction (MULTI).
-	FlagNoMulti
-)
-
-var flagNames = []struct {
-	f    Flag
-	name string
-}{
-	{FlagWrite, "write"}, {FlagReadonly, "readonly"}, {FlagDenyOOM, "denyoom"},
-	{FlagAdmin, "admin"}, {FlagNoScript, "noscript"}, {FlagLoading, "loading"},
-	{FlagStale, "stale"}, {FlagFast, "fast"}, {FlagNoAuth, "no_auth"},
-	{FlagNoMulti, "no_multi"},
-}
 
 // names returns the Redis names of the flags set in f, in Redis's order.
 func (f Flag) names() []string {
 	var out []string
-	for _, n := range flagNames {
-		if f&n.f != 0 {
-			out = append(out, n.name)
+	for i, name := range flagNames {
+		if f&(1<<i) != 0 {
+			out = append(out, name)
 		}
 	}
 	return out
 }
-
-// Arg documents one argument, in the shape of Redis 7's COMMAND DOCS.
-type Arg = cmdmeta.Arg
 
 // Command is one entry of the command table. The dispatcher checks arity,
 // authentication and subcommands before calling the handler, so handlers
@@ -68,56 +34,17 @@ type Arg = cmdmeta.Arg
 // from resp/commands/*.json (commands_gen.go) and their code from
 // bindings() (handlers.go); Server.Handle takes a whole entry.
 type Command struct {
-	// Name is the command name in lower case ("cl.throttle"; for a
-	// subcommand, its own word: "setname").
-	Name string
-	// Arity counts the arguments including the name, as Redis does: N means
-	// exactly N, -N at least N. For a subcommand it includes both words.
-	Arity int
-	// MaxArgs, when positive, is the largest argument count accepted (with
-	// a negative Arity); more answers the arity error.
-	MaxArgs int
+	// Command is the metadata, as cmdmeta documents its fields, except
+	// its Flags and Subcommands: the fields of those names below hold
+	// them. Its MovableKeys is set exactly when the MovableKeys below is
+	// bound.
+	cmdmeta.Command
 	// Flags tag the command (FlagWrite, FlagReadonly, ...).
 	Flags Flag
-	// FirstKey, LastKey and KeyStep give the key positions as COMMAND INFO
-	// reports them (LastKey -1: up to the last argument; 0: no keys).
-	FirstKey, LastKey, KeyStep int
-	// MovableKeys, when set, finds a call's keys instead of the positions
-	// above (Redis's movablekeys: MIGRATE's keys after KEYS), appending
-	// them to dst. The cluster routing check uses it.
+	// MovableKeys, when set, finds a call's keys instead of the key
+	// positions (Redis's movablekeys: MIGRATE's keys after KEYS),
+	// appending them to dst. The cluster routing check uses it.
 	MovableKeys func(dst, args [][]byte) [][]byte
-	// movable is the metadata's movable_keys: MovableKeys must be bound
-	// exactly when it is set.
-	movable bool
-	// Waits marks a limiter command that takes a trailing WAIT duration
-	// (wait.go): a run of pipelined writes ends after it, and MULTI
-	// refuses it.
-	Waits bool
-	// OpenSlot lets the command run on a node whose group is migrating or
-	// importing its keys' slot, whoever owns it (MIGRATE, as in Redis
-	// Cluster: keys move freely between the two groups of an open slot).
-	OpenSlot bool
-	// register is the command set (registerBuiltin, registerRaft,
-	// registerRegion) its JSON file puts it in.
-	register string
-	// Group is the COMMAND DOCS group ("ratelimit", "generic", "server",
-	// "connection").
-	Group string
-	// Since is the cellserver version that introduced the command.
-	Since string
-	// Summary is a one-line description.
-	Summary string
-	// Complexity is the time complexity, as in Redis's documentation.
-	Complexity string
-	// Args document the arguments after the name (after both words for a
-	// subcommand); the syntax line is generated from them.
-	Args []Arg
-	// Reply describes the reply, and Errors the error replies beyond the
-	// generic ones, for docs/commands.md (Markdown).
-	Reply  string
-	Errors []string
-	// Notes are further paragraphs for docs/commands.md (Markdown).
-	Notes []string
 
 	// Handler runs the command and appends its reply. A non-nil error is
 	// answered as the reply instead (and counted as a failed call); the
@@ -150,7 +77,7 @@ type Command struct {
 
 // Syntax returns the command's syntax line generated from its Args, e.g.
 // "CL.THROTTLE key max_burst count_per_period period [quantity]".
-func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Args) }
+func (cmd *Command) Syntax() string { return cmdmeta.Syntax(cmd.fullName, cmd.Arguments) }
 
 // table is the command table: one entry per name; registering a name twice
 // panics (a programming error, found by the first test that builds a server).
@@ -168,32 +95,31 @@ func (t *table) add(cmd *Command) {
 	if t.sealed.Load() {
 		panic("resp: command " + cmd.Name + " registered after the server started")
 	}
-	name := strings.ToLower(cmd.Name)
-	if _, dup := t.byName[name]; dup {
-		panic("resp: command " + name + " registered twice")
-	}
-	t.check(cmd, "")
-	cmd.Name = name
-	cmd.fullName = name
-	t.byName[name] = cmd
-	cmd.index = len(t.all)
-	t.all = append(t.all, cmd)
+	t.enter(t.byName, cmd, "")
 	if len(cmd.Subcommands) > 0 {
 		cmd.Subcommands = append(cmd.Subcommands, helpSubcommand(cmd))
 		cmd.subs = make(map[string]*Command, len(cmd.Subcommands))
 		for _, sub := range cmd.Subcommands {
-			sn := strings.ToLower(sub.Name)
-			if _, dup := cmd.subs[sn]; dup {
-				panic("resp: subcommand " + name + "|" + sn + " registered twice")
-			}
-			t.check(sub, name)
-			sub.Name = sn
-			sub.fullName = name + "|" + sn
-			sub.index = len(t.all)
-			t.all = append(t.all, sub)
-			cmd.subs[sn] = sub
+			t.enter(cmd.subs, sub, cmd.Name)
 		}
 	}
+}
+
+// enter checks cmd and registers it in m, by its name in lower case, and
+// in all; container is the command it is a subcommand of ("" for none).
+func (t *table) enter(m map[string]*Command, cmd *Command, container string) {
+	name := strings.ToLower(cmd.Name)
+	full := name
+	if container != "" {
+		full = container + "|" + name
+	}
+	if _, dup := m[name]; dup {
+		panic("resp: command " + full + " registered twice")
+	}
+	t.check(cmd, container)
+	cmd.Name, cmd.fullName, cmd.index = name, full, len(t.all)
+	t.all = append(t.all, cmd)
+	m[name] = cmd
 }
 
 func (t *table) check(cmd *Command, container string) {
@@ -214,19 +140,14 @@ func (t *table) check(cmd *Command, container string) {
 		panic("resp: subcommand " + full + " has subcommands")
 	case cmd.Summary == "":
 		panic("resp: command " + full + " has no summary")
-	case cmd.movable != (cmd.MovableKeys != nil):
+	case cmd.Command.MovableKeys != (cmd.MovableKeys != nil):
 		panic("resp: command " + full + ": movable_keys in its metadata and a bound MovableKeys go together")
 	}
 }
 
 // sorted returns the top-level commands by name.
 func (t *table) sorted() []*Command {
-	out := make([]*Command, 0, len(t.byName))
-	for _, c := range t.byName {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.SortedFunc(maps.Values(t.byName), func(a, b *Command) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // lookup finds the command named b in any letter case, without allocating.
@@ -269,7 +190,7 @@ func resolveFrom(cmd *Command, args [][]byte) (*Command, error) {
 		}
 		sub := lookupFold(cmd.subs, args[1])
 		if sub == nil {
-			return cmd, &unknownSubcommandError{sub: args[1], container: cmd.Name}
+			return cmd, unknownSubcommand(args[1], cmd.Name)
 		}
 		cmd = sub
 	}
@@ -305,9 +226,10 @@ func (f Flag) String() string { return fmt.Sprint(f.names()) }
 // and summaries, as Redis's "<CMD> HELP" lists them.
 func helpSubcommand(container *Command) *Command {
 	return &Command{
-		Name: "help", Arity: 2, Flags: FlagLoading | FlagStale, Group: container.Group, Since: container.Since,
-		Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
-		Reply: "Array of simple strings.",
+		Command: cmdmeta.Command{Name: "help", Arity: 2, Group: container.Group, Since: container.Since,
+			Summary: "Lists the subcommands of " + strings.ToUpper(container.Name) + ".", Complexity: "O(1)",
+			Reply: "Array of simple strings."},
+		Flags: FlagLoading | FlagStale,
 		Handler: func(c *Conn, _ [][]byte) error {
 			m := container.meta()
 			lines := cmdmeta.Help(&m)

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"time"
 
 	"github.com/cellserver/cellserver/cluster"
@@ -11,19 +10,6 @@ import (
 // Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. See DESIGN.md
 // ("Transactions") for how a transaction's writes are made atomic and where
 // its reads see them.
-
-// Errors of transactions, worded in appendErrorText.
-var (
-	errNestedMulti  = errors.New("MULTI calls can not be nested")
-	errExecNoMulti  = errors.New("EXEC without MULTI")
-	errDiscardNo    = errors.New("DISCARD without MULTI")
-	errExecAbort    = errors.New("transaction discarded because of previous errors")
-	errWatchInMulti = errors.New("WATCH inside MULTI is not allowed")
-	errWatch        = errors.New("WATCH is not supported")
-	errNoMulti      = errors.New("command not allowed inside a transaction")
-	// errTxReadBetween: a write queued after a read that follows a write.
-	errTxReadBetween = txqueue.ErrReadBetween
-)
 
 // Defaults of transaction-max-commands and transaction-max-bytes
 // (txqueue's, where they are explained).
@@ -270,12 +256,10 @@ func execSlots(c *Conn, q []queued) map[int]error {
 		switch {
 		case err != nil:
 			out[i] = err
-		case errs[k] != nil:
-			e := errs[k]
-			if changes[k].Kind == cluster.SlotSet {
-				e = unknownNode(e, changes[k].NodeID)
-			}
-			out[i] = e
+		case changes[k].Kind == cluster.SlotSet:
+			out[i] = unknownNode(errs[k], changes[k].NodeID)
+		default:
+			out[i] = errs[k]
 		}
 	}
 	return out

@@ -1,6 +1,10 @@
 package resp
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/cellserver/cellserver/internal/reply"
+)
 
 // Reply is a connection's reply encoding: every reply byte is appended
 // here, to the connection's output buffer, so that RESP2 and RESP3 differ
@@ -102,4 +106,28 @@ func (c *Reply) WriteDouble(f float64) {
 	}
 	var tmp [32]byte
 	c.WriteBulk(strconv.AppendFloat(tmp[:0], f, 'g', -1, 64))
+}
+
+// WriteNode appends a reply described as data (internal/reply), in the
+// connection's protocol.
+func (c *Reply) WriteNode(n reply.Node) {
+	switch n.Kind {
+	case reply.KindArray:
+		c.WriteArray(len(n.Elems))
+	case reply.KindMap:
+		c.WriteMap(len(n.Elems) / 2)
+	case reply.KindSet:
+		c.WriteSet(len(n.Elems))
+	case reply.KindBulk:
+		c.WriteBulkString(n.Str)
+	case reply.KindSimple:
+		c.WriteSimple(n.Str)
+	case reply.KindInt:
+		c.WriteInt(n.Int)
+	case reply.KindNull:
+		c.WriteNull()
+	}
+	for _, e := range n.Elems {
+		c.WriteNode(e)
+	}
 }

@@ -106,6 +106,17 @@ var (
 	ErrListID = errors.New("invalid client id")
 )
 
+// ValidName reports whether b may be a client name or library field, as
+// Redis checks them: printable ASCII without spaces.
+func ValidName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // TypeError is a TYPE filter naming no client type; Given is the word as
 // given.
 type TypeError struct{ Given string }

@@ -108,3 +108,14 @@ func TestParseList(t *testing.T) {
 		}
 	}
 }
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"worker-1", true}, {"", true}, {"a b", false}, {"a\nb", false}, {"caf\xc3\xa9", false}} {
+		if got := ValidName([]byte(tc.name)); got != tc.ok {
+			t.Errorf("ValidName(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}

@@ -63,6 +63,24 @@ type Command struct {
 	Bare bool `json:"-"`
 }
 
+// Keys appends to dst the keys of a call (args, the name first) by the
+// key positions: FirstKey to LastKey (counted from the end when negative)
+// every KeyStep. A command whose MovableKeys is set finds its keys by code
+// instead.
+func (c *Command) Keys(dst, args [][]byte) [][]byte {
+	if c.FirstKey <= 0 {
+		return dst
+	}
+	last := c.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for i := c.FirstKey; i <= last && i < len(args); i += max(c.KeyStep, 1) {
+		dst = append(dst, args[i])
+	}
+	return dst
+}
+
 // Arg documents one argument, in the shape of Redis 7's COMMAND DOCS
 // (resp's Arg is this type).
 type Arg struct {
@@ -84,12 +102,37 @@ type Arg struct {
 	Doc string `json:"doc,omitempty"`
 }
 
-// FlagIdents maps each flag name the files may use to resp's constant.
-var FlagIdents = map[string]string{
-	"write": "FlagWrite", "readonly": "FlagReadonly", "denyoom": "FlagDenyOOM",
-	"admin": "FlagAdmin", "noscript": "FlagNoScript", "loading": "FlagLoading",
-	"stale": "FlagStale", "fast": "FlagFast", "no_auth": "FlagNoAuth",
-	"no_multi": "FlagNoMulti",
+// Flag is one command flag a file may name.
+type Flag struct {
+	Name  string // Redis's name, as COMMAND INFO lists it ("write")
+	Ident string // resp's constant ("FlagWrite")
+	Doc   string // what the flag marks, the constant's doc comment
+}
+
+// Flags are the command flags, in the order COMMAND INFO lists them
+// (Redis's). resp's Flag constants and their names are generated from
+// them, one bit each in this order.
+var Flags = []Flag{
+	{"write", "FlagWrite", "marks a command that changes the keyspace."},
+	{"readonly", "FlagReadonly", "marks a command that reads the keyspace only."},
+	{"denyoom", "FlagDenyOOM", "marks a command refused when memory is exhausted."},
+	{"admin", "FlagAdmin", "marks an administrative command."},
+	{"noscript", "FlagNoScript", "marks a command not allowed in scripts."},
+	{"loading", "FlagLoading", "marks a command allowed while the dataset loads."},
+	{"stale", "FlagStale", "marks a command allowed on a replica that is not in sync."},
+	{"fast", "FlagFast", "marks a command that runs in O(1) or O(log N)."},
+	{"no_auth", "FlagNoAuth", "marks a command allowed before authentication."},
+	{"no_multi", "FlagNoMulti", "marks a command refused inside a transaction (MULTI)."},
+}
+
+// flagIdent returns resp's constant for the flag named name ("" for none).
+func flagIdent(name string) string {
+	for _, f := range Flags {
+		if f.Name == name {
+			return f.Ident
+		}
+	}
+	return ""
 }
 
 // Groups are the COMMAND DOCS groups a command may name (docs/commands.md
@@ -271,8 +314,13 @@ func checkCommand(cmd *Command, prefix string, sub bool, report func(field, form
 	}
 	seen := map[string]bool{}
 	for i, fl := range cmd.Flags {
-		if _, ok := FlagIdents[fl]; !ok {
-			report(fmt.Sprintf("%sflags[%d]", prefix, i), "unknown flag %q (known: %s)", fl, strings.Join(sortedKeys(FlagIdents), ", "))
+		if flagIdent(fl) == "" {
+			var known []string
+			for _, f := range Flags {
+				known = append(known, f.Name)
+			}
+			sort.Strings(known)
+			report(fmt.Sprintf("%sflags[%d]", prefix, i), "unknown flag %q (known: %s)", fl, strings.Join(known, ", "))
 		}
 		if seen[fl] {
 			report(fmt.Sprintf("%sflags[%d]", prefix, i), "flag %q given twice", fl)
@@ -345,13 +393,4 @@ func checkArgs(args []Arg, prefix string, report func(field, format string, a ..
 		}
 		checkArgs(a.Arguments, p+"arguments", report)
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,6 +1,7 @@
 package cmdmeta
 
 import (
+	"bytes"
 	"errors"
 	"go/parser"
 	"go/token"
@@ -116,7 +117,7 @@ func TestLoadReportsEveryFile(t *testing.T) {
 	if _, err := parser.ParseFile(token.NewFileSet(), "gen.go", src, 0); err != nil {
 		t.Errorf("generated source does not parse: %v", err)
 	}
-	for _, want := range []string{`Flags:      FlagWrite | FlagFast`, `{Name: "b", Type: "pure-token", Token: "B"}`, `MaxArgs:    4`} {
+	for _, want := range []string{`Flags: FlagWrite | FlagFast`, `{Name: "b", Type: "pure-token", Token: "B"}`, `MaxArgs:    4`} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("generated source lacks %q:\n%s", want, src)
 		}
@@ -148,5 +149,24 @@ func TestSharedErrors(t *testing.T) {
 	fsys["cmds/_shared.json"] = &fstest.MapFile{Data: []byte(`{"errors": {"two": "a"}}`)}
 	if _, err := Load(fsys, "cmds"); err == nil || !strings.Contains(err.Error(), `cmds/_shared.json: field errors: near line 1, column 23: a JSON string where []string is expected`) {
 		t.Errorf("Load(bad _shared.json) = %v", err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	args := [][]byte{[]byte("cmd"), []byte("a"), []byte("1"), []byte("b"), []byte("2")}
+	for _, tc := range []struct {
+		first, last, step int
+		want              string
+	}{
+		{0, 0, 0, ""},     // no keys
+		{1, 1, 1, "a"},    // one key
+		{1, -1, 2, "a b"}, // pairs up to the last argument
+		{1, -2, 1, "a 1 b"},
+		{3, 9, 1, "b 2"}, // positions past the call are not read
+	} {
+		c := Command{FirstKey: tc.first, LastKey: tc.last, KeyStep: tc.step}
+		if got := string(bytes.Join(c.Keys(nil, args), []byte(" "))); got != tc.want {
+			t.Errorf("Keys(%d, %d, %d) = %q, want %q", tc.first, tc.last, tc.step, got, tc.want)
+		}
 	}
 }

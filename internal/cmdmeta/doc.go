@@ -5,11 +5,13 @@
 // handlers stay Go code in package resp, bound to the metadata by name.
 //
 // It also holds what the metadata says beyond the table: the contents of
-// COMMAND INFO and COMMAND DOCS replies (Info, Docs: a Node tree resp
-// writes), the syntax lines (Syntax) and docs/commands.md (Markdown).
+// COMMAND INFO and COMMAND DOCS replies (Info, Docs: an internal/reply
+// tree resp writes), a call's keys by the key positions (Command.Keys), the
+// command flags (Flags, from which resp's constants are generated), the
+// syntax lines (Syntax) and docs/commands.md (Markdown).
 //
-// It imports nothing of the project and must never import resp (which it
-// generates for) or any server package. Load and Generate run at `go
+// It imports nothing of the project but internal/reply, and must never
+// import resp (which it generates for) or any server package. Load and Generate run at `go
 // generate` time (the gen command) and in resp's tests, never in the
 // server. The schema is Command and Arg; Load reports every fault as an
 // *Error naming the file and the JSON field to fix.

@@ -3,6 +3,8 @@ package cmdmeta
 import (
 	"slices"
 	"testing"
+
+	"github.com/cellserver/cellserver/internal/reply"
 )
 
 func TestSyntax(t *testing.T) {
@@ -28,7 +30,7 @@ func TestSyntax(t *testing.T) {
 func TestInfoEntry(t *testing.T) {
 	cmd := Command{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, KeyStep: 1, Group: "generic", MovableKeys: true}
 	n := Info(&cmd, "get")
-	if n.Kind != KindArray || len(n.Elems) != 10 {
+	if n.Kind != reply.KindArray || len(n.Elems) != 10 {
 		t.Fatalf("Info = %+v, want a ten-element array", n)
 	}
 	var flags, cats []string

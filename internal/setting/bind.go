@@ -29,6 +29,27 @@ func LiveVar(name string, v *atomic.Int64) Live {
 	return LiveInt(name, v.Load, func(n int64) error { v.Store(n); return nil })
 }
 
+// LiveSeconds is LiveInt for a setting shown and set in seconds whose
+// value v holds in nanoseconds.
+func LiveSeconds(name string, v *atomic.Int64) Live {
+	return LiveInt(name, func() int64 { return v.Load() / 1e9 }, func(n int64) error { v.Store(n * 1e9); return nil })
+}
+
+// Words returns a parser of the Enum setting name's CONFIG SET value: one
+// of the Table's words (Spec.ParseWord, which words the refusal), then
+// what parse makes of it. It panics when the Table has no such setting.
+func Words[T any](name string, parse func(word string) (T, error)) func(string) (T, error) {
+	spec := Must(name)
+	return func(v string) (T, error) {
+		w, err := spec.ParseWord(v)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return parse(w)
+	}
+}
+
 // LiveFunc is a setting shown by get and changed by set with the value
 // parse reads (its error refuses the value, shown to the client).
 func LiveFunc[T any](name string, get func() string, parse func(string) (T, error), set func(T)) Live {

@@ -75,3 +75,28 @@ func TestLiveBoolAndFunc(t *testing.T) {
 		t.Errorf("LiveFunc Set(\"\") = %v, Get %q; want the parse error and 3 kept", err, fn.Get())
 	}
 }
+
+func TestLiveSeconds(t *testing.T) {
+	var v atomic.Int64
+	v.Store(3e9)
+	st := LiveSeconds("timeout", &v)
+	if got := st.Get(); got != "3" {
+		t.Errorf("Get = %q, want 3", got)
+	}
+	if err := st.Set("7"); err != nil || v.Load() != 7e9 {
+		t.Errorf("Set(7) = %v, value %d; want nil, 7e9", err, v.Load())
+	}
+	if err := st.Set("-1"); err == nil || v.Load() != 7e9 {
+		t.Errorf("Set(-1) = %v, value %d; want an error, 7e9", err, v.Load())
+	}
+}
+
+func TestWords(t *testing.T) {
+	parse := Words("loglevel", ParseLogLevel)
+	if l, err := parse("WARNING"); err != nil || l != slog.LevelWarn {
+		t.Errorf("parse(WARNING) = %v, %v; want Warn", l, err)
+	}
+	if _, err := parse("loud"); err == nil {
+		t.Error("parse(loud) succeeded, want the table's refusal")
+	}
+}

@@ -50,7 +50,7 @@ func gatherInfo(s *Server, now int64, sel serverstats.Selection) serverstats.Inf
 	ps := s.cfg.Policy.Stats()
 	in.LimitOverrides, in.LimitShadows = ps.Overrides, ps.Shadows
 	if sel.Wants("stats") {
-		in.WaitLines = s.waits.infoWait(nil)
+		in.WaitLines = s.waits.done.AppendInfo(nil)
 	}
 	if h := s.hot.Load(); h != nil {
 		in.Hotkeys = serverstats.Hotkeys{Capacity: h.Capacity(), MemoryBytes: h.MemoryBytes(), Sample: hotkeys.Sample,

@@ -105,7 +105,7 @@ func (s *Server) Stats() serverstats.Stats { return statsOf(s, true, false) }
 // failed at least once.
 func statsOf(s *Server, commands, all bool) serverstats.Stats {
 	st := serverstats.Stats{
-		Wait:                 s.waits.stats(),
+		Wait:                 s.waits.done.Snapshot(s.waits.count.Load()),
 		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
 		ConnectionsReceived:  s.stats.connections.Load(),

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cellserver/cellserver/internal/serverstats"
 )
 
 // Waiting instead of refusing: a limiter request's trailing WAIT.
@@ -53,14 +55,9 @@ type waiting struct {
 	maxWait    atomic.Int64 // max-wait, ns
 	maxWaiting atomic.Int64 // max-waiting
 	count      atomic.Int64 // requests waiting now
-	waited     atomic.Int64 // requests that waited, since start
-	waitedNs   atomic.Int64 // the time they waited, ns (until sent)
-	hist       histogram    // by waitBounds
-	// late is how long after its turn each reply was written (the timer
-	// heap's or goroutine's precision, and a busy loop's delay), and
-	// lateMax the longest, ns.
-	late    histogram // by lateBounds
-	lateMax atomic.Int64
+	// done counts the requests that waited, their waits and how late
+	// their replies were written.
+	done serverstats.WaitCounters
 
 	base time.Time // origin of the monotonic instants below
 
@@ -74,8 +71,7 @@ func (w *waiting) init(cfg Config) {
 	w.maxWaiting.Store(cfg.MaxWaiting)
 	w.base = time.Now()
 	w.kick = make(chan struct{}, 1)
-	w.hist.init(waitBounds[:])
-	w.late.init(lateBounds[:])
+	w.done.Init()
 }
 
 // mono is now on the monotonic clock, in ns since base.
@@ -206,15 +202,9 @@ func (cw *connWait) deliver(c *Conn) {
 	cw.held = cw.held[:0]
 	now := w.mono()
 	waited := now - cw.start
-	late := max(now-cw.due, 0)
-	w.late.observe(late)
-	for m := w.lateMax.Load(); late > m && !w.lateMax.CompareAndSwap(m, late); m = w.lateMax.Load() {
-	}
+	w.done.Observe(waited, max(now-cw.due, 0))
 	cw.due = 0
 	cw.unwait(c)
-	w.waited.Add(1)
-	w.waitedNs.Add(waited)
-	w.hist.observe(waited)
 	c.lastSeen.Store(time.Now().UnixNano())
 }
 
@@ -322,86 +312,4 @@ func (b *writeBatch) delayOf(sl *slot, werr error) int64 {
 		d = max(d, res.Results[i].Delay)
 	}
 	return d
-}
-
-// histogram counts durations into buckets: bucket i holds those of at
-// most bounds[i] ns, the last one the longer ones. Safe for concurrent use.
-type histogram struct {
-	bounds []int64
-	counts []atomic.Int64
-}
-
-// waitBounds are the waits' histogram bounds (metrics), lateBounds those of
-// how late replies were written after their turn (INFO), in ns.
-var (
-	waitBounds = [...]int64{1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
-	lateBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 1e9}
-)
-
-func (h *histogram) init(bounds []int64) {
-	h.bounds, h.counts = bounds, make([]atomic.Int64, len(bounds)+1)
-}
-
-func (h *histogram) observe(ns int64) {
-	i := 0
-	for i < len(h.bounds) && ns > h.bounds[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-}
-
-// quantile returns the upper bound (ns) of the bucket holding the q-th
-// quantile (q in (0, 1]), -1 past the last bound, 0 when nothing was
-// counted.
-func (h *histogram) quantile(q float64) int64 {
-	n := make([]int64, len(h.counts))
-	var total int64
-	for i := range h.counts {
-		n[i] = h.counts[i].Load()
-		total += n[i]
-	}
-	if total == 0 {
-		return 0
-	}
-	rank := int64(q*float64(total) + 0.999999)
-	var cum int64
-	for i := range n {
-		if cum += n[i]; cum >= rank {
-			if i == len(h.bounds) {
-				return -1
-			}
-			return h.bounds[i]
-		}
-	}
-	return -1
-}
-
-// infoWait appends the waiting requests' INFO stats fields.
-func (w *waiting) infoWait(b []byte) []byte {
-	b = fieldInt(b, "waited_requests", w.waited.Load())
-	b = fieldInt(b, "waited_usec", w.waitedNs.Load()/1e3)
-	// The reply's lateness after its turn: p50 and p99 as their histogram
-	// bucket's upper bound (-1: above a second), and the largest.
-	usec := func(ns int64) int64 {
-		if ns < 0 {
-			return -1
-		}
-		return ns / 1e3
-	}
-	b = fieldInt(b, "wait_late_p50_usec", usec(w.late.quantile(0.5)))
-	b = fieldInt(b, "wait_late_p99_usec", usec(w.late.quantile(0.99)))
-	return fieldInt(b, "wait_late_max_usec", w.lateMax.Load()/1e3)
-}
-
-// stats returns the waiting requests and the histogram of their waits
-// (Server.Stats' Wait). Safe from any goroutine.
-func (w *waiting) stats() WaitStats {
-	st := WaitStats{Waiting: w.count.Load(), Waited: w.waited.Load(), WaitedSeconds: float64(w.waitedNs.Load()) / 1e9}
-	for i := range w.hist.counts {
-		if i < len(waitBounds) {
-			st.Bounds = append(st.Bounds, float64(waitBounds[i])/1e9)
-		}
-		st.Counts = append(st.Counts, w.hist.counts[i].Load())
-	}
-	return st
 }

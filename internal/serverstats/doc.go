@@ -1,5 +1,6 @@
 // Package serverstats owns a server's statistics as a report: the
-// per-command counters each connection keeps (Counters), the snapshot of
+// per-command counters each connection keeps (Counters), those of the
+// requests that waited for their turn (WaitCounters), the snapshot of
 // the server's counters that resp's Server.Stats returns and the metrics
 // export (Stats), and INFO — its sections, their order and default set,
 // the selection by INFO's arguments (Select) and the wording of every

@@ -77,8 +77,8 @@ func (c *Conn) refuseUnprotected() bool {
 	if !s.protected.Load() || *s.requirePass.Load() != "" || authguard.IsLocal(c.nc.RemoteAddr()) {
 		return false
 	}
-	s.stats.rejectedConns.Add(1)
-	s.stats.protectedDenied.Add(1)
+	s.stats.RejectedConns.Add(1)
+	s.stats.ProtectedDenied.Add(1)
 	s.log.Debug("protected mode: client from another host refused", "client", c.addr)
 	_ = c.nc.SetDeadline(time.Now().Add(deniedWriteTimeout))
 	_, _ = c.nc.Write(appendErrorReply(nil, ErrProtectedMode))

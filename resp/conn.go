@@ -230,10 +230,10 @@ func (r *readState) readFailed(c *Conn, err error) {
 		_ = c.ob.flush(c)
 		s.log.Debug("protocol error; client closed", "client", c.addr, "err", err)
 	case errors.Is(err, errQueryLimit):
-		s.stats.queryLimited.Add(1)
+		s.stats.QueryLimited.Add(1)
 		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", c.rd.maxQuery)
 	case errors.Is(err, os.ErrDeadlineExceeded) && r.queryDeadline && !s.draining.Load():
-		s.stats.queryTimeouts.Add(1)
+		s.stats.QueryTimeouts.Add(1)
 		s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(s.queryTime.Load()))
 	case !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("read failed; client closed", "client", c.addr, "err", err)
@@ -486,7 +486,7 @@ func (c *Conn) setCurrent(cmd *Command) {
 
 // reject answers a command refused before it ran (unknown, arity, auth).
 func (c *Conn) reject(cmd *Command, err error) {
-	c.srv.stats.errors.Add(1)
+	c.srv.stats.Errors.Add(1)
 	if cmd != nil {
 		c.acct.stats[cmd.index].Rejected.Add(1)
 	}
@@ -498,7 +498,7 @@ func (c *Conn) fail(cmd *Command, err error) {
 	if errors.Is(err, engine.ErrArity) {
 		err = &arityError{cmd.fullName}
 	}
-	c.srv.stats.errors.Add(1)
+	c.srv.stats.Errors.Add(1)
 	c.acct.stats[cmd.index].Failed.Add(1)
 	c.WriteError(err)
 }

@@ -157,7 +157,7 @@ func (l *loopState) onTraffic(c *Conn) (closing bool) {
 	if in := l.gc.InboundBuffered(); in > int(s.queryLimit.Load()) {
 		// What gnet holds beyond the reader (a connection that yielded
 		// while its client kept sending) counts against the same limit.
-		s.stats.queryLimited.Add(1)
+		s.stats.QueryLimited.Add(1)
 		s.log.Warn("closing client that reached max query buffer length", "client", c.addr, "limit", s.queryLimit.Load())
 		return true
 	}
@@ -247,7 +247,7 @@ func (s *Server) sweepLoopConns() {
 			}
 			switch p := c.lp.partialSince.Load(); {
 			case query > 0 && p != 0 && now-p > query:
-				s.stats.queryTimeouts.Add(1)
+				s.stats.QueryTimeouts.Add(1)
 				s.log.Info("closing client that did not finish its command in time", "client", c.addr, "timeout", time.Duration(query))
 				_ = lc.gc.Close()
 			case idle > 0 && now-c.lastSeen.Load() > idle && c.ob.omem.Load() == 0 && !c.wt.waitingNow.Load():

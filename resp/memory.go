@@ -22,7 +22,7 @@ func (s *Server) memoryLoop() {
 		return res[0].N, nil
 	}
 	s.mem.Run(s.ctx, s.cfg.MemoryCheckInterval, s.mayEvict, s.backend.Store(), del, func(evicted int64, err error) {
-		s.stats.evicted.Add(evicted)
+		s.stats.Evicted.Add(evicted)
 		if err != nil {
 			s.log.Warn("maxmemory: eviction failed", "err", err)
 		}

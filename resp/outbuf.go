@@ -65,7 +65,7 @@ func (o *output) closeForOutput(c *Conn, which string, pending int64) {
 	c.quit = true
 	c.out = c.out[:0]
 	o.omem.Store(0)
-	c.srv.stats.outputLimited.Add(1)
+	c.srv.stats.OutputLimited.Add(1)
 	l := c.srv.outLimits.Load().Normal
 	c.srv.log.Warn("closing client that reached its output buffer limit", "client", c.addr, "limit", which,
 		"pending", pending, "hard", l.Hard, "soft", l.Soft, "soft_seconds", l.SoftSeconds)

@@ -289,7 +289,7 @@ type Server struct {
 	started  int64 // Unix ns
 	nextID   atomic.Int64
 	clients  atomic.Int64
-	stats    serverStats
+	stats    serverstats.ServerCounters
 	shutdown chan struct{} // closed by the SHUTDOWN command
 	shutOnce sync.Once
 	stopping chan struct{} // closed when Shutdown or Close begins
@@ -453,7 +453,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // maxmemory loop. The caller holds mu.
 func (s *Server) prepare() {
 	s.table.sealed.Store(true)
-	s.stats.closed = make([]serverstats.Counters, len(s.table.all))
+	s.stats.Closed = make([]serverstats.Counters, len(s.table.all))
 	s.latency = latency.New(len(s.table.all))
 	s.bg.Add(1)
 	go s.memoryLoop()
@@ -475,10 +475,10 @@ func (s *Server) isClosed() bool {
 // startConn admits nc (or refuses it beyond maxclients) and starts its
 // goroutine, which moves it onto an event loop when it may (serve).
 func (s *Server) startConn(nc net.Conn) {
-	s.stats.connections.Add(1)
+	s.stats.Connections.Add(1)
 	if s.clients.Add(1) > s.maxClients.Load() {
 		s.clients.Add(-1)
-		s.stats.rejectedConns.Add(1)
+		s.stats.RejectedConns.Add(1)
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = nc.Write(appendErrorReply(nil, ErrMaxClients))
 		nc.Close()
@@ -511,7 +511,7 @@ func (s *Server) removeConn(c *Conn) {
 	c.cmem.Untrack(s.cmem)
 	s.mu.Unlock()
 	s.clients.Add(-1)
-	s.stats.absorb(c)
+	s.stats.Absorb(c.acct.stats)
 	s.wg.Done()
 }
 

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/hotkeys"
@@ -23,28 +22,6 @@ type tally struct {
 	hotRand hotkeys.Sampler
 }
 
-// serverStats are the server-wide counters.
-type serverStats struct {
-	connections   atomic.Int64 // total_connections_received
-	rejectedConns atomic.Int64 // rejected_connections
-	errors        atomic.Int64 // total_error_replies
-	evicted       atomic.Int64 // evicted_keys (maxmemory volatile-ttl)
-	queryLimited  atomic.Int64 // clients closed by client-query-buffer-limit
-	queryTimeouts atomic.Int64 // clients closed by the query timeout
-	outputLimited atomic.Int64 // clients closed by client-output-buffer-limit
-	// protectedDenied counts clients refused by protected mode (also
-	// counted in rejectedConns, as Redis counts them).
-	protectedDenied atomic.Int64
-	closed          []serverstats.Counters // totals of closed connections, by command index
-}
-
-// absorb adds a closing connection's counters to the server's totals.
-func (st *serverStats) absorb(c *Conn) {
-	for i := range c.acct.stats {
-		st.closed[i].Absorb(&c.acct.stats[i])
-	}
-}
-
 // commandStats returns the counters of every command, indexed like
 // table.all: closed connections plus live ones.
 func (s *Server) commandStats() []serverstats.Counts {
@@ -57,8 +34,8 @@ func (s *Server) commandStats() []serverstats.Counts {
 // the closed connections' totals, then each live connection's (under the
 // server's lock).
 func eachCounters(s *Server, fn func(i int, c *serverstats.Counters)) {
-	for i := range s.stats.closed {
-		fn(i, &s.stats.closed[i])
+	for i := range s.stats.Closed {
+		fn(i, &s.stats.Closed[i])
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,15 +49,8 @@ func eachCounters(s *Server, fn func(i int, c *serverstats.Counters)) {
 // resetStats is CONFIG RESETSTAT.
 func (s *Server) resetStats() {
 	eachCounters(s, func(_ int, c *serverstats.Counters) { c.Reset() })
-	s.stats.connections.Store(0)
-	s.stats.rejectedConns.Store(0)
-	s.stats.errors.Store(0)
-	s.stats.evicted.Store(0)
-	s.stats.queryLimited.Store(0)
-	s.stats.queryTimeouts.Store(0)
-	s.stats.outputLimited.Store(0)
+	s.stats.Reset()
 	s.cmem.ResetEvicted()
-	s.stats.protectedDenied.Store(0)
 	s.guard.ResetCounters()
 	if l := s.latencyHists(); l != nil {
 		l.Reset()
@@ -108,20 +78,20 @@ func statsOf(s *Server, commands, all bool) serverstats.Stats {
 		Wait:                 s.waits.done.Snapshot(s.waits.count.Load()),
 		Classes:              s.classes.Counts(),
 		ConnectedClients:     s.clients.Load(),
-		ConnectionsReceived:  s.stats.connections.Load(),
-		RejectedConnections:  s.stats.rejectedConns.Load(),
-		ProtectedModeDenied:  s.stats.protectedDenied.Load(),
+		ConnectionsReceived:  s.stats.Connections.Load(),
+		RejectedConnections:  s.stats.RejectedConns.Load(),
+		ProtectedModeDenied:  s.stats.ProtectedDenied.Load(),
 		AuthFailures:         s.guard.Failures(),
 		AuthClosed:           s.guard.Disconnects(),
-		QueryBufferClosed:    s.stats.queryLimited.Load(),
-		QueryTimeoutClosed:   s.stats.queryTimeouts.Load(),
-		OutputBufferClosed:   s.stats.outputLimited.Load(),
+		QueryBufferClosed:    s.stats.QueryLimited.Load(),
+		QueryTimeoutClosed:   s.stats.QueryTimeouts.Load(),
+		OutputBufferClosed:   s.stats.OutputLimited.Load(),
 		EvictedClients:       s.cmem.Evicted(),
 		ClientMemory:         s.cmem.Total(),
 		ClientMemoryLimit:    s.cmem.Bound(),
-		ErrorReplies:         s.stats.errors.Load(),
+		ErrorReplies:         s.stats.Errors.Load(),
 		TLSHandshakeFailures: s.tlsFailures(),
-		EvictedKeys:          s.stats.evicted.Load(),
+		EvictedKeys:          s.stats.Evicted.Load(),
 		MaxMemory:            s.mem.Limit(),
 		UsedMemory:           s.backend.Store().UsedBytes(),
 		OOM:                  s.mem.OOM(),

@@ -52,3 +52,37 @@ func (c *Counters) Reset() {
 	c.Allowed.Store(0)
 	c.Limited.Store(0)
 }
+
+// ServerCounters are a server's counters that are not per command (INFO
+// stats, the metrics). Safe for concurrent use.
+type ServerCounters struct {
+	Connections   atomic.Int64 // total_connections_received
+	RejectedConns atomic.Int64 // rejected_connections
+	Errors        atomic.Int64 // total_error_replies
+	Evicted       atomic.Int64 // evicted_keys (maxmemory volatile-ttl)
+	QueryLimited  atomic.Int64 // clients closed by client-query-buffer-limit
+	QueryTimeouts atomic.Int64 // clients closed by the query timeout
+	OutputLimited atomic.Int64 // clients closed by client-output-buffer-limit
+	// ProtectedDenied counts clients refused by protected mode (also
+	// counted in RejectedConns, as Redis counts them).
+	ProtectedDenied atomic.Int64
+	// Closed are the totals of closed connections' per-command counters,
+	// indexed like the command table.
+	Closed []Counters
+}
+
+// Absorb adds a closing connection's per-command counters to Closed.
+func (st *ServerCounters) Absorb(conn []Counters) {
+	for i := range conn {
+		st.Closed[i].Absorb(&conn[i])
+	}
+}
+
+// Reset sets the counters to 0 (CONFIG RESETSTAT), but for Closed: the
+// server resets those with the live connections' counters.
+func (st *ServerCounters) Reset() {
+	for _, c := range []*atomic.Int64{&st.Connections, &st.RejectedConns, &st.Errors, &st.Evicted,
+		&st.QueryLimited, &st.QueryTimeouts, &st.OutputLimited, &st.ProtectedDenied} {
+		c.Store(0)
+	}
+}

@@ -33,3 +33,24 @@ func TestWaitCounters(t *testing.T) {
 		}
 	}
 }
+
+func TestServerCounters(t *testing.T) {
+	st := ServerCounters{Closed: make([]Counters, 2)}
+	conn := make([]Counters, 2)
+	conn[1].Calls.Add(3)
+	conn[1].Failed.Add(1)
+	st.Absorb(conn)
+	st.Absorb(conn)
+	if c, f := st.Closed[1].Calls.Load(), st.Closed[1].Failed.Load(); c != 6 || f != 2 {
+		t.Errorf("Closed[1] after two Absorbs = %d calls, %d failed, want 6, 2", c, f)
+	}
+	st.Connections.Add(5)
+	st.ProtectedDenied.Add(1)
+	st.Reset()
+	if st.Connections.Load() != 0 || st.ProtectedDenied.Load() != 0 {
+		t.Error("Reset left counters non-zero")
+	}
+	if st.Closed[1].Calls.Load() != 6 {
+		t.Error("Reset cleared Closed, which the server resets with the live connections")
+	}
+}

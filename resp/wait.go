@@ -2,13 +2,13 @@ package resp
 
 import (
 	"bytes"
-	"container/heap"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/serverstats"
+	"github.com/cellserver/cellserver/internal/timerheap"
 )
 
 // Waiting instead of refusing: a limiter request's trailing WAIT.
@@ -62,8 +62,8 @@ type waiting struct {
 	base time.Time // origin of the monotonic instants below
 
 	mu   sync.Mutex
-	due  turnHeap
-	kick chan struct{} // a new earliest turn (capacity 1)
+	due  timerheap.Heap[*Conn] // turns of the connections on loops
+	kick chan struct{}         // a new earliest turn (capacity 1)
 }
 
 func (w *waiting) init(cfg Config) {
@@ -86,32 +86,10 @@ func (w *waiting) admit(wait int64) (int64, error) {
 	return min(wait, w.maxWait.Load()), nil
 }
 
-// turn is one connection's reply due at an instant (mono ns).
-type turn struct {
-	at int64
-	c  *Conn
-}
-
-// turnHeap orders turns by instant (container/heap).
-type turnHeap []turn
-
-func (h turnHeap) Len() int           { return len(h) }
-func (h turnHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h turnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *turnHeap) Push(x any)        { *h = append(*h, x.(turn)) }
-func (h *turnHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = turn{}
-	*h = old[:len(old)-1]
-	return t
-}
-
 // schedule wakes c's loop at at (mono ns).
 func (w *waiting) schedule(at int64, c *Conn) {
 	w.mu.Lock()
-	heap.Push(&w.due, turn{at, c})
-	first := w.due[0].c == c && w.due[0].at == at
+	first := w.due.Push(at, c)
 	w.mu.Unlock()
 	if first {
 		select {
@@ -131,15 +109,10 @@ func (w *waiting) run(s *Server) {
 	for {
 		w.mu.Lock()
 		now := w.mono()
-		for len(w.due) > 0 && w.due[0].at <= now {
-			ready = append(ready, heap.Pop(&w.due).(turn).c)
-		}
+		ready = w.due.PopDue(now, ready)
 		next := time.Hour
-		if len(w.due) > 0 {
-			next = time.Duration(w.due[0].at - now)
-		}
-		if cap(w.due) > 64 && len(w.due) < cap(w.due)/4 {
-			w.due = append(turnHeap(nil), w.due...) // let a past crowd's array go
+		if at, ok := w.due.Next(); ok {
+			next = time.Duration(at - now)
 		}
 		w.mu.Unlock()
 		for i, c := range ready {

@@ -1,13 +1,11 @@
 package resp
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cellserver/cellserver/engine"
+	"github.com/cellserver/cellserver/internal/waiters"
 	"github.com/cellserver/cellserver/shards"
 )
 
@@ -19,7 +17,7 @@ import (
 // the leases, and a later op on the key (a release, an expiry found, a
 // waiter asking again) grants the waiters at the head in arrival order. The
 // server only answers: it keeps which connection waits for which (key,
-// lease id) (lineWaiters), and the store tells it of every grant it
+// lease id) (a waiters.Registry), and the store tells it of every grant it
 // applies (shards.GrantHook, from every op applied here: a standalone
 // write, or the log entries a group member applies, whichever node decided
 // them). The grant wakes the waiting connection's loop (or its goroutine),
@@ -42,66 +40,21 @@ import (
 // never makes the key admit more than its max.
 //
 // An acquire that waits without ID is given one by the server that took it
-// (lineWaiters.newID), so that the connection is known by its (key, id)
+// (waiters.Registry.NewID), so that the connection is known by its (key, id)
 // before its op is applied: a grant applied before the op's own reply
 // reaches a follower is not lost.
-
-// lineKey names one waiter: its key and lease id.
-type lineKey struct{ key, id string }
-
-// lineWaiters is the server's waiting connections by (key, lease id).
-type lineWaiters struct {
-	mu  sync.Mutex
-	by  map[lineKey]*Conn
-	seq atomic.Uint64
-	tag string // this server's random part of the ids it makes
-}
-
-// newID makes a lease id for an acquire that waits without ID: "w", a
-// counter of this server and its random tag, unique across the servers
-// of a group.
-func (l *lineWaiters) newID() string {
-	b := append([]byte("w"), strconv.FormatUint(l.seq.Add(1), 36)...)
-	return string(append(append(b, '-'), l.tag...))
-}
-
-func (l *lineWaiters) init() {
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	l.tag = hex.EncodeToString(r[:])
-	l.by = make(map[lineKey]*Conn)
-}
-
-func (l *lineWaiters) add(k lineKey, c *Conn) {
-	l.mu.Lock()
-	l.by[k] = c
-	l.mu.Unlock()
-}
-
-// remove forgets k when c is still the connection waiting for it.
-func (l *lineWaiters) remove(k lineKey, c *Conn) {
-	l.mu.Lock()
-	if l.by[k] == c {
-		delete(l.by, k)
-	}
-	l.mu.Unlock()
-}
 
 // GrantHook returns the hook to set on the store (shards.Store.SetGrantHook)
 // so that s answers the waiters of its connections that an applied op
 // granted.
 func GrantHook(s *Server) shards.GrantHook {
 	return func(key []byte, granted []engine.Result) {
-		l := &s.line
-		l.mu.Lock()
 		for i := range granted {
-			k := lineKey{string(key), granted[i].Lease}
-			if c := l.by[k]; c != nil {
-				delete(l.by, k)
+			k := waiters.Key{Key: string(key), ID: granted[i].Lease}
+			if c, ok := s.line.Take(k); ok {
 				c.ccw.grant(c, k, &granted[i])
 			}
 		}
-		l.mu.Unlock()
 	}
 }
 
@@ -121,7 +74,7 @@ type ccWait struct {
 	mu      sync.Mutex
 	state   uint8
 	granted engine.Result
-	k       lineKey
+	k       waiters.Key
 	req     engine.Request // the acquire (its Lease set), for asking again
 	retryAt int64          // the server's monotonic ns: ask again then; 0: not before the deadline
 	seen    bool           // its op's reply was handled (queued)
@@ -138,25 +91,25 @@ type ccWait struct {
 func (w *ccWait) submit(c *Conn, key []byte, req *engine.Request) {
 	w.mu.Lock()
 	old := w.k
-	w.state, w.k, w.req, w.retryAt, w.seen = ccSubmitted, lineKey{string(key), req.Lease}, *req, 0, false
+	w.state, w.k, w.req, w.retryAt, w.seen = ccSubmitted, waiters.Key{Key: string(key), ID: req.Lease}, *req, 0, false
 	w.busy.Store(true)
 	w.mu.Unlock()
-	if old != (lineKey{}) && old != w.k {
-		c.srv.line.remove(old, c)
+	if old != (waiters.Key{}) && old != w.k {
+		c.srv.line.Remove(old, c)
 	}
-	c.srv.line.add(w.k, c)
+	c.srv.line.Add(w.k, c)
 }
 
 // grant records the grant of k (the grant hook, any goroutine) and wakes
 // the connection.
-func (w *ccWait) grant(c *Conn, k lineKey, r *engine.Result) {
+func (w *ccWait) grant(c *Conn, k waiters.Key, r *engine.Result) {
 	w.mu.Lock()
 	if w.k != k || (w.state != ccSubmitted && w.state != ccQueued) {
 		w.mu.Unlock()
 		return
 	}
 	w.state, w.granted = ccGranted, *r
-	w.granted.Lease = k.id
+	w.granted.Lease = k.ID
 	w.mu.Unlock()
 	if lc := c.lp.loop.Load(); lc != nil {
 		_ = lc.gc.Wake(nil)
@@ -192,11 +145,11 @@ func (w *ccWait) active() bool {
 func (w *ccWait) finish(c *Conn) {
 	w.mu.Lock()
 	k := w.k
-	w.state, w.k = ccIdle, lineKey{}
+	w.state, w.k = ccIdle, waiters.Key{}
 	w.busy.Store(false)
 	w.mu.Unlock()
-	if k != (lineKey{}) {
-		c.srv.line.remove(k, c)
+	if k != (waiters.Key{}) {
+		c.srv.line.Remove(k, c)
 	}
 }
 
@@ -210,7 +163,7 @@ func (w *ccWait) queued(c *Conn, key []byte, r *engine.Result) bool {
 		return false
 	}
 	w.mu.Lock()
-	if w.state == ccIdle || w.seen || w.k.key != string(key) || w.k.id != r.Lease {
+	if w.state == ccIdle || w.seen || w.k.Key != string(key) || w.k.ID != r.Lease {
 		w.mu.Unlock()
 		return false
 	}
@@ -271,7 +224,7 @@ func (w *ccWait) step(c *Conn, cw *connWait) bool {
 	default:
 		return false
 	}
-	op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(w.k.key)}, Reqs: []engine.Request{req}}}
+	op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(w.k.Key)}, Reqs: []engine.Request{req}}}
 	res := [1]shards.Result{}
 	err := c.srv.backend.Write(c.srv.ctx, op[:], res[:])
 	if err == nil && res[0].Err != nil {
@@ -305,7 +258,7 @@ func (w *ccWait) step(c *Conn, cw *connWait) bool {
 // reply writes CC.ACQUIRE's reply r and counts the decision.
 func (w *ccWait) reply(c *Conn, r *engine.Result) {
 	r.Queued = false
-	c.acct.countOne(c, []byte(w.k.key), r.Limited)
+	c.acct.countOne(c, []byte(w.k.Key), r.Limited)
 	c.writeLimit(r, engine.CeilMillis, 1)
 	if r.Limited || r.Lease == "" {
 		c.WriteNull()
@@ -336,19 +289,19 @@ func (w *ccWait) settle(c *Conn) {
 func (w *ccWait) abandon(c *Conn) {
 	w.mu.Lock()
 	state, k := w.state, w.k
-	w.state, w.k = ccIdle, lineKey{}
+	w.state, w.k = ccIdle, waiters.Key{}
 	w.busy.Store(false)
 	w.mu.Unlock()
-	if state == ccIdle || k == (lineKey{}) {
+	if state == ccIdle || k == (waiters.Key{}) {
 		return
 	}
 	s := c.srv
-	s.line.remove(k, c)
+	s.line.Remove(k, c)
 	go func() {
-		op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(k.key)}, Reqs: []engine.Request{{Kind: engine.KindConcurrency, Op: engine.LeaseRelease, Lease: k.id}}}}
+		op := [1]shards.Op{{Code: shards.OpLimit, Keys: [][]byte{[]byte(k.Key)}, Reqs: []engine.Request{{Kind: engine.KindConcurrency, Op: engine.LeaseRelease, Lease: k.ID}}}}
 		res := [1]shards.Result{}
 		if err := s.backend.Write(s.ctx, op[:], res[:]); err != nil && s.ctx.Err() == nil {
-			s.log.Warn("could not release the lease of a client that closed while waiting; it leaves the line at its deadline", "key", k.key, "lease", k.id, "err", err)
+			s.log.Warn("could not release the lease of a client that closed while waiting; it leaves the line at its deadline", "key", k.Key, "lease", k.ID, "err", err)
 		}
 	}()
 }

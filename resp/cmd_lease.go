@@ -29,7 +29,7 @@ func prepareLease(op engine.LeaseOp) func(c *Conn, args [][]byte, o *shards.Op) 
 				return err
 			}
 			if req.Wait = w; req.Wait > 0 && req.Lease == "" {
-				req.Lease = c.srv.line.newID()
+				req.Lease = c.srv.line.NewID()
 			}
 		}
 		o.Code = shards.OpLimit

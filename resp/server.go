@@ -30,6 +30,7 @@ import (
 	"github.com/cellserver/cellserver/internal/slowlog"
 	"github.com/cellserver/cellserver/internal/version"
 	"github.com/cellserver/cellserver/internal/violations"
+	"github.com/cellserver/cellserver/internal/waiters"
 	"github.com/cellserver/cellserver/region"
 	"github.com/cellserver/cellserver/replication"
 )
@@ -269,18 +270,18 @@ type Server struct {
 	guard       *authguard.Guard // failed AUTH delays and counters
 	acllog      acllog.Log
 	maxClients  atomic.Int64
-	timeout     atomic.Int64       // ns
-	maxBulk     atomic.Int64       // proto-max-bulk-len
-	queryLimit  atomic.Int64       // client-query-buffer-limit
-	txMaxCmds   atomic.Int64       // transaction-max-commands
-	txMaxBytes  atomic.Int64       // transaction-max-bytes
-	waits       waiting            // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
-	line        lineWaiters        // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
-	queryTime   atomic.Int64       // ns
-	mem         *maxmemory.Monitor // maxmemory, maxmemory-policy (memory.go)
-	mover       *cluster.Mover     // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
-	raft        *replication.Node  // the RAFT.* commands' node (RegisterCluster); nil otherwise
-	gate        *region.Gate       // REGION.* commands' gate (RegisterRegions); nil otherwise
+	timeout     atomic.Int64             // ns
+	maxBulk     atomic.Int64             // proto-max-bulk-len
+	queryLimit  atomic.Int64             // client-query-buffer-limit
+	txMaxCmds   atomic.Int64             // transaction-max-commands
+	txMaxBytes  atomic.Int64             // transaction-max-bytes
+	waits       waiting                  // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
+	line        *waiters.Registry[*Conn] // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
+	queryTime   atomic.Int64             // ns
+	mem         *maxmemory.Monitor       // maxmemory, maxmemory-policy (memory.go)
+	mover       *cluster.Mover           // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
+	raft        *replication.Node        // the RAFT.* commands' node (RegisterCluster); nil otherwise
+	gate        *region.Gate             // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[outlimit.Limits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
 	slowlog     slowlog.Log
@@ -347,7 +348,7 @@ func NewServer(cfg Config, backend decide.Backend) (*Server, error) {
 	s.txMaxCmds.Store(int64(cfg.TxMaxCommands))
 	s.txMaxBytes.Store(cfg.TxMaxBytes)
 	s.waits.init(cfg)
-	s.line.init()
+	s.line = waiters.New[*Conn]()
 	s.queryTime.Store(int64(cfg.QueryTimeout))
 	s.mem = maxmemory.NewMonitor(cfg.MaxMemory, cfg.MemoryPolicy)
 	s.cmem = clientmem.NewPool(cfg.MaxMemoryClients, cfg.MaxMemory)

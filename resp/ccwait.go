@@ -10,39 +10,12 @@ import (
 )
 
 // CC.ACQUIRE … WAIT duration: waiting in a concurrency key's line for a
-// release or an expiry.
-//
-// The line is the key's state (engine/concurrency.go): a limited acquire
-// that waits is queued there by its own op, replicated and snapshotted like
-// the leases, and a later op on the key (a release, an expiry found, a
-// waiter asking again) grants the waiters at the head in arrival order. The
-// server only answers: it keeps which connection waits for which (key,
-// lease id) (a waiters.Registry), and the store tells it of every grant it
-// applies (shards.GrantHook, from every op applied here: a standalone
-// write, or the log entries a group member applies, whichever node decided
-// them). The grant wakes the waiting connection's loop (or its goroutine),
-// which sends the allowed reply, fields as of the grant.
-//
-// Each waiting connection also wakes:
-//
-//   - at the earliest held lease's expiry (the queued reply's
-//     retry_after): leases expire lazily, at the next op on the key, so it
-//     asks again with the same id and the rest of its wait (idempotent: it
-//     keeps its place; its own op grants it when the units are free);
-//   - at the end of its wait: it asks once more without WAIT, which takes it
-//     out of the line and answers the usual limited reply (or the allowed
-//     one when it was granted meanwhile).
-//
-// A connection that closes while waiting releases its id (CC.RELEASE,
-// through the decision path): that removes it from the line, or frees the
-// lease granted to nobody. Should that fail, the engine drops the waiter at
-// its deadline and a lease granted late frees itself at its ttl: a waiter
-// never makes the key admit more than its max.
-//
-// An acquire that waits without ID is given one by the server that took it
-// (waiters.Registry.NewID), so that the connection is known by its (key, id)
-// before its op is applied: a grant applied before the op's own reply
-// reaches a follower is not lost.
+// release or an expiry. The line is the key's state (engine/concurrency.go);
+// the server only answers: it knows which connection waits for which (key,
+// lease id) (Server.line), and the store tells it of every grant it applies
+// (GrantHook). A waiter also asks again at the earliest lease's expiry and
+// once more, without WAIT, at its deadline. resp/DESIGN.md ("Waiting for a
+// release") tells the whole course, leaving the line included.
 
 // GrantHook returns the hook to set on the store (shards.Store.SetGrantHook)
 // so that s answers the waiters of its connections that an applied op

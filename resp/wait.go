@@ -11,28 +11,11 @@ import (
 	"github.com/cellserver/cellserver/internal/timerheap"
 )
 
-// Waiting instead of refusing: a limiter request's trailing WAIT.
-//
-// The engine does the deciding (engine/wait.go): a request it would admit
-// within its wait is admitted at once as of its turn, its place reserved
-// in the key's state, and the result carries Delay, the time until that
-// turn. The server only holds the reply: it renders it at once (its fields
-// are as of the turn) and sends it when the turn comes. The connection is
-// blocked meanwhile, as a Redis client in BLPOP: the commands it pipelined
-// behind the waiting one run after the reply is sent (a run of pipelined
-// writes ends at a command with WAIT, so none of them is decided early).
-//
-// No goroutine or thread per waiter. A connection on an event loop keeps
-// the rest of its batch and returns to its loop; the server's one timer
-// heap (waiting.run) wakes the connection's loop when the turn comes, and
-// the loop sends the reply and runs the rest. A connection served by its
-// own goroutine (TLS, cluster nodes, regions) waits on its goroutine with
-// one reusable timer.
-//
-// A client that disconnects while waiting leaves its reservation consumed
-// (nothing is given back), so it never makes a key admit more than its
-// limit. A server shutting down closes waiting connections without their
-// replies, as Redis closes blocked clients.
+// Waiting instead of refusing: a limiter request's trailing WAIT. The
+// engine admits it at once as of its turn (engine/wait.go, Result.Delay);
+// this file holds the connection and its rendered reply until that turn,
+// with no goroutine per waiter: resp/DESIGN.md ("Waiting instead of
+// refusing") tells how, and what a disconnection or a shutdown does.
 
 // Defaults of max-wait and max-waiting.
 const (

@@ -231,13 +231,7 @@ func (w *ccWait) step(c *Conn, cw *connWait) bool {
 // reply writes CC.ACQUIRE's reply r and counts the decision.
 func (w *ccWait) reply(c *Conn, r *engine.Result) {
 	r.Queued = false
-	c.acct.countOne(c, []byte(w.k.Key), r.Limited)
-	c.writeLimit(r, engine.CeilMillis, 1)
-	if r.Limited || r.Lease == "" {
-		c.WriteNull()
-	} else {
-		c.WriteBulkString(r.Lease)
-	}
+	writeAcquire(c, []byte(w.k.Key), r)
 }
 
 // settle runs after each reply of a run of writes: an acquire that was

@@ -55,7 +55,13 @@ func finishAcquire(c *Conn, args [][]byte, res *shards.Result) {
 		r.Delay = c.ccw.req.Wait
 		return
 	}
-	c.acct.countOne(c, args[1], r.Limited)
+	writeAcquire(c, args[1], r)
+}
+
+// writeAcquire writes CC.ACQUIRE's reply r for key (its decision counted):
+// the five fields, then the lease (null when limited).
+func writeAcquire(c *Conn, key []byte, r *engine.Result) {
+	c.acct.countOne(c, key, r.Limited)
 	c.writeLimit(r, engine.CeilMillis, 1)
 	if r.Limited || r.Lease == "" {
 		c.WriteNull()

@@ -157,8 +157,7 @@ func (cw *connWait) deliver(c *Conn) {
 	c.out = append(c.out, cw.held...)
 	cw.held = cw.held[:0]
 	now := w.mono()
-	waited := now - cw.start
-	w.done.Observe(waited, max(now-cw.due, 0))
+	w.done.Observe(now-cw.start, max(now-cw.due, 0))
 	cw.due = 0
 	cw.unwait(c)
 	c.lastSeen.Store(time.Now().UnixNano())

@@ -17,6 +17,9 @@ import (
 // once more, without WAIT, at its deadline. resp/DESIGN.md ("Waiting for a
 // release") tells the whole course, leaving the line included.
 
+// lineWaiters is the server's waiting connections by (key, lease id).
+type lineWaiters = waiters.Registry[*Conn]
+
 // GrantHook returns the hook to set on the store (shards.Store.SetGrantHook)
 // so that s answers the waiters of its connections that an applied op
 // granted.

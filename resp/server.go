@@ -270,18 +270,18 @@ type Server struct {
 	guard       *authguard.Guard // failed AUTH delays and counters
 	acllog      acllog.Log
 	maxClients  atomic.Int64
-	timeout     atomic.Int64             // ns
-	maxBulk     atomic.Int64             // proto-max-bulk-len
-	queryLimit  atomic.Int64             // client-query-buffer-limit
-	txMaxCmds   atomic.Int64             // transaction-max-commands
-	txMaxBytes  atomic.Int64             // transaction-max-bytes
-	waits       waiting                  // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
-	line        *waiters.Registry[*Conn] // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
-	queryTime   atomic.Int64             // ns
-	mem         *maxmemory.Monitor       // maxmemory, maxmemory-policy (memory.go)
-	mover       *cluster.Mover           // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
-	raft        *replication.Node        // the RAFT.* commands' node (RegisterCluster); nil otherwise
-	gate        *region.Gate             // REGION.* commands' gate (RegisterRegions); nil otherwise
+	timeout     atomic.Int64       // ns
+	maxBulk     atomic.Int64       // proto-max-bulk-len
+	queryLimit  atomic.Int64       // client-query-buffer-limit
+	txMaxCmds   atomic.Int64       // transaction-max-commands
+	txMaxBytes  atomic.Int64       // transaction-max-bytes
+	waits       waiting            // WAIT: max-wait, max-waiting, the waiting requests (wait.go)
+	line        *lineWaiters       // CC.ACQUIRE … WAIT: the connections waiting in lines (ccwait.go)
+	queryTime   atomic.Int64       // ns
+	mem         *maxmemory.Monitor // maxmemory, maxmemory-policy (memory.go)
+	mover       *cluster.Mover     // MIGRATE and ABORTMOVE one at a time across the group (cmd_migrate.go)
+	raft        *replication.Node  // the RAFT.* commands' node (RegisterCluster); nil otherwise
+	gate        *region.Gate       // REGION.* commands' gate (RegisterRegions); nil otherwise
 	outLimits   atomic.Pointer[outlimit.Limits]
 	cmem        *clientmem.Pool // maxmemory-clients (clientmem.go)
 	slowlog     slowlog.Log

@@ -30,9 +30,9 @@ import (
 // their deadline, then grants waiters from the head while the head's units
 // fit (strict first come, first served: a newcomer never overtakes a
 // waiter, and remaining counts the waiting units). A granted waiter
-// becomes a held lease at once, in the same op; the Result of that op
-// lists it (Result.Granted, its allowed reply), so every node applying
-// the op learns of the grant and the one holding the waiting client
+// becomes a held lease at once, in the same op; Granted, comparing the
+// states before and after the op, gives its allowed reply, so every node
+// applying the op learns of the grant and the one holding the waiting client
 // answers it. Leases expire lazily: a grant owed to an expiry happens at
 // the next op on the key (the waiting node asks again at retry_after,
 // with the same id, which is idempotent). A waiter never holds units, so

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"net"
 	"time"
 
 	"github.com/cellserver/cellserver/internal/authguard"
@@ -74,7 +75,7 @@ const deniedWriteTimeout = 5 * time.Second
 // connection's own goroutine, so a slow TLS handshake holds no one else.
 func (c *Conn) refuseUnprotected() bool {
 	s := c.srv
-	if !s.protected.Load() || *s.requirePass.Load() != "" || authguard.IsLocal(c.nc.RemoteAddr()) {
+	if !refusesUnprotected(s, c.nc) {
 		return false
 	}
 	s.stats.RejectedConns.Add(1)
@@ -83,4 +84,10 @@ func (c *Conn) refuseUnprotected() bool {
 	_ = c.nc.SetDeadline(time.Now().Add(deniedWriteTimeout))
 	_, _ = c.nc.Write(appendErrorReply(nil, ErrProtectedMode))
 	return true
+}
+
+// refusesUnprotected reports whether protected mode refuses nc: on, no
+// password set, and a client of another host.
+func refusesUnprotected(s *Server, nc net.Conn) bool {
+	return s.protected.Load() && *s.requirePass.Load() == "" && !authguard.IsLocal(nc.RemoteAddr())
 }

@@ -137,6 +137,13 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	return c
 }
 
+// loopable reports whether c may run on an event loop: the server has
+// loops, c is plaintext TCP (TLS keeps its goroutine) and authenticated.
+func loopable(c *Conn) bool {
+	_, tcp := c.nc.(*net.TCPConn)
+	return tcp && c.auth.authed && c.srv.loops != nil
+}
+
 // serve reads batches of commands and answers them until the client leaves,
 // a protocol error, the idle timeout, or the server's shutdown.
 func (c *Conn) serve() {
@@ -160,7 +167,7 @@ func (c *Conn) serve() {
 		if s.draining.Load() {
 			return
 		}
-		if _, tcp := c.nc.(*net.TCPConn); tcp && c.auth.authed && s.loops != nil {
+		if loopable(c) {
 			// Plaintext (TLS keeps its goroutine) and authenticated, at
 			// connect or by AUTH: the rest of the connection runs on a
 			// loop. Failed AUTH waits and protected mode's refusal happen

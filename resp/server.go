@@ -496,6 +496,19 @@ func (s *Server) startConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	// A client that may run on a loop from the start goes there without a
+	// goroutine of its own (one per connect otherwise, for nothing); one
+	// that must authenticate, or that protected mode refuses, starts on
+	// its goroutine (failed AUTH waits and the refusal's write may take
+	// time, which no loop may spend) and moves once authenticated.
+	if loopable(c) && !refusesUnprotected(s, nc) {
+		if err := s.loops.enroll(c, nc); err != nil {
+			// nc is closed; nothing was read from it.
+			s.log.Warn("cannot serve client on an event loop; connection closed", "client", c.addr, "err", err)
+			s.removeConn(c)
+		}
+		return
+	}
 	go c.serve()
 }
 

@@ -150,15 +150,8 @@ func writeArgSyntax(b *strings.Builder, a Arg) {
 		if !a.Optional {
 			b.WriteByte('>')
 		}
-	case "block":
-		for i, s := range a.Arguments {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			writeArgSyntax(b, s)
-		}
 	default:
-		b.WriteString(a.Name)
+		writeArgBody(b, a)
 	}
 	if a.Multiple {
 		b.WriteString(" [")
@@ -166,21 +159,26 @@ func writeArgSyntax(b *strings.Builder, a Arg) {
 			b.WriteString(a.Token)
 			b.WriteByte(' ')
 		}
-		switch a.Type {
-		case "block":
-			for i, s := range a.Arguments {
-				if i > 0 {
-					b.WriteByte(' ')
-				}
-				writeArgSyntax(b, s)
-			}
-		default:
-			b.WriteString(a.Name)
-		}
+		writeArgBody(b, a)
 		b.WriteString(" ...]")
 	}
 	if a.Optional {
 		b.WriteByte(']')
+	}
+}
+
+// writeArgBody writes a's words after its token: a block's arguments, in
+// order, or a's name.
+func writeArgBody(b *strings.Builder, a Arg) {
+	if a.Type != "block" {
+		b.WriteString(a.Name)
+		return
+	}
+	for i, s := range a.Arguments {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		writeArgSyntax(b, s)
 	}
 }
 

@@ -130,13 +130,17 @@ const restoreReplace = 0x01
 // reads it) —; and resultLease set when a CC.ACQUIRE's lease id follows
 // (a length-prefixed string, after the delay if any); resultQueued set
 // with resultLimited for a CC.ACQUIRE now waiting in its key's line
-// (engine.Result.Queued; only a request that carried a wait gets one).
+// (engine.Result.Queued; only a request that carried a wait gets one);
+// resultShadowDelay set with resultShadowed for a shadowed result of an
+// admitted CL.THROTTLEALL … WAIT, whose delay (the call's turn) then
+// follows as for resultDelayed.
 const (
-	resultLimited  = 1
-	resultShadowed = 2
-	resultDelayed  = 3
-	resultLease    = 4
-	resultQueued   = 8
+	resultLimited     = 1
+	resultShadowed    = 2
+	resultDelayed     = 3
+	resultLease       = 4
+	resultQueued      = 8
+	resultShadowDelay = 16
 )
 
 // errOther marks an op error that is not in resultErrs; its text follows.
@@ -578,6 +582,8 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			switch {
 			case x.Limited:
 				limited = resultLimited
+			case x.Shadowed && x.Delay > 0:
+				limited = resultShadowed | resultShadowDelay
 			case x.Shadowed:
 				limited = resultShadowed
 			case x.Delay > 0:
@@ -595,7 +601,7 @@ func encodeResults(dst []byte, res []shards.Result) []byte {
 			dst = binary.AppendVarint(dst, x.RetryAfter)
 			dst = binary.AppendVarint(dst, x.ResetAfter)
 			dst = binary.AppendVarint(dst, x.Wait)
-			if limited&^resultLease == resultDelayed {
+			if limited&^resultLease == resultDelayed || limited&resultShadowDelay != 0 {
 				dst = binary.AppendVarint(dst, x.Delay)
 			}
 			if x.Lease != "" {
@@ -645,6 +651,12 @@ func decodeResults(b []byte, res []shards.Result) error {
 		for j := 0; j < nr && r.err == nil; j++ {
 			var x engine.Result
 			lb := r.byte1("limited")
+			shadowDelay := lb&resultShadowDelay != 0
+			if shadowDelay {
+				if lb &^= resultShadowDelay; lb&^resultLease != resultShadowed {
+					r.fail("limited")
+				}
+			}
 			if lb&resultQueued != 0 {
 				x.Queued = true
 				if lb &^= resultQueued; lb&^resultLease != resultLimited {
@@ -665,7 +677,7 @@ func decodeResults(b []byte, res []shards.Result) error {
 			x.RetryAfter = r.varint("retry_after")
 			x.ResetAfter = r.varint("reset_after")
 			x.Wait = r.varint("wait")
-			if lb&^resultLease == resultDelayed {
+			if lb&^resultLease == resultDelayed || shadowDelay {
 				x.Delay = r.varint("delay")
 			}
 			if lb&resultLease != 0 {

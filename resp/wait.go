@@ -252,8 +252,8 @@ func (cw *connWait) resumeLoop(c *Conn) (waiting, closing bool) {
 
 // delayOf returns how long the reply of a write submitted by submitWrites
 // waits for its turn (engine.Result.Delay; 0: answered now). A
-// CL.THROTTLEALL's keys are due at one instant: the largest Delay (a
-// shadowed result may come back without its own over a group's link).
+// CL.THROTTLEALL's results all carry the call's one Delay when it waits,
+// and none when it is refused: the largest is the call's.
 func (b *writeBatch) delayOf(sl *slot, werr error) int64 {
 	if sl.op < 0 || werr != nil {
 		return 0

@@ -99,18 +99,7 @@ func TestScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	ln := serve(t, srv)
 
 	persist := fakePersistence{
 		ChangesSinceLastSave: 7, LastSave: time.Unix(1700000000, 0), LastSaveOK: true, Saves: 3,
@@ -280,3 +269,22 @@ func TestScrape(t *testing.T) {
 type fakeRLS rls.Stats
 
 func (f fakeRLS) Stats() rls.Stats { return rls.Stats(f) }
+
+// serve serves srv on a loopback port until the test ends, and returns
+// its listener.
+func serve(t *testing.T, srv *resp.Server) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln
+}

@@ -2,9 +2,7 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -30,18 +28,7 @@ func TestScrapeWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	ln := serve(t, srv)
 	h, err := Listen("127.0.0.1:0", NewRegistry(Sources{Server: srv, Store: store}), nil, discard())
 	if err != nil {
 		t.Fatal(err)

@@ -88,9 +88,6 @@ func newLimiter(client redis.UniversalClient, policies []Policy, cfg config) (*L
 	}
 	l := &Limiter{client: client, policies: cs, prefix: cfg.prefix, timeout: cfg.timeout}
 	if cfg.wait > 0 {
-		if len(cs) != 1 {
-			return nil, fmt.Errorf("%w: WithWait needs one policy (CL.THROTTLEALL takes no WAIT), not %d", ErrInvalidOption, len(cs))
-		}
 		ms := (cfg.wait + time.Millisecond - 1) / time.Millisecond
 		l.wait = ms * time.Millisecond
 		l.waitArg = strconv.FormatInt(int64(ms), 10) + "ms"
@@ -243,13 +240,17 @@ func (l *Limiter) command(key string, n int64) []any {
 		}
 		return args
 	}
-	args := make([]any, 0, 1+5*len(l.policies))
+	args := make([]any, 0, 3+5*len(l.policies))
 	args = append(args, "CL.THROTTLEALL")
 	for i := range l.policies {
 		c := &l.policies[i]
 		args = append(args, l.ServerKey(c.Name, key))
 		args = append(args, c.params...)
 		args = append(args, n)
+	}
+	if l.wait > 0 {
+		// One wait for the call: every policy admits at one instant.
+		args = append(args, "WAIT", l.waitArg)
 	}
 	return args
 }

@@ -135,9 +135,9 @@ const MaxWait = time.Minute
 // once, as without the option. The decision's time bound becomes the
 // timeout plus max; the client's own read timeout (go-redis's ReadTimeout,
 // 3 s by default) must exceed that too, or ContextTimeoutEnabled be set.
-// It needs one policy, of any algorithm (several are decided by
-// CL.THROTTLEALL, which takes no WAIT; NewLimiter refuses them); max runs
-// from 1 ms to MaxWait, in whole milliseconds (rounded up), 0 turns it off.
+// Any policies take it: one is decided by its own command, several (GCRA)
+// by one CL.THROTTLEALL … WAIT, which admits them all at one turn or none;
+// max runs from 1 ms to MaxWait, in whole milliseconds (rounded up), 0 turns it off.
 // ConcurrencyMiddleware takes it too: a request waits for a release (a
 // unit freed) instead of a 429, at most max and never past its context's
 // deadline less the timeout.
